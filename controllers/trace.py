@@ -1,0 +1,112 @@
+"""Follow a packet through host routes and switch rules to check every path (pure)."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from controllers.rules import ETH_TYPE_IPV4, OFPP_CONTROLLER, RuleSet
+from emulation.addressing import HostConfig
+from emulation.topology import Topology
+
+MAX_HOPS = 64
+
+
+@dataclass
+class TraceResult:
+    """Every path a packet can take (one per ECMP choice) and what went wrong on any of them."""
+
+    paths: List[List[str]] = field(default_factory=list)
+    problems: List[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every branch was delivered."""
+        return bool(self.paths) and not self.problems
+
+
+def host_egress(cfg: HostConfig, dst_ip: str) -> Optional[Tuple[str, str]]:
+    """(device, next-hop ip) a host uses for dst_ip: /32 routes first, then connected subnets."""
+    for r in cfg.routes:
+        if r.dst == dst_ip:
+            return r.dev, r.via or dst_ip
+    dst = ipaddress.ip_address(dst_ip)
+    for dev, ip, prefix in cfg.addresses:
+        if dst in ipaddress.ip_network(f"{ip}/{prefix}", strict=False):
+            return dev, dst_ip
+    return None
+
+
+def arp_lookup(cfg: HostConfig, dev: str, ip: str) -> Optional[str]:
+    """The static MAC for ip on dev, or None (a real host would broadcast an ARP request)."""
+    for a in cfg.arp:
+        if a.dev == dev and a.ip == ip:
+            return a.mac
+    return None
+
+
+def matches(fields: Dict[str, object], packet: Dict[str, object]) -> bool:
+    """True when every match field equals the packet's value."""
+    return all(packet.get(k) == v for k, v in fields.items())
+
+
+def trace(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig],
+          src: str, dst_ip: str) -> TraceResult:
+    """Send an IPv4 packet from host src to dst_ip and explore every forwarding branch."""
+    result = TraceResult()
+    ports_by_intf = {i.name: (h.name, i.port) for h in topo.hosts for i in h.interfaces}
+    flows_by_dpid: Dict[int, list] = {}
+    for f in sorted(rules.flows, key=lambda f: -f.priority):
+        flows_by_dpid.setdefault(f.dpid, []).append(f)
+    groups = {(g.dpid, g.group_id): g.ports for g in rules.groups}
+
+    def at_host(name: str, path: List[str]) -> None:
+        node = topo.node(name)
+        if any(i.ip == dst_ip for i in node.interfaces):
+            result.paths.append(path)
+            return
+        cfg = configs[name]
+        if len(path) > 1 and not cfg.forwarding:
+            result.problems.append(f"{'>'.join(path)}: {name} does not forward IP")
+            return
+        egress = host_egress(cfg, dst_ip)
+        if egress is None:
+            result.problems.append(f"{'>'.join(path)}: {name} has no route to {dst_ip}")
+            return
+        dev, hop_ip = egress
+        mac = arp_lookup(cfg, dev, hop_ip)
+        if mac is None:
+            result.problems.append(f"{'>'.join(path)}: {name} has no ARP entry for {hop_ip} on {dev}")
+            return
+        _, port = ports_by_intf[dev]
+        peer, peer_port, _ = topo.peer(name, port)
+        at_switch(peer, peer_port, {"eth_type": ETH_TYPE_IPV4, "eth_dst": mac, "ipv4_dst": dst_ip},
+                  path + [peer])
+
+    def at_switch(name: str, in_port: int, packet: Dict[str, object], path: List[str]) -> None:
+        if len(path) > MAX_HOPS or path.count(name) > 1:
+            result.problems.append(f"{'>'.join(path)}: forwarding loop")
+            return
+        sw = topo.node(name)
+        packet = dict(packet, in_port=in_port)
+        rule = next((f for f in flows_by_dpid.get(sw.dpid, []) if matches(f.fields(), packet)), None)
+        if rule is None or rule.out_port == OFPP_CONTROLLER:
+            result.problems.append(f"{'>'.join(path)}: table miss at {name} (PacketIn)")
+            return
+        outs = groups[(sw.dpid, rule.group)] if rule.group is not None else (rule.out_port,)
+        for out in outs:
+            if out == in_port:
+                result.problems.append(f"{'>'.join(path)}: {name} sends back out of its in_port")
+                continue
+            peer, peer_port, _ = topo.peer(name, out)
+            if topo.is_host(peer):
+                if path.count(peer) > 0:
+                    result.problems.append(f"{'>'.join(path)}: forwarding loop through {peer}")
+                    continue
+                at_host(peer, path + [peer])
+            else:
+                at_switch(peer, peer_port, packet, path + [peer])
+
+    at_host(src, [src])
+    return result

@@ -1,0 +1,1 @@
+"""dmlbed emulation: topologies, network bring-up, controller process, CLI."""

@@ -1,0 +1,129 @@
+"""Start and stop the Ryu controller as its own ryu-manager process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Optional
+
+from emulation.topology import Topology
+
+
+class ControllerError(RuntimeError):
+    """The controller did not start or did not program the switches in time."""
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ControllerProcess:
+    """A ryu-manager running dmlbed's app for one topology; its status file reports installs and PacketIns."""
+
+    def __init__(self, topo: Topology, workdir: str, port: Optional[int] = None):
+        self.topo = topo
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.topology_path = os.path.join(workdir, "topology.json")
+        self.status_path = os.path.join(workdir, "controller-status.json")
+        self.log_path = os.path.join(workdir, "controller.log")
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self, timeout: float = 20.0) -> int:
+        """Launch ryu-manager and wait until it accepts OpenFlow connections; returns its PID."""
+        with open(self.topology_path, "w") as f:
+            f.write(self.topo.to_json())
+        env = dict(os.environ, DMLBED_TOPOLOGY=self.topology_path, DMLBED_STATUS=self.status_path)
+        cmd = [sys.executable, "-m", "controllers.launch", "--ofp-listen-host", "127.0.0.1",
+               "--ofp-tcp-listen-port", str(self.port), "controllers.app"]
+        log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                     cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ControllerError(f"ryu-manager exited with code {self.proc.returncode}: "
+                                      f"{self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self.proc.pid
+            except OSError:
+                time.sleep(0.2)
+        raise ControllerError(f"ryu-manager did not listen on 127.0.0.1:{self.port} within {timeout:.0f}s: "
+                              f"{self.log_tail()}")
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines of the controller log, joined on one line."""
+        try:
+            with open(self.log_path) as f:
+                return " | ".join(l.strip() for l in f.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def status(self) -> dict:
+        """The app's latest status: switches installed and PacketIn counts."""
+        try:
+            with open(self.status_path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {"switches": {}, "packet_in": 0}
+
+    def wait_installed(self, timeout: float = 60.0) -> float:
+        """Wait until every switch has connected and confirmed its rules; returns seconds waited."""
+        start = time.monotonic()
+        expected = {s.dpid_hex for s in self.topo.switches}
+        while True:
+            switches = self.status().get("switches", {})
+            done = {d for d, s in switches.items() if s.get("installed")}
+            if expected <= done:
+                return time.monotonic() - start
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ControllerError(f"ryu-manager died: {self.log_tail()}")
+            if time.monotonic() - start > timeout:
+                missing = sorted(self.topo.switch_by_dpid(int(d, 16)).name for d in expected - done)
+                raise ControllerError(f"switches not programmed within {timeout:.0f}s: {', '.join(missing)}")
+            time.sleep(0.2)
+
+    def packet_ins(self) -> int:
+        """Data-plane PacketIns the controller has seen so far."""
+        return int(self.status().get("packet_in", 0))
+
+    def stop(self) -> None:
+        """Terminate the controller process (SIGTERM, then SIGKILL)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        stop_process_group(self.proc.pid, self.proc)
+
+
+def stop_process_group(pid: int, proc: Optional[subprocess.Popen] = None, grace: float = 3.0) -> None:
+    """SIGTERM the process group led by pid, then SIGKILL it if it lingers (reaping proc if ours)."""
+
+    def alive() -> bool:
+        if proc is not None:
+            return proc.poll() is None
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not alive():
+                return
+            time.sleep(0.05)

@@ -1,0 +1,284 @@
+"""Bring an emulated network up in Mininet under dmlbed's controller, and always tear it down."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from typing import Callable, List, Optional, Sequence
+
+from mininet.link import TCIntf, TCLink
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import Host, OVSSwitch, RemoteController
+
+from emulation.addressing import all_host_configs, config_commands
+from emulation.controller import ControllerProcess, stop_process_group
+from emulation.runstate import RunState, clean as clean_stale
+from emulation.topology import Topology
+from emulation.topos import SpecTopo
+
+OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
+OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
+
+
+class NetworkError(RuntimeError):
+    """The emulated network could not be brought up."""
+
+
+NO_IPV6 = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
+
+
+class QuietTCIntf(TCIntf):
+    """TCIntf that drops HTB's harmless 'quantum of class ... is big' warnings from tc output."""
+
+    def tc(self, cmd, tc="tc"):
+        """Run a tc command; return its output without quantum warnings."""
+        out = super().tc(cmd, tc)
+        return "\n".join(l for l in out.splitlines() if "quantum of class" not in l)
+
+
+class ShapedLink(TCLink):
+    """HTB-shaped veth link with checksum offload off on both ends."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("cls1", QuietTCIntf)
+        kwargs.setdefault("cls2", QuietTCIntf)
+        kwargs.update(txo=False, rxo=False)
+        super().__init__(*args, **kwargs)
+
+
+class QuietHost(Host):
+    """Host whose namespace has IPv6 off before any interface appears, so it sends no ND/MLD frames."""
+
+    def startShell(self, *args, **kwargs):
+        """Start the shell, then disable IPv6 in the new namespace."""
+        super().startShell(*args, **kwargs)
+        self.cmd(NO_IPV6)
+
+
+class DmlSwitch(OVSSwitch):
+    """OVS switch speaking OpenFlow 1.3 whose ports use AF_XDP on the userspace datapath."""
+
+    def __init__(self, name, afxdp=False, **params):
+        params.setdefault("protocols", "OpenFlow13")
+        params.setdefault("failMode", "secure")
+        super().__init__(name, **params)
+        self.afxdp = afxdp
+
+    def intfOpts(self, intf):
+        """Mininet's port options, plus the AF_XDP port type when asked for."""
+        opts = super().intfOpts(intf)
+        if self.afxdp:
+            opts += " type=afxdp-nonpmd options:xdp-mode=generic"
+        return opts
+
+
+def ovs_running() -> bool:
+    """True when ovsdb-server and ovs-vswitchd answer."""
+    return (shutil.which("ovs-vsctl") is not None and
+            subprocess.run(["ovs-vsctl", "-t", "3", "show"], capture_output=True).returncode == 0)
+
+
+def ensure_ovs() -> None:
+    """Start Open vSwitch (without needing its kernel module) when it is not running."""
+    if ovs_running():
+        return
+    if not os.path.exists(OVS_CTL):
+        raise NetworkError("Open vSwitch is not installed: run `make setup`")
+    subprocess.run([OVS_CTL, "start"], capture_output=True)
+    if not ovs_running():
+        raise NetworkError(f"Open vSwitch did not start: run `{OVS_CTL} start` and check `ovs-vsctl show`")
+
+
+def kernel_datapath_available() -> bool:
+    """True when the openvswitch kernel module is (or can be) loaded."""
+    if os.path.isdir("/sys/module/openvswitch"):
+        return True
+    if shutil.which("modprobe"):
+        subprocess.run(["modprobe", "-q", "openvswitch"], capture_output=True)
+    return os.path.isdir("/sys/module/openvswitch")
+
+
+def choose_datapath(requested: str = "auto") -> str:
+    """'kernel' where the kernel has the OVS module, else 'user' (userspace with AF_XDP ports)."""
+    if requested not in ("auto", "kernel", "user"):
+        raise NetworkError(f"datapath '{requested}' is invalid: use auto, kernel or user")
+    if requested == "auto":
+        return "kernel" if kernel_datapath_available() else "user"
+    if requested == "kernel" and not kernel_datapath_available():
+        raise NetworkError("datapath 'kernel' asked for but the openvswitch kernel module is missing: "
+                           "use --datapath user")
+    return requested
+
+
+def netem_available() -> bool:
+    """True when tc can create a netem qdisc (needed for delay and loss), tried in a scratch namespace."""
+    ns = f"dmlbed-netem-{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
+        return False
+    try:
+        r = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root",
+                            "netem", "delay", "1ms"], capture_output=True)
+        return r.returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+class EmulatedNetwork:
+    """Context manager: Mininet network for a Topology, shaped links, Ryu controller; torn down on exit."""
+
+    def __init__(self, topo: Topology, bw: Sequence[float], datapath: str = "auto",
+                 install_timeout: float = 90.0, log: Callable[[str], None] = lambda msg: None):
+        self.topo = topo
+        self.bw = tuple(bw)
+        self.requested_datapath = datapath
+        self.install_timeout = install_timeout
+        self.log = log
+        self.datapath: Optional[str] = None
+        self.net: Optional[Mininet] = None
+        self.controller: Optional[ControllerProcess] = None
+        self.state: Optional[RunState] = None
+        self.workdir: Optional[str] = None
+        self.procs: List[subprocess.Popen] = []
+        self.bring_up_s = 0.0
+        self.teardown_s = 0.0
+
+    def __enter__(self) -> "EmulatedNetwork":
+        start = time.monotonic()
+        try:
+            self._bring_up()
+        except BaseException:
+            self._teardown()
+            raise
+        self.bring_up_s = time.monotonic() - start
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._teardown()
+
+    def _bring_up(self) -> None:
+        for action in clean_stale():
+            self.log(f"clean: {action}")
+        ensure_ovs()
+        self.datapath = choose_datapath(self.requested_datapath)
+        self.state = RunState().create()
+        self.workdir = tempfile.mkdtemp(prefix="dmlbed-")
+        self.log(f"starting controller ({self.topo.spec}, datapath {self.datapath})")
+        self.controller = ControllerProcess(self.topo, self.workdir)
+        self.state.add_pid(self.controller.start(), "ryu-manager")
+        setLogLevel(os.environ.get("DMLBED_MININET_LOG", "warning"))
+        afxdp = self.datapath == "user"
+        self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw), link=ShapedLink, host=QuietHost,
+                           switch=lambda name, **p: DmlSwitch(name, datapath=self.datapath,
+                                                               afxdp=afxdp, **p),
+                           controller=None, autoSetMacs=False, autoStaticArp=False,
+                           build=False, waitConnected=False)
+        self.net.addController("c0", controller=RemoteController, ip="127.0.0.1",
+                               port=self.controller.port)
+        self.state.add_bridges([s.name for s in self.topo.switches])
+        self.state.add_interfaces(switch_side_interfaces(self.topo))
+        self.log(f"building {len(self.topo.hosts)} hosts, {len(self.topo.switches)} switches, "
+                 f"{len(self.topo.links)} links")
+        self.net.build()
+        for host in self.net.hosts:
+            self.state.add_pid(host.pid, f"host {host.name}")
+        self.net.start()
+        self._quiet_switch_ports()
+        self._configure_hosts()
+        self.log("waiting for every switch to be programmed")
+        self.controller.wait_installed(self.install_timeout)
+
+    def _quiet_switch_ports(self) -> None:
+        """IPv6 off on root-namespace switch ports and bridge-local ports, so the kernel sends nothing into the switches."""
+        names = switch_side_interfaces(self.topo) + [s.name for s in self.topo.switches]
+        args = [f"net.ipv6.conf.{n}.disable_ipv6=1" for n in names if os.path.exists(f"/sys/class/net/{n}")]
+        if args:
+            subprocess.run(["sysctl", "-qw"] + args, capture_output=True)
+
+    def _configure_hosts(self) -> None:
+        """Addresses, routes, static ARP and no TX offload on every host interface."""
+        configs = all_host_configs(self.topo)
+        for spec_host in self.topo.hosts:
+            host = self.net.get(spec_host.name)
+            cmds = config_commands(configs[spec_host.name])
+            for intf in spec_host.interfaces:
+                cmds.append(f"ethtool -K {intf.name} " + " ".join(f"{o} off" for o in OFFLOADS))
+            out = host.cmd(" ; ".join(cmds) + " ; echo dmlbed-config-done")
+            if "dmlbed-config-done" not in out:
+                raise NetworkError(f"configuring {spec_host.name} failed: {out.strip()[-200:]}")
+            errors = [l for l in out.splitlines() if "Error" in l or "RTNETLINK" in l]
+            if errors:
+                raise NetworkError(f"configuring {spec_host.name} failed: {errors[0]}")
+
+    def host(self, name: str):
+        """The Mininet host called name."""
+        return self.net.get(name)
+
+    def popen(self, host_name: str, args: List[str], **kwargs) -> subprocess.Popen:
+        """Start a process in a host's namespace; it is killed at teardown and recorded for `dmlbed clean`."""
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        proc = self.host(host_name).popen(args, **kwargs)
+        self.procs.append(proc)
+        self.state.add_pid(proc.pid, f"{args[0]} on {host_name}")
+        return proc
+
+    def stop_process(self, proc: subprocess.Popen) -> None:
+        """Stop one process started with popen()."""
+        stop_process_group(proc.pid, proc)
+        if self.state is not None:
+            self.state.drop_pid(proc.pid)
+
+    def packet_ins(self) -> int:
+        """Data-plane PacketIns counted by the controller so far."""
+        return self.controller.packet_ins() if self.controller else 0
+
+    def _teardown(self) -> None:
+        """Stop host processes, the network and the controller; runs on every exit path."""
+        start = time.monotonic()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        errors = []
+        try:
+            for proc in self.procs:
+                try:
+                    stop_process_group(proc.pid, proc, grace=1.0)
+                except Exception as exc:  # keep tearing down whatever fails
+                    errors.append(f"process {proc.pid}: {exc}")
+            self.procs = []
+            if self.net is not None:
+                try:
+                    self.net.stop()
+                except Exception as exc:
+                    errors.append(f"mininet stop: {exc}")
+                self.net = None
+            if self.controller is not None:
+                self.controller.stop()
+                self.controller = None
+            if self.state is not None:
+                leftovers = self.state.undo()
+                if leftovers:
+                    self.log("teardown also removed: " + "; ".join(leftovers))
+                self.state.remove()
+                self.state = None
+            if self.workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+                self.workdir = None
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            self.teardown_s = time.monotonic() - start
+        if errors:
+            self.log("teardown problems: " + "; ".join(errors))
+
+
+def switch_side_interfaces(topo: Topology) -> List[str]:
+    """Root-namespace interface names Mininet creates for the topology's switch ports."""
+    names = []
+    for link in topo.links:
+        names.append(f"{link.upper}-eth{link.upper_port}")
+        if not topo.is_host(link.lower):
+            names.append(f"{link.lower}-eth{link.lower_port}")
+    return names

@@ -1,0 +1,1 @@
+"""dmlbed workloads: synchronization plans, transport and training workers."""
