@@ -1,0 +1,21 @@
+# dmlbed: `make demo` (the main job) and `make test` (the whole suite); both run setup first.
+PY := .venv/bin/python
+DMLBED := .venv/bin/dmlbed
+
+.PHONY: setup demo test test-fast clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(DMLBED) net bcube:3,2 --bw 100 --check
+
+test: setup
+	$(PY) -m pytest tests -v -rs
+
+test-fast: setup
+	$(PY) -m pytest tests -v -rs -m "not emulation"
+
+clean:
+	-$(DMLBED) clean
+	rm -rf .pytest_cache build *.egg-info

@@ -1,0 +1,192 @@
+"""Reachability and iperf3 shaping-fidelity checks: which pairs and flows (pure), and running them."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Tuple
+
+from controllers.rules import compute_rules
+from controllers.trace import trace
+from emulation.addressing import all_host_configs
+from emulation.topology import Topology
+
+IPERF_BASE_PORT = 5201
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One iperf3 flow of the fidelity test and the rate the shaping should give it."""
+
+    src: str
+    src_ip: str
+    dst: str
+    dst_ip: str
+    level: int
+    shaped_mbps: float
+
+
+def neighbours_on_level(topo: Topology, host, level: int):
+    """The other hosts on host's level-`level` switch (BCube), in order."""
+    return [h for h in topo.hosts if h.name != host.name and
+            all(a == b for l, (a, b) in enumerate(zip(h.coords, host.coords)) if l != level)]
+
+
+def reachability_pairs(topo: Topology, all_pairs: bool = False) -> List[Tuple[str, str]]:
+    """(source host, destination ip) pairs to ping.
+
+    BCube: every 1-hop neighbour on every level (by that level's address); with all_pairs also
+    every address of every other host, which needs relaying. Other topologies: every ordered pair.
+    """
+    pairs = []
+    if topo.kind != "bcube":
+        return [(a.name, b.ip) for a in topo.hosts for b in topo.hosts if a.name != b.name]
+    for host in topo.hosts:
+        if all_pairs:
+            pairs += [(host.name, i.ip) for other in topo.hosts if other.name != host.name
+                      for i in other.interfaces]
+        else:
+            for level in range(topo.levels):
+                pairs += [(host.name, other.interface(level).ip)
+                          for other in neighbours_on_level(topo, host, level)]
+    return pairs
+
+
+def path_links(topo: Topology, path: List[str]):
+    """The (from, to, level) hops along a node path."""
+    hops = []
+    for a, b in zip(path, path[1:]):
+        link = next(l for l in topo.links if {l.lower, l.upper} == {a, b})
+        hops.append((a, b, link.level))
+    return hops
+
+
+def fidelity_flows(topo: Topology, bw: Tuple[float, ...]) -> List[Flow]:
+    """Every host sends one flow at once: to its next neighbour on every level (BCube), else to the
+    next host on its level-0 switch. The expected rate is the fair share of the tightest link."""
+    planned = []
+    if topo.kind == "bcube":
+        n = topo.params[0]
+        for level in range(topo.levels):
+            for host in topo.hosts:
+                coords = list(host.coords)
+                coords[level] = (coords[level] + 1) % n
+                dst = topo.hosts[sum(d * n ** l for l, d in enumerate(coords))]
+                planned.append((host, host.interface(level).ip, dst, dst.interface(level).ip, level))
+    else:
+        groups: Dict[str, List] = {}
+        for link in topo.links:
+            if link.level == 0 and topo.is_host(link.lower):
+                groups.setdefault(link.upper, []).append(topo.node(link.lower))
+        for members in groups.values():
+            for i, host in enumerate(members):
+                dst = members[(i + 1) % len(members)] if len(members) > 1 else \
+                    topo.hosts[(host.index + 1) % len(topo.hosts)]
+                planned.append((host, host.ip, dst, dst.ip, 0))
+    rules, configs = compute_rules(topo), all_host_configs(topo)
+    paths = {}
+    load: Dict[Tuple[str, str], int] = {}
+    for src, src_ip, dst, dst_ip, _ in planned:
+        hops = path_links(topo, trace(topo, rules, configs, src.name, dst_ip).paths[0])
+        paths[(src.name, dst_ip)] = hops
+        for a, b, _lvl in hops:
+            load[(a, b)] = load.get((a, b), 0) + 1
+    flows = []
+    for src, src_ip, dst, dst_ip, level in planned:
+        hops = paths[(src.name, dst_ip)]
+        share = min(bw[lvl] / load[(a, b)] for a, b, lvl in hops)
+        flows.append(Flow(src.name, src_ip, dst.name, dst_ip, level, round(share, 3)))
+    return flows
+
+
+def run_reachability(enet, pairs: List[Tuple[str, str]], timeout_s: int = 2) -> Dict[str, object]:
+    """Ping every pair (one shell loop per source host, all hosts at once); returns counts and failures."""
+    by_src: Dict[str, List[str]] = {}
+    for src, ip in pairs:
+        by_src.setdefault(src, []).append(ip)
+    for src, ips in by_src.items():
+        loop = (f"for ip in {' '.join(ips)}; do if ping -c1 -W{timeout_s} -q $ip >/dev/null 2>&1; "
+                f"then echo ok $ip; else echo fail $ip; fi; done")
+        enet.host(src).sendCmd(loop)
+    failed = []
+    reachable = 0
+    for src in by_src:
+        for line in enet.host(src).waitOutput().splitlines():
+            word, _, ip = line.strip().partition(" ")
+            if word == "ok":
+                reachable += 1
+            elif word == "fail":
+                failed.append(f"{src}->{ip}")
+    return {"pairs_tested": len(pairs), "pairs_reachable": reachable, "unreachable": failed}
+
+
+def run_fidelity(enet, flows: List[Flow], duration_s: float = 5.0) -> List[Dict[str, object]]:
+    """Run all flows concurrently with iperf3; returns each flow with measured Mbit/s and fidelity."""
+    servers, clients = [], []
+    try:
+        for i, flow in enumerate(flows):
+            port = IPERF_BASE_PORT + i
+            servers.append(enet.popen(flow.dst, ["iperf3", "-s", "-1", "-B", flow.dst_ip, "-p", str(port)]))
+        wait_listening(enet, flows)
+        for i, flow in enumerate(flows):
+            port = IPERF_BASE_PORT + i
+            clients.append(enet.popen(flow.src, ["iperf3", "-c", flow.dst_ip, "-B", flow.src_ip, "-p", str(port),
+                                                 "-t", f"{duration_s:g}", "-O", "1", "-J",
+                                                 "--connect-timeout", "5000"]))
+        deadline = time.monotonic() + duration_s + 30
+        results = []
+        for flow, proc in zip(flows, clients):
+            try:
+                out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                measured, error = parse_iperf(out)
+            except Exception as exc:  # a stuck client is a failed measurement, not a crash
+                measured, error = 0.0, f"iperf3 did not finish: {exc.__class__.__name__}"
+            row = dict(asdict(flow), measured_mbps=round(measured, 3),
+                       fidelity=round(measured / flow.shaped_mbps, 4))
+            if error:
+                row["error"] = error
+            results.append(row)
+        return results
+    finally:
+        for proc in clients + servers:
+            enet.stop_process(proc)
+
+
+def wait_listening(enet, flows: List[Flow], timeout_s: float = 10.0) -> None:
+    """Wait until every iperf3 server port is listening in its host."""
+    want: Dict[str, set] = {}
+    for i, flow in enumerate(flows):
+        want.setdefault(flow.dst, set()).add(IPERF_BASE_PORT + i)
+    deadline = time.monotonic() + timeout_s
+    while want and time.monotonic() < deadline:
+        for host in list(want):
+            out = enet.host(host).cmd("ss -Hltn")
+            listening = {int(f.rsplit(":", 1)[1]) for line in out.splitlines()
+                         for f in line.split()[3:4] if ":" in f}
+            want[host] -= listening
+            if not want[host]:
+                del want[host]
+        time.sleep(0.1)
+    if want:
+        raise RuntimeError(f"iperf3 servers did not start on {', '.join(sorted(want))}")
+
+
+def parse_iperf(out: bytes) -> Tuple[float, Optional[str]]:
+    """(received Mbit/s, error) from iperf3 -J output."""
+    try:
+        data = json.loads(out.decode() if isinstance(out, bytes) else out)
+    except ValueError:
+        return 0.0, "iperf3 printed no JSON"
+    if data.get("error"):
+        return 0.0, data["error"]
+    return data["end"]["sum_received"]["bits_per_second"] / 1e6, None
+
+
+def summarize_fidelity(rows: List[Dict[str, object]]) -> Dict[str, float]:
+    """Minimum and median of measured/shaped over all flows."""
+    ratios = [r["fidelity"] for r in rows]
+    if not ratios:
+        return {"fidelity_min": None, "fidelity_median": None}
+    return {"fidelity_min": min(ratios), "fidelity_median": round(statistics.median(ratios), 4)}

@@ -1,0 +1,209 @@
+"""The `dmlbed` command: topo, net, clean."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from typing import List, Optional
+
+from emulation.topology import Topology, TopologyError, parse, parse_bandwidth
+
+MAX_EMULATED_HOSTS = 256
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input: reported on one line with exit code 2 before anything starts."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """ArgumentParser whose errors are one line and exit with code 2."""
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+def log(msg: str) -> None:
+    """Progress to stderr, so stdout stays clean for --json."""
+    print(f"[dmlbed] {msg}", file=sys.stderr, flush=True)
+
+
+def topo_summary(topo: Topology) -> dict:
+    """The topology as printed by `dmlbed topo --json`."""
+    data = topo.to_dict()
+    data["counts"] = {"hosts": len(topo.hosts), "switches": len(topo.switches), "links": len(topo.links),
+                      "switch_ports": topo.switch_ports(),
+                      "fat_tree_switches_same_hosts": topo.fat_tree_switches_for_same_hosts()}
+    return data
+
+
+def print_topo(topo: Topology) -> None:
+    """Human-readable topology listing."""
+    n = topo.switch_ports()
+    print(f"{topo.spec}: {len(topo.hosts)} hosts, {len(topo.switches)} switches, {len(topo.links)} links, "
+          f"{topo.levels} link level(s)")
+    print(f"switches: {len(topo.switches)} here vs {topo.fat_tree_switches_for_same_hosts():g} in a "
+          f"3-layer Fat-Tree of {n}-port switches for {len(topo.hosts)} servers (5N/n)")
+    print("\nhosts:")
+    for h in topo.hosts:
+        addrs = "  ".join(f"L{i.level} {i.name} {i.ip} {i.mac}" for i in h.interfaces)
+        print(f"  {h.name:<6} coords={','.join(map(str, h.coords)):<10} {addrs}")
+    print("\nswitches:")
+    for s in topo.switches:
+        print(f"  {s.name:<8} level={s.level} role={s.role:<11} dpid={s.dpid_hex}")
+    print("\nlinks:")
+    for l in topo.links:
+        print(f"  L{l.level} {l.lower}:{l.lower_port} <-> {l.upper}:{l.upper_port}")
+
+
+def cmd_topo(args) -> int:
+    """dmlbed topo SPEC [--json]."""
+    topo = parse(args.spec)
+    if args.json:
+        print(json.dumps(topo_summary(topo), indent=1))
+    else:
+        print_topo(topo)
+    return 0
+
+
+def require_root(what: str) -> None:
+    """Emulation needs root for namespaces, veths and OVS."""
+    if os.geteuid() != 0:
+        raise UsageError(f"{what} needs root (network namespaces and Open vSwitch): run it with sudo")
+
+
+def validate_net_args(args):
+    """Parse and check everything `net` needs before starting anything."""
+    topo = parse(args.spec)
+    bw = parse_bandwidth(args.bw, topo)
+    if len(topo.hosts) > MAX_EMULATED_HOSTS:
+        raise UsageError(f"{topo.spec} has {len(topo.hosts)} hosts: emulation supports at most "
+                         f"{MAX_EMULATED_HOSTS} on one machine")
+    if args.duration <= 0 or args.duration > 600:
+        raise UsageError(f"--duration {args.duration:g} is out of range: give seconds in (0, 600]")
+    require_root("dmlbed net")
+    if args.delay or args.loss:
+        from emulation.network import netem_available
+        if not netem_available():
+            raise UsageError("--delay/--loss need the kernel's netem qdisc (sch_netem), which this kernel "
+                             "lacks: only bandwidth shaping (--bw) is available here")
+        raise UsageError("--delay/--loss are not supported yet: only bandwidth shaping (--bw)")
+    return topo, bw
+
+
+def print_net_report(report: dict) -> None:
+    """Human-readable `net --check` report."""
+    print(f"{report['topology']}: {report['hosts']} hosts, {report['switches']} switches, "
+          f"datapath {report['datapath']}, shaped {report['shaped_mbps']} Mbit/s")
+    print(f"bring-up {report['bring_up_s']:.1f}s, teardown {report['teardown_s']:.1f}s")
+    print(f"reachability: {report['pairs_reachable']}/{report['pairs_tested']} pairs")
+    for bad in report.get("unreachable", [])[:10]:
+        print(f"  unreachable: {bad}")
+    if report["flows"]:
+        print(f"\n{'src':<6} {'dst':<6} {'level':>5} {'shaped':>8} {'measured':>9} {'fidelity':>9}")
+        for f in report["flows"]:
+            print(f"{f['src']:<6} {f['dst']:<6} {f['level']:>5} {f['shaped_mbps']:>8.1f} "
+                  f"{f['measured_mbps']:>9.1f} {f['fidelity']:>9.3f}" + (f"  {f['error']}" if "error" in f else ""))
+        print(f"\nfidelity (measured/shaped): min {report['fidelity_min']}, median {report['fidelity_median']}")
+    print(f"data-plane PacketIns: {report['packet_in']}")
+
+
+def cmd_net(args) -> int:
+    """dmlbed net SPEC --bw MBPS (--check | --cli)."""
+    topo, bw = validate_net_args(args)
+    from emulation import checks
+    from emulation.network import EmulatedNetwork
+    report = {"topology": topo.spec, "hosts": len(topo.hosts), "switches": len(topo.switches),
+              "links": len(topo.links), "shaped_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
+              "bw_by_level": list(bw)}
+    with EmulatedNetwork(topo, bw, datapath=args.datapath, log=log) as enet:
+        report.update(datapath=enet.datapath, bring_up_s=round(enet.bring_up_s, 3))
+        if args.cli:
+            from mininet.cli import CLI
+            log("Mininet CLI: the controller is running; type exit to tear down")
+            CLI(enet.net)
+            return 0
+        log("testing reachability")
+        report.update(checks.run_reachability(enet, checks.reachability_pairs(topo, args.all_pairs)))
+        flows = checks.fidelity_flows(topo, bw)
+        log(f"running {len(flows)} concurrent iperf3 flows for {args.duration:g}s")
+        report["flows"] = checks.run_fidelity(enet, flows, args.duration)
+        report.update(checks.summarize_fidelity(report["flows"]))
+        report["packet_in"] = enet.packet_ins()
+    report["teardown_s"] = round(enet.teardown_s, 3)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print_net_report(report)
+    ok = report["pairs_reachable"] == report["pairs_tested"] and report["packet_in"] == 0
+    return 0 if ok else 1
+
+
+def cmd_clean(args) -> int:
+    """dmlbed clean: undo what crashed runs left behind."""
+    require_root("dmlbed clean")
+    from emulation.runstate import clean
+    actions = clean()
+    for a in actions:
+        print(a)
+    print(f"clean: {len(actions)} action(s)" if actions else "clean: nothing left behind")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    p = OneLineParser(prog="dmlbed", description="Network emulation testbed for distributed ML.")
+    sub = p.add_subparsers(dest="command", parser_class=OneLineParser)
+    t = sub.add_parser("topo", help="print a topology")
+    t.add_argument("spec", help="bcube:n,k | fattree:k | star:N | tree:F0,F1,...")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_topo)
+    n = sub.add_parser("net", help="bring a network up, check it, tear it down")
+    n.add_argument("spec")
+    n.add_argument("--bw", default="100", help="Mbit/s for all links, or one value per link level")
+    mode = n.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="reachability + iperf3 fidelity test")
+    mode.add_argument("--cli", action="store_true", help="open the Mininet CLI")
+    n.add_argument("--all-pairs", action="store_true", help="BCube: also test relayed (multi-hop) pairs")
+    n.add_argument("--duration", type=float, default=5.0, help="iperf3 seconds per flow (default 5)")
+    n.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto")
+    n.add_argument("--delay", help="link delay (needs netem)")
+    n.add_argument("--loss", help="link loss %% (needs netem)")
+    n.add_argument("--json", action="store_true")
+    n.set_defaults(func=cmd_net)
+    c = sub.add_parser("clean", help="remove what a crashed run left behind")
+    c.set_defaults(func=cmd_clean)
+    return p
+
+
+def terminate_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so context managers tear the network down."""
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the `dmlbed` console script."""
+    terminate_on_sigterm()
+    try:
+        args = build_parser().parse_args(argv)
+        if not getattr(args, "func", None):
+            raise UsageError("a command is required: topo, net, clean (see dmlbed --help)")
+        return args.func(args)
+    except (UsageError, TopologyError) as exc:
+        print(f"dmlbed: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("dmlbed: interrupted; everything started was stopped", file=sys.stderr)
+        return 130
+    except RuntimeError as exc:  # NetworkError, ControllerError: the run failed after validation
+        print(f"dmlbed: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

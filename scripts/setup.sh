@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One-command, idempotent setup on Debian 12: system packages, venv, pinned Python deps, Open vSwitch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES="mininet openvswitch-switch iperf3 ethtool iputils-ping iproute2 python3-venv python3-dev"
+VENV=.venv
+say() { printf '[setup] %s\n' "$*"; }
+
+missing=""
+for p in $APT_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    [ "$(id -u)" = 0 ] || { echo "setup: installing$missing needs root: run sudo make setup" >&2; exit 2; }
+    say "installing Debian packages:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends $missing >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV from Debian's /usr/bin/python3 (sees Mininet) with system site packages"
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+
+stamp="$VENV/.requirements-$(cat requirements.txt setup.py | sha1sum | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+    say "installing pinned Python dependencies (requirements.txt)"
+    # pip's notes about absent local index folders are noise on these machines.
+    "$VENV/bin/pip" install -q -r requirements.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+    "$VENV/bin/pip" install -q --no-deps --no-build-isolation -e . 2>&1 | { grep -v "is ignored: it is neither" || true; }
+    "$VENV/bin/python" -c "import torch, ryu, mininet, numpy, yaml, scipy, matplotlib" \
+        || { echo "setup: Python dependencies did not install" >&2; exit 1; }
+    rm -f "$VENV"/.requirements-*
+    touch "$stamp"
+fi
+
+if [ "$(id -u)" = 0 ]; then
+    if ! ovs-vsctl -t 3 show >/dev/null 2>&1; then
+        say "starting Open vSwitch (works without its kernel module)"
+        /usr/share/openvswitch/scripts/ovs-ctl start >/dev/null 2>&1 || true
+        ovs-vsctl -t 5 show >/dev/null || { echo "setup: Open vSwitch did not start" >&2; exit 1; }
+    fi
+fi
+say "ready: $("$VENV/bin/python" -c 'import torch, ryu; print("torch", torch.__version__)'), $(ovs-vsctl --version | head -1)"

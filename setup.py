@@ -1,0 +1,18 @@
+"""dmlbed: network emulation testbed for distributed machine learning."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="dmlbed",
+    version="0.1.0",
+    description="Emulated data-center networks (BCube, Fat-Tree, trees) running real PyTorch "
+                "gradient synchronization under a Ryu controller",
+    packages=find_packages(include=["emulation", "emulation.*", "controllers", "controllers.*",
+                                    "workloads", "workloads.*"]),
+    python_requires=">=3.9",
+    install_requires=["numpy", "pyyaml", "tqdm", "matplotlib", "scipy"],
+    extras_require={"ryu": ["ryu==4.34", "eventlet==0.33.3", "dnspython>=2"],
+                    "torch": ["torch==2.13.0"], "test": ["pytest"]},
+    entry_points={"console_scripts": ["dmlbed=emulation.cli:main",
+                                      "dmlbed-ryu-manager=controllers.launch:main"]},
+)
