@@ -98,6 +98,7 @@ def print_net_report(report: dict) -> None:
     """Human-readable `net --check` report."""
     print(f"{report['topology']}: {report['hosts']} hosts, {report['switches']} switches, "
           f"datapath {report['datapath']}, shaped {report['shaped_mbps']} Mbit/s")
+    print(f"shaping: {report['shaping']}")
     print(f"bring-up {report['bring_up_s']:.1f}s, teardown {report['teardown_s']:.1f}s")
     print(f"reachability: {report['pairs_reachable']}/{report['pairs_tested']} pairs")
     for bad in report.get("unreachable", [])[:10]:
@@ -119,8 +120,9 @@ def cmd_net(args) -> int:
     report = {"topology": topo.spec, "hosts": len(topo.hosts), "switches": len(topo.switches),
               "links": len(topo.links), "shaped_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
               "bw_by_level": list(bw)}
-    with EmulatedNetwork(topo, bw, datapath=args.datapath, log=log) as enet:
-        report.update(datapath=enet.datapath, bring_up_s=round(enet.bring_up_s, 3))
+    with EmulatedNetwork(topo, bw, datapath=args.datapath, ingress_shaping=args.shape_ingress,
+                         log=log) as enet:
+        report.update(datapath=enet.datapath, shaping=enet.shaping, bring_up_s=round(enet.bring_up_s, 3))
         if args.cli:
             from mininet.cli import CLI
             log("Mininet CLI: the controller is running; type exit to tear down")
@@ -133,6 +135,8 @@ def cmd_net(args) -> int:
         report["flows"] = checks.run_fidelity(enet, flows, args.duration)
         report.update(checks.summarize_fidelity(report["flows"]))
         report["packet_in"] = enet.packet_ins()
+        if report["packet_in"]:
+            report["packet_in_samples"] = enet.controller.status().get("packet_in_samples", [])
     report["teardown_s"] = round(enet.teardown_s, 3)
     if args.json:
         print(json.dumps(report, indent=1))
@@ -170,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--all-pairs", action="store_true", help="BCube: also test relayed (multi-hop) pairs")
     n.add_argument("--duration", type=float, default=5.0, help="iperf3 seconds per flow (default 5)")
     n.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto")
+    n.add_argument("--shape-ingress", action="store_true",
+                   help="userspace datapath: also shape switch->host traffic (IFB; costs CPU)")
     n.add_argument("--delay", help="link delay (needs netem)")
     n.add_argument("--loss", help="link loss %% (needs netem)")
     n.add_argument("--json", action="store_true")

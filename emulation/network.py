@@ -19,7 +19,8 @@ from emulation.addressing import all_host_configs, config_commands
 from emulation.controller import ControllerProcess, stop_process_group
 from emulation.runstate import RunState, clean as clean_stale
 from emulation.topology import Topology
-from emulation.topos import SpecTopo
+from emulation.shaping import bridge_commands, ingress_commands
+from emulation.topos import SpecTopo, shaper_name
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
@@ -132,9 +133,11 @@ class EmulatedNetwork:
     """Context manager: Mininet network for a Topology, shaped links, Ryu controller; torn down on exit."""
 
     def __init__(self, topo: Topology, bw: Sequence[float], datapath: str = "auto",
-                 install_timeout: float = 90.0, log: Callable[[str], None] = lambda msg: None):
+                 ingress_shaping: bool = False, install_timeout: float = 90.0,
+                 log: Callable[[str], None] = lambda msg: None):
         self.topo = topo
         self.bw = tuple(bw)
+        self.ingress_shaping = ingress_shaping
         self.requested_datapath = datapath
         self.install_timeout = install_timeout
         self.log = log
@@ -172,7 +175,8 @@ class EmulatedNetwork:
         self.state.add_pid(self.controller.start(), "ryu-manager")
         setLogLevel(os.environ.get("DMLBED_MININET_LOG", "warning"))
         afxdp = self.datapath == "user"
-        self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw), link=ShapedLink, host=QuietHost,
+        self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, shaper_boxes=afxdp),
+                           link=ShapedLink, host=QuietHost,
                            switch=lambda name, **p: DmlSwitch(name, datapath=self.datapath,
                                                                afxdp=afxdp, **p),
                            controller=None, autoSetMacs=False, autoStaticArp=False,
@@ -188,7 +192,9 @@ class EmulatedNetwork:
             self.state.add_pid(host.pid, f"host {host.name}")
         self.net.start()
         self._quiet_switch_ports()
-        self._configure_hosts()
+        self._configure_hosts(ingress_shaping=afxdp and self.ingress_shaping)
+        if afxdp:
+            self._configure_shapers()
         self.log("waiting for every switch to be programmed")
         self.controller.wait_installed(self.install_timeout)
 
@@ -199,20 +205,30 @@ class EmulatedNetwork:
         if args:
             subprocess.run(["sysctl", "-qw"] + args, capture_output=True)
 
-    def _configure_hosts(self) -> None:
-        """Addresses, routes, static ARP and no TX offload on every host interface."""
+    def _configure_hosts(self, ingress_shaping: bool) -> None:
+        """Addresses, routes, static ARP, no TX offload and (userspace datapath) ingress shaping."""
         configs = all_host_configs(self.topo)
         for spec_host in self.topo.hosts:
-            host = self.net.get(spec_host.name)
             cmds = config_commands(configs[spec_host.name])
             for intf in spec_host.interfaces:
                 cmds.append(f"ethtool -K {intf.name} " + " ".join(f"{o} off" for o in OFFLOADS))
-            out = host.cmd(" ; ".join(cmds) + " ; echo dmlbed-config-done")
-            if "dmlbed-config-done" not in out:
-                raise NetworkError(f"configuring {spec_host.name} failed: {out.strip()[-200:]}")
-            errors = [l for l in out.splitlines() if "Error" in l or "RTNETLINK" in l]
-            if errors:
-                raise NetworkError(f"configuring {spec_host.name} failed: {errors[0]}")
+                if ingress_shaping:
+                    cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level])
+            self._run_in(spec_host.name, cmds)
+
+    def _configure_shapers(self) -> None:
+        """Bridge the two ports of every switch-to-switch shaping namespace."""
+        for i, link in enumerate(self.topo.links):
+            if not self.topo.is_host(link.lower):
+                box = shaper_name(i)
+                self._run_in(box, bridge_commands([f"{box}-eth0", f"{box}-eth1"]))
+
+    def _run_in(self, node: str, cmds: List[str]) -> None:
+        """Run configuration commands in a node; raise NetworkError on the first failure."""
+        out = self.net.get(node).cmd(" ; ".join(cmds) + " ; echo dmlbed-config-done")
+        errors = [l for l in out.splitlines() if "Error" in l or "RTNETLINK" in l or "Cannot" in l]
+        if "dmlbed-config-done" not in out or errors:
+            raise NetworkError(f"configuring {node} failed: {(errors or [out.strip()[-200:]])[0]}")
 
     def host(self, name: str):
         """The Mininet host called name."""
@@ -232,6 +248,14 @@ class EmulatedNetwork:
         stop_process_group(proc.pid, proc)
         if self.state is not None:
             self.state.drop_pid(proc.pid)
+
+    @property
+    def shaping(self) -> str:
+        """Which directions of which links are shaped (AF_XDP transmits around switch-side qdiscs)."""
+        if self.datapath == "kernel":
+            return "all links, both directions"
+        down = "switch->host at host ingress (IFB)" if self.ingress_shaping else "switch->host unshaped"
+        return f"host->switch at host egress; switch<->switch both directions; {down}"
 
     def packet_ins(self) -> int:
         """Data-plane PacketIns counted by the controller so far."""
