@@ -1,0 +1,51 @@
+"""CLI behaviour without root or a network: output formats and one-line errors with exit code 2."""
+
+import json
+import os
+
+import pytest
+
+from helpers import run_dmlbed
+
+
+def test_topo_json_lists_hosts_switches_links_and_fat_tree_comparison():
+    r = run_dmlbed("topo", "bcube:3,2", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["counts"] == {"hosts": 9, "switches": 6, "links": 18, "switch_ports": 3,
+                              "fat_tree_switches_same_hosts": 15.0}
+    h0 = data["hosts"][0]
+    assert [i["ip"] for i in h0["interfaces"]] == ["10.0.0.1", "10.1.0.1"]
+
+
+def test_topo_text_shows_addresses_by_level():
+    r = run_dmlbed("topo", "tree:3,2,2")
+    assert r.returncode == 0
+    assert "12 hosts, 7 switches" in r.stdout
+    assert "L0 h0-eth0 10.0.0.1" in r.stdout
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["topo", "bcube:1,2"], "n (switch ports) must be >= 2"),
+    (["topo", "fattree:3"], "even and >= 4"),
+    (["topo", "tree:"], "fanouts are empty"),
+    (["topo", "mesh:4"], "unknown topology 'mesh'"),
+    (["net", "star:9", "--bw", "0", "--check"], "out of range"),
+    (["net", "star:9", "--bw", "5000", "--check"], "(0, 1000]"),
+    (["net", "tree:3,2,2", "--bw", "10,20", "--check"], "needs 1 or 3"),
+    (["net", "star:9", "--bw", "100"], "one of the arguments --check --cli is required"),
+    (["net", "star:9", "--check", "--duration", "0"], "--duration"),
+    (["net", "star:300", "--check"], "at most 256"),
+    (["frobnicate"], "invalid choice"),
+    ([], "a command is required"),
+])
+def test_bad_input_is_one_line_exit_2(args, fragment):
+    before = os.listdir("/run/dmlbed") if os.path.isdir("/run/dmlbed") else []
+    r = run_dmlbed(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("dmlbed: error:") and fragment in lines[0]
+    assert r.stdout == ""
+    after = os.listdir("/run/dmlbed") if os.path.isdir("/run/dmlbed") else []
+    assert after == before  # nothing started

@@ -1,0 +1,125 @@
+"""Real Mininet + OVS + Ryu runs (root): reachability, zero PacketIns, shaping fidelity, clean teardown."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from emulation.runstate import STATE_ROOT, list_bridges
+from emulation.topology import parse
+from helpers import ROOT, run_dmlbed
+
+pytestmark = pytest.mark.emulation
+
+
+def leftovers(spec):
+    """What of a run on `spec` is still on the machine: bridges, root-namespace ports, run records."""
+    topo = parse(spec)
+    names = {s.name for s in topo.switches}
+    found = [f"bridge {b}" for b in list_bridges() if b in names]
+    for intf in os.listdir("/sys/class/net"):
+        if intf.split("-eth")[0] in names:
+            found.append(f"interface {intf}")
+    if os.path.isdir(STATE_ROOT):
+        found += [f"run record {d}" for d in os.listdir(STATE_ROOT)]
+    return found
+
+
+CASES = [
+    ("bcube:3,2", "100", ["--all-pairs"], 144),
+    ("bcube:2,3", "100", [], 24),
+    ("fattree:4", "50", [], 240),
+    ("star:9", "100", [], 72),
+    ("tree:3,2,2", "100,50,25", [], 132),
+]
+
+
+@pytest.mark.parametrize("spec,bw,extra,pairs", CASES, ids=[c[0] for c in CASES])
+def test_net_check(spec, bw, extra, pairs):
+    r = run_dmlbed("net", spec, "--bw", bw, "--check", "--json", "--duration", "3", *extra)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    topo = parse(spec)
+    assert report["topology"] == spec
+    assert report["hosts"] == len(topo.hosts) and report["switches"] == len(topo.switches)
+    assert report["datapath"] in ("kernel", "user")
+    assert report["pairs_tested"] == pairs
+    assert report["pairs_reachable"] == pairs, report.get("unreachable")
+    assert report["packet_in"] == 0, report.get("packet_in_samples")
+    assert len(report["flows"]) == len(topo.hosts) * (topo.levels if topo.kind == "bcube" else 1)
+    for flow in report["flows"]:
+        assert "error" not in flow, flow
+        assert 0 < flow["measured_mbps"]
+        # Shaping works: no flow beats its shaped share (small slack for iperf3's accounting).
+        assert flow["fidelity"] <= 1.1, flow
+    assert 0 < report["fidelity_min"] <= report["fidelity_median"] <= 1.1
+    assert report["bring_up_s"] > 0 and report["teardown_s"] > 0
+    assert leftovers(spec) == []
+
+
+def test_upper_tree_level_is_shaped():
+    """Flows crossing the root of tree:3,2,2 share its slowest level (25 Mbit/s), not the 100 of their hosts."""
+    code = (
+        "import json\n"
+        "from emulation.topology import parse\n"
+        "from emulation.network import EmulatedNetwork\n"
+        "from emulation import checks\n"
+        "t = parse('tree:3,2,2'); bw = (100.0, 50.0, 25.0)\n"
+        "with EmulatedNetwork(t, bw) as en:\n"
+        "    flows = [checks.Flow(f'h{i}', t.hosts[i].ip, f'h{11 - i}', t.hosts[11 - i].ip, 0, 25.0 / 3)"
+        " for i in range(3)]\n"
+        "    print(json.dumps(checks.run_fidelity(en, flows, 3)))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    total = sum(row["measured_mbps"] for row in rows)
+    assert 0 < total <= 25 * 1.1
+    assert leftovers("tree:3,2,2") == []
+
+
+def wait_for_run_record(proc, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.isdir(STATE_ROOT) and any(
+                os.path.exists(os.path.join(STATE_ROOT, d, "state.json")) and
+                json.load(open(os.path.join(STATE_ROOT, d, "state.json")))["bridges"]
+                for d in os.listdir(STATE_ROOT)):
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    raise AssertionError("the run never recorded its bridges")
+
+
+def start_long_check(spec):
+    return subprocess.Popen([sys.executable, "-m", "emulation.cli", "net", spec, "--bw", "50", "--check",
+                             "--duration", "60"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def test_ctrl_c_tears_everything_down():
+    proc = start_long_check("star:4")
+    wait_for_run_record(proc)
+    time.sleep(8)  # inside the iperf3 phase or just before it
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert leftovers("star:4") == []
+
+
+def test_clean_removes_what_a_killed_run_left():
+    proc = start_long_check("bcube:2,2")
+    wait_for_run_record(proc)
+    time.sleep(6)
+    proc.kill()  # no teardown at all
+    proc.wait(timeout=10)
+    assert leftovers("bcube:2,2") != []
+    r = run_dmlbed("clean")
+    assert r.returncode == 0, r.stderr
+    assert "deleted bridge" in r.stdout
+    assert leftovers("bcube:2,2") == []
+    assert "nothing left behind" in run_dmlbed("clean").stdout
