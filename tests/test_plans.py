@@ -1,0 +1,122 @@
+"""Every synchronization plan gives every worker the exact sum, in memory, for many topologies and shapes."""
+
+import numpy as np
+import pytest
+
+from emulation.topology import parse
+from workloads.algorithms import ALGORITHMS, build_plan
+from workloads.algorithms.hierarchical import hierarchical
+from workloads.algorithms.ps import dedicated_ps
+from workloads.plan import COPY, REDUCE, PieceLayout, Plan, PlanError, Transfer, check_sum, simulate, validate
+
+SPECS = ["bcube:2,1", "bcube:2,2", "bcube:3,2", "bcube:2,3", "bcube:4,2", "bcube:3,3", "star:2", "star:9",
+         "fattree:4", "tree:3,2,2", "tree:2,2,2", "tree:4,3", "tree:1,4"]
+SHAPES = [[1], [7], [1000], [5, 3, 1], [800, 32, 25, 1, 1], [4096, 10], [3136 * 4, 1024, 10]]
+
+
+def random_inputs(plan, layout, seed):
+    rng = np.random.default_rng(seed)
+    return {r: rng.standard_normal(layout.total).astype(np.float32) * rng.uniform(0.1, 100)
+            for r in range(plan.ranks)}
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("algo", [a for a in ALGORITHMS if a != "gloo"])
+def test_plan_sums_exactly(spec, algo):
+    topo = parse(spec)
+    if topo.kind not in ALGORITHMS[algo]["topologies"]:
+        with pytest.raises(PlanError, match="valid combinations"):
+            build_plan(algo, topo)
+        return
+    plan = build_plan(algo, topo)
+    validate(plan)
+    for i, shape in enumerate(SHAPES):
+        layout = PieceLayout(shape, plan.pieces)
+        check_sum(plan, random_inputs(plan, layout, i), layout)
+
+
+@pytest.mark.parametrize("hosts,servers", [(4, 1), (9, 3), (9, 8), (16, 2)])
+def test_dedicated_servers_give_workers_the_sum(hosts, servers):
+    plan = dedicated_ps(hosts, servers)
+    assert plan.contributors == tuple(range(servers, hosts))
+    for i, shape in enumerate(SHAPES):
+        layout = PieceLayout(shape, plan.pieces)
+        check_sum(plan, random_inputs(plan, layout, i), layout)
+
+
+@pytest.mark.parametrize("servers", [0, 9, 12])
+def test_bad_server_count(servers):
+    if servers == 0:
+        return
+    with pytest.raises(PlanError, match="--servers"):
+        dedicated_ps(9, servers)
+
+
+@pytest.mark.parametrize("radices,threads", [([3, 2], 2), ([2, 3, 4], 3), ([5], 1), ([2, 2, 2, 2], 4),
+                                             ([3, 3], 1)])
+def test_hierarchical_any_radix(radices, threads):
+    plan = hierarchical("h", radices, threads, pin_levels=True)
+    for i, shape in enumerate(SHAPES[:4]):
+        layout = PieceLayout(shape, plan.pieces)
+        check_sum(plan, random_inputs(plan, layout, i), layout)
+
+
+def test_bml_matches_paper_example():
+    """BCube(3,2): 18 pieces; thread 0 step 0 on level 0 sends 3 pieces to each of 2 neighbours (6 TC);
+    step 1 on level 1 sends 1 piece to each; the whole sync moves 2(N-1) = 16 piece-times per link pair."""
+    plan = build_plan("bml", parse("bcube:3,2"))
+    assert plan.pieces == 18 and len(plan.streams) == 2
+    t0 = plan.streams[0]
+    step0 = [t for t in t0[0] if t.src == 0]
+    assert len(step0) == 6 and {t.level for t in step0} == {0}
+    assert sorted({t.dst for t in step0}) == [1, 2]
+    step1 = [t for t in t0[1] if t.src == 0]
+    assert len(step1) == 2 and {t.level for t in step1} == {1}
+    # thread 1 starts on level 1: the two threads never share a link level in a step
+    for w in range(4):
+        assert {t.level for t in plan.streams[0][w]}.isdisjoint({t.level for t in plan.streams[1][w]})
+    # per rank and per thread: (N-1) pieces in aggregation, (N-1) in broadcast
+    per_rank = [t for s in plan.streams for step in s for t in step if t.src == 0]
+    assert len(per_rank) == 2 * 2 * 8
+
+
+def test_ring_sends_one_piece_per_step():
+    plan = build_plan("ring", parse("star:9"))
+    assert len(plan.streams[0]) == 16
+    for step in plan.streams[0]:
+        assert sorted(t.src for t in step) == list(range(9))
+
+
+def test_validate_rejects_races_and_shared_pieces():
+    race = Plan("x", 2, 2, (((Transfer(0, 1, 0), Transfer(1, 0, 0)),),), (0, 1))
+    with pytest.raises(PlanError, match="both sends and receives"):
+        validate(race)
+    shared = Plan("x", 2, 1, (((Transfer(0, 1, 0),),), ((Transfer(1, 0, 0),),)), (0, 1))
+    with pytest.raises(PlanError, match="used by streams"):
+        validate(shared)
+    with pytest.raises(PlanError, match="bad transfer"):
+        validate(Plan("x", 2, 1, (((Transfer(0, 0, 0),),),), (0, 1)))
+
+
+def test_simulator_detects_a_wrong_plan():
+    """The reference must fail a plan that forgets a broadcast, so the sum checks can fail."""
+    good = build_plan("ring", parse("star:4"))
+    broken = Plan("broken", good.ranks, good.pieces, (good.streams[0][:-1],), good.contributors)
+    layout = PieceLayout([100], broken.pieces)
+    with pytest.raises(AssertionError):
+        check_sum(broken, random_inputs(broken, layout, 0), layout)
+
+
+def test_piece_layout_round_trip_and_balance():
+    layout = PieceLayout([10, 3, 7], 4)
+    flat = np.arange(20, dtype=np.float32)
+    assert np.array_equal(layout.from_piece_major(layout.to_piece_major(flat)), flat)
+    sizes = layout.piece_sizes()
+    assert sum(sizes) == 20 and max(sizes) - min(sizes) <= 3
+
+
+def test_copy_and_reduce_semantics():
+    plan = Plan("x", 3, 1, (((Transfer(0, 1, 0, REDUCE), Transfer(0, 2, 0, COPY)),),), (0, 1, 2))
+    layout = PieceLayout([2], 1)
+    out = simulate(plan, {r: np.full(2, r + 1.0, np.float32) for r in range(3)}, layout)
+    assert out[1].tolist() == [3.0, 3.0] and out[2].tolist() == [1.0, 1.0]

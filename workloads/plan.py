@@ -1,0 +1,144 @@
+"""Synchronization plans as pure data, the piece layout they act on, and the in-memory reference simulator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+REDUCE = "reduce"
+COPY = "copy"
+
+
+class PlanError(ValueError):
+    """A plan is malformed, or an algorithm cannot run on a topology."""
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """src sends its current value of `piece` to dst, which adds it (reduce) or overwrites with it (copy)."""
+
+    src: int
+    dst: int
+    piece: int
+    op: str = REDUCE
+    level: Optional[int] = None  # BCube link level the transfer must use (None: routed/primary address)
+
+
+Step = Tuple[Transfer, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Streams of steps: streams run concurrently on disjoint pieces; a step's transfers run concurrently."""
+
+    name: str
+    ranks: int
+    pieces: int
+    streams: Tuple[Tuple[Step, ...], ...]
+    contributors: Tuple[int, ...]
+    meta: Dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+
+    def transfers(self):
+        """Every transfer of every step of every stream."""
+        return [t for stream in self.streams for step in stream for t in step]
+
+    def bytes_sent(self, piece_bytes: Sequence[int]) -> Dict[int, int]:
+        """Payload bytes each rank sends in one synchronization."""
+        out = {r: 0 for r in range(self.ranks)}
+        for t in self.transfers():
+            out[t.src] += piece_bytes[t.piece]
+        return out
+
+
+def validate(plan: Plan) -> None:
+    """Raise PlanError unless the plan is well formed (ranges, no self-sends, no read/write race)."""
+    owners: Dict[int, int] = {}
+    for s, stream in enumerate(plan.streams):
+        for n, step in enumerate(stream):
+            sent, received = set(), set()
+            for t in step:
+                if not (0 <= t.src < plan.ranks and 0 <= t.dst < plan.ranks) or t.src == t.dst:
+                    raise PlanError(f"{plan.name}: bad transfer {t} in stream {s} step {n}")
+                if not 0 <= t.piece < plan.pieces:
+                    raise PlanError(f"{plan.name}: piece {t.piece} out of range in stream {s} step {n}")
+                if t.op not in (REDUCE, COPY):
+                    raise PlanError(f"{plan.name}: unknown op {t.op!r}")
+                if owners.setdefault(t.piece, s) != s:
+                    raise PlanError(f"{plan.name}: piece {t.piece} used by streams {owners[t.piece]} and {s}")
+                sent.add((t.src, t.piece))
+                received.add((t.dst, t.piece))
+            race = sent & received
+            if race:
+                raise PlanError(f"{plan.name}: stream {s} step {n} both sends and receives {sorted(race)[:3]}")
+
+
+class PieceLayout:
+    """Splits every layer into `pieces` chunks and lays the gradient out piece-major, so each piece is one
+    contiguous slice (BML splits per layer; doing it for every plan keeps pieces balanced per layer)."""
+
+    def __init__(self, layer_sizes: Sequence[int], pieces: int):
+        self.layer_sizes = [int(s) for s in layer_sizes]
+        self.pieces = pieces
+        offsets = np.cumsum([0] + self.layer_sizes)
+        per_piece: List[List[np.ndarray]] = [[] for _ in range(pieces)]
+        for layer, size in enumerate(self.layer_sizes):
+            cuts = [size * p // pieces for p in range(pieces + 1)]
+            for p in range(pieces):
+                per_piece[p].append(np.arange(offsets[layer] + cuts[p], offsets[layer] + cuts[p + 1]))
+        chunks = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in per_piece]
+        self.index = np.concatenate(chunks).astype(np.int64)
+        bounds = np.cumsum([0] + [len(c) for c in chunks])
+        self.bounds = [(int(bounds[p]), int(bounds[p + 1])) for p in range(pieces)]
+        self.total = int(offsets[-1])
+
+    def piece_sizes(self) -> List[int]:
+        """Number of elements in each piece."""
+        return [b - a for a, b in self.bounds]
+
+    def to_piece_major(self, flat: np.ndarray) -> np.ndarray:
+        """Reorder a flat (layer-major) gradient into piece-major order."""
+        return flat[self.index]
+
+    def from_piece_major(self, buf: np.ndarray) -> np.ndarray:
+        """Inverse of to_piece_major."""
+        out = np.empty_like(buf)
+        out[self.index] = buf
+        return out
+
+
+def simulate(plan: Plan, inputs: Dict[int, np.ndarray], layout: PieceLayout) -> Dict[int, np.ndarray]:
+    """Run a plan in memory on piece-major buffers; ranks that do not contribute start from zeros."""
+    validate(plan)
+    size = layout.total
+    state = {r: (inputs[r].astype(np.float32).copy() if r in plan.contributors
+                 else np.zeros(size, dtype=np.float32)) for r in range(plan.ranks)}
+    for stream in plan.streams:
+        for step in stream:
+            outgoing = [(t, state[t.src][slice(*layout.bounds[t.piece])].copy()) for t in step]
+            for t, value in outgoing:
+                view = state[t.dst][slice(*layout.bounds[t.piece])]
+                if t.op == REDUCE:
+                    view += value
+                else:
+                    view[:] = value
+    return state
+
+
+def fp32_sum_tolerance(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """Per-element error bound of summing `parts` in fp32 in any order: 2 * n * eps * sum |x_i|."""
+    return 2 * len(parts) * np.finfo(np.float32).eps * np.sum([np.abs(p.astype(np.float64)) for p in parts], axis=0)
+
+
+def check_sum(plan: Plan, inputs: Dict[int, np.ndarray], layout: PieceLayout) -> None:
+    """Raise AssertionError unless every contributor ends with the exact sum (within fp32 rounding)."""
+    out = simulate(plan, inputs, layout)
+    parts = [inputs[r] for r in plan.contributors]
+    expected = np.sum([p.astype(np.float64) for p in parts], axis=0)
+    tol = fp32_sum_tolerance(parts) + 1e-30
+    for r in plan.contributors:
+        err = np.abs(out[r] - expected)
+        if np.any(err > tol):
+            bad = int(np.argmax(err - tol))
+            raise AssertionError(f"{plan.name}: rank {r} element {bad} is {out[r][bad]}, expected {expected[bad]}")
