@@ -1,0 +1,93 @@
+"""The one engine: executes any Plan for one rank over the Transport, in place on a piece-major buffer."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from workloads.plan import REDUCE, PieceLayout, Plan
+from workloads.transport import Address, Transport
+
+
+def connections(plan: Plan, rank: int) -> Tuple[List[Tuple[int, int, Optional[int]]], List[Tuple[int, int]]]:
+    """(peer, stream, level) this rank sends to and (peer, stream) it receives from."""
+    out, inc = {}, set()
+    for s, stream in enumerate(plan.streams):
+        for step in stream:
+            for t in step:
+                if t.src == rank:
+                    out[(t.dst, s)] = t.level
+                if t.dst == rank:
+                    inc.add((t.src, s))
+    return [(p, s, lvl) for (p, s), lvl in sorted(out.items())], sorted(inc)
+
+
+class PlanExecutor:
+    """Runs one rank's part of a plan: streams in parallel threads, each step's transfers concurrently."""
+
+    def __init__(self, plan: Plan, rank: int, layout: PieceLayout, transport: Transport,
+                 resolve: Callable[[int, int, Optional[int]], Address]):
+        self.plan, self.rank, self.layout, self.transport = plan, rank, layout, transport
+        outgoing, incoming = connections(plan, rank)
+        transport.connect([(p, s, resolve(p, s, lvl)) for p, s, lvl in outgoing], incoming)
+        fan = max([1] + [len({(t.src, t.dst) for t in step if rank in (t.src, t.dst)})
+                         for stream in plan.streams for step in stream])
+        # stream runners wait on their own transfer jobs in the same pool: room for both
+        self.pool = ThreadPoolExecutor(max_workers=len(plan.streams) * (fan + 1))
+        self.locks: Dict[int, threading.Lock] = {p: threading.Lock() for p in range(plan.pieces)}
+        # One job per peer and direction per step; a connection carries its pieces in piece order.
+        self.my_steps = [[self._group(step) for step in stream] for stream in plan.streams]
+
+    def _group(self, step) -> List[list]:
+        groups: Dict[Tuple[str, int], list] = {}
+        for t in sorted(step, key=lambda t: t.piece):
+            if t.src == self.rank:
+                groups.setdefault(("send", t.dst), []).append(t)
+            elif t.dst == self.rank:
+                groups.setdefault(("recv", t.src), []).append(t)
+        return list(groups.values())
+
+    def run(self, buf: np.ndarray) -> None:
+        """Synchronize buf (float32, piece-major) in place with the other ranks."""
+        futures = [self.pool.submit(self._run_stream, s, buf) for s in range(len(self.plan.streams))]
+        for f in futures:
+            f.result()
+
+    def _run_stream(self, s: int, buf: np.ndarray) -> None:
+        for n, transfers in enumerate(self.my_steps[s]):
+            if not transfers:
+                continue
+            jobs = [self.pool.submit(self._transfer_all, s, n, group, buf) for group in transfers]
+            errors = []
+            for job in jobs:
+                try:
+                    job.result()
+                except Exception as exc:  # report the first failure after all finished or failed
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
+
+    def _transfer_all(self, s: int, n: int, group, buf: np.ndarray) -> None:
+        for t in group:
+            self._transfer(s, n, t, buf)
+
+    def _transfer(self, s: int, n: int, t, buf: np.ndarray) -> None:
+        a, b = self.layout.bounds[t.piece]
+        view = buf[a:b]
+        if t.src == self.rank:
+            self.transport.send(t.dst, s, n, t.piece, memoryview(view))
+        elif t.op == REDUCE:
+            scratch = np.empty_like(view)
+            self.transport.recv_into(t.src, s, n, t.piece, memoryview(scratch))
+            with self.locks[t.piece]:
+                np.add(view, scratch, out=view)
+        else:
+            self.transport.recv_into(t.src, s, n, t.piece, memoryview(view))
+
+    def close(self) -> None:
+        """Stop the thread pool and close connections."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.transport.close()

@@ -1,0 +1,134 @@
+"""TCP between workers: one connection per (peer, stream), pieces sent from and received into tensor memory."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from typing import Callable, Dict, Iterable, Optional, Tuple
+
+HANDSHAKE = struct.Struct("!II")  # src rank, stream
+HEADER = struct.Struct("!IIIQ")  # step, piece, stream, payload bytes
+SOCKET_BUFFER = 4 << 20
+
+
+class TransportError(RuntimeError):
+    """A peer vanished or did not answer in time; the message names the peer and the step."""
+
+
+Address = Tuple[str, int]
+
+
+def _tune(sock: socket.socket, timeout: float) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+    sock.settimeout(timeout)
+
+
+class Transport:
+    """Connections of one rank: outgoing to the peers it sends to, incoming from the peers it hears from."""
+
+    def __init__(self, rank: int, listen: Address, timeout: float = 60.0,
+                 names: Optional[Callable[[int], str]] = None):
+        self.rank = rank
+        self.timeout = timeout
+        self.name = names or (lambda r: f"rank {r}")
+        self.server = socket.create_server(listen, reuse_port=False, backlog=256)
+        self.server.settimeout(timeout)
+        self.out: Dict[Tuple[int, int], socket.socket] = {}
+        self.inc: Dict[Tuple[int, int], socket.socket] = {}
+
+    def connect(self, outgoing: Iterable[Tuple[int, int, Address]], incoming: Iterable[Tuple[int, int]]) -> None:
+        """Open every (peer, stream) connection we send on and accept every one we receive on."""
+        expected = set(incoming)
+        errors = []
+        acceptor = threading.Thread(target=self._accept, args=(expected, errors), daemon=True)
+        acceptor.start()
+        for peer, stream, address in outgoing:
+            self.out[(peer, stream)] = self._dial(peer, stream, address)
+        acceptor.join()
+        if errors:
+            raise errors[0]
+
+    def _dial(self, peer: int, stream: int, address: Address) -> socket.socket:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                sock = socket.create_connection(address, timeout=5)
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise TransportError(f"cannot connect to {self.name(peer)} at {address[0]}:{address[1]}: "
+                                         f"{exc}") from None
+                time.sleep(0.1)
+        _tune(sock, self.timeout)
+        sock.sendall(HANDSHAKE.pack(self.rank, stream))
+        return sock
+
+    def _accept(self, expected, errors) -> None:
+        try:
+            while expected - set(self.inc):
+                try:
+                    sock, _ = self.server.accept()
+                except socket.timeout:
+                    missing = ", ".join(self.name(p) for p, _ in sorted(expected - set(self.inc)))
+                    raise TransportError(f"{missing} did not connect within {self.timeout:.0f}s") from None
+                _tune(sock, self.timeout)
+                src, stream = HANDSHAKE.unpack(self._read_exact(sock, HANDSHAKE.size, None, "handshake"))
+                self.inc[(src, stream)] = sock
+        except Exception as exc:
+            errors.append(exc)
+
+    def send(self, peer: int, stream: int, step: int, piece: int, payload: memoryview) -> None:
+        """Send one piece (header then the tensor's own bytes, no copy)."""
+        sock = self.out[(peer, stream)]
+        try:
+            sock.sendall(HEADER.pack(step, piece, stream, payload.nbytes))
+            sock.sendall(payload)
+        except socket.timeout:
+            raise TransportError(f"sending piece {piece} to {self.name(peer)} timed out after "
+                                 f"{self.timeout:.0f}s in step {step} of stream {stream}") from None
+        except OSError as exc:
+            raise TransportError(f"{self.name(peer)} vanished while we sent piece {piece} in step {step} "
+                                 f"of stream {stream}: {exc}") from None
+
+    def recv_into(self, peer: int, stream: int, step: int, piece: int, target: memoryview) -> None:
+        """Receive one piece straight into target, checking it is the piece and step we expect."""
+        sock = self.inc[(peer, stream)]
+        where = f"step {step} of stream {stream}"
+        got_step, got_piece, got_stream, nbytes = HEADER.unpack(self._read_exact(sock, HEADER.size, peer, where))
+        if (got_step, got_piece, got_stream, nbytes) != (step, piece, stream, target.nbytes):
+            raise TransportError(f"{self.name(peer)} sent step {got_step} piece {got_piece} ({nbytes} B) but "
+                                 f"{where} expects piece {piece} ({target.nbytes} B)")
+        self._read_into(sock, target, peer, where)
+
+    def _read_exact(self, sock, n: int, peer, where: str) -> bytes:
+        buf = bytearray(n)
+        self._read_into(sock, memoryview(buf), peer, where)
+        return bytes(buf)
+
+    def _read_into(self, sock, view: memoryview, peer, where: str) -> None:
+        view = view.cast("B") if view.format != "B" else view
+        got = 0
+        while got < view.nbytes:
+            try:
+                n = sock.recv_into(view[got:])
+            except socket.timeout:
+                raise TransportError(f"{self.name(peer) if peer is not None else 'a peer'} sent nothing for "
+                                     f"{self.timeout:.0f}s in {where}") from None
+            except OSError as exc:
+                raise TransportError(f"{self.name(peer)} vanished in {where}: {exc}") from None
+            if n == 0:
+                raise TransportError(f"{self.name(peer) if peer is not None else 'a peer'} closed the "
+                                     f"connection in {where}")
+            got += n
+
+    def close(self) -> None:
+        """Close every socket."""
+        for sock in list(self.out.values()) + list(self.inc.values()) + [self.server]:
+            try:
+                sock.close()
+            except OSError:
+                pass
