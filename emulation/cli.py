@@ -146,6 +146,81 @@ def cmd_net(args) -> int:
     return 0 if ok else 1
 
 
+def run_config(args):
+    """A RunConfig from `dmlbed run` arguments."""
+    from emulation.experiment import RunConfig
+    return RunConfig(topology=args.topo, algo=args.algo, model=args.model, batch=args.batch, iters=args.iters,
+                     bw=args.bw, out=args.out, servers=args.servers, data=args.data, lr=args.lr, seed=args.seed,
+                     timeout=args.timeout, datapath=args.datapath, shape_ingress=args.shape_ingress,
+                     local=args.local)
+
+
+def print_summary(s: dict) -> None:
+    """Human-readable run summary."""
+    def fmt(v, spec=".3f"):
+        return "-" if v is None else format(v, spec)
+    print(f"{s['algo']} on {s['topology']} ({s.get('datapath', '?')}), {s['model']} "
+          f"({s['gradient_bytes'] / 2**20:.1f} MiB gradient), {s['workers']} workers, batch {s['batch']}, "
+          f"{s['bw_mbps']} Mbit/s")
+    print(f"  iterations    {s['iterations']}/{s['iterations_requested']}")
+    print(f"  GST median    {fmt(s['gst_median_s'])} s   theory {s['gst_theory_s']:.3f} s ({s['gst_formula']})"
+          f"   ratio {fmt(s['gst_ratio'])}")
+    print(f"  compute       {fmt(s['compute_median_s'])} s   iteration {fmt(s['iteration_median_s'])} s   "
+          f"JCT {fmt(s['jct_s'], '.1f')} s")
+    print(f"  bytes sent    " + ", ".join(f"{k}: {v / 2**20:.1f} MiB" for k, v in s["bytes_by_level"].items()))
+    if s.get("accuracy") is not None:
+        print(f"  accuracy      {s['accuracy']:.3f} (held-out), loss {fmt(s['loss_first'])} -> {fmt(s['loss_last'])}")
+    print(f"  correct       {s['correct']} (replicas identical: {s['replicas_identical']}, "
+          f"first sum verified: {s['sum_verified']})")
+    if s.get("error"):
+        print(f"  error         {s['error']}")
+
+
+def cmd_run(args) -> int:
+    """dmlbed run --topo SPEC --algo NAME ...: one training run on the emulated network."""
+    from emulation import experiment
+    cfg = run_config(args)
+    try:
+        experiment.validate(cfg)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not cfg.local:
+        require_root("dmlbed run")
+    summary = experiment.run(cfg, log=log, progress=not args.json)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print_summary(summary)
+        print(f"results: {os.path.join(cfg.out, 'summary.json')}, iterations.csv, workers.csv")
+    return 0 if summary["correct"] else 1
+
+
+def cmd_theory(args) -> int:
+    """dmlbed theory --topo SPEC --algo NAME --model NAME --bw MBPS."""
+    from emulation.theory import gst_theory
+    from workloads.algorithms import build_plan
+    from workloads.models import build_model, input_shape, parameter_count
+    topo = parse(args.topo)
+    bw = parse_bandwidth(args.bw, topo)
+    try:
+        if args.algo != "gloo":
+            build_plan(args.algo, topo, args.servers)
+        input_shape(args.model)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    params = parameter_count(build_model(args.model)[0])
+    t = gst_theory(args.algo, topo, params * 4, bw, args.servers)
+    out = {"topology": topo.spec, "algo": args.algo, "model": args.model, "parameters": params,
+           "gradient_bytes": params * 4, "bw_mbps": list(bw), "tf_s": t["tf_s"], "gst_theory_s": t["gst_s"],
+           "formula": t["formula"]}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"{args.algo} on {topo.spec}, {args.model} ({params * 4 / 2**20:.2f} MiB): "
+              f"GST = {t['formula']} = {t['gst_s']:.4f} s (TF = {t['tf_s']:.4f} s at {min(bw):g} Mbit/s)")
+    return 0
+
+
 def cmd_clean(args) -> int:
     """dmlbed clean: undo what crashed runs left behind."""
     require_root("dmlbed clean")
@@ -180,9 +255,38 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--loss", help="link loss %% (needs netem)")
     n.add_argument("--json", action="store_true")
     n.set_defaults(func=cmd_net)
+    r = sub.add_parser("run", help="train with real workers on an emulated network")
+    add_run_arguments(r)
+    r.add_argument("--out", default="results/run", help="output folder (summary.json, iterations.csv)")
+    r.add_argument("--data", default="synthetic", help="synthetic | digits | mnist:PATH")
+    r.add_argument("--lr", type=float, default=0.01)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--timeout", type=float, default=120.0, help="seconds any blocking step may take")
+    r.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto")
+    r.add_argument("--shape-ingress", action="store_true",
+                   help="userspace datapath: also shape switch->host traffic (IFB; costs CPU)")
+    r.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_run)
+    th = sub.add_parser("theory", help="the papers' theoretical GST")
+    add_run_arguments(th, iters=False)
+    th.add_argument("--json", action="store_true")
+    th.set_defaults(func=cmd_theory)
     c = sub.add_parser("clean", help="remove what a crashed run left behind")
     c.set_defaults(func=cmd_clean)
     return p
+
+
+def add_run_arguments(p, iters: bool = True) -> None:
+    """Arguments shared by run, theory and compare rows."""
+    p.add_argument("--topo", required=True, help="bcube:n,k | fattree:k | star:N | tree:F0,F1,...")
+    p.add_argument("--algo", required=True, help="ps | ring | bml | hier | gloo")
+    p.add_argument("--model", default="lenet5", help="lenet5 | vgg19 | alexnet | mlp:SIZE")
+    p.add_argument("--bw", default="100", help="Mbit/s, one value or one per link level")
+    p.add_argument("--servers", type=int, default=0, help="ps only: dedicated parameter servers")
+    if iters:
+        p.add_argument("--batch", type=int, default=32, help="sub-minibatch per worker")
+        p.add_argument("--iters", type=int, default=10)
 
 
 def terminate_on_sigterm() -> None:
@@ -198,7 +302,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "func", None):
-            raise UsageError("a command is required: topo, net, clean (see dmlbed --help)")
+            raise UsageError("a command is required: topo, net, run, theory, compare, clean (see dmlbed --help)")
         return args.func(args)
     except (UsageError, TopologyError) as exc:
         print(f"dmlbed: error: {exc}", file=sys.stderr)
