@@ -19,7 +19,7 @@ from emulation.addressing import all_host_configs, config_commands
 from emulation.controller import ControllerProcess, stop_process_group
 from emulation.runstate import RunState, clean as clean_stale
 from emulation.topology import Topology
-from emulation.shaping import bridge_commands, ingress_commands
+from emulation.shaping import bridge_commands, ingress_commands, leaf_queue_command
 from emulation.topos import SpecTopo, shaper_name
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
@@ -33,8 +33,20 @@ class NetworkError(RuntimeError):
 NO_IPV6 = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
 
 
+QUEUE_PACKETS = int(os.environ.get("DMLBED_QUEUE_PACKETS", "100"))
+
+
 class QuietTCIntf(TCIntf):
-    """TCIntf that drops HTB's harmless 'quantum of class ... is big' warnings from tc output."""
+    """TCIntf with a bounded FIFO under HTB (switch-like buffer, not 1000 packets of bufferbloat) and
+    without HTB's harmless 'quantum of class ... is big' warnings in the tc output."""
+
+    def bwCmds(self, *args, **kwargs):
+        """Mininet's HTB commands plus a pfifo leaf of QUEUE_PACKETS packets."""
+        cmds, parent = super().bwCmds(*args, **kwargs)
+        if cmds and parent.strip() == "parent 5:1":
+            cmds.append(leaf_queue_command("%s", "%s", QUEUE_PACKETS))
+            parent = " parent 10: "
+        return cmds, parent
 
     def tc(self, cmd, tc="tc"):
         """Run a tc command; return its output without quantum warnings."""
@@ -213,7 +225,7 @@ class EmulatedNetwork:
             for intf in spec_host.interfaces:
                 cmds.append(f"ethtool -K {intf.name} " + " ".join(f"{o} off" for o in OFFLOADS))
                 if ingress_shaping:
-                    cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level])
+                    cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level], QUEUE_PACKETS)
             self._run_in(spec_host.name, cmds)
 
     def _configure_shapers(self) -> None:

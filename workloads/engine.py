@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -31,6 +32,7 @@ class PlanExecutor:
     def __init__(self, plan: Plan, rank: int, layout: PieceLayout, transport: Transport,
                  resolve: Callable[[int, int, Optional[int]], Address]):
         self.plan, self.rank, self.layout, self.transport = plan, rank, layout, transport
+        self.trace: Optional[list] = None  # set to [] to record every transfer's start/end
         outgoing, incoming = connections(plan, rank)
         transport.connect([(p, s, resolve(p, s, lvl)) for p, s, lvl in outgoing], incoming)
         fan = max([1] + [len({(t.src, t.dst) for t in step if rank in (t.src, t.dst)})
@@ -72,7 +74,12 @@ class PlanExecutor:
 
     def _transfer_all(self, s: int, n: int, group, buf: np.ndarray) -> None:
         for t in group:
+            started = time.time()
             self._transfer(s, n, t, buf)
+            if self.trace is not None:
+                a, b = self.layout.bounds[t.piece]
+                self.trace.append({"stream": s, "step": n, "piece": t.piece, "src": t.src, "dst": t.dst,
+                                   "op": t.op, "bytes": (b - a) * 4, "start": started, "end": time.time()})
 
     def _transfer(self, s: int, n: int, t, buf: np.ndarray) -> None:
         a, b = self.layout.bounds[t.piece]

@@ -146,8 +146,14 @@ def main(argv=None) -> int:
         if verify and it == 0:
             np.save(os.path.join(out_dir, f"verify-local-{rank}.npy"), buf.numpy())
         bytes_before = interface_bytes(cfg["interfaces"])
+        if cfg.get("trace") and isinstance(sync, PlanSync):
+            sync.executor.trace = []
         sync.run(buf.numpy())
         synced = time.time()
+        if cfg.get("trace") and isinstance(sync, PlanSync):
+            with open(os.path.join(out_dir, f"rank-{rank}.trace.jsonl"), "a") as tf:
+                for ev in sync.executor.trace:
+                    tf.write(json.dumps(dict(ev, iteration=it)) + "\n")
         bytes_after = interface_bytes(cfg["interfaces"])
         if verify and it == 0:
             np.save(os.path.join(out_dir, f"verify-sum-{rank}.npy"), buf.numpy())
