@@ -8,7 +8,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(DMLBED) net bcube:3,2 --bw 100 --check
+	$(DMLBED) compare configs/demo.yaml --out results/demo
 
 test: setup
 	$(PY) -m pytest tests -v -rs

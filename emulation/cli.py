@@ -221,6 +221,50 @@ def cmd_theory(args) -> int:
     return 0
 
 
+def print_comparison(result: dict) -> None:
+    """Comparison table, plus each label's JCT and GST against the first label's in every sweep group."""
+    rows, keys = result["rows"], result["sweep_keys"]
+    def f(v, spec=".3f"):
+        return "-" if v is None else format(v, spec)
+    print(f"{'label':<22} " + " ".join(f"{k:>6}" for k in keys) +
+          f" {'GST':>8} {'theory':>8} {'ratio':>6} {'compute':>8} {'JCT':>8} {'correct':>7}")
+    for r in rows:
+        print(f"{r['label']:<22} " + " ".join(f"{str(r.get(k)):>6}" for k in keys) +
+              f" {f(r['gst_median_s']):>8} {f(r['gst_theory_s']):>8} {f(r['gst_ratio'], '.2f'):>6} "
+              f"{f(r['compute_median_s']):>8} {f(r['jct_s'], '.1f'):>8} {str(r['correct']):>7}")
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    if len(labels) > 1:
+        base = labels[0]
+        print("\nrelative (per sweep value):")
+        for r in rows:
+            if r["label"] == base:
+                continue
+            ref = next((b for b in rows if b["label"] == base and all(b.get(k) == r.get(k) for k in keys)), None)
+            if ref and ref["jct_s"] and r["jct_s"] and ref["gst_median_s"] and r["gst_median_s"]:
+                print(f"  {base} vs {r['label']} " + " ".join(f"{k}={r.get(k)}" for k in keys) +
+                      f": GST {ref['gst_median_s']:.3f}/{r['gst_median_s']:.3f} = "
+                      f"{ref['gst_median_s'] / r['gst_median_s']:.3f}, JCT reduction {1 - ref['jct_s'] / r['jct_s']:.1%}")
+    print(f"\nresults: {result['out']}/comparison.csv; plots: {', '.join(result['plots'])}")
+
+
+def cmd_compare(args) -> int:
+    """dmlbed compare CONFIG.yaml: run a matrix of configurations, write CSV and plots."""
+    from emulation import compare
+    try:
+        data = compare.load(args.config)
+        compare.expand(data, args.out or "results", args.local)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not args.local:
+        require_root("dmlbed compare")
+    result = compare.compare(args.config, args.out, args.local, log=log, progress=not args.json)
+    if args.json:
+        print(json.dumps(result, indent=1, default=str))
+    else:
+        print_comparison(result)
+    return 0 if all(r["correct"] for r in result["rows"]) else 1
+
+
 def cmd_clean(args) -> int:
     """dmlbed clean: undo what crashed runs left behind."""
     require_root("dmlbed clean")
@@ -272,6 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(th, iters=False)
     th.add_argument("--json", action="store_true")
     th.set_defaults(func=cmd_theory)
+    cp = sub.add_parser("compare", help="run a matrix of configurations from a YAML file")
+    cp.add_argument("config", help="YAML file: name, defaults, runs, sweep (see configs/)")
+    cp.add_argument("--out", help="output folder (default results/NAME)")
+    cp.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
+    cp.add_argument("--json", action="store_true")
+    cp.set_defaults(func=cmd_compare)
     c = sub.add_parser("clean", help="remove what a crashed run left behind")
     c.set_defaults(func=cmd_clean)
     return p

@@ -1,0 +1,148 @@
+"""`dmlbed compare CONFIG.yaml`: a matrix of runs -> comparison.csv and PNG plots."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import os
+from dataclasses import fields
+from typing import Callable, Dict, List
+
+import yaml
+
+from emulation.experiment import RunConfig, run, validate
+
+RUN_KEYS = {f.name for f in fields(RunConfig)} - {"out", "extra", "local"} | {"topo", "label"}
+COLUMNS = ["label", "topology", "algo", "model", "batch", "bw_mbps", "workers", "iterations", "gst_median_s",
+           "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s", "accuracy",
+           "correct", "error", "out"]
+
+
+class ConfigError(ValueError):
+    """The compare config is malformed; the message names the key."""
+
+
+def load(path: str) -> dict:
+    """Read and check a compare config."""
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
+        raise ConfigError(f"{path} needs a non-empty 'runs' list")
+    return data
+
+
+def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
+    """Every (label, RunConfig) of the matrix: runs x the cartesian product of `sweep` values."""
+    defaults = data.get("defaults", {}) or {}
+    sweep = data.get("sweep", {}) or {}
+    for key in list(defaults) + list(sweep):
+        if key not in RUN_KEYS:
+            raise ConfigError(f"unknown key '{key}': valid are {', '.join(sorted(RUN_KEYS))}")
+    combos = [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())] if sweep else [{}]
+    out = []
+    for i, entry in enumerate(data["runs"]):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"runs[{i}] must be a mapping")
+        for key in entry:
+            if key not in RUN_KEYS:
+                raise ConfigError(f"runs[{i}]: unknown key '{key}': valid are {', '.join(sorted(RUN_KEYS))}")
+        for combo in combos:
+            merged = {**defaults, **combo, **entry}
+            if "topo" not in merged or "algo" not in merged:
+                raise ConfigError(f"runs[{i}] needs 'topo' and 'algo'")
+            label = str(merged.pop("label", f"{merged['algo']} {merged['topo']}"))
+            merged["topology"] = merged.pop("topo")
+            suffix = "-".join(f"{k}{v}" for k, v in combo.items())
+            name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{label}-{suffix}".strip("-"))
+            merged["bw"] = str(merged.get("bw", "100"))
+            cfg = RunConfig(out=os.path.join(out_root, name), local=local, **merged)
+            try:
+                validate(cfg)
+            except ValueError as exc:
+                raise ConfigError(f"runs[{i}] ({label}): {exc}") from None
+            out.append({"label": label, "sweep": combo, "config": cfg})
+    return out
+
+
+def row(entry: dict, summary: dict) -> dict:
+    """One comparison.csv row."""
+    r = {k: summary.get(k) for k in COLUMNS}
+    r.update(label=entry["label"], out=entry["config"].out, **entry["sweep"])
+    return r
+
+
+def write_csv(path: str, rows: List[dict], sweep_keys: List[str]) -> None:
+    """comparison.csv with one row per run."""
+    cols = COLUMNS[:1] + sweep_keys + [c for c in COLUMNS[1:] if c not in sweep_keys]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def plot(out_root: str, rows: List[dict], sweep_keys: List[str]) -> List[str]:
+    """jct.png (JCT per configuration) and gst.png (measured vs theoretical GST); returns the paths."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    groups = list(dict.fromkeys(tuple(r.get(k) for k in sweep_keys) for r in rows))
+    width = 0.8 / max(1, len(labels))
+    paths = []
+    for metric, theory, title, name in (("jct_s", None, "Job completion time", "jct.png"),
+                                        ("gst_median_s", "gst_theory_s", "Gradient synchronization time "
+                                         "(bars: measured median, dots: theory)", "gst.png")):
+        fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) * len(labels) / 2 + 3), 4.2))
+        for li, label in enumerate(labels):
+            xs, ys, ts = [], [], []
+            for gi, g in enumerate(groups):
+                match = [r for r in rows if r["label"] == label and tuple(r.get(k) for k in sweep_keys) == g]
+                if match and match[0].get(metric) is not None:
+                    xs.append(gi + li * width)
+                    ys.append(match[0][metric])
+                    ts.append(match[0].get(theory) if theory else None)
+            bars = ax.bar(xs, ys, width, label=label)
+            if theory:
+                ax.scatter(xs, ts, color="black", zorder=3, s=18)
+            ax.bar_label(bars, fmt="%.2f", fontsize=7)
+        ax.set_xticks([gi + width * (len(labels) - 1) / 2 for gi in range(len(groups))])
+        ax.set_xticklabels([", ".join(f"{k}={v}" for k, v in zip(sweep_keys, g)) or "all" for g in groups])
+        ax.set_ylabel("seconds")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out_root, name)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def compare(path: str, out_root: str = None, local: bool = False,
+            log: Callable[[str], None] = lambda m: None, progress: bool = True) -> Dict[str, object]:
+    """Run every configuration of a compare config; write comparison.csv/json and plots."""
+    data = load(path)
+    name = data.get("name") or os.path.splitext(os.path.basename(path))[0]
+    out_root = out_root or os.path.join("results", name)
+    entries = expand(data, out_root, local)
+    sweep_keys = list((data.get("sweep") or {}).keys())
+    os.makedirs(out_root, exist_ok=True)
+    rows = []
+    for n, entry in enumerate(entries, 1):
+        cfg = entry["config"]
+        log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
+        summary = run(cfg, log=log, progress=progress)
+        rows.append(row(entry, summary))
+        write_csv(os.path.join(out_root, "comparison.csv"), rows, sweep_keys)
+    with open(os.path.join(out_root, "comparison.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    plots = plot(out_root, rows, sweep_keys)
+    return {"name": name, "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys}
