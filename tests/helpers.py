@@ -11,3 +11,34 @@ def run_dmlbed(*args, timeout=600, **kwargs):
     """Run the dmlbed CLI as a user would, returning the CompletedProcess."""
     return subprocess.run([sys.executable, "-m", "emulation.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=timeout, **kwargs)
+
+
+def kill_worker(out_dir, rank, sig=9):
+    """Kill the worker process of `rank` of the run writing to out_dir (found by its config path)."""
+    import signal as _signal
+    marker = os.path.join(os.path.abspath(out_dir), "workers", f"rank-{rank}.config.json")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and "workloads.worker" in cmdline:
+            os.kill(int(pid), sig)
+            return int(pid)
+    raise AssertionError(f"no worker process for rank {rank} under {out_dir}")
+
+
+def wait_for_iterations(out_dir, rank, count, proc, timeout=120):
+    """Wait until rank has written `count` iteration records (or fail if the run ends first)."""
+    import time
+    path = os.path.join(out_dir, "workers", f"rank-{rank}.jsonl")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and sum(1 for _ in open(path)) >= count:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    raise AssertionError(f"rank {rank} never reached {count} iterations")

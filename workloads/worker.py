@@ -65,7 +65,8 @@ class GlooSync:
         self.dist.all_reduce(torch.from_numpy(buf))
 
     def close(self) -> None:
-        """Leave the process group."""
+        """Leave the process group once every rank is done (a rank leaving early aborts the others)."""
+        self.dist.barrier()
         self.dist.destroy_process_group()
 
 
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
             out = model(x)
             loss_t = F.cross_entropy(out, y)
             loss_t.backward()
-            loss = float(loss_t)
+            loss = float(loss_t.detach())
             torch.cat([p.grad.reshape(-1) for p in params], out=flat)
             torch.index_select(flat, 0, index, out=buf)
         else:
@@ -157,13 +158,14 @@ def main(argv=None) -> int:
         bytes_after = interface_bytes(cfg["interfaces"])
         if verify and it == 0:
             np.save(os.path.join(out_dir, f"verify-sum-{rank}.npy"), buf.numpy())
-        flat.index_copy_(0, index, buf)
-        flat.div_(contributors)
-        offset = 0
-        for p in params:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
-        opt.step()
+        if contributor:  # dedicated servers only aggregate; their model copy is never trained
+            flat.index_copy_(0, index, buf)
+            flat.div_(contributors)
+            offset = 0
+            for p in params:
+                p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
+            opt.step()
         end = time.time()
         row = {"rank": rank, "iteration": it, "start": start, "sync_start": computed, "sync_end": synced,
                "end": end, "compute_s": computed - start, "gst_s": synced - computed,

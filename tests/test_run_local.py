@@ -1,0 +1,84 @@
+"""`dmlbed run --local`: real torch workers over TCP on 127.0.0.1 (no root), every algorithm, summary schema,
+bad input, and a worker killed midway."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT, kill_worker, run_dmlbed, wait_for_iterations
+
+SUMMARY_KEYS = {"topology", "algo", "model", "workers", "gradient_bytes", "bw_mbps", "iterations", "gst_median_s",
+                "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s", "bytes_by_level",
+                "correct", "replicas_identical", "sum_verified", "error"}
+
+
+@pytest.mark.parametrize("algo,topo,extra", [("ps", "star:4", []), ("ring", "star:3", []), ("bml", "bcube:2,2", []),
+                                             ("hier", "tree:2,2", []), ("gloo", "star:3", []),
+                                             ("ps", "star:4", ["--servers", "1"])])
+def test_local_run_is_correct(tmp_path, algo, topo, extra):
+    out = tmp_path / "run"
+    r = run_dmlbed("run", "--topo", topo, "--algo", algo, "--model", "mlp:100K", "--iters", "4", "--batch", "8",
+                   "--local", "--json", "--out", str(out), *extra, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(r.stdout)
+    assert SUMMARY_KEYS <= set(s)
+    assert s["correct"] and s["replicas_identical"] and s["sum_verified"] is True and s["error"] is None
+    assert s["iterations"] == 4 and s["gst_median_s"] > 0 and s["gst_theory_s"] > 0
+    assert json.load(open(out / "summary.json"))["correct"] is True
+    rows = list(csv.DictReader(open(out / "iterations.csv")))
+    assert [int(r["iteration"]) for r in rows] == [0, 1, 2, 3]
+
+
+def test_digits_training_reports_accuracy_and_loss_falls(tmp_path):
+    r = run_dmlbed("run", "--topo", "star:2", "--algo", "ring", "--model", "lenet5", "--data", "digits", "--iters",
+                   "40", "--batch", "32", "--lr", "0.05", "--local", "--json", "--out", str(tmp_path), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads(r.stdout)
+    assert s["correct"] and 0 <= s["accuracy"] <= 1
+    assert s["loss_last"] < s["loss_first"]
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--topo", "star:9", "--algo", "bml"], "valid combinations"),
+    (["--topo", "bcube:3,2", "--algo", "hier"], "valid combinations"),
+    (["--topo", "star:9", "--algo", "sgd"], "unknown algorithm"),
+    (["--topo", "star:9", "--algo", "ps", "--model", "resnet"], "unknown model"),
+    (["--topo", "star:9", "--algo", "ps", "--data", "digits", "--model", "vgg19"], "use it with lenet5"),
+    (["--topo", "star:9", "--algo", "ring", "--servers", "2"], "--servers applies to ps only"),
+    (["--topo", "star:9", "--algo", "ps", "--servers", "9"], "--servers 9 is invalid"),
+    (["--topo", "star:9", "--algo", "ps", "--batch", "0"], "--batch"),
+    (["--topo", "star:9", "--algo", "ps", "--bw", "0"], "out of range"),
+])
+def test_bad_run_input_is_one_line_exit_2(tmp_path, args, fragment):
+    r = run_dmlbed("run", *args, "--out", str(tmp_path / "x"))
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and fragment in r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_killed_worker_ends_run_with_named_error_and_keeps_partial_results(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", "--topo", "star:3", "--algo", "ring",
+                             "--model", "mlp:2M", "--iters", "500", "--batch", "8", "--local", "--timeout", "20",
+                             "--json", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    wait_for_iterations(str(out), 1, 3, proc)
+    kill_worker(str(out), 1)
+    start = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=90)
+    assert time.monotonic() - start < 60
+    assert proc.returncode == 1, stderr[-2000:]
+    s = json.loads(stdout)
+    assert not s["correct"]
+    assert "rank 1" in s["error"] and "iteration" in s["error"]
+    assert s["iterations"] >= 3  # partial results kept
+    assert len(list(csv.DictReader(open(out / "iterations.csv")))) >= 3
+    # every worker of this run is gone
+    for rank in range(3):
+        with pytest.raises(AssertionError):
+            kill_worker(str(out), rank, sig=0)
