@@ -173,6 +173,7 @@ def main(argv=None) -> int:
                "tx_bytes": {k: bytes_after[k]["tx"] - bytes_before[k]["tx"] for k in bytes_after},
                "rx_bytes": {k: bytes_after[k]["rx"] - bytes_before[k]["rx"] for k in bytes_after}}
         log.write(json.dumps(row) + "\n")
+    log.close()
     sync.close()
     final = {"rank": rank, "role": "worker" if contributor else "server", "checksum": checksum(model),
              "accuracy": accuracy(model, cfg["data"]) if contributor and rank == min(
@@ -205,4 +206,9 @@ def verify_sums(out_dir: str, contributors, ranks) -> Optional[bool]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # gloo's threads can abort the interpreter's own shutdown ("terminate called without an active
+    # exception") after every result is on disk; leave without running C++ static destructors.
+    os._exit(code)

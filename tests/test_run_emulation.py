@@ -1,0 +1,66 @@
+"""Real torch workers on emulated hosts (root + OVS), a few iterations each so CI keeps them working."""
+
+import csv
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT, kill_worker, run_dmlbed, wait_for_iterations
+from test_emulation import leftovers
+
+pytestmark = pytest.mark.emulation
+
+CASES = [("bml", "bcube:2,2", []), ("ps", "bcube:2,2", []), ("ps", "star:4", []), ("ring", "star:4", []),
+         ("hier", "tree:2,2", []), ("gloo", "star:3", []), ("ps", "star:4", ["--servers", "1"])]
+
+
+@pytest.mark.parametrize("algo,topo,extra", CASES, ids=[f"{a}-{t}{'-servers' if e else ''}" for a, t, e in CASES])
+def test_emulated_run_is_correct(tmp_path, algo, topo, extra):
+    r = run_dmlbed("run", "--topo", topo, "--algo", algo, "--model", "mlp:300K", "--iters", "4", "--batch", "8",
+                   "--bw", "50", "--json", "--out", str(tmp_path), *extra, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(r.stdout)
+    assert s["correct"] and s["sum_verified"] is True, s["error"]
+    assert s["packet_in"] == 0
+    assert s["gst_median_s"] > 0 and s["gst_ratio"] > 0
+    levels = s["bytes_by_level"]
+    if topo.startswith("bcube"):
+        # every level's links carried gradient traffic
+        assert set(levels) == {"L0", "L1"} and min(levels.values()) > 0
+    # the plans move at least 2(N-1)/N of the gradient per worker and iteration (payload, no headers)
+    workers = s["workers"]
+    if algo != "gloo" and not extra:
+        expected = 2 * (workers - 1) / workers * s["gradient_bytes"] * workers * s["iterations"]
+        assert sum(levels.values()) >= expected
+    assert leftovers(topo) == []
+
+
+def test_bml_pins_each_transfer_to_its_level(tmp_path):
+    """BML on bcube:2,2 sends each thread's step over the level it names: both levels carry equal shares."""
+    r = run_dmlbed("run", "--topo", "bcube:2,2", "--algo", "bml", "--model", "mlp:1M", "--iters", "3", "--batch",
+                   "4", "--bw", "50", "--json", "--out", str(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    levels = json.loads(r.stdout)["bytes_by_level"]
+    assert levels["L0"] == pytest.approx(levels["L1"], rel=0.1)
+
+
+def test_killed_worker_on_emulated_network(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", "--topo", "star:3", "--algo", "ring",
+                             "--model", "mlp:1M", "--iters", "300", "--batch", "4", "--bw", "50", "--timeout", "20",
+                             "--json", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    wait_for_iterations(str(out), 2, 3, proc, timeout=180)
+    kill_worker(str(out), 2)
+    start = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert time.monotonic() - start < 60
+    assert proc.returncode == 1, stderr[-2000:]
+    s = json.loads(stdout)
+    assert not s["correct"] and "h2 (rank 2)" in s["error"]
+    assert s["iterations"] >= 3
+    assert len(list(csv.DictReader(open(out / "iterations.csv")))) >= 3
+    assert leftovers("star:3") == []
