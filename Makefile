@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 DMLBED := .venv/bin/dmlbed
 
-.PHONY: setup demo test test-fast clean
+.PHONY: setup demo test test-fast benchmark clean
 
 setup:
 	@bash scripts/setup.sh
@@ -15,6 +15,9 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest tests -v -rs -m "not emulation"
+
+benchmark: setup
+	$(PY) scripts/benchmark.py --out results/benchmark
 
 clean:
 	-$(DMLBED) clean
