@@ -3,6 +3,7 @@
 from typing import Callable, Dict
 
 from emulation.topology import Topology
+from workloads.algorithms.blueconnect import blueconnect, two_level
 from workloads.algorithms.hierarchical import hierarchical
 from workloads.algorithms.ps import dedicated_ps, p2p_ps
 from workloads.algorithms.ring import ring
@@ -45,11 +46,23 @@ def build_hier(topo: Topology, servers: int = 0) -> Plan:
     return hierarchical("hier", topology_radices(topo), 1, pin_levels=False)
 
 
+def build_blueconnect(topo: Topology, servers: int = 0) -> Plan:
+    """blueconnect: reduce-scatter up the topology's levels, all-gather down (BCube: pinned to each level)."""
+    return blueconnect(topology_radices(topo), pin_levels=topo.kind == "bcube")
+
+
+def build_twolevel(topo: Topology, servers: int = 0) -> Plan:
+    """twolevel: reduce to each level-0 group's master, ring among masters, broadcast back."""
+    return two_level(topology_radices(topo))
+
+
 ALGORITHMS: Dict[str, dict] = {
     "ps": {"build": build_ps, "topologies": ALL_TOPOLOGIES},
     "ring": {"build": build_ring, "topologies": ALL_TOPOLOGIES},
     "bml": {"build": build_bml, "topologies": ("bcube",)},
     "hier": {"build": build_hier, "topologies": ("fattree", "tree", "star")},
+    "blueconnect": {"build": build_blueconnect, "topologies": ALL_TOPOLOGIES},
+    "twolevel": {"build": build_twolevel, "topologies": ("tree", "fattree")},
     "gloo": {"build": None, "topologies": ALL_TOPOLOGIES},  # torch.distributed all_reduce, not a plan
 }
 

@@ -1,0 +1,66 @@
+"""BlueConnect and the two-level baseline: decomposition, per-stage traffic, eq. 3/5/7/9."""
+
+import numpy as np
+import pytest
+
+from emulation.theory import blueconnect_time, gst_theory, one_level_time, two_level_time
+from emulation.topology import parse
+from workloads.algorithms import build_plan, topology_radices
+from workloads.algorithms.blueconnect import blueconnect, two_level
+from workloads.plan import PieceLayout, check_sum
+
+
+def test_decomposition_follows_topology_levels():
+    assert topology_radices(parse("tree:3,2,2")) == [3, 2, 2]
+    assert topology_radices(parse("fattree:4")) == [2, 2, 4]
+    assert topology_radices(parse("bcube:3,2")) == [3, 3]
+
+
+def test_stage_traffic_shrinks_up_the_hierarchy():
+    """Learner A0 of the paper's Fig. 4: stage i moves (p_i - 1)/p_i of N / prod_{j<i} p_j."""
+    plan = blueconnect([3, 2, 2])
+    layout = PieceLayout([12 * 1000], plan.pieces)
+    piece = 1000
+    steps = plan.streams[0]
+    assert len(steps) == 2 * (2 + 1 + 1)  # ring of 3: 2 steps; groups of 2: 1 step each; mirrored
+    sent = [sum(layout.piece_sizes()[t.piece] for t in step if t.src == 0) for step in steps]
+    assert sent[:4] == [4 * piece, 4 * piece, 2 * piece, piece]  # ring of 3: N/3 per step; then N/6; N/12
+    assert sent[4:] == sent[:4][::-1]
+
+
+def test_recursive_halving_for_power_of_two_groups():
+    ring = blueconnect([8], recursive=False)
+    halving = blueconnect([8], recursive=True)
+    assert len(ring.streams[0]) == 14 and len(halving.streams[0]) == 6  # 2(p-1) vs 2 lg p
+    for plan in (ring, halving):
+        layout = PieceLayout([800, 3], plan.pieces)
+        rng = np.random.default_rng(0)
+        check_sum(plan, {r: rng.standard_normal(layout.total).astype(np.float32) for r in range(8)}, layout)
+
+
+@pytest.mark.parametrize("radices", [[3, 2, 2], [2, 4], [4, 4], [5, 3], [2, 2, 2, 2]])
+def test_two_level_sums(radices):
+    plan = two_level(radices)
+    layout = PieceLayout([999, 17], plan.pieces)
+    rng = np.random.default_rng(1)
+    check_sum(plan, {r: rng.standard_normal(layout.total).astype(np.float32) for r in range(plan.ranks)}, layout)
+
+
+def test_bcube_blueconnect_pins_stage_to_level():
+    plan = build_plan("blueconnect", parse("bcube:3,2"))
+    levels = [{t.level for t in step} for step in plan.streams[0]]
+    assert levels == [{0}, {0}, {1}, {1}, {1}, {1}, {0}, {0}]
+
+
+def test_equations_on_the_blueconnect_tree():
+    topo = parse("tree:3,2,2")
+    n = 8e6  # bytes
+    w = [100e6 / 8, 20e6 / 8, 40e6 / 8]
+    bw = (100.0, 20.0, 40.0)
+    eq9 = 2 * (2 / 3 * n / w[0]) + 2 * (1 / 2 * (n / 3) / (w[1] / 3)) + 2 * (1 / 2 * (n / 6) / min(w[1] / 3, w[2] / 6))
+    assert blueconnect_time(topo, n, bw) == pytest.approx(eq9)
+    assert one_level_time(topo, n, bw) == pytest.approx(2 * 11 / 12 * n / w[1])
+    # two-level: reduce + broadcast in the node (2 T_c + 2 T_r over p0=3), ring of 4 masters at min W
+    assert two_level_time(topo, n, bw) == pytest.approx(2 * (2 / 3 * n / w[0]) * 2 + 2 * 3 / 4 * n / w[1])
+    assert gst_theory("blueconnect", topo, n, bw)["gst_s"] < gst_theory("ring", topo, n, bw)["gst_s"] < \
+        gst_theory("twolevel", topo, n, bw)["gst_s"]

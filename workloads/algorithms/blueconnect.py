@@ -1,0 +1,121 @@
+"""BlueConnect (Algorithm 1): all-reduce decomposed over the hierarchy P = p0*p1*...; and the two-level
+reduce-to-master baseline of the BlueConnect paper (eq. 7).
+
+Learner r has mixed-radix digits (d0 fastest): learners differing only in digit i form one stage-i
+group (same level-i switch). Piece q (one of P) is also read as digits: after reduce-scatter stage i,
+learner a holds the pieces whose digits 0..i equal a's, reduced over a's stage-0..i groups.
+"""
+
+from typing import List, Sequence
+
+from workloads.algorithms.hierarchical import from_digits, to_digits
+from workloads.plan import COPY, REDUCE, Plan, Transfer
+
+
+def _is_power_of_two(p: int) -> bool:
+    return p > 0 and p & (p - 1) == 0
+
+
+def _members(a: int, level: int, radices: Sequence[int]) -> List[int]:
+    """a's stage-`level` group ordered by digit value (a itself included)."""
+    ds = to_digits(a, radices)
+    out = []
+    for v in range(radices[level]):
+        other = list(ds)
+        other[level] = v
+        out.append(from_digits(other, radices))
+    return out
+
+
+def _chunk(a_digits, level: int, value: int, pieces_digits, done_levels) -> List[int]:
+    """Pieces of a's current segment (digits in done_levels match a) whose digit `level` is value."""
+    return [q for q, qd in enumerate(pieces_digits)
+            if qd[level] == value and all(qd[l] == a_digits[l] for l in done_levels)]
+
+
+def _pairs_ring(p: int, step: int, reduce_scatter: bool):
+    """(sender value, receiver value, chunk value) of one ring step over a group of p members."""
+    for v in range(p):
+        chunk = (v - step - 1) % p if reduce_scatter else (v - step) % p
+        yield v, (v + 1) % p, chunk
+
+
+def _pairs_halving(p: int, step: int, reduce_scatter: bool):
+    """(sender, receiver, chunk values) of one recursive halving (reduce-scatter) or doubling step."""
+    d = p >> (step + 1) if reduce_scatter else 1 << step
+    for v in range(p):
+        partner = v ^ d
+        # halving: v keeps the half of its range holding v and sends the partner's half;
+        # doubling: v sends the d chunks it holds
+        base = ((partner if reduce_scatter else v) // d) * d
+        yield v, partner, list(range(base, base + d))
+
+
+def blueconnect(radices: Sequence[int], pin_levels: bool = False, recursive: bool = True) -> Plan:
+    """Concurrent reduce-scatter stages up the hierarchy, all-gather stages back down (eq. 3: recursive
+    halving/doubling inside power-of-two groups, ring otherwise)."""
+    radices = list(radices)
+    P = 1
+    for r in radices:
+        P *= r
+    digits = [to_digits(q, radices) for q in range(P)]
+    steps: List[tuple] = []
+
+    def stage(level: int, reduce_scatter: bool) -> List[tuple]:
+        p = radices[level]
+        done = list(range(level))
+        halving = recursive and _is_power_of_two(p) and p > 2
+        n_steps = (p.bit_length() - 1) if halving else p - 1
+        out = []
+        for s in range(n_steps):
+            step = []
+            for a in range(P):
+                if digits[a][level] != 0:
+                    continue  # enumerate each group once, from its member with digit 0
+                members = _members(a, level, radices)
+                pairs = _pairs_halving(p, s, reduce_scatter) if halving else \
+                    ((u, w, [c]) for u, w, c in _pairs_ring(p, s, reduce_scatter))
+                for u, w, chunks in pairs:
+                    src, dst = members[u], members[w]
+                    for c in chunks:
+                        for q in _chunk(digits[src], level, c, digits, done):
+                            step.append(Transfer(src, dst, q, REDUCE if reduce_scatter else COPY,
+                                                 level if pin_levels else None))
+            out.append(tuple(step))
+        return out
+
+    for level in range(len(radices)):
+        steps += stage(level, True)
+    for level in reversed(range(len(radices))):
+        steps += stage(level, False)
+    return Plan("blueconnect", P, P, (tuple(steps),), tuple(range(P)), {"radices": radices})
+
+
+def two_level(radices: Sequence[int]) -> Plan:
+    """Reduce to the master of each level-0 group, ring all-reduce among masters, broadcast back (eq. 7)."""
+    p0 = radices[0]
+    P = 1
+    for r in radices:
+        P *= r
+    masters = [m for m in range(P) if m % p0 == 0]
+    M = len(masters)
+    low = [[q for q in range(P) if q % p0 == v] for v in range(p0)]   # chunk v of a group's gradient
+    high = [[q for q in range(P) if q // p0 == c] for c in range(M)]  # chunk c of the masters' ring
+    steps: List[tuple] = []
+    for s in range(p0 - 1):  # ring reduce-scatter inside each group: member v ends with chunk v
+        steps.append(tuple(Transfer(g + v, g + (v + 1) % p0, q, REDUCE)
+                           for g in masters for v in range(p0) for q in low[(v - s - 1) % p0]))
+    if p0 > 1:  # gather the reduced chunks to the master
+        steps.append(tuple(Transfer(g + v, g, q, COPY) for g in masters for v in range(1, p0) for q in low[v]))
+    for s in range(M - 1):  # ring all-reduce among masters: reduce-scatter ...
+        steps.append(tuple(Transfer(masters[i], masters[(i + 1) % M], q, REDUCE)
+                           for i in range(M) for q in high[(i - s - 1) % M]))
+    for s in range(M - 1):  # ... then all-gather
+        steps.append(tuple(Transfer(masters[i], masters[(i + 1) % M], q, COPY)
+                           for i in range(M) for q in high[(i - s) % M]))
+    if p0 > 1:  # broadcast: scatter chunk v to member v, then ring all-gather inside each group
+        steps.append(tuple(Transfer(g, g + v, q, COPY) for g in masters for v in range(1, p0) for q in low[v]))
+        for s in range(p0 - 1):
+            steps.append(tuple(Transfer(g + v, g + (v + 1) % p0, q, COPY)
+                               for g in masters for v in range(p0) for q in low[(v - s) % p0]))
+    return Plan("twolevel", P, P, (tuple(steps),), tuple(range(P)), {"radices": list(radices)})
