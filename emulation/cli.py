@@ -152,7 +152,7 @@ def run_config(args):
     return RunConfig(topology=args.topo, algo=args.algo, model=args.model, batch=args.batch, iters=args.iters,
                      bw=args.bw, out=args.out, servers=args.servers, data=args.data, lr=args.lr, seed=args.seed,
                      timeout=args.timeout, datapath=args.datapath, shape_ingress=args.shape_ingress,
-                     local=args.local)
+                     local=args.local, codec=args.codec)
 
 
 def print_summary(s: dict) -> None:
@@ -168,6 +168,9 @@ def print_summary(s: dict) -> None:
     print(f"  compute       {fmt(s['compute_median_s'])} s   iteration {fmt(s['iteration_median_s'])} s   "
           f"JCT {fmt(s['jct_s'], '.1f')} s")
     print(f"  bytes sent    " + ", ".join(f"{k}: {v / 2**20:.1f} MiB" for k, v in s["bytes_by_level"].items()))
+    if s.get("wire_ratio") is not None and s.get("codec", "none") != "none":
+        print(f"  wire bytes    {s['wire_ratio']:.4f} of fp32 overall, first step (worker->server for ps) "
+              f"{s['first_step_wire_ratio']:.4f}")
     if s.get("accuracy") is not None:
         print(f"  accuracy      {s['accuracy']:.3f} (held-out), loss {fmt(s['loss_first'])} -> {fmt(s['loss_last'])}")
     print(f"  correct       {s['correct']} (replicas identical: {s['replicas_identical']}, "
@@ -310,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--shape-ingress", action="store_true",
                    help="userspace datapath: also shape switch->host traffic (IFB; costs CPU)")
     r.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
+    r.add_argument("--codec", default="none", help="none | terngrad (ternary gradients, 2-bit packed)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_run)
     th = sub.add_parser("theory", help="the papers' theoretical GST")

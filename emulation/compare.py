@@ -14,9 +14,9 @@ import yaml
 from emulation.experiment import RunConfig, run, validate
 
 RUN_KEYS = {f.name for f in fields(RunConfig)} - {"out", "extra", "local"} | {"topo", "label"}
-COLUMNS = ["label", "topology", "algo", "model", "batch", "bw_mbps", "workers", "iterations", "gst_median_s",
-           "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s", "accuracy",
-           "correct", "error", "out"]
+COLUMNS = ["label", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
+           "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
+           "wire_ratio", "first_step_wire_ratio", "loss_first", "loss_last", "accuracy", "correct", "error", "out"]
 
 
 class ConfigError(ValueError):

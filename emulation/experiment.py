@@ -49,6 +49,7 @@ class RunConfig:
     datapath: str = "auto"
     shape_ingress: bool = False
     local: bool = False
+    codec: str = "none"
     extra: Dict[str, object] = field(default_factory=dict)
 
 
@@ -61,6 +62,10 @@ def validate(cfg: RunConfig):
     elif cfg.servers:
         raise PlanError("--servers applies to ps only, not gloo")
     shape = input_shape(cfg.model)
+    if cfg.codec not in ("none", "terngrad"):
+        raise ValueError(f"--codec {cfg.codec} is unknown: valid are none, terngrad")
+    if cfg.codec != "none" and cfg.algo == "gloo":
+        raise ValueError(f"--codec {cfg.codec} needs a dmlbed plan (ps, ring, bml, ...), not gloo")
     if not 1 <= cfg.batch <= 4096:
         raise ValueError(f"--batch {cfg.batch} is out of range: give 1..4096")
     if not 1 <= cfg.iters <= 100000:
@@ -115,7 +120,7 @@ def worker_configs(cfg: RunConfig, topo: Topology, workdir: str) -> List[dict]:
     ports = free_ports(ranks + 1) if cfg.local else None
     base = {"topology": topo.spec, "algo": cfg.algo, "servers": cfg.servers, "model": cfg.model,
             "batch": cfg.batch, "iters": cfg.iters, "seed": cfg.seed, "lr": cfg.lr, "data": cfg.data,
-            "out_dir": workdir, "timeout": cfg.timeout, "ranks": ranks, "port": PLAN_PORT,
+            "out_dir": workdir, "timeout": cfg.timeout, "codec": cfg.codec, "ranks": ranks, "port": PLAN_PORT,
             "master": "127.0.0.1" if cfg.local else topo.hosts[0].ip,
             "master_port": ports[-1] if cfg.local else GLOO_PORT, **cfg.extra}
     out = []
@@ -195,7 +200,7 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
     summary = {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "workers": len(contributors),
                "ranks": len(topo.hosts), "servers": cfg.servers, "parameters": parameters,
                "gradient_bytes": gradient_bytes, "bw_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
-               "batch": cfg.batch, "data": cfg.data, "iterations_requested": cfg.iters,
+               "batch": cfg.batch, "data": cfg.data, "codec": cfg.codec, "iterations_requested": cfg.iters,
                "gst_theory_s": theory["gst_s"], "gst_formula": theory["formula"], "tf_s": theory["tf_s"],
                "config": asdict(cfg)}
     error = None

@@ -33,6 +33,10 @@ class PlanExecutor:
                  resolve: Callable[[int, int, Optional[int]], Address]):
         self.plan, self.rank, self.layout, self.transport = plan, rank, layout, transport
         self.trace: Optional[list] = None  # set to [] to record every transfer's start/end
+        self.wire_bytes = 0  # payload bytes this rank sent (encoded size when a codec is used)
+        self.wire_by_step: Dict[Tuple[int, int], Tuple[int, int]] = {}  # (stream, step) -> (fp32, sent)
+        self.count_lock = threading.Lock()
+        self._reduce, self._codec, self._layout = np.add, None, layout
         outgoing, incoming = connections(plan, rank)
         transport.connect([(p, s, resolve(p, s, lvl)) for p, s, lvl in outgoing], incoming)
         fan = max([1] + [len({(t.src, t.dst) for t in step if rank in (t.src, t.dst)})
@@ -52,8 +56,15 @@ class PlanExecutor:
                 groups.setdefault(("recv", t.src), []).append(t)
         return list(groups.values())
 
-    def run(self, buf: np.ndarray) -> None:
-        """Synchronize buf (float32, piece-major) in place with the other ranks."""
+    def run(self, buf: np.ndarray, reduce=np.add, codec=None, layout: Optional[PieceLayout] = None) -> None:
+        """Synchronize buf (float32, piece-major) in place with the other ranks.
+
+        reduce: how a received piece combines (np.add for sums, np.maximum for shared scalers);
+        codec: optional wire codec (encode(array) -> bytes, decode(bytes, count) -> array);
+        layout: the pieces of buf when it is not the gradient (e.g. a small vector of scalers).
+        """
+        self._reduce, self._codec = reduce, codec
+        self._layout = layout or self.layout
         futures = [self.pool.submit(self._run_stream, s, buf) for s in range(len(self.plan.streams))]
         for f in futures:
             f.result()
@@ -77,22 +88,37 @@ class PlanExecutor:
             started = time.time()
             self._transfer(s, n, t, buf)
             if self.trace is not None:
-                a, b = self.layout.bounds[t.piece]
+                a, b = self._layout.bounds[t.piece]
                 self.trace.append({"stream": s, "step": n, "piece": t.piece, "src": t.src, "dst": t.dst,
                                    "op": t.op, "bytes": (b - a) * 4, "start": started, "end": time.time()})
 
     def _transfer(self, s: int, n: int, t, buf: np.ndarray) -> None:
-        a, b = self.layout.bounds[t.piece]
+        a, b = self._layout.bounds[t.piece]
         view = buf[a:b]
+        codec = self._codec
         if t.src == self.rank:
-            self.transport.send(t.dst, s, n, t.piece, memoryview(view))
+            payload = codec.encode(view) if codec else memoryview(view)
+            self.transport.send(t.dst, s, n, t.piece, payload)
+            with self.count_lock:
+                sent = len(payload) if codec else view.nbytes
+                self.wire_bytes += sent
+                raw, enc = self.wire_by_step.get((s, n), (0, 0))
+                self.wire_by_step[(s, n)] = (raw + view.nbytes, enc + sent)
+            return
+        if codec:
+            data = self.transport.recv_message(t.src, s, n, t.piece, view.nbytes + 16)
+            incoming = codec.decode(bytes(data), len(view))
         elif t.op == REDUCE:
-            scratch = np.empty_like(view)
-            self.transport.recv_into(t.src, s, n, t.piece, memoryview(scratch))
-            with self.locks[t.piece]:
-                np.add(view, scratch, out=view)
+            incoming = np.empty_like(view)
+            self.transport.recv_into(t.src, s, n, t.piece, memoryview(incoming))
         else:
             self.transport.recv_into(t.src, s, n, t.piece, memoryview(view))
+            return
+        if t.op == REDUCE:
+            with self.locks[t.piece]:
+                self._reduce(view, incoming, out=view)
+        else:
+            view[:] = incoming
 
     def close(self) -> None:
         """Stop the thread pool and close connections."""

@@ -61,12 +61,17 @@ def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topo
                 key = interface_level(topo, intf)
                 by_level[key] = by_level.get(key, 0) + n
         losses = [w["loss"] for w in workers if w["loss"] is not None]
+        payload = [r.get("payload", {}) for r in its]
+        first = [p.get("0.0", [0, 0]) for p in payload]
         out.append({"iteration": i,
                     "gst_s": max(r["sync_end"] for r in its) - max(r["sync_start"] for r in its),
                     "compute_s": statistics.mean(w["compute_s"] for w in workers),
                     "iteration_s": max(r["end"] for r in its) - min(r["start"] for r in its),
                     "loss": statistics.mean(losses) if losses else None,
                     "start": min(r["start"] for r in its), "end": max(r["end"] for r in its),
+                    "payload_fp32": sum(v[0] for p in payload for v in p.values()),
+                    "payload_sent": sum(v[1] for p in payload for v in p.values()),
+                    "first_step": (sum(f[0] for f in first), sum(f[1] for f in first)),
                     "tx_bytes_by_level": dict(sorted(by_level.items()))})
     return out
 
@@ -108,6 +113,10 @@ def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, sum
         for k, v in it["tx_bytes_by_level"].items():
             by_level[k] = by_level.get(k, 0) + v
     accuracy = next((f["accuracy"] for f in finals.values() if f.get("accuracy") is not None), None)
+    raw = sum(it["payload_fp32"] for it in iterations)
+    sent = sum(it["payload_sent"] for it in iterations)
+    first_raw = sum(it["first_step"][0] for it in iterations)
+    first_sent = sum(it["first_step"][1] for it in iterations)
     losses = [it["loss"] for it in iterations if it["loss"] is not None]
     return {
         "iterations": len(iterations),
@@ -116,6 +125,9 @@ def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, sum
         "iteration_median_s": median_after_warmup([it["iteration_s"] for it in iterations]),
         "jct_s": (iterations[-1]["end"] - iterations[0]["start"]) if iterations else None,
         "bytes_by_level": by_level,
+        "payload_fp32_bytes": raw, "payload_sent_bytes": sent,
+        "wire_ratio": sent / raw if raw else None,
+        "first_step_wire_ratio": first_sent / first_raw if first_raw else None,
         "loss_first": losses[0] if losses else None,
         "loss_last": losses[-1] if losses else None,
         "accuracy": accuracy,

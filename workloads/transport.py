@@ -81,9 +81,10 @@ class Transport:
         except Exception as exc:
             errors.append(exc)
 
-    def send(self, peer: int, stream: int, step: int, piece: int, payload: memoryview) -> None:
-        """Send one piece (header then the tensor's own bytes, no copy)."""
+    def send(self, peer: int, stream: int, step: int, piece: int, payload) -> None:
+        """Send one piece (header then the tensor's own bytes, no copy; or encoded bytes)."""
         sock = self.out[(peer, stream)]
+        payload = memoryview(payload)
         try:
             sock.sendall(HEADER.pack(step, piece, stream, payload.nbytes))
             sock.sendall(payload)
@@ -103,6 +104,18 @@ class Transport:
             raise TransportError(f"{self.name(peer)} sent step {got_step} piece {got_piece} ({nbytes} B) but "
                                  f"{where} expects piece {piece} ({target.nbytes} B)")
         self._read_into(sock, target, peer, where)
+
+    def recv_message(self, peer: int, stream: int, step: int, piece: int, max_bytes: int) -> bytearray:
+        """Receive one variable-size (encoded) piece, checking piece and step."""
+        sock = self.inc[(peer, stream)]
+        where = f"step {step} of stream {stream}"
+        got_step, got_piece, got_stream, nbytes = HEADER.unpack(self._read_exact(sock, HEADER.size, peer, where))
+        if (got_step, got_piece, got_stream) != (step, piece, stream) or nbytes > max_bytes:
+            raise TransportError(f"{self.name(peer)} sent step {got_step} piece {got_piece} ({nbytes} B) but "
+                                 f"{where} expects piece {piece} (at most {max_bytes} B)")
+        buf = bytearray(nbytes)
+        self._read_into(sock, memoryview(buf), peer, where)
+        return buf
 
     def _read_exact(self, sock, n: int, peer, where: str) -> bytes:
         buf = bytearray(n)

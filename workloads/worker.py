@@ -21,6 +21,7 @@ from workloads.algorithms import build_plan
 from workloads.data import batches, evaluation_set
 from workloads.engine import PlanExecutor
 from workloads.models import build_model
+from workloads.compression import PackedIntCodec, TernGrad
 from workloads.plan import PieceLayout, fp32_sum_tolerance
 from workloads.transport import Transport
 
@@ -86,13 +87,25 @@ class PlanSync:
         names = lambda r: f"{topo.hosts[r].name} (rank {r})"  # noqa: E731
         self.executor = PlanExecutor(plan, rank, layout, Transport(rank, listen, cfg["timeout"], names), resolve)
 
-    def run(self, buf: np.ndarray) -> None:
-        """Sum buf across the plan's contributors in place."""
-        self.executor.run(buf)
+    def run(self, buf: np.ndarray, **kwargs) -> None:
+        """Sum buf across the plan's contributors in place (kwargs: reduce, codec, layout)."""
+        self.executor.run(buf, **kwargs)
 
     def close(self) -> None:
         """Close connections."""
         self.executor.close()
+
+
+def wire_delta(before: dict, sync) -> Dict[str, list]:
+    """Payload bytes this iteration per step: 'stream.step' -> [fp32 bytes, bytes actually sent]."""
+    if not isinstance(sync, PlanSync):
+        return {}
+    out = {}
+    for key, (raw, enc) in sync.executor.wire_by_step.items():
+        r0, e0 = before.get(key, (0, 0))
+        if raw - r0 or enc - e0:
+            out[f"{key[0]}.{key[1]}"] = [raw - r0, enc - e0]
+    return out
 
 
 def accuracy(model, source: str) -> Optional[float]:
@@ -129,6 +142,9 @@ def main(argv=None) -> int:
     buf = torch.empty(layout.total)
     log = open(os.path.join(out_dir, f"rank-{rank}.jsonl"), "a", buffering=1)
     verify = cfg.get("verify_first_sum", True) and layout.total * 4 <= VERIFY_MAX_BYTES
+    terngrad = TernGrad([p.numel() for p in params], seed=cfg["seed"] * 1000 + rank) \
+        if cfg.get("codec") == "terngrad" else None
+    scaler_layout = PieceLayout([len(params)], pieces)
     for it in range(cfg["iters"]):
         start = time.time()
         loss = None
@@ -144,12 +160,24 @@ def main(argv=None) -> int:
         else:
             buf.zero_()
         computed = time.time()
+        if terngrad is not None:
+            clipped, scalers = terngrad.clip_and_scale(flat.numpy() if contributor else np.zeros(layout.total,
+                                                                                                   np.float32))
         if verify and it == 0:
             np.save(os.path.join(out_dir, f"verify-local-{rank}.npy"), buf.numpy())
         bytes_before = interface_bytes(cfg["interfaces"])
         if cfg.get("trace") and isinstance(sync, PlanSync):
             sync.executor.trace = []
-        sync.run(buf.numpy())
+        wire_before = dict(sync.executor.wire_by_step) if isinstance(sync, PlanSync) else {}
+        if terngrad is None:
+            sync.run(buf.numpy())
+        else:  # share scalers (max), then all-reduce the integer ternaries bit-packed
+            sync.run(scalers, reduce=np.maximum, layout=scaler_layout)
+            tern = terngrad.compress(clipped, scalers) if contributor else np.zeros(layout.total, np.float32)
+            torch.index_select(torch.from_numpy(tern), 0, index, out=buf)
+            if verify and it == 0:
+                np.save(os.path.join(out_dir, f"verify-local-{rank}.npy"), buf.numpy())
+            sync.run(buf.numpy(), codec=PackedIntCodec())
         synced = time.time()
         if cfg.get("trace") and isinstance(sync, PlanSync):
             with open(os.path.join(out_dir, f"rank-{rank}.trace.jsonl"), "a") as tf:
@@ -160,7 +188,10 @@ def main(argv=None) -> int:
             np.save(os.path.join(out_dir, f"verify-sum-{rank}.npy"), buf.numpy())
         if contributor:  # dedicated servers only aggregate; their model copy is never trained
             flat.index_copy_(0, index, buf)
-            flat.div_(contributors)
+            if terngrad is None:
+                flat.div_(contributors)
+            else:
+                flat.copy_(torch.from_numpy(terngrad.decompress(flat.numpy(), scalers, contributors)))
             offset = 0
             for p in params:
                 p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
@@ -171,7 +202,8 @@ def main(argv=None) -> int:
                "end": end, "compute_s": computed - start, "gst_s": synced - computed,
                "iteration_s": end - start, "loss": loss,
                "tx_bytes": {k: bytes_after[k]["tx"] - bytes_before[k]["tx"] for k in bytes_after},
-               "rx_bytes": {k: bytes_after[k]["rx"] - bytes_before[k]["rx"] for k in bytes_after}}
+               "rx_bytes": {k: bytes_after[k]["rx"] - bytes_before[k]["rx"] for k in bytes_after},
+               "payload": wire_delta(wire_before, sync)}
         log.write(json.dumps(row) + "\n")
     log.close()
     sync.close()

@@ -1,0 +1,60 @@
+"""TernGrad's own properties: unbiased ternarization, clipping at 2.5 sigma, lossless packing, 2N+1 levels."""
+
+import numpy as np
+import pytest
+
+from workloads.compression import CodecError, PackedIntCodec, TernGrad, clip, ternarize, width_for
+
+
+def test_ternarize_is_unbiased():
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal(200).astype(np.float32)
+    s = float(np.abs(g).max())
+    mean = np.mean([s * ternarize(g, s, rng) for _ in range(4000)], axis=0)
+    assert np.allclose(mean, g, atol=4 * s / np.sqrt(4000))
+    assert set(np.unique(ternarize(g, s, rng))) <= {-1.0, 0.0, 1.0}
+
+
+def test_clipping_limits_to_2_5_sigma():
+    g = np.concatenate([np.random.default_rng(1).standard_normal(1000), [50.0, -60.0]]).astype(np.float32)
+    c = clip(g)
+    sigma = g.std()
+    assert np.abs(c).max() == pytest.approx(2.5 * sigma, rel=1e-6)
+    assert np.array_equal(c[:1000][np.abs(g[:1000]) <= 2.5 * sigma], g[:1000][np.abs(g[:1000]) <= 2.5 * sigma])
+
+
+@pytest.mark.parametrize("values,width", [([-1, 0, 1, 1, 0], 2), ([-7, 7, 0], 4), ([-127, 100], 8),
+                                          ([3000, -5], 16), ([], 2), ([0] * 9, 2)])
+def test_packing_round_trips_losslessly(values, width):
+    arr = np.array(values, dtype=np.float32)
+    codec = PackedIntCodec()
+    data = codec.encode(arr)
+    assert data[0] == width == width_for(arr.astype(np.int32))
+    assert np.array_equal(codec.decode(data, len(arr)), arr)
+
+
+def test_ternary_packs_four_values_per_byte():
+    arr = np.random.default_rng(2).integers(-1, 2, 10_000).astype(np.float32)
+    data = PackedIntCodec().encode(arr)
+    assert len(data) == 1 + 2500
+    assert len(data) / (arr.nbytes) <= 1 / 15
+
+
+def test_codec_refuses_non_integers():
+    with pytest.raises(CodecError):
+        PackedIntCodec().encode(np.array([0.5], np.float32))
+
+
+@pytest.mark.parametrize("workers", [2, 4, 9])
+def test_shared_scaler_sum_has_at_most_2n_plus_1_levels(workers):
+    rng = np.random.default_rng(workers)
+    sizes = [500, 20]
+    grads = [rng.standard_normal(sum(sizes)).astype(np.float32) * (i + 1) for i in range(workers)]
+    codecs = [TernGrad(sizes, seed=i) for i in range(workers)]
+    clipped = [c.clip_and_scale(g) for c, g in zip(codecs, grads)]
+    shared = np.max([s for _, s in clipped], axis=0)
+    total = np.sum([c.compress(cl, shared) for c, (cl, _) in zip(codecs, clipped)], axis=0)
+    averaged = codecs[0].decompress(total, shared, workers)
+    for layer, s in zip(codecs[0].layers(averaged), shared):
+        assert len(np.unique(np.round(layer / s * workers))) <= 2 * workers + 1
+    assert np.abs(total).max() <= workers

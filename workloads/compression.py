@@ -1,0 +1,125 @@
+"""Gradient compression, GRACE-style: a compressor (what values), a wire codec (how many bits), a registry.
+
+TernGrad (Wen et al.): per-layer gradient clipping at c*sigma, a per-layer scaler shared across workers
+(max), stochastic ternarization to {-1, 0, +1}. Workers all-reduce the integer ternary tensors, so the
+sum has at most 2N+1 levels; each worker then applies scaler * sum / N to its own parameters
+(parameter localization). On the wire integers travel bit-packed: 2 bits while values are ternary
+(four per byte), then the narrowest of 4/8/16 bits that holds a partial sum.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+CLIP_SIGMAS = 2.5
+WIDTHS = (2, 4, 8, 16)
+
+
+class CodecError(ValueError):
+    """A message cannot be encoded or decoded."""
+
+
+def clip(layer: np.ndarray, c: float = CLIP_SIGMAS) -> np.ndarray:
+    """TernGrad eq. 9: limit every value to [-c*sigma, c*sigma] of its layer."""
+    sigma = float(layer.std())
+    if sigma == 0.0:
+        return layer.copy()
+    return np.clip(layer, -c * sigma, c * sigma)
+
+
+def ternarize(layer: np.ndarray, scaler: float, rng: np.random.Generator) -> np.ndarray:
+    """Eq. 1-2: sign(g) * Bernoulli(|g| / scaler), as float32 values in {-1, 0, 1}."""
+    if scaler <= 0.0:
+        return np.zeros_like(layer, dtype=np.float32)
+    keep = rng.random(layer.shape, dtype=np.float32) < (np.abs(layer) / scaler)
+    return (np.sign(layer) * keep).astype(np.float32)
+
+
+class TernGrad:
+    """Per-layer clip, scaler, ternarize; decode(sum) = scaler * sum / workers."""
+
+    def __init__(self, layer_sizes: Sequence[int], seed: int):
+        self.bounds = np.cumsum([0] + list(layer_sizes))
+        self.rng = np.random.default_rng(seed)
+
+    def layers(self, flat: np.ndarray) -> List[np.ndarray]:
+        """Views of each layer in a flat (layer-major) gradient."""
+        return [flat[a:b] for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+
+    def clip_and_scale(self, flat: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(clipped flat gradient, local per-layer scalers max|g|) -- scalers are then shared by max."""
+        clipped = np.concatenate([clip(l) for l in self.layers(flat)]) if len(flat) else flat.copy()
+        scalers = np.array([float(np.abs(l).max()) if l.size else 0.0 for l in self.layers(clipped)],
+                           dtype=np.float32)
+        return clipped, scalers
+
+    def compress(self, clipped: np.ndarray, shared: np.ndarray) -> np.ndarray:
+        """Ternary values (float32 in {-1,0,1}) using the shared scalers."""
+        return np.concatenate([ternarize(l, float(s), self.rng)
+                               for l, s in zip(self.layers(clipped), shared)]).astype(np.float32)
+
+    def decompress(self, summed: np.ndarray, shared: np.ndarray, workers: int) -> np.ndarray:
+        """The averaged gradient: scaler * (sum of ternaries) / workers, per layer."""
+        out = summed.astype(np.float32).copy()
+        for view, s in zip(self.layers(out), shared):
+            view *= s / workers
+        return out
+
+
+def width_for(values: np.ndarray) -> int:
+    """Narrowest wire width (bits) holding every integer in values, offset to be non-negative."""
+    m = int(np.abs(values).max()) if values.size else 0
+    for w in WIDTHS:
+        if 2 * m + 1 <= 2 ** w:
+            return w
+    raise CodecError(f"integer {m} does not fit in {WIDTHS[-1]} bits")
+
+
+class PackedIntCodec:
+    """Wire codec for float32 arrays holding small integers: 1 header byte (width), then packed values."""
+
+    name = "packed-int"
+
+    def encode(self, values: np.ndarray) -> bytes:
+        """Pack integer-valued floats with the narrowest width."""
+        ints = np.rint(values).astype(np.int32)
+        if not np.array_equal(ints, values):
+            raise CodecError("packed-int codec only carries integer values")
+        w = width_for(ints)
+        offset = ints + (2 ** (w - 1) - 1 if w > 2 else 1)
+        if w == 16:
+            body = offset.astype("<u2").tobytes()
+        elif w == 8:
+            body = offset.astype(np.uint8).tobytes()
+        else:
+            per = 8 // w
+            u = offset.astype(np.uint8)
+            pad = (-len(u)) % per
+            u = np.concatenate([u, np.zeros(pad, np.uint8)]).reshape(-1, per)
+            shifts = np.arange(per, dtype=np.uint8) * w
+            body = np.bitwise_or.reduce(u << shifts, axis=1).astype(np.uint8).tobytes()
+        return bytes([w]) + body
+
+    def decode(self, data: bytes, count: int) -> np.ndarray:
+        """Unpack `count` values encoded by encode()."""
+        w = data[0]
+        body = np.frombuffer(data, dtype=np.uint8, offset=1)
+        if w == 16:
+            u = np.frombuffer(data, dtype="<u2", offset=1)[:count].astype(np.int32)
+        elif w == 8:
+            u = body[:count].astype(np.int32)
+        elif w in (2, 4):
+            per = 8 // w
+            shifts = np.arange(per, dtype=np.uint8) * w
+            u = ((body[:, None] >> shifts) & (2 ** w - 1)).reshape(-1)[:count].astype(np.int32)
+        else:
+            raise CodecError(f"unknown width {w}")
+        if len(u) != count:
+            raise CodecError(f"message holds {len(u)} values, expected {count}")
+        return (u - (2 ** (w - 1) - 1 if w > 2 else 1)).astype(np.float32)
+
+
+COMPRESSORS: Dict[str, type] = {"terngrad": TernGrad}
+CODECS: Dict[str, type] = {"packed-int": PackedIntCodec}
