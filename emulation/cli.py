@@ -152,7 +152,7 @@ def run_config(args):
     return RunConfig(topology=args.topo, algo=args.algo, model=args.model, batch=args.batch, iters=args.iters,
                      bw=args.bw, out=args.out, servers=args.servers, data=args.data, lr=args.lr, seed=args.seed,
                      timeout=args.timeout, datapath=args.datapath, shape_ingress=args.shape_ingress,
-                     local=args.local, codec=args.codec)
+                     local=args.local, codec=args.codec, pull=args.pull)
 
 
 def print_summary(s: dict) -> None:
@@ -171,6 +171,11 @@ def print_summary(s: dict) -> None:
     if s.get("wire_ratio") is not None and s.get("codec", "none") != "none":
         print(f"  wire bytes    {s['wire_ratio']:.4f} of fp32 overall, first step (worker->server for ps) "
               f"{s['first_step_wire_ratio']:.4f}")
+    if s.get("split_median_s"):
+        sp = s["split_median_s"]
+        print(f"  pull+forward  {fmt(sp.get('forward_phase_s'))} s: overlapped {fmt(sp.get('overlapped_s'))}, "
+              f"comm not overlapped {fmt(sp.get('comm_exposed_s'))}, compute not overlapped "
+              f"{fmt(sp.get('compute_exposed_s'))}  (batches {s['ibatch']['batches'] if s.get('ibatch') else '-'})")
     if s.get("accuracy") is not None:
         print(f"  accuracy      {s['accuracy']:.3f} (held-out), loss {fmt(s['loss_first'])} -> {fmt(s['loss_last'])}")
     print(f"  correct       {s['correct']} (replicas identical: {s['replicas_identical']}, "
@@ -206,7 +211,7 @@ def cmd_theory(args) -> int:
     topo = parse(args.topo)
     bw = parse_bandwidth(args.bw, topo)
     try:
-        if args.algo != "gloo":
+        if args.algo not in ("gloo", "ibatch"):
             build_plan(args.algo, topo, args.servers)
         input_shape(args.model)
     except ValueError as exc:
@@ -314,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="userspace datapath: also shape switch->host traffic (IFB; costs CPU)")
     r.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
     r.add_argument("--codec", default="none", help="none | terngrad (ternary gradients, 2-bit packed)")
+    r.add_argument("--pull", default="ibatch", help="ibatch only: ibatch | layer | default pull schedule")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_run)
     th = sub.add_parser("theory", help="the papers' theoretical GST")

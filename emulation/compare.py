@@ -16,7 +16,8 @@ from emulation.experiment import RunConfig, run, validate
 RUN_KEYS = {f.name for f in fields(RunConfig)} - {"out", "extra", "local"} | {"topo", "label"}
 COLUMNS = ["label", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
-           "wire_ratio", "first_step_wire_ratio", "loss_first", "loss_last", "accuracy", "correct", "error", "out"]
+           "wire_ratio", "first_step_wire_ratio", "pull", "forward_phase_s", "overlapped_s", "comm_exposed_s",
+           "compute_exposed_s", "loss_first", "loss_last", "accuracy", "correct", "error", "out"]
 
 
 class ConfigError(ValueError):
@@ -73,6 +74,8 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
 def row(entry: dict, summary: dict) -> dict:
     """One comparison.csv row."""
     r = {k: summary.get(k) for k in COLUMNS}
+    r.update(summary.get("split_median_s") or {})
+    r["pull"] = summary.get("config", {}).get("pull") if summary.get("algo") == "ibatch" else None
     r.update(label=entry["label"], out=entry["config"].out, **entry["sweep"])
     return r
 
@@ -123,7 +126,29 @@ def plot(out_root: str, rows: List[dict], sweep_keys: List[str]) -> List[str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
+    if any(r.get("forward_phase_s") is not None for r in rows):
+        paths.append(plot_split(out_root, rows, plt))
     return paths
+
+
+def plot_split(out_root: str, rows: List[dict], plt) -> str:
+    """split.png: pull + forward time split into overlapped, exposed communication, exposed computation."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    names = [r["label"] for r in rows]
+    bottom = [0.0] * len(rows)
+    for key, label in (("comm_exposed_s", "communication not overlapped"), ("overlapped_s", "overlapped"),
+                       ("compute_exposed_s", "computation not overlapped")):
+        vals = [r.get(key) or 0.0 for r in rows]
+        ax.bar(names, vals, bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_ylabel("seconds per iteration (median)")
+    ax.set_title("Parameter pull + forward pass", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out_root, "split.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def compare(path: str, out_root: str = None, local: bool = False,

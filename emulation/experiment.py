@@ -50,6 +50,7 @@ class RunConfig:
     shape_ingress: bool = False
     local: bool = False
     codec: str = "none"
+    pull: str = "ibatch"
     extra: Dict[str, object] = field(default_factory=dict)
 
 
@@ -57,7 +58,15 @@ def validate(cfg: RunConfig):
     """(topology, bandwidths, model input shape) or a ValueError subclass naming the bad parameter."""
     topo = parse(cfg.topology)
     bw = parse_bandwidth(cfg.bw, topo)
-    if cfg.algo != "gloo":
+    if cfg.algo == "ibatch":
+        servers = max(1, cfg.servers)
+        if not 1 <= servers < len(topo.hosts):
+            raise PlanError(f"--servers {cfg.servers} is invalid: give 1..{len(topo.hosts) - 1} on {topo.spec}")
+        if cfg.pull not in ("ibatch", "layer", "default"):
+            raise ValueError(f"--pull {cfg.pull} is unknown: valid are ibatch, layer, default")
+        if cfg.codec != "none":
+            raise ValueError("--codec applies to gradient all-reduce plans, not ibatch")
+    elif cfg.algo != "gloo":
         build_plan(cfg.algo, topo, cfg.servers)
     elif cfg.servers:
         raise PlanError("--servers applies to ps only, not gloo")
@@ -117,17 +126,18 @@ def free_ports(n: int) -> List[int]:
 def worker_configs(cfg: RunConfig, topo: Topology, workdir: str) -> List[dict]:
     """The JSON config of every rank."""
     ranks = len(topo.hosts)
-    ports = free_ports(ranks + 1) if cfg.local else None
+    ports = free_ports(5 * ranks + 1) if cfg.local else None
     base = {"topology": topo.spec, "algo": cfg.algo, "servers": cfg.servers, "model": cfg.model,
             "batch": cfg.batch, "iters": cfg.iters, "seed": cfg.seed, "lr": cfg.lr, "data": cfg.data,
-            "out_dir": workdir, "timeout": cfg.timeout, "codec": cfg.codec, "ranks": ranks, "port": PLAN_PORT,
+            "out_dir": workdir, "timeout": cfg.timeout, "codec": cfg.codec, "pull": cfg.pull, "ranks": ranks, "port": PLAN_PORT,
             "master": "127.0.0.1" if cfg.local else topo.hosts[0].ip,
             "master_port": ports[-1] if cfg.local else GLOO_PORT, **cfg.extra}
     out = []
     for r, host in enumerate(topo.hosts):
         c = dict(base, rank=r, host=host.name)
         if cfg.local:
-            c.update(loopback_ports=ports[:ranks], interfaces=[], ifname=None)  # lo is shared: no per-rank bytes
+            c.update(loopback_ports=ports[:ranks], interfaces=[], ifname=None,
+                     loopback_port_sets=[ports[ranks * (i + 1):ranks * (i + 2)] for i in range(4)])  # lo is shared: no per-rank bytes
         else:
             c.update(interfaces=[i.name for i in host.interfaces], ifname=host.interfaces[0].name)
         out.append(c)
@@ -191,12 +201,18 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
     del model
     gradient_bytes = parameters * 4
     theory = gst_theory(cfg.algo, topo, gradient_bytes, bw, cfg.servers)
+    if cfg.algo == "ibatch":
+        cfg.servers = max(1, cfg.servers)
     os.makedirs(cfg.out, exist_ok=True)
     workdir = os.path.join(cfg.out, "workers")
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
-    plan = build_plan(cfg.algo, topo, cfg.servers) if cfg.algo != "gloo" else None
-    contributors = list(plan.contributors) if plan else list(range(len(topo.hosts)))
+    if cfg.algo == "ibatch":
+        plan = None
+        contributors = list(range(max(1, cfg.servers), len(topo.hosts)))
+    else:
+        plan = build_plan(cfg.algo, topo, cfg.servers) if cfg.algo != "gloo" else None
+        contributors = list(plan.contributors) if plan else list(range(len(topo.hosts)))
     summary = {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "workers": len(contributors),
                "ranks": len(topo.hosts), "servers": cfg.servers, "parameters": parameters,
                "gradient_bytes": gradient_bytes, "bw_mbps": bw[0] if len(set(bw)) == 1 else list(bw),

@@ -23,6 +23,9 @@ def gst_theory(algo: str, topo: Topology, gradient_bytes: int, bw: Sequence[floa
     """
     n_hosts = len(topo.hosts)
     tf = full_gradient_time(gradient_bytes, min(bw))
+    if algo == "ibatch":  # gradient push to M servers (the pull is modelled by workloads.ibatch.timeline)
+        workers = n_hosts - max(1, servers)
+        return {"gst_s": workers / max(1, servers) * tf, "formula": "W/M * TF (push)", "tf_s": tf}
     if algo == "ps" and servers:
         workers = n_hosts - servers
         return {"gst_s": 2 * workers / servers * tf, "formula": "2W/M * TF", "tf_s": tf}

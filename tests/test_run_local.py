@@ -82,3 +82,17 @@ def test_killed_worker_ends_run_with_named_error_and_keeps_partial_results(tmp_p
     for rank in range(3):
         with pytest.raises(AssertionError):
             kill_worker(str(out), rank, sig=0)
+
+
+@pytest.mark.parametrize("pull", ["default", "layer", "ibatch"])
+def test_local_ibatch_modes(tmp_path, pull):
+    r = run_dmlbed("run", "--topo", "star:3", "--algo", "ibatch", "--pull", pull, "--model", "lenet5", "--iters",
+                   "4", "--batch", "8", "--local", "--json", "--out", str(tmp_path), timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(r.stdout)
+    assert s["correct"] and s["replicas_identical"] and s["iterations"] == 4
+    split = s["split_median_s"]
+    assert split["forward_phase_s"] > 0 and split["overlapped_s"] >= 0
+    ib = s["ibatch"]
+    assert ib["mode"] == pull and [i for a, b in ib["batches"] for i in range(a, b + 1)] == [0, 1, 2, 3]
+    assert set(ib["predicted"]) == {"greedy_forward", "greedy_backward", "default", "layer"}

@@ -36,7 +36,7 @@ class PlanExecutor:
         self.wire_bytes = 0  # payload bytes this rank sent (encoded size when a codec is used)
         self.wire_by_step: Dict[Tuple[int, int], Tuple[int, int]] = {}  # (stream, step) -> (fp32, sent)
         self.count_lock = threading.Lock()
-        self._reduce, self._codec, self._layout = np.add, None, layout
+        self._reduce, self._codec, self._layout, self._on_step = np.add, None, layout, None
         outgoing, incoming = connections(plan, rank)
         transport.connect([(p, s, resolve(p, s, lvl)) for p, s, lvl in outgoing], incoming)
         fan = max([1] + [len({(t.src, t.dst) for t in step if rank in (t.src, t.dst)})
@@ -56,14 +56,17 @@ class PlanExecutor:
                 groups.setdefault(("recv", t.src), []).append(t)
         return list(groups.values())
 
-    def run(self, buf: np.ndarray, reduce=np.add, codec=None, layout: Optional[PieceLayout] = None) -> None:
+    def run(self, buf: np.ndarray, reduce=np.add, codec=None, layout: Optional[PieceLayout] = None,
+            on_step: Optional[Callable[[int, int], None]] = None) -> None:
         """Synchronize buf (float32, piece-major) in place with the other ranks.
 
         reduce: how a received piece combines (np.add for sums, np.maximum for shared scalers);
         codec: optional wire codec (encode(array) -> bytes, decode(bytes, count) -> array);
-        layout: the pieces of buf when it is not the gradient (e.g. a small vector of scalers).
+        layout: the pieces of buf when it is not the gradient (e.g. a small vector of scalers);
+        on_step: called with (stream, step) as soon as this rank finished that step (iBatch uses it to
+        start the forward pass of a layer batch while later batches are still being pulled).
         """
-        self._reduce, self._codec = reduce, codec
+        self._reduce, self._codec, self._on_step = reduce, codec, on_step
         self._layout = layout or self.layout
         futures = [self.pool.submit(self._run_stream, s, buf) for s in range(len(self.plan.streams))]
         for f in futures:
@@ -72,6 +75,8 @@ class PlanExecutor:
     def _run_stream(self, s: int, buf: np.ndarray) -> None:
         for n, transfers in enumerate(self.my_steps[s]):
             if not transfers:
+                if self._on_step:
+                    self._on_step(s, n)
                 continue
             jobs = [self.pool.submit(self._transfer_all, s, n, group, buf) for group in transfers]
             errors = []
@@ -82,6 +87,8 @@ class PlanExecutor:
                     errors.append(exc)
             if errors:
                 raise errors[0]
+            if self._on_step:
+                self._on_step(s, n)
 
     def _transfer_all(self, s: int, n: int, group, buf: np.ndarray) -> None:
         for t in group:

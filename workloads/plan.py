@@ -93,6 +93,18 @@ class PieceLayout:
         self.bounds = [(int(bounds[p]), int(bounds[p + 1])) for p in range(pieces)]
         self.total = int(offsets[-1])
 
+    @classmethod
+    def per_layer(cls, layer_sizes: Sequence[int]) -> "PieceLayout":
+        """One piece per layer, in order (parameter pulls move whole layers)."""
+        self = cls.__new__(cls)
+        self.layer_sizes = [int(s) for s in layer_sizes]
+        self.pieces = len(self.layer_sizes)
+        bounds = np.cumsum([0] + self.layer_sizes)
+        self.bounds = [(int(bounds[p]), int(bounds[p + 1])) for p in range(self.pieces)]
+        self.total = int(bounds[-1])
+        self.index = np.arange(self.total, dtype=np.int64)
+        return self
+
     def piece_sizes(self) -> List[int]:
         """Number of elements in each piece."""
         return [b - a for a, b in self.bounds]
@@ -108,11 +120,13 @@ class PieceLayout:
         return out
 
 
-def simulate(plan: Plan, inputs: Dict[int, np.ndarray], layout: PieceLayout) -> Dict[int, np.ndarray]:
-    """Run a plan in memory on piece-major buffers; ranks that do not contribute start from zeros."""
+def simulate(plan: Plan, inputs: Dict[int, np.ndarray], layout: PieceLayout,
+             zero_others: bool = True) -> Dict[int, np.ndarray]:
+    """Run a plan in memory on piece-major buffers; ranks that do not contribute start from zeros
+    (servers aggregating gradients) unless zero_others is False (servers holding parameters)."""
     validate(plan)
     size = layout.total
-    state = {r: (inputs[r].astype(np.float32).copy() if r in plan.contributors
+    state = {r: (inputs[r].astype(np.float32).copy() if r in plan.contributors or not zero_others
                  else np.zeros(size, dtype=np.float32)) for r in range(plan.ranks)}
     for stream in plan.streams:
         for step in stream:

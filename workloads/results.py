@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 from emulation.topology import Topology
 
 WARMUP = 2
+SPLIT_KEYS = ("forward_phase_s", "overlapped_s", "comm_exposed_s", "compute_exposed_s")
 
 
 def read_rows(out_dir: str, ranks: int) -> Dict[int, List[dict]]:
@@ -72,7 +73,9 @@ def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topo
                     "payload_fp32": sum(v[0] for p in payload for v in p.values()),
                     "payload_sent": sum(v[1] for p in payload for v in p.values()),
                     "first_step": (sum(f[0] for f in first), sum(f[1] for f in first)),
-                    "tx_bytes_by_level": dict(sorted(by_level.items()))})
+                    "tx_bytes_by_level": dict(sorted(by_level.items())),
+                    "split": {k: statistics.mean(w[k] for w in workers) for k in SPLIT_KEYS
+                              if workers and all(k in w for w in workers)}})
     return out
 
 
@@ -134,5 +137,9 @@ def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, sum
         "replicas_identical": identical,
         "sum_verified": sum_verified,
         "correct": bool(identical and sum_verified is not False and error is None),
+        "split_median_s": {k: median_after_warmup([it["split"][k] for it in iterations if k in it["split"]])
+                           for k in SPLIT_KEYS if any(k in it["split"] for it in iterations)},
+        "ibatch": next((f["ibatch"] for r, f in sorted(finals.items()) if "ibatch" in f and r in contributors),
+                       None),
         "error": error,
     }

@@ -128,6 +128,8 @@ def main(argv=None) -> int:
     model, input_shape = build_model(cfg["model"], seed=cfg["seed"])
     params = [p for p in model.parameters() if p.requires_grad]
     algo = cfg["algo"]
+    if algo == "ibatch":
+        return run_pull_worker(cfg, model, input_shape)
     plan = None if algo == "gloo" else build_plan(algo, parse(cfg["topology"]), cfg.get("servers", 0))
     pieces = plan.pieces if plan else 1
     layout = PieceLayout([p.numel() for p in params], pieces)
@@ -210,6 +212,25 @@ def main(argv=None) -> int:
     final = {"rank": rank, "role": "worker" if contributor else "server", "checksum": checksum(model),
              "accuracy": accuracy(model, cfg["data"]) if contributor and rank == min(
                  plan.contributors if plan else [0]) else None}
+    with open(os.path.join(out_dir, f"rank-{rank}.final.json"), "w") as f:
+        json.dump(final, f)
+    return 0
+
+
+def run_pull_worker(cfg: dict, model, input_shape) -> int:
+    """Parameter server with pulls scheduled in layer batches (iBatch / layer-by-layer / default)."""
+    from workloads import pull_worker
+    rank, out_dir = cfg["rank"], cfg["out_dir"]
+    servers = max(1, cfg.get("servers", 0))
+    segments = pull_worker.layer_segments(model)
+    params_by_layer = pull_worker.segment_params(segments)
+    data = iter(batches(cfg["data"], input_shape, cfg["batch"], rank, cfg["ranks"], cfg["seed"])) \
+        if rank >= servers else None
+    with open(os.path.join(out_dir, f"rank-{rank}.jsonl"), "a", buffering=1) as f:
+        extra = pull_worker.run(cfg, model, params_by_layer, data, lambda row: f.write(json.dumps(row) + "\n"),
+                                out_dir)
+    final = {"rank": rank, "role": "worker" if rank >= servers else "server", "checksum": checksum(model),
+             "accuracy": accuracy(model, cfg["data"]) if rank == servers else None, **extra}
     with open(os.path.join(out_dir, f"rank-{rank}.final.json"), "w") as f:
         json.dump(final, f)
     return 0

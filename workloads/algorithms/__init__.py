@@ -64,6 +64,7 @@ ALGORITHMS: Dict[str, dict] = {
     "blueconnect": {"build": build_blueconnect, "topologies": ALL_TOPOLOGIES},
     "twolevel": {"build": build_twolevel, "topologies": ("tree", "fattree")},
     "gloo": {"build": None, "topologies": ALL_TOPOLOGIES},  # torch.distributed all_reduce, not a plan
+    "ibatch": {"build": None, "topologies": ALL_TOPOLOGIES},  # PS pull schedule (workloads.pull_worker)
 }
 
 
@@ -82,5 +83,5 @@ def build_plan(algo: str, topo: Topology, servers: int = 0) -> Plan:
     if servers and algo != "ps":
         raise PlanError(f"--servers applies to ps only, not {algo}")
     if spec["build"] is None:
-        raise PlanError(f"{algo} is executed by torch.distributed, not by a plan")
+        raise PlanError(f"{algo} is not a single all-reduce plan (see workloads/worker.py)")
     return spec["build"](topo, servers)

@@ -1,0 +1,91 @@
+"""iBatch: batches cover every layer once, the pipeline split adds up, the greedy choice beats the baselines
+on communication-bound profiles, the startup fit recovers T_s; the pull plans are well formed."""
+
+import numpy as np
+import pytest
+
+from workloads.algorithms.pull import ps_pull, ps_push
+from workloads.ibatch import (Profile, choose, default_batches, execution_time, fit_startup, greedy_backward,
+                              greedy_forward, layer_batches, paper_objective, timeline)
+from workloads.plan import PieceLayout, PlanError, check_sum, simulate, validate
+
+LENET_LIKE = Profile(compute=(0.18, 0.12, 0.04, 0.001), transfer=(0.0001, 0.007, 0.45, 0.0014), startup=0.02)
+
+
+def random_profiles(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        L = int(rng.integers(2, 12))
+        yield Profile(tuple(rng.uniform(0.001, 0.2, L)), tuple(rng.uniform(0.0, 0.3, L)), float(rng.uniform(0, 0.05)))
+
+
+def covers(batches, L):
+    return [i for a, b in batches for i in range(a, b + 1)] == list(range(L))
+
+
+@pytest.mark.parametrize("profile", list(random_profiles()) + [LENET_LIKE])
+def test_batches_cover_every_layer_once_and_never_lose(profile):
+    for batches in (greedy_forward(profile), greedy_backward(profile)):
+        assert covers(batches, profile.layers)
+    picked = choose(profile)
+    assert covers(picked["batches"], profile.layers)
+    t = execution_time(picked["batches"], profile)
+    assert t <= execution_time(default_batches(profile.layers), profile) + 1e-12
+    assert t <= execution_time(layer_batches(profile.layers), profile) + 1e-12
+
+
+def test_greedy_itself_beats_both_baselines_when_communication_dominates():
+    picked = choose(LENET_LIKE)
+    assert picked["chosen"] in ("greedy_forward", "greedy_backward")
+    best = picked["times"][picked["best_greedy"]]
+    assert best < picked["times"]["default"] and best < picked["times"]["layer"]
+
+
+def test_timeline_split_adds_up():
+    for batches in ([(0, 3)], [(0, 0), (1, 1), (2, 2), (3, 3)], [(0, 1), (2, 3)]):
+        t = timeline(batches, LENET_LIKE)
+        comm = sum(LENET_LIKE.startup + sum(LENET_LIKE.transfer[a:b + 1]) for a, b in batches)
+        assert t["overlapped_s"] + t["comm_exposed_s"] == pytest.approx(comm)
+        assert t["overlapped_s"] + t["compute_exposed_s"] == pytest.approx(sum(LENET_LIKE.compute))
+        assert t["total_s"] >= max(comm, sum(LENET_LIKE.compute))
+    default = timeline([(0, 3)], LENET_LIKE)
+    assert default["overlapped_s"] == 0 and default["total_s"] == pytest.approx(
+        LENET_LIKE.startup + sum(LENET_LIKE.transfer) + sum(LENET_LIKE.compute))
+
+
+def test_paper_objective_matches_pipeline_when_constraint_holds():
+    p = Profile(compute=(0.01, 0.01, 0.01), transfer=(0.1, 0.1, 0.1), startup=0.01)
+    batches = [(0, 0), (1, 1), (2, 2)]
+    assert paper_objective(batches, p) == pytest.approx(execution_time(batches, p))
+
+
+def test_fit_startup_recovers_ts_and_rate():
+    sizes = [3328, 205056, 12849152, 41000]
+    ts, rate = fit_startup(sizes, [0.02 + s / 50e6 for s in sizes])
+    assert ts == pytest.approx(0.02) and rate == pytest.approx(50e6)
+
+
+def test_pull_plan_moves_server_parameters_to_every_worker():
+    plan = ps_pull(4, 1, 3, [(0, 1), (2, 2)])
+    validate(plan)
+    layout = PieceLayout.per_layer([5, 7, 3] + [1, 1, 1])
+    server = np.arange(layout.total, dtype=np.float32)
+    inputs = {0: server, **{r: np.zeros(layout.total, np.float32) for r in (1, 2, 3)}}
+    out = simulate(plan, inputs, layout, zero_others=False)
+    for w in (1, 2, 3):
+        assert np.array_equal(out[w][:15], server[:15])
+    assert len(plan.streams[0]) == 4  # request + reply per batch
+    with pytest.raises(PlanError, match="cover layers"):
+        ps_pull(4, 1, 3, [(0, 0), (2, 2)])
+
+
+def test_push_plan_sums_gradients_on_the_servers():
+    plan = ps_push(5, 2, 4)
+    layout = PieceLayout.per_layer([10, 20, 30, 5])
+    rng = np.random.default_rng(0)
+    inputs = {r: rng.standard_normal(layout.total).astype(np.float32) for r in range(5)}
+    out = simulate(plan, inputs, layout)
+    expected = sum(inputs[r] for r in (2, 3, 4))
+    for layer, (a, b) in enumerate(layout.bounds):
+        server = layer % 2
+        assert np.allclose(out[server][a:b], expected[a:b], atol=1e-5)  # servers start from zero
