@@ -152,7 +152,8 @@ def run_config(args):
     return RunConfig(topology=args.topo, algo=args.algo, model=args.model, batch=args.batch, iters=args.iters,
                      bw=args.bw, out=args.out, servers=args.servers, data=args.data, lr=args.lr, seed=args.seed,
                      timeout=args.timeout, datapath=args.datapath, shape_ingress=args.shape_ingress,
-                     local=args.local, codec=args.codec, pull=args.pull)
+                     local=args.local, codec=args.codec, pull=args.pull, staleness=args.staleness,
+                     pf_tree=args.pf_tree, pf_dvf=args.pf_dvf, pf_blocks=args.pf_blocks)
 
 
 def print_summary(s: dict) -> None:
@@ -171,11 +172,18 @@ def print_summary(s: dict) -> None:
     if s.get("wire_ratio") is not None and s.get("codec", "none") != "none":
         print(f"  wire bytes    {s['wire_ratio']:.4f} of fp32 overall, first step (worker->server for ps) "
               f"{s['first_step_wire_ratio']:.4f}")
-    if s.get("split_median_s"):
+    if s.get("split_median_s", {}).get("forward_phase_s") is not None:
         sp = s["split_median_s"]
         print(f"  pull+forward  {fmt(sp.get('forward_phase_s'))} s: overlapped {fmt(sp.get('overlapped_s'))}, "
               f"comm not overlapped {fmt(sp.get('comm_exposed_s'))}, compute not overlapped "
               f"{fmt(sp.get('compute_exposed_s'))}  (batches {s['ibatch']['batches'] if s.get('ibatch') else '-'})")
+    if s.get("wire_by_phase"):
+        print("  wire bytes    " + ", ".join(f"{k}: {v['ratio']:.3f} of fp32" for k, v in s["wire_by_phase"].items()
+                                             if v["ratio"] is not None))
+    if s.get("split_median_s", {}).get("broadcast_s") is not None:
+        print(f"  broadcast     {s['split_median_s']['broadcast_s']:.3f} s (median), dropped "
+              f"{s['split_median_s'].get('dropped', 0):.1%} of update values"
+              + (f", overlay {s['pflow']['overlay_method']} {s['pflow']['overlay']}" if s.get("pflow") else ""))
     if s.get("accuracy") is not None:
         print(f"  accuracy      {s['accuracy']:.3f} (held-out), loss {fmt(s['loss_first'])} -> {fmt(s['loss_last'])}")
     print(f"  correct       {s['correct']} (replicas identical: {s['replicas_identical']}, "
@@ -211,7 +219,7 @@ def cmd_theory(args) -> int:
     topo = parse(args.topo)
     bw = parse_bandwidth(args.bw, topo)
     try:
-        if args.algo not in ("gloo", "ibatch"):
+        if args.algo not in ("gloo", "ibatch", "pflow"):
             build_plan(args.algo, topo, args.servers)
         input_shape(args.model)
     except ValueError as exc:
@@ -320,6 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
     r.add_argument("--codec", default="none", help="none | terngrad (ternary gradients, 2-bit packed)")
     r.add_argument("--pull", default="ibatch", help="ibatch only: ibatch | layer | default pull schedule")
+    r.add_argument("--staleness", type=int, default=0, help="pflow: 0 = BSP, s > 0 = SSP with bound s")
+    r.add_argument("--pf-tree", default="5,3", help="pflow: broadcast tree T,H (max degree, depth) or none")
+    r.add_argument("--pf-dvf", default="1e-5,2e-5", help="pflow: DVF thresholds LOW,UP or none")
+    r.add_argument("--pf-blocks", type=int, default=8, help="pflow: blocks streamed down the tree")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_run)
     th = sub.add_parser("theory", help="the papers' theoretical GST")

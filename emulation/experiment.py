@@ -51,6 +51,10 @@ class RunConfig:
     local: bool = False
     codec: str = "none"
     pull: str = "ibatch"
+    staleness: int = 0
+    pf_tree: str = "5,3"
+    pf_dvf: str = "1e-5,2e-5"
+    pf_blocks: int = 8
     extra: Dict[str, object] = field(default_factory=dict)
 
 
@@ -58,7 +62,28 @@ def validate(cfg: RunConfig):
     """(topology, bandwidths, model input shape) or a ValueError subclass naming the bad parameter."""
     topo = parse(cfg.topology)
     bw = parse_bandwidth(cfg.bw, topo)
-    if cfg.algo == "ibatch":
+    if cfg.algo == "pflow":
+        from workloads.pflow_worker import overlay_for, parse_tree
+        servers = max(1, cfg.servers)
+        if not 1 <= servers < len(topo.hosts):
+            raise PlanError(f"--servers {cfg.servers} is invalid: give 1..{len(topo.hosts) - 1} on {topo.spec}")
+        if not 0 <= cfg.staleness <= 100:
+            raise ValueError(f"--staleness {cfg.staleness} is out of range: give 0 (BSP) .. 100 (SSP bound)")
+        if not 1 <= cfg.pf_blocks <= 1024:
+            raise ValueError(f"--pf-blocks {cfg.pf_blocks} is out of range: give 1..1024")
+        try:
+            parse_tree(cfg.pf_tree)
+        except ValueError:
+            raise ValueError(f"--pf-tree {cfg.pf_tree} is invalid: give none or T,H (max degree, max depth)") from None
+        if cfg.pf_dvf not in ("none", ""):
+            try:
+                low, up = (float(v) for v in cfg.pf_dvf.split(","))
+            except ValueError:
+                raise ValueError(f"--pf-dvf {cfg.pf_dvf} is invalid: give none or LOW,UP thresholds") from None
+            if not 0 <= low <= up:
+                raise ValueError(f"--pf-dvf {cfg.pf_dvf} is invalid: need 0 <= LOW <= UP")
+        overlay_for(asdict(cfg), topo, servers)  # infeasible T,H is an input error
+    elif cfg.algo == "ibatch":
         servers = max(1, cfg.servers)
         if not 1 <= servers < len(topo.hosts):
             raise PlanError(f"--servers {cfg.servers} is invalid: give 1..{len(topo.hosts) - 1} on {topo.spec}")
@@ -129,7 +154,9 @@ def worker_configs(cfg: RunConfig, topo: Topology, workdir: str) -> List[dict]:
     ports = free_ports(5 * ranks + 1) if cfg.local else None
     base = {"topology": topo.spec, "algo": cfg.algo, "servers": cfg.servers, "model": cfg.model,
             "batch": cfg.batch, "iters": cfg.iters, "seed": cfg.seed, "lr": cfg.lr, "data": cfg.data,
-            "out_dir": workdir, "timeout": cfg.timeout, "codec": cfg.codec, "pull": cfg.pull, "ranks": ranks, "port": PLAN_PORT,
+            "out_dir": workdir, "timeout": cfg.timeout, "codec": cfg.codec, "pull": cfg.pull,
+            "staleness": cfg.staleness, "pf_tree": cfg.pf_tree, "pf_dvf": cfg.pf_dvf, "pf_blocks": cfg.pf_blocks,
+            "bw": cfg.bw, "ranks": ranks, "port": PLAN_PORT,
             "master": "127.0.0.1" if cfg.local else topo.hosts[0].ip,
             "master_port": ports[-1] if cfg.local else GLOO_PORT, **cfg.extra}
     out = []
@@ -201,13 +228,13 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
     del model
     gradient_bytes = parameters * 4
     theory = gst_theory(cfg.algo, topo, gradient_bytes, bw, cfg.servers)
-    if cfg.algo == "ibatch":
+    if cfg.algo in ("ibatch", "pflow"):
         cfg.servers = max(1, cfg.servers)
     os.makedirs(cfg.out, exist_ok=True)
     workdir = os.path.join(cfg.out, "workers")
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
-    if cfg.algo == "ibatch":
+    if cfg.algo in ("ibatch", "pflow"):
         plan = None
         contributors = list(range(max(1, cfg.servers), len(topo.hosts)))
     else:

@@ -23,6 +23,10 @@ def gst_theory(algo: str, topo: Topology, gradient_bytes: int, bw: Sequence[floa
     """
     n_hosts = len(topo.hosts)
     tf = full_gradient_time(gradient_bytes, min(bw))
+    if algo == "pflow":  # push to and broadcast from M servers, before DVF shrinks the bytes
+        workers = n_hosts - max(1, servers)
+        return {"gst_s": 2 * workers / max(1, servers) * tf, "formula": "2W/M * TF (no filter, no tree)",
+                "tf_s": tf}
     if algo == "ibatch":  # gradient push to M servers (the pull is modelled by workloads.ibatch.timeline)
         workers = n_hosts - max(1, servers)
         return {"gst_s": workers / max(1, servers) * tf, "formula": "W/M * TF (push)", "tf_s": tf}

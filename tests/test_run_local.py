@@ -96,3 +96,24 @@ def test_local_ibatch_modes(tmp_path, pull):
     ib = s["ibatch"]
     assert ib["mode"] == pull and [i for a, b in ib["batches"] for i in range(a, b + 1)] == [0, 1, 2, 3]
     assert set(ib["predicted"]) == {"greedy_forward", "greedy_backward", "default", "layer"}
+
+
+@pytest.mark.parametrize("extra", [[], ["--staleness", "2"], ["--pf-tree", "none", "--pf-dvf", "none"],
+                                   ["--servers", "2", "--pf-tree", "2,2"]])
+def test_local_pflow(tmp_path, extra):
+    r = run_dmlbed("run", "--topo", "star:5", "--algo", "pflow", "--model", "lenet5", "--data", "digits", "--iters",
+                   "10", "--lr", "0.05", "--local", "--json", "--out", str(tmp_path), *extra, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(r.stdout)
+    assert s["correct"] and s["replicas_identical"] and s["iterations"] == 10
+    assert s["loss_last"] < s["loss_first"]
+    wire = s["wire_by_phase"]
+    if "--pf-dvf" in extra:
+        assert wire["push"]["ratio"] == 1.0  # no filter: fp32 on the wire
+    else:
+        assert wire["push"]["ratio"] < 0.9 and s["split_median_s"]["dropped"] > 0
+
+
+def test_pflow_bad_tree_is_refused(tmp_path):
+    r = run_dmlbed("run", "--topo", "star:9", "--algo", "pflow", "--pf-tree", "2,2", "--out", str(tmp_path))
+    assert r.returncode == 2 and "raise T or H" in r.stderr

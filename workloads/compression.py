@@ -121,5 +121,24 @@ class PackedIntCodec:
         return (u - (2 ** (w - 1) - 1 if w > 2 else 1)).astype(np.float32)
 
 
+class LZ4Codec:
+    """Wire codec for sparse float32 updates (DVF leaves most entries zero): LZ4 frame of the raw bytes."""
+
+    name = "lz4"
+
+    def encode(self, values: np.ndarray) -> bytes:
+        """Compress the float32 bytes."""
+        import lz4.frame
+        return lz4.frame.compress(np.ascontiguousarray(values, dtype=np.float32).tobytes())
+
+    def decode(self, data: bytes, count: int) -> np.ndarray:
+        """Decompress `count` float32 values."""
+        import lz4.frame
+        out = np.frombuffer(lz4.frame.decompress(data), dtype=np.float32)
+        if len(out) != count:
+            raise CodecError(f"message holds {len(out)} values, expected {count}")
+        return out
+
+
 COMPRESSORS: Dict[str, type] = {"terngrad": TernGrad}
-CODECS: Dict[str, type] = {"packed-int": PackedIntCodec}
+CODECS: Dict[str, type] = {"packed-int": PackedIntCodec, "lz4": LZ4Codec}

@@ -113,7 +113,7 @@ class PlanExecutor:
                 self.wire_by_step[(s, n)] = (raw + view.nbytes, enc + sent)
             return
         if codec:
-            data = self.transport.recv_message(t.src, s, n, t.piece, view.nbytes + 16)
+            data = self.transport.recv_message(t.src, s, n, t.piece, view.nbytes + view.nbytes // 64 + 1024)
             incoming = codec.decode(bytes(data), len(view))
         elif t.op == REDUCE:
             incoming = np.empty_like(view)

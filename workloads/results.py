@@ -64,6 +64,13 @@ def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topo
         losses = [w["loss"] for w in workers if w["loss"] is not None]
         payload = [r.get("payload", {}) for r in its]
         first = [p.get("0.0", [0, 0]) for p in payload]
+        split = {k: statistics.mean(w[k] for w in workers) for k in SPLIT_KEYS
+                 if workers and all(k in w for w in workers)}
+        if any("bcast_start" in r for r in its) and any("bcast_end" in r for r in its):
+            split["broadcast_s"] = (max(r["bcast_end"] for r in its if "bcast_end" in r) -
+                                    max(r["bcast_start"] for r in its if "bcast_start" in r))
+        if any("dropped" in r for r in its):
+            split["dropped"] = statistics.mean(r["dropped"] for r in its if "dropped" in r)
         out.append({"iteration": i,
                     "gst_s": max(r["sync_end"] for r in its) - max(r["sync_start"] for r in its),
                     "compute_s": statistics.mean(w["compute_s"] for w in workers),
@@ -74,9 +81,22 @@ def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topo
                     "payload_sent": sum(v[1] for p in payload for v in p.values()),
                     "first_step": (sum(f[0] for f in first), sum(f[1] for f in first)),
                     "tx_bytes_by_level": dict(sorted(by_level.items())),
-                    "split": {k: statistics.mean(w[k] for w in workers) for k in SPLIT_KEYS
-                              if workers and all(k in w for w in workers)}})
+                    "split": split, "payload_by_phase": {k: [sum(p.get(k, [0, 0])[0] for p in payload),
+                                                             sum(p.get(k, [0, 0])[1] for p in payload)]
+                                                         for k in sorted({k for p in payload for k in p})}})
     return out
+
+
+def phase_ratios(iterations: List[dict]) -> Dict[str, dict]:
+    """Bytes sent against fp32 bytes per phase key (e.g. push, broadcast) over the run."""
+    out: Dict[str, list] = {}
+    for it in iterations:
+        for k, (raw, enc) in it.get("payload_by_phase", {}).items():
+            acc = out.setdefault(k, [0, 0])
+            acc[0] += raw
+            acc[1] += enc
+    return {k: {"fp32_bytes": raw, "sent_bytes": enc, "ratio": enc / raw if raw else None}
+            for k, (raw, enc) in out.items() if "." not in k}
 
 
 def median_after_warmup(values: List[float]) -> Optional[float]:
@@ -138,8 +158,11 @@ def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, sum
         "sum_verified": sum_verified,
         "correct": bool(identical and sum_verified is not False and error is None),
         "split_median_s": {k: median_after_warmup([it["split"][k] for it in iterations if k in it["split"]])
-                           for k in SPLIT_KEYS if any(k in it["split"] for it in iterations)},
+                           for k in SPLIT_KEYS + ("broadcast_s", "dropped")
+                           if any(k in it["split"] for it in iterations)},
+        "wire_by_phase": phase_ratios(iterations),
         "ibatch": next((f["ibatch"] for r, f in sorted(finals.items()) if "ibatch" in f and r in contributors),
                        None),
+        "pflow": next((f["pflow"] for f in finals.values() if "pflow" in f), None),
         "error": error,
     }

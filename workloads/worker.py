@@ -130,6 +130,8 @@ def main(argv=None) -> int:
     algo = cfg["algo"]
     if algo == "ibatch":
         return run_pull_worker(cfg, model, input_shape)
+    if algo == "pflow":
+        return run_pflow_worker(cfg, model, input_shape)
     plan = None if algo == "gloo" else build_plan(algo, parse(cfg["topology"]), cfg.get("servers", 0))
     pieces = plan.pieces if plan else 1
     layout = PieceLayout([p.numel() for p in params], pieces)
@@ -229,6 +231,22 @@ def run_pull_worker(cfg: dict, model, input_shape) -> int:
     with open(os.path.join(out_dir, f"rank-{rank}.jsonl"), "a", buffering=1) as f:
         extra = pull_worker.run(cfg, model, params_by_layer, data, lambda row: f.write(json.dumps(row) + "\n"),
                                 out_dir)
+    final = {"rank": rank, "role": "worker" if rank >= servers else "server", "checksum": checksum(model),
+             "accuracy": accuracy(model, cfg["data"]) if rank == servers else None, **extra}
+    with open(os.path.join(out_dir, f"rank-{rank}.final.json"), "w") as f:
+        json.dump(final, f)
+    return 0
+
+
+def run_pflow_worker(cfg: dict, model, input_shape) -> int:
+    """Parameter Flow: push/broadcast of updates with DVF and the TSB overlay, BSP or SSP."""
+    from workloads import pflow_worker
+    rank, out_dir = cfg["rank"], cfg["out_dir"]
+    servers = max(1, cfg.get("servers", 0))
+    data = iter(batches(cfg["data"], input_shape, cfg["batch"], rank, cfg["ranks"], cfg["seed"])) \
+        if rank >= servers else None
+    with open(os.path.join(out_dir, f"rank-{rank}.jsonl"), "a", buffering=1) as f:
+        extra = pflow_worker.run(cfg, model, data, lambda row: f.write(json.dumps(row) + "\n"))
     final = {"rank": rank, "role": "worker" if rank >= servers else "server", "checksum": checksum(model),
              "accuracy": accuracy(model, cfg["data"]) if rank == servers else None, **extra}
     with open(os.path.join(out_dir, f"rank-{rank}.final.json"), "w") as f:

@@ -65,6 +65,7 @@ ALGORITHMS: Dict[str, dict] = {
     "twolevel": {"build": build_twolevel, "topologies": ("tree", "fattree")},
     "gloo": {"build": None, "topologies": ALL_TOPOLOGIES},  # torch.distributed all_reduce, not a plan
     "ibatch": {"build": None, "topologies": ALL_TOPOLOGIES},  # PS pull schedule (workloads.pull_worker)
+    "pflow": {"build": None, "topologies": ALL_TOPOLOGIES},  # push/broadcast + DVF + TSB (workloads.pflow_worker)
 }
 
 

@@ -1,0 +1,109 @@
+"""Parameter Flow's own properties: the DVF residual keeps every dropped update, thresholds follow
+delta/sqrt(t) and the network, the TSB overlay respects T and H and reaches every worker, the streaming
+broadcast delivers the server's data everywhere, the push sums."""
+
+import numpy as np
+import pytest
+
+from emulation.topology import parse
+from workloads.pflow import (DVF, broadcast_plan, build_overlay, check_feasible, direct_overlay, greedy_overlay,
+                             milp_overlay, overlay_costs, push_plan)
+from workloads.plan import PieceLayout, PlanError, simulate, validate
+
+
+def test_dvf_residual_keeps_every_dropped_update():
+    rng = np.random.default_rng(0)
+    dvf = DVF(1000, 0.5, 1.0)
+    total_in, total_out = np.zeros(1000), np.zeros(1000)
+    for t in range(1, 30):
+        u = rng.standard_normal(1000).astype(np.float32)
+        sent, dropped = dvf.filter(u, dvf.threshold(t, None))
+        total_in += u
+        total_out += sent
+        assert 0 <= dropped <= 1
+        assert np.all((sent == 0) | (np.abs(sent) > dvf.threshold(t, None)))
+        # nothing is lost: what was sent plus what is still held equals everything pushed so far
+        assert np.allclose(total_out + dvf.residual, total_in, atol=1e-4)
+
+
+def test_dvf_threshold_schedule_and_network_awareness():
+    dvf = DVF(1, delta_low=1e-3, delta_up=4e-3, min_mbps=50)
+    assert dvf.threshold(1, 100.0) == pytest.approx(1e-3)
+    assert dvf.threshold(4, 100.0) == pytest.approx(1e-3 / 2)
+    assert dvf.threshold(4, 10.0) == pytest.approx(4e-3 / 2)  # insufficient bandwidth: drop more
+    assert dvf.threshold(9, None) == pytest.approx(1e-3 / 3)
+
+
+def tree_ok(overlay, degree, depth, n):
+    parents = overlay.parent
+    assert parents[0] == -1 and len(parents) == n + 1
+    for i in range(n + 1):
+        assert len(overlay.children(i)) <= degree
+    for j in range(1, n + 1):
+        assert 1 <= overlay.depth(j) <= depth  # reaches the root: every worker is served
+
+
+@pytest.mark.parametrize("spec,degree,depth", [("star:9", 3, 2), ("tree:3,2,2", 2, 3), ("fattree:4", 4, 2),
+                                               ("bcube:3,2", 2, 3), ("star:5", 1, 4)])
+def test_overlays_respect_degree_and_depth(spec, degree, depth):
+    topo = parse(spec)
+    nodes = list(range(len(topo.hosts)))
+    costs = overlay_costs(topo, nodes)
+    n = len(nodes) - 1
+    greedy = greedy_overlay(costs, degree, depth)
+    tree_ok(greedy, degree, depth, n)
+    if n <= 8:
+        exact = milp_overlay(costs, degree, depth)
+        tree_ok(exact, degree, depth, n)
+        assert exact.cost <= greedy.cost + 1e-9  # P3 optimum never costs more than the heuristic
+    tree_ok(build_overlay(costs, degree, depth), degree, depth, n)
+
+
+def test_milp_prefers_cheap_links():
+    topo = parse("tree:3,2,2")
+    costs = overlay_costs(topo, list(range(9)))
+    exact = milp_overlay(costs, 2, 3)
+    assert exact.cost < greedy_overlay(costs, 2, 3).cost
+
+
+def test_infeasible_tree_is_refused():
+    with pytest.raises(PlanError, match="raise T or H"):
+        check_feasible(10, 2, 2)
+    with pytest.raises(PlanError):
+        greedy_overlay(np.ones((11, 11)), 3, 1)
+
+
+@pytest.mark.parametrize("servers,blocks", [(1, 1), (1, 6), (2, 4)])
+def test_streaming_broadcast_delivers_everything(servers, blocks):
+    topo = parse("tree:3,2,2")
+    ranks = len(topo.hosts)
+    workers = list(range(servers, ranks))
+    overlay = build_overlay(overlay_costs(topo, [0] + workers), 2, 4)
+    plan = broadcast_plan(ranks, servers, blocks, overlay)
+    validate(plan)
+    layout = PieceLayout([1000], servers * blocks)
+    data = np.arange(layout.total, dtype=np.float32)
+    inputs = {r: (data * (1 if r < servers else 0)) for r in range(ranks)}
+    # every server holds its own segment; the others start empty
+    for m in range(servers):
+        mask = np.zeros(layout.total, bool)
+        for b in range(blocks):
+            a, e = layout.bounds[m * blocks + b]
+            mask[a:e] = True
+        inputs[m] = np.where(mask, data, 0).astype(np.float32)
+    out = simulate(plan, inputs, layout, zero_others=False)
+    for w in workers:
+        assert np.array_equal(out[w], data)
+    height = max(overlay.depth(j) for j in range(len(overlay.parent)))
+    assert len(plan.streams[0]) == blocks + height - 1  # pipelined, not blocks * height
+
+
+def test_direct_broadcast_and_push():
+    plan = broadcast_plan(5, 1, 3, direct_overlay(4))
+    assert len(plan.streams[0]) == 3 and all(t.src == 0 for step in plan.streams[0] for t in step)
+    push = push_plan(5, 1, 3)
+    layout = PieceLayout([90], 3)
+    rng = np.random.default_rng(0)
+    inputs = {r: rng.standard_normal(90).astype(np.float32) for r in range(5)}
+    out = simulate(push, inputs, layout)
+    assert np.allclose(out[0], sum(inputs[r] for r in range(1, 5)), atol=1e-5)
