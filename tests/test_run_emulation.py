@@ -64,3 +64,35 @@ def test_killed_worker_on_emulated_network(tmp_path):
     assert s["iterations"] >= 3
     assert len(list(csv.DictReader(open(out / "iterations.csv")))) >= 3
     assert leftovers("star:3") == []
+
+
+ISSUE4 = [
+    ("blueconnect", "tree:2,2", ["--bw", "50,20"]),
+    ("twolevel", "tree:2,2", ["--bw", "50,20"]),
+    ("blueconnect", "bcube:2,2", []),
+    ("ps", "star:3", ["--codec", "terngrad"]),
+    ("bml", "bcube:2,2", ["--codec", "terngrad"]),
+    ("ibatch", "star:3", ["--pull", "ibatch"]),
+    ("pflow", "star:4", ["--pf-tree", "2,2"]),
+    ("pflow", "star:4", ["--staleness", "1", "--pf-tree", "none"]),
+]
+
+
+@pytest.mark.parametrize("algo,topo,extra", ISSUE4, ids=[f"{a}-{t}-{'-'.join(e)}" for a, t, e in ISSUE4])
+def test_emulated_issue4_algorithms(tmp_path, algo, topo, extra):
+    args = ["run", "--topo", topo, "--algo", algo, "--model", "lenet5", "--iters", "4", "--batch", "8",
+            "--json", "--out", str(tmp_path), *extra]
+    if "--bw" not in extra:
+        args += ["--bw", "50"]
+    r = run_dmlbed(*args, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(r.stdout)
+    assert s["correct"] and s["replicas_identical"], s["error"]
+    assert s["packet_in"] == 0 and s["iterations"] == 4
+    if "terngrad" in extra:
+        assert s["sum_verified"] is True and s["wire_ratio"] < 0.2
+    if algo == "pflow":
+        assert s["wire_by_phase"]["push"]["ratio"] < 1 and s["split_median_s"]["broadcast_s"] > 0
+    if algo == "ibatch":
+        assert s["split_median_s"]["forward_phase_s"] > 0
+    assert leftovers(topo) == []
