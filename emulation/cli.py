@@ -69,6 +69,36 @@ def cmd_topo(args) -> int:
     return 0
 
 
+def cmd_rules(args) -> int:
+    """dmlbed rules SPEC [--json]: the proactive OpenFlow rules of every switch, grouped by level."""
+    from controllers.rules import OFPP_CONTROLLER, compute_rules
+    topo = parse(args.spec)
+    rules = compute_rules(topo)
+    out = []
+    for sw in sorted(topo.switches, key=lambda s: (s.level, s.name)):
+        flows, groups = rules.for_dpid(sw.dpid)
+        out.append({"switch": sw.name, "dpid": sw.dpid_hex, "level": sw.level, "role": sw.role,
+                    "groups": [{"group_id": g.group_id, "type": "select", "ports": list(g.ports)} for g in groups],
+                    "flows": [{"priority": f.priority, "match": f.fields(),
+                               "action": ("CONTROLLER" if f.out_port == OFPP_CONTROLLER else
+                                          f"group:{f.group}" if f.group is not None else f"output:{f.out_port}")}
+                              for f in sorted(flows, key=lambda f: -f.priority)]})
+    if args.json:
+        print(json.dumps({"topology": topo.spec, "switches": out}, indent=1))
+        return 0
+    level = None
+    for sw in out:
+        if sw["level"] != level:
+            level = sw["level"]
+            print(f"\n== level {level} ==")
+        print(f"{sw['switch']} (dpid {sw['dpid']}, {sw['role']}): {len(sw['flows'])} flows"
+              + (f", select group ports {sw['groups'][0]['ports']}" if sw["groups"] else ""))
+        for f in sw["flows"]:
+            match = ",".join(f"{k}={v:#06x}" if k == "eth_type" else f"{k}={v}" for k, v in f["match"].items())
+            print(f"  priority={f['priority']:<4} {match or '(any)':<52} -> {f['action']}")
+    return 0
+
+
 def require_root(what: str) -> None:
     """Emulation needs root for namespaces, veths and OVS."""
     if os.geteuid() != 0:
@@ -300,6 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("spec", help="bcube:n,k | fattree:k | star:N | tree:F0,F1,...")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_topo)
+    ru = sub.add_parser("rules", help="print the controller's proactive rules per switch and level")
+    ru.add_argument("spec")
+    ru.add_argument("--json", action="store_true")
+    ru.set_defaults(func=cmd_rules)
     n = sub.add_parser("net", help="bring a network up, check it, tear it down")
     n.add_argument("spec")
     n.add_argument("--bw", default="100", help="Mbit/s for all links, or one value per link level")
@@ -374,7 +408,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "func", None):
-            raise UsageError("a command is required: topo, net, run, theory, compare, clean (see dmlbed --help)")
+            raise UsageError("a command is required: topo, rules, net, run, theory, compare, clean (see dmlbed --help)")
         return args.func(args)
     except (UsageError, TopologyError) as exc:
         print(f"dmlbed: error: {exc}", file=sys.stderr)
@@ -382,6 +416,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("dmlbed: interrupted; everything started was stopped", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `dmlbed rules ... | head`
+        sys.stderr.close()
+        return 0
     except RuntimeError as exc:  # NetworkError, ControllerError: the run failed after validation
         print(f"dmlbed: error: {exc}", file=sys.stderr)
         return 1

@@ -3,21 +3,44 @@
 import os
 import sys
 
+from mininet.node import Host
 from mininet.topo import Topo
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from emulation.addressing import all_host_configs, config_commands  # noqa: E402
 from emulation.topology import Topology, bcube, fat_tree, star, tree  # noqa: E402
+
+OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
+
+
+class ConfiguredHost(Host):
+    """A host that applies dmlbed's addresses, routes, static ARP and offload settings itself, so a
+    plain `mn --custom emulation/topos.py` network is configured like dmlbed's own."""
+
+    def config(self, dmlbed_cmds=(), **params):
+        """Mininet's configuration, then dmlbed's commands."""
+        result = super().config(**params)
+        if dmlbed_cmds:
+            self.cmd(" ; ".join(dmlbed_cmds))
+        return result
 
 
 class SpecTopo(Topo):
     """Hosts, switches (explicit dpids) and links of a Topology, with per-level link options."""
 
-    def build(self, spec: Topology, bw=None, shaper_boxes=False):
+    def build(self, spec: Topology, bw=None, shaper_boxes=False, configure_hosts=False):
         """spec: the dmlbed Topology; bw: Mbit/s per link level (None = unshaped);
-        shaper_boxes: run switch-to-switch links through a bridging namespace x<i> that shapes them."""
+        shaper_boxes: run switch-to-switch links through a bridging namespace x<i> that shapes them;
+        configure_hosts: hosts configure themselves (for `mn --custom`; dmlbed's own runs do it later)."""
+        configs = all_host_configs(spec) if configure_hosts else {}
         for host in spec.hosts:
-            self.addHost(host.name, ip=f"{host.ip}/16", mac=host.interfaces[0].mac)
+            opts = {}
+            if configure_hosts:
+                cmds = config_commands(configs[host.name])
+                cmds += [f"ethtool -K {i.name} {OFFLOADS_OFF}" for i in host.interfaces]
+                opts = {"cls": ConfiguredHost, "dmlbed_cmds": cmds}
+            self.addHost(host.name, ip=f"{host.ip}/16", mac=host.interfaces[0].mac, **opts)
         for sw in spec.switches:
             self.addSwitch(sw.name, dpid=sw.dpid_hex)
         for i, link in enumerate(spec.links):
@@ -40,9 +63,14 @@ def shaper_name(link_index: int) -> str:
     return f"x{link_index}"
 
 
+def _mn(spec: Topology) -> SpecTopo:
+    return SpecTopo(spec=spec, configure_hosts=True)
+
+
+# `sudo mn --custom emulation/topos.py --topo bcube,3,2 --controller remote --link tc,bw=100 ...`
 topos = {
-    "bcube": lambda n=3, k=2: SpecTopo(spec=bcube(int(n), int(k))),
-    "fattree": lambda k=4: SpecTopo(spec=fat_tree(int(k))),
-    "star": lambda n=9: SpecTopo(spec=star(int(n))),
-    "tree": lambda *fanouts: SpecTopo(spec=tree(tuple(int(f) for f in fanouts) or (3, 2, 2))),
+    "bcube": lambda n=3, k=2: _mn(bcube(int(n), int(k))),
+    "fattree": lambda k=4: _mn(fat_tree(int(k))),
+    "star": lambda n=9: _mn(star(int(n))),
+    "tree": lambda *fanouts: _mn(tree(tuple(int(f) for f in fanouts) or (3, 2, 2))),
 }

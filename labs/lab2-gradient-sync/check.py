@@ -1,0 +1,31 @@
+"""Lab 2 checker: theory files match the formulas; every run is correct and its numbers add up."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from checklib import Checker, check_run, close, load_json  # noqa: E402
+
+
+def main(folder: str) -> int:
+    c = Checker("lab2")
+    theory = {a: load_json(os.path.join(folder, f"theory-{a}.json")) for a in ("ps", "ring", "bml")}
+    for a, t in theory.items():
+        tf = t["gradient_bytes"] * 8 / (min(t["bw_mbps"]) * 1e6)
+        c.expect(close(t["tf_s"], tf), f"theory-{a}.json: TF")
+    c.expect(close(theory["ps"]["gst_theory_s"], 2 * 8 / 9 * theory["ps"]["tf_s"]), "theory-ps: 2(N-1)/N TF")
+    c.expect(close(theory["ring"]["gst_theory_s"], theory["ps"]["gst_theory_s"]), "theory-ring equals PS")
+    c.expect(close(theory["bml"]["gst_theory_s"], theory["ps"]["gst_theory_s"] / 2), "theory-bml: 1/k of PS")
+    runs = {a: check_run(c, os.path.join(folder, a)) for a in ("ps", "ring", "bml")}
+    for a, s in runs.items():
+        c.expect(close(s["gst_theory_s"], theory[a]["gst_theory_s"]), f"{a}: run used the predicted theory")
+        c.expect(s["workers"] == 9, f"{a}: nine workers")
+    levels = runs["bml"]["bytes_by_level"]
+    c.expect(set(levels) == {"L0", "L1"} and close(levels["L0"], levels["L1"], rel=0.1),
+             "bml: both BCube levels carry equal traffic")
+    return c.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "results/lab2"))

@@ -1,0 +1,39 @@
+"""Lab 3 checker: TernGrad's wire bytes and accuracy, Parameter Flow's traffic and broadcast numbers."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from checklib import Checker, check_run, close  # noqa: E402
+
+
+def main(folder: str) -> int:
+    c = Checker("lab3")
+    fp32 = check_run(c, os.path.join(folder, "ps-fp32"))
+    tern = check_run(c, os.path.join(folder, "ps-terngrad"))
+    c.expect(fp32["codec"] == "none" and tern["codec"] == "terngrad", "codecs as in the handout")
+    c.expect(close(fp32["wire_ratio"], 1.0, rel=1e-3), "fp32 moves fp32 bytes")
+    c.expect(tern["first_step_wire_ratio"] <= 1 / 15, "TernGrad push at most 1/15 of fp32")
+    c.expect(tern["wire_ratio"] < 0.2, "TernGrad overall under 1/5 of fp32")
+    c.expect(close(tern["wire_ratio"], tern["payload_sent_bytes"] / tern["payload_fp32_bytes"]),
+             "wire_ratio = sent / fp32 bytes")
+    for s in (fp32, tern):
+        c.expect(s["accuracy"] is not None and 0 <= s["accuracy"] <= 1, "held-out accuracy reported")
+    plain = check_run(c, os.path.join(folder, "pf-plain"))
+    pf = check_run(c, os.path.join(folder, "pf-dvf-tree"))
+    for phase in ("push", "broadcast"):
+        c.expect(close(plain["wire_by_phase"][phase]["ratio"], 1.0, rel=1e-3), f"pf-plain: {phase} is fp32")
+        w = pf["wire_by_phase"][phase]
+        c.expect(w["ratio"] < 1.0 and close(w["ratio"], w["sent_bytes"] / w["fp32_bytes"]),
+                 f"pf-dvf-tree: {phase} reduced, ratio = sent / fp32")
+    c.expect(0 < pf["split_median_s"]["dropped"] < 1, "DVF dropped part of the updates")
+    c.expect(pf["pflow"]["overlay_method"] in ("milp", "greedy") and plain["pflow"]["overlay_method"] == "direct",
+             "tree overlay vs direct broadcast")
+    parents = pf["pflow"]["overlay"]
+    c.expect(max(sum(1 for p in parents if p == i) for i in range(len(parents))) <= 2, "overlay degree <= T = 2")
+    return c.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "results/lab3"))
