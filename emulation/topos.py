@@ -1,12 +1,15 @@
 """Mininet Topo built from a dmlbed Topology; also the `mn --custom emulation/topos.py` entry point."""
 
+import inspect
 import os
 import sys
 
 from mininet.node import Host
 from mininet.topo import Topo
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# `mn --custom` execs this file without __file__; the code object still knows its path.
+_HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
+sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
 from emulation.addressing import all_host_configs, config_commands  # noqa: E402
 from emulation.topology import Topology, bcube, fat_tree, star, tree  # noqa: E402
