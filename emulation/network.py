@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from typing import Callable, List, Optional, Sequence
 
@@ -24,6 +25,7 @@ from emulation.topos import SpecTopo, shaper_name
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
+NET_STOP_TIMEOUT_S = 60.0
 
 
 class NetworkError(RuntimeError):
@@ -273,10 +275,19 @@ class EmulatedNetwork:
         """Data-plane PacketIns counted by the controller so far."""
         return self.controller.packet_ins() if self.controller else 0
 
+    def _stop_mininet(self, errors: List[str]) -> None:
+        try:
+            self.net.stop()
+        except Exception as exc:  # keep tearing down whatever fails
+            errors.append(f"mininet stop: {exc}")
+
     def _teardown(self) -> None:
         """Stop host processes, the network and the controller; runs on every exit path."""
         start = time.monotonic()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # Neither Ctrl-C nor SIGTERM may cut the teardown short: that is what leaks processes.
+        main = threading.current_thread() is threading.main_thread()  # signals are main-thread only
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN) if main else None
         errors = []
         try:
             for proc in self.procs:
@@ -286,10 +297,13 @@ class EmulatedNetwork:
                     errors.append(f"process {proc.pid}: {exc}")
             self.procs = []
             if self.net is not None:
-                try:
-                    self.net.stop()
-                except Exception as exc:
-                    errors.append(f"mininet stop: {exc}")
+                # Mininet waits on its node shells; if something outside killed them (another
+                # tool's `mn -c`), stop() blocks forever. Bound it: the run record undoes the rest.
+                stopper = threading.Thread(target=self._stop_mininet, args=(errors,), daemon=True)
+                stopper.start()
+                stopper.join(NET_STOP_TIMEOUT_S)
+                if stopper.is_alive():
+                    errors.append(f"mininet stop did not finish in {NET_STOP_TIMEOUT_S:.0f}s; removed by record")
                 self.net = None
             if self.controller is not None:
                 self.controller.stop()
@@ -304,7 +318,9 @@ class EmulatedNetwork:
                 shutil.rmtree(self.workdir, ignore_errors=True)
                 self.workdir = None
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if main:
+                signal.signal(signal.SIGINT, previous)
+                signal.signal(signal.SIGTERM, previous_term)
             self.teardown_s = time.monotonic() - start
         if errors:
             self.log("teardown problems: " + "; ".join(errors))
