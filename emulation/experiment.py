@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List
 
 from emulation.theory import gst_theory
 from emulation.topology import Topology, parse, parse_bandwidth

@@ -15,7 +15,6 @@ def run_dmlbed(*args, timeout=600, **kwargs):
 
 def kill_worker(out_dir, rank, sig=9):
     """Kill the worker process of `rank` of the run writing to out_dir (found by its config path)."""
-    import signal as _signal
     marker = os.path.join(os.path.abspath(out_dir), "workers", f"rank-{rank}.config.json")
     for pid in os.listdir("/proc"):
         if not pid.isdigit():

@@ -7,7 +7,7 @@ import pytest
 from workloads.algorithms.pull import ps_pull, ps_push
 from workloads.ibatch import (Profile, choose, default_batches, execution_time, fit_startup, greedy_backward,
                               greedy_forward, layer_batches, paper_objective, timeline)
-from workloads.plan import PieceLayout, PlanError, check_sum, simulate, validate
+from workloads.plan import PieceLayout, PlanError, simulate, validate
 
 LENET_LIKE = Profile(compute=(0.18, 0.12, 0.04, 0.001), transfer=(0.0001, 0.007, 0.45, 0.0014), startup=0.02)
 

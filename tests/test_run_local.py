@@ -3,7 +3,6 @@ bad input, and a worker killed midway."""
 
 import csv
 import json
-import os
 import subprocess
 import sys
 import time

@@ -3,8 +3,6 @@ parameters; workers pull them in layer batches on a separate thread while the fo
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from typing import Dict, List, Tuple
@@ -71,7 +69,7 @@ def share_profile(cfg, hosts: int, servers: int, vector: np.ndarray) -> np.ndarr
     return buf
 
 
-def run(cfg: dict, model, params_by_layer, data, log, out_dir: str) -> Dict[str, object]:
+def run(cfg: dict, model, params_by_layer, data, log) -> Dict[str, object]:
     """The whole training loop of one rank (server or worker); returns the final record extras."""
     topo = parse(cfg["topology"])
     hosts, servers, rank = len(topo.hosts), max(1, cfg.get("servers", 0)), cfg["rank"]

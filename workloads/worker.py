@@ -219,39 +219,33 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_pull_worker(cfg: dict, model, input_shape) -> int:
-    """Parameter server with pulls scheduled in layer batches (iBatch / layer-by-layer / default)."""
-    from workloads import pull_worker
+def run_server_loop(cfg: dict, model, input_shape, loop) -> int:
+    """Run a loop with dedicated servers (ranks 0..M-1): loop(cfg, model, data, log) -> extra final fields."""
     rank, out_dir = cfg["rank"], cfg["out_dir"]
     servers = max(1, cfg.get("servers", 0))
-    segments = pull_worker.layer_segments(model)
-    params_by_layer = pull_worker.segment_params(segments)
     data = iter(batches(cfg["data"], input_shape, cfg["batch"], rank, cfg["ranks"], cfg["seed"])) \
         if rank >= servers else None
     with open(os.path.join(out_dir, f"rank-{rank}.jsonl"), "a", buffering=1) as f:
-        extra = pull_worker.run(cfg, model, params_by_layer, data, lambda row: f.write(json.dumps(row) + "\n"),
-                                out_dir)
+        extra = loop(cfg, model, data, lambda row: f.write(json.dumps(row) + "\n"))
     final = {"rank": rank, "role": "worker" if rank >= servers else "server", "checksum": checksum(model),
              "accuracy": accuracy(model, cfg["data"]) if rank == servers else None, **extra}
     with open(os.path.join(out_dir, f"rank-{rank}.final.json"), "w") as f:
         json.dump(final, f)
     return 0
+
+
+def run_pull_worker(cfg: dict, model, input_shape) -> int:
+    """Parameter server with pulls scheduled in layer batches (iBatch / layer-by-layer / default)."""
+    from workloads import pull_worker
+    params_by_layer = pull_worker.segment_params(pull_worker.layer_segments(model))
+    return run_server_loop(cfg, model, input_shape,
+                           lambda c, m, data, log: pull_worker.run(c, m, params_by_layer, data, log))
 
 
 def run_pflow_worker(cfg: dict, model, input_shape) -> int:
     """Parameter Flow: push/broadcast of updates with DVF and the TSB overlay, BSP or SSP."""
     from workloads import pflow_worker
-    rank, out_dir = cfg["rank"], cfg["out_dir"]
-    servers = max(1, cfg.get("servers", 0))
-    data = iter(batches(cfg["data"], input_shape, cfg["batch"], rank, cfg["ranks"], cfg["seed"])) \
-        if rank >= servers else None
-    with open(os.path.join(out_dir, f"rank-{rank}.jsonl"), "a", buffering=1) as f:
-        extra = pflow_worker.run(cfg, model, data, lambda row: f.write(json.dumps(row) + "\n"))
-    final = {"rank": rank, "role": "worker" if rank >= servers else "server", "checksum": checksum(model),
-             "accuracy": accuracy(model, cfg["data"]) if rank == servers else None, **extra}
-    with open(os.path.join(out_dir, f"rank-{rank}.final.json"), "w") as f:
-        json.dump(final, f)
-    return 0
+    return run_server_loop(cfg, model, input_shape, pflow_worker.run)
 
 
 def verify_sums(out_dir: str, contributors, ranks) -> Optional[bool]:

@@ -1,6 +1,6 @@
 """Registry of synchronization algorithms: name -> builder(topology, servers) -> Plan."""
 
-from typing import Callable, Dict
+from typing import Dict
 
 from emulation.topology import Topology
 from workloads.algorithms.blueconnect import blueconnect, two_level
