@@ -41,3 +41,18 @@ def wait_for_iterations(out_dir, rank, count, proc, timeout=120):
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)
     raise AssertionError(f"rank {rank} never reached {count} iterations")
+
+
+def kill_worker_midway(out_dir, rank, args, start_timeout=120):
+    """Start `dmlbed run ARGS --json --out OUT_DIR`, kill rank's worker after 3 iterations, and return
+    (summary, seconds from the kill to the end); asserts the run failed with exit code 1."""
+    import json
+    import time
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", *args, "--json", "--out", str(out_dir)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_iterations(str(out_dir), rank, 3, proc, timeout=start_timeout)
+    kill_worker(str(out_dir), rank)
+    start = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr[-2000:]
+    return json.loads(stdout), time.monotonic() - start

@@ -2,13 +2,10 @@
 
 import csv
 import json
-import subprocess
-import sys
-import time
 
 import pytest
 
-from helpers import ROOT, kill_worker, run_dmlbed, wait_for_iterations
+from helpers import kill_worker_midway, run_dmlbed
 from test_emulation import leftovers
 
 pytestmark = pytest.mark.emulation
@@ -49,17 +46,10 @@ def test_bml_pins_each_transfer_to_its_level(tmp_path):
 
 def test_killed_worker_on_emulated_network(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", "--topo", "star:3", "--algo", "ring",
-                             "--model", "mlp:1M", "--iters", "300", "--batch", "4", "--bw", "50", "--timeout", "20",
-                             "--json", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    wait_for_iterations(str(out), 2, 3, proc, timeout=180)
-    kill_worker(str(out), 2)
-    start = time.monotonic()
-    stdout, stderr = proc.communicate(timeout=120)
-    assert time.monotonic() - start < 60
-    assert proc.returncode == 1, stderr[-2000:]
-    s = json.loads(stdout)
+    s, elapsed = kill_worker_midway(out, 2, ["--topo", "star:3", "--algo", "ring", "--model", "mlp:1M", "--iters",
+                                             "300", "--batch", "4", "--bw", "50", "--timeout", "20"],
+                                    start_timeout=180)
+    assert elapsed < 60
     assert not s["correct"] and "h2 (rank 2)" in s["error"]
     assert s["iterations"] >= 3
     assert len(list(csv.DictReader(open(out / "iterations.csv")))) >= 3

@@ -3,13 +3,10 @@ bad input, and a worker killed midway."""
 
 import csv
 import json
-import subprocess
-import sys
-import time
 
 import pytest
 
-from helpers import ROOT, kill_worker, run_dmlbed, wait_for_iterations
+from helpers import kill_worker, kill_worker_midway, run_dmlbed
 
 SUMMARY_KEYS = {"topology", "algo", "model", "workers", "gradient_bytes", "bw_mbps", "iterations", "gst_median_s",
                 "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s", "bytes_by_level",
@@ -62,17 +59,9 @@ def test_bad_run_input_is_one_line_exit_2(tmp_path, args, fragment):
 
 def test_killed_worker_ends_run_with_named_error_and_keeps_partial_results(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", "--topo", "star:3", "--algo", "ring",
-                             "--model", "mlp:2M", "--iters", "500", "--batch", "8", "--local", "--timeout", "20",
-                             "--json", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    wait_for_iterations(str(out), 1, 3, proc)
-    kill_worker(str(out), 1)
-    start = time.monotonic()
-    stdout, stderr = proc.communicate(timeout=90)
-    assert time.monotonic() - start < 60
-    assert proc.returncode == 1, stderr[-2000:]
-    s = json.loads(stdout)
+    s, elapsed = kill_worker_midway(out, 1, ["--topo", "star:3", "--algo", "ring", "--model", "mlp:2M", "--iters",
+                                             "500", "--batch", "8", "--local", "--timeout", "20"])
+    assert elapsed < 60
     assert not s["correct"]
     assert "rank 1" in s["error"] and "iteration" in s["error"]
     assert s["iterations"] >= 3  # partial results kept
