@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Optional
+from typing import List, Optional
 
 from emulation.topology import Topology
 
@@ -18,11 +18,16 @@ class ControllerError(RuntimeError):
     """The controller did not start or did not program the switches in time."""
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n: int) -> List[int]:
+    """n distinct free TCP ports on 127.0.0.1 (held open together so none repeats)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 class ControllerProcess:
@@ -31,7 +36,7 @@ class ControllerProcess:
     def __init__(self, topo: Topology, workdir: str, port: Optional[int] = None):
         self.topo = topo
         self.workdir = workdir
-        self.port = port or free_port()
+        self.port = port or free_ports(1)[0]
         self.topology_path = os.path.join(workdir, "topology.json")
         self.status_path = os.path.join(workdir, "controller-status.json")
         self.log_path = os.path.join(workdir, "controller.log")

@@ -12,6 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List
 
+from emulation.controller import free_ports
 from emulation.theory import gst_theory
 from emulation.topology import Topology, parse, parse_bandwidth
 from workloads.algorithms import build_plan
@@ -135,23 +136,10 @@ class LocalHosts:
             stop_process_group(proc.pid, proc, grace=1.0)
 
 
-def free_ports(n: int) -> List[int]:
-    """n distinct free TCP ports on 127.0.0.1."""
-    import socket
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def worker_configs(cfg: RunConfig, topo: Topology, workdir: str) -> List[dict]:
     """The JSON config of every rank."""
     ranks = len(topo.hosts)
-    ports = free_ports(5 * ranks + 1) if cfg.local else None
+    ports = free_ports(4 * ranks + 1) if cfg.local else None  # 4 plan channels per rank + gloo
     base = {"topology": topo.spec, "algo": cfg.algo, "servers": cfg.servers, "model": cfg.model,
             "batch": cfg.batch, "iters": cfg.iters, "seed": cfg.seed, "lr": cfg.lr, "data": cfg.data,
             "out_dir": workdir, "timeout": cfg.timeout, "codec": cfg.codec, "pull": cfg.pull,
@@ -163,8 +151,8 @@ def worker_configs(cfg: RunConfig, topo: Topology, workdir: str) -> List[dict]:
     for r, host in enumerate(topo.hosts):
         c = dict(base, rank=r, host=host.name)
         if cfg.local:
-            c.update(loopback_ports=ports[:ranks], interfaces=[], ifname=None,
-                     loopback_port_sets=[ports[ranks * (i + 1):ranks * (i + 2)] for i in range(4)])  # lo is shared: no per-rank bytes
+            # lo is shared by all ranks: no per-rank byte counts
+            c.update(interfaces=[], ifname=None, loopback_port_sets=[ports[ranks * i:ranks * (i + 1)] for i in range(4)])
         else:
             c.update(interfaces=[i.name for i in host.interfaces], ifname=host.interfaces[0].name)
         out.append(c)

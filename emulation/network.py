@@ -20,11 +20,10 @@ from emulation.addressing import all_host_configs, config_commands
 from emulation.controller import ControllerProcess, stop_process_group
 from emulation.runstate import RunState, clean as clean_stale
 from emulation.topology import Topology
-from emulation.shaping import bridge_commands, ingress_commands, leaf_queue_command
+from emulation.shaping import bridge_commands, ingress_commands, leaf_queue_command, offloads_off_command
 from emulation.topos import SpecTopo, shaper_name
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
-OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 NET_STOP_TIMEOUT_S = 60.0
 
 
@@ -225,7 +224,7 @@ class EmulatedNetwork:
         for spec_host in self.topo.hosts:
             cmds = config_commands(configs[spec_host.name])
             for intf in spec_host.interfaces:
-                cmds.append(f"ethtool -K {intf.name} " + " ".join(f"{o} off" for o in OFFLOADS))
+                cmds.append(offloads_off_command(intf.name))
                 if ingress_shaping:
                     cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level], QUEUE_PACKETS)
             self._run_in(spec_host.name, cmds)

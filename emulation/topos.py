@@ -12,9 +12,8 @@ _HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
 sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
 from emulation.addressing import all_host_configs, config_commands  # noqa: E402
+from emulation.shaping import offloads_off_command  # noqa: E402
 from emulation.topology import Topology, bcube, fat_tree, star, tree  # noqa: E402
-
-OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
 
 
 class ConfiguredHost(Host):
@@ -41,7 +40,7 @@ class SpecTopo(Topo):
             opts = {}
             if configure_hosts:
                 cmds = config_commands(configs[host.name])
-                cmds += [f"ethtool -K {i.name} {OFFLOADS_OFF}" for i in host.interfaces]
+                cmds += [offloads_off_command(i.name) for i in host.interfaces]
                 opts = {"cls": ConfiguredHost, "dmlbed_cmds": cmds}
             self.addHost(host.name, ip=f"{host.ip}/16", mac=host.interfaces[0].mac, **opts)
         for sw in spec.switches:

@@ -1,28 +1,18 @@
 """The engine over real TCP on 127.0.0.1: several processes, every plan, the exact sum; failures are named."""
 
 import multiprocessing as mp
-import socket
 import time
 
 import numpy as np
 import pytest
 
+from emulation.controller import free_ports
 from emulation.topology import parse
 from workloads.algorithms import build_plan
 from workloads.algorithms.ps import dedicated_ps
 from workloads.engine import PlanExecutor
 from workloads.plan import PieceLayout, fp32_sum_tolerance
 from workloads.transport import Transport, TransportError
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def rank_main(plan, rank, shape, ports, seed, iterations, queue, die_at=None):

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from emulation.controller import free_ports
 from helpers import ROOT
 
 VENV_BIN = os.path.dirname(sys.executable)
@@ -32,18 +33,12 @@ def test_vagrant_validate():
     assert "validated successfully" in r.stdout
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.emulation
 @pytest.mark.parametrize("spec,mn_topo", [("star:4", "star,4"), ("bcube:2,2", "bcube,2,2"), ("tree:2,2", "tree,2,2")])
 def test_mn_custom_under_the_project_controller(spec, mn_topo, tmp_path):
     """`sudo mn --custom emulation/topos.py --topo ...` + `dmlbed-ryu-manager controllers/app.py`: every host pings
     every other (relayed ones included for BCube)."""
-    port = free_port()
+    port, = free_ports(1)
     status = tmp_path / "status.json"
     ctl = subprocess.Popen([os.path.join(VENV_BIN, "dmlbed-ryu-manager"), "--ofp-listen-host", "127.0.0.1",
                             "--ofp-tcp-listen-port", str(port), "controllers/app.py"], cwd=ROOT,

@@ -16,7 +16,7 @@ from emulation.topology import parse
 from workloads.compression import LZ4Codec
 from workloads.pflow import DVF, broadcast_plan, build_overlay, direct_overlay, overlay_costs, push_plan
 from workloads.plan import PieceLayout
-from workloads.pull_worker import Channel
+from workloads.channel import Channel
 
 
 def parse_tree(text: str):

@@ -14,10 +14,9 @@ import torch.nn.functional as F
 from emulation.topology import parse
 from workloads.algorithms.ps import dedicated_ps
 from workloads.algorithms.pull import ps_pull, ps_push
-from workloads.engine import PlanExecutor
+from workloads.channel import Channel
 from workloads.ibatch import Profile, choose, default_batches, fit_startup, layer_batches, timeline
 from workloads.plan import PieceLayout
-from workloads.transport import Transport
 
 PROFILE_ITERATIONS = 2  # layer-by-layer pulls measure C_i, T_t^i and T_s; the medians skip these
 
@@ -36,27 +35,6 @@ def layer_segments(model: torch.nn.Sequential) -> List[List[torch.nn.Module]]:
 def segment_params(segments) -> List[List[torch.nn.Parameter]]:
     """Parameters of each layer."""
     return [[p for m in seg for p in m.parameters()] for seg in segments]
-
-
-class Channel:
-    """An executor for one plan on its own port (push, pull and profile exchange use separate ones)."""
-
-    def __init__(self, cfg: dict, plan, layout, port_offset: int):
-        topo = parse(cfg["topology"])
-        rank = cfg["rank"]
-        names = lambda r: f"{topo.hosts[r].name} (rank {r})"  # noqa: E731
-        if cfg.get("loopback_port_sets"):
-            ports = cfg["loopback_port_sets"][port_offset]
-            listen = ("127.0.0.1", ports[rank])
-            resolve = lambda peer, s, lvl: ("127.0.0.1", ports[peer])  # noqa: E731
-        else:
-            port = cfg["port"] + port_offset
-            listen = ("0.0.0.0", port)
-            resolve = lambda peer, s, lvl: (topo.hosts[peer].ip, port)  # noqa: E731
-        self.executor = PlanExecutor(plan, rank, layout, Transport(rank, listen, cfg["timeout"], names), resolve)
-
-    def close(self):
-        self.executor.close()
 
 
 def share_profile(cfg, hosts: int, servers: int, vector: np.ndarray) -> np.ndarray:

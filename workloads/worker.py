@@ -16,14 +16,12 @@ import torch
 import torch.nn.functional as F
 
 from emulation.topology import parse
-from workloads.addresses import peer_address
 from workloads.algorithms import build_plan
 from workloads.data import batches, evaluation_set
-from workloads.engine import PlanExecutor
+from workloads.channel import Channel
 from workloads.models import build_model
 from workloads.compression import PackedIntCodec, TernGrad
 from workloads.plan import PieceLayout, fp32_sum_tolerance
-from workloads.transport import Transport
 
 VERIFY_MAX_BYTES = 64 << 20
 
@@ -71,29 +69,11 @@ class GlooSync:
         self.dist.destroy_process_group()
 
 
-class PlanSync:
+class PlanSync(Channel):
     """Gradient sync by a dmlbed plan over dmlbed's transport."""
 
     def __init__(self, cfg: dict, layout: PieceLayout, plan):
-        topo = parse(cfg["topology"])
-        rank = cfg["rank"]
-        if cfg.get("loopback_ports"):
-            ports = cfg["loopback_ports"]
-            listen = ("127.0.0.1", ports[rank])
-            resolve = lambda peer, stream, level: ("127.0.0.1", ports[peer])  # noqa: E731
-        else:
-            listen = ("0.0.0.0", cfg["port"])
-            resolve = lambda peer, stream, level: (peer_address(topo, rank, peer, level), cfg["port"])  # noqa: E731
-        names = lambda r: f"{topo.hosts[r].name} (rank {r})"  # noqa: E731
-        self.executor = PlanExecutor(plan, rank, layout, Transport(rank, listen, cfg["timeout"], names), resolve)
-
-    def run(self, buf: np.ndarray, **kwargs) -> None:
-        """Sum buf across the plan's contributors in place (kwargs: reduce, codec, layout)."""
-        self.executor.run(buf, **kwargs)
-
-    def close(self) -> None:
-        """Close connections."""
-        self.executor.close()
+        super().__init__(cfg, plan, layout)
 
 
 def wire_delta(before: dict, sync) -> Dict[str, list]:
