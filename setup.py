@@ -13,6 +13,6 @@ setup(
     install_requires=["numpy", "pyyaml", "tqdm", "matplotlib", "scipy"],
     extras_require={"ryu": ["ryu==4.34", "eventlet==0.33.3", "dnspython>=2"],
                     "torch": ["torch==2.13.0"], "test": ["pytest"]},
-    entry_points={"console_scripts": ["dmlbed=emulation.cli:main",
+    entry_points={"console_scripts": ["dmlbed=emulation.orchestration.cli:main",
                                       "dmlbed-ryu-manager=controllers.launch:main"]},
 )

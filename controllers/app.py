@@ -11,7 +11,7 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
 
 from controllers.rules import RuleSet, compute_rules
-from emulation.topology import Topology, from_json, parse
+from emulation.spec.topology import Topology, from_json, parse
 
 TOPOLOGY_ENV = "DMLBED_TOPOLOGY"
 STATUS_ENV = "DMLBED_STATUS"

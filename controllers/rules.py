@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from emulation.topology import Topology
+from emulation.spec.topology import Topology
 
 OFPP_CONTROLLER = 0xFFFFFFFD
 ETH_TYPE_IPV4 = 0x0800

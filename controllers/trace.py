@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from controllers.rules import ETH_TYPE_IPV4, OFPP_CONTROLLER, RuleSet
-from emulation.addressing import HostConfig
-from emulation.topology import Topology
+from emulation.spec.addressing import HostConfig
+from emulation.spec.topology import Topology
 
 MAX_HOPS = 64
 

@@ -15,8 +15,8 @@ from typing import List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from emulation.theory import gst_theory  # noqa: E402
-from emulation.topology import parse, parse_bandwidth  # noqa: E402
+from emulation.spec.theory import gst_theory  # noqa: E402
+from emulation.spec.topology import parse, parse_bandwidth  # noqa: E402
 
 REL = 1e-6
 

@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from emulation.experiment import RunConfig, run  # noqa: E402
+from emulation.orchestration.experiment import RunConfig, run  # noqa: E402
 
 TARGETS = {"bml_gst_ratio_max": 1.15, "ps_gst_ratio_max": 1.15, "bml_over_ps_gst": (0.45, 0.6)}
 

@@ -9,7 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_dmlbed(*args, timeout=600, **kwargs):
     """Run the dmlbed CLI as a user would, returning the CompletedProcess."""
-    return subprocess.run([sys.executable, "-m", "emulation.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "emulation.orchestration.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=timeout, **kwargs)
 
 
@@ -48,7 +48,7 @@ def kill_worker_midway(out_dir, rank, args, start_timeout=120):
     (summary, seconds from the kill to the end); asserts the run failed with exit code 1."""
     import json
     import time
-    proc = subprocess.Popen([sys.executable, "-m", "emulation.cli", "run", *args, "--json", "--out", str(out_dir)],
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", "run", *args, "--json", "--out", str(out_dir)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_iterations(str(out_dir), rank, 3, proc, timeout=start_timeout)
     kill_worker(str(out_dir), rank)

@@ -3,17 +3,17 @@
 import numpy as np
 import pytest
 
-from emulation.theory import blueconnect_time, gst_theory, one_level_time, two_level_time
-from emulation.topology import parse
-from workloads.algorithms import build_plan, topology_radices
+from emulation.spec.theory import blueconnect_time, one_level_time, two_level_time
+from emulation.spec.topology import parse
+from workloads.algorithms import build_plan, theory
 from workloads.algorithms.blueconnect import blueconnect, two_level
 from workloads.plan import PieceLayout, check_sum
 
 
 def test_decomposition_follows_topology_levels():
-    assert topology_radices(parse("tree:3,2,2")) == [3, 2, 2]
-    assert topology_radices(parse("fattree:4")) == [2, 2, 4]
-    assert topology_radices(parse("bcube:3,2")) == [3, 3]
+    assert parse("tree:3,2,2").radices() == [3, 2, 2]
+    assert parse("fattree:4").radices() == [2, 2, 4]
+    assert parse("bcube:3,2").radices() == [3, 3]
 
 
 def test_stage_traffic_shrinks_up_the_hierarchy():
@@ -62,5 +62,5 @@ def test_equations_on_the_blueconnect_tree():
     assert one_level_time(topo, n, bw) == pytest.approx(2 * 11 / 12 * n / w[1])
     # two-level: reduce + broadcast in the node (2 T_c + 2 T_r over p0=3), ring of 4 masters at min W
     assert two_level_time(topo, n, bw) == pytest.approx(2 * (2 / 3 * n / w[0]) * 2 + 2 * 3 / 4 * n / w[1])
-    assert gst_theory("blueconnect", topo, n, bw)["gst_s"] < gst_theory("ring", topo, n, bw)["gst_s"] < \
-        gst_theory("twolevel", topo, n, bw)["gst_s"]
+    assert theory("blueconnect", topo, n, bw).gst_s < theory("ring", topo, n, bw).gst_s < \
+        theory("twolevel", topo, n, bw).gst_s

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from emulation.compare import ConfigError, expand, load
+from emulation.orchestration.compare import ConfigError, expand, load
 from helpers import ROOT, run_dmlbed
 
 

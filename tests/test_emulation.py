@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from emulation.runstate import STATE_ROOT, list_bridges
-from emulation.topology import parse
+from emulation.net.runstate import STATE_ROOT, list_bridges
+from emulation.spec.topology import parse
 from helpers import ROOT, run_dmlbed
 
 pytestmark = pytest.mark.emulation
@@ -65,9 +65,9 @@ def test_upper_tree_level_is_shaped():
     """Flows crossing the root of tree:3,2,2 share its slowest level (25 Mbit/s), not the 100 of their hosts."""
     code = (
         "import json\n"
-        "from emulation.topology import parse\n"
-        "from emulation.network import EmulatedNetwork\n"
-        "from emulation import checks\n"
+        "from emulation.spec.topology import parse\n"
+        "from emulation.net.network import EmulatedNetwork\n"
+        "from emulation.net import checks\n"
         "t = parse('tree:3,2,2'); bw = (100.0, 50.0, 25.0)\n"
         "with EmulatedNetwork(t, bw) as en:\n"
         "    flows = [checks.Flow(f'h{i}', t.hosts[i].ip, f'h{11 - i}', t.hosts[11 - i].ip, 0, 25.0 / 3)"
@@ -95,7 +95,7 @@ def wait_for_run_record(proc, timeout=60):
 
 
 def start_long_check(spec):
-    return subprocess.Popen([sys.executable, "-m", "emulation.cli", "net", spec, "--bw", "50", "--check",
+    return subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", "net", spec, "--bw", "50", "--check",
                              "--duration", "60"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 

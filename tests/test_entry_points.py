@@ -1,4 +1,4 @@
-"""Entry points Mininet and Ryu users know: `mn --custom emulation/topos.py`, ryu-manager with the app, and the
+"""Entry points Mininet and Ryu users know: `mn --custom emulation/net/topos.py`, ryu-manager with the app, and the
 Vagrant VM definition (validated where vagrant is installed)."""
 
 import os
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from emulation.controller import free_ports
+from emulation.net.controller import free_ports
 from helpers import ROOT
 
 VENV_BIN = os.path.dirname(sys.executable)
@@ -36,7 +36,7 @@ def test_vagrant_validate():
 @pytest.mark.emulation
 @pytest.mark.parametrize("spec,mn_topo", [("star:4", "star,4"), ("bcube:2,2", "bcube,2,2"), ("tree:2,2", "tree,2,2")])
 def test_mn_custom_under_the_project_controller(spec, mn_topo, tmp_path):
-    """`sudo mn --custom emulation/topos.py --topo ...` + `dmlbed-ryu-manager controllers/app.py`: every host pings
+    """`sudo mn --custom emulation/net/topos.py --topo ...` + `dmlbed-ryu-manager controllers/app.py`: every host pings
     every other (relayed ones included for BCube)."""
     port, = free_ports(1)
     status = tmp_path / "status.json"
@@ -52,7 +52,7 @@ def test_mn_custom_under_the_project_controller(spec, mn_topo, tmp_path):
                 break
             except OSError:
                 time.sleep(0.2)
-        r = subprocess.run(["mn", "--custom", "emulation/topos.py", "--topo", mn_topo,
+        r = subprocess.run(["mn", "--custom", "emulation/net/topos.py", "--topo", mn_topo,
                             "--controller", f"remote,ip=127.0.0.1,port={port}",
                             "--switch", "ovs,datapath=user,protocols=OpenFlow13", "--link", "tc,bw=10",
                             "--test", "pingall"], cwd=ROOT, capture_output=True, text=True, timeout=300)

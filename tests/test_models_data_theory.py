@@ -7,15 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from emulation.theory import full_gradient_time, gst_theory
-from emulation.topology import parse
+from emulation.spec.theory import full_gradient_time
+from workloads.algorithms import theory
+from emulation.spec.topology import parse
 from workloads.data import DataError, SyntheticBatches, batches, check_data, digits_28x28, mnist, read_idx
-from workloads.models import ModelError, build_model, input_shape, parameter_count, parse_size
+from workloads.models import ModelError, build_model, input_shape, parameter_count, parameter_count_of, parse_size
 
 
 def test_lenet5_is_the_bml_papers():
     model, shape = build_model("lenet5")
-    assert parameter_count(model) == 3_274_634  # 3.27M
+    assert parameter_count(model) == 3_274_634 == parameter_count_of("lenet5")  # 3.27M
     assert parameter_count(model) * 4 / 2 ** 20 == pytest.approx(12.49, abs=0.01)  # 12.5 MB
     assert model(torch.zeros(2, *shape)).shape == (2, 10)
 
@@ -23,7 +24,7 @@ def test_lenet5_is_the_bml_papers():
 @pytest.mark.parametrize("name,params", [("vgg19", 143_667_240), ("alexnet", 61_100_840)])
 def test_big_models(name, params):
     model, shape = build_model(name)
-    assert parameter_count(model) == params
+    assert parameter_count(model) == params == parameter_count_of(name)
     assert shape == (3, 224, 224)
 
 
@@ -92,11 +93,11 @@ def test_bml_paper_formulas():
     s = 3_274_634 * 4
     tf = full_gradient_time(s, 100)
     assert tf == pytest.approx(s * 8 / 100e6)
-    bml = gst_theory("bml", parse("bcube:3,2"), s, (100.0, 100.0))["gst_s"]
-    ps = gst_theory("ps", parse("star:9"), s, (100.0,))["gst_s"]
+    bml = theory("bml", parse("bcube:3,2"), s, (100.0, 100.0)).gst_s
+    ps = theory("ps", parse("star:9"), s, (100.0,)).gst_s
     assert bml == pytest.approx(8 / 9 * tf)  # 16 TC with TC = TF/18
     assert ps == pytest.approx(16 / 9 * tf)  # 2(N-1)/N TF
     assert bml / ps == pytest.approx(1 / 2)  # 1/k
-    assert gst_theory("bml", parse("bcube:2,3"), s, (100.0,) * 3)["gst_s"] == pytest.approx(2 * 7 / 24 * tf)
-    assert gst_theory("ring", parse("star:9"), s, (100.0,))["gst_s"] == pytest.approx(ps)
-    assert gst_theory("ps", parse("star:9"), s, (100.0,), servers=3)["gst_s"] == pytest.approx(2 * 6 / 3 * tf)
+    assert theory("bml", parse("bcube:2,3"), s, (100.0,) * 3).gst_s == pytest.approx(2 * 7 / 24 * tf)
+    assert theory("ring", parse("star:9"), s, (100.0,)).gst_s == pytest.approx(ps)
+    assert theory("ps", parse("star:9"), s, (100.0,), servers=3).gst_s == pytest.approx(2 * 6 / 3 * tf)

@@ -5,7 +5,7 @@ broadcast delivers the server's data everywhere, the push sums."""
 import numpy as np
 import pytest
 
-from emulation.topology import parse
+from emulation.spec.topology import parse
 from workloads.pflow import (DVF, broadcast_plan, build_overlay, check_feasible, direct_overlay, greedy_overlay,
                              milp_overlay, overlay_costs, push_plan)
 from workloads.plan import PieceLayout, PlanError, simulate, validate

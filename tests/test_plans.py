@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from emulation.topology import parse
+from emulation.spec.topology import parse
 from workloads.algorithms import ALGORITHMS, build_plan
 from workloads.algorithms.hierarchical import hierarchical
 from workloads.algorithms.ps import dedicated_ps
@@ -21,10 +21,10 @@ def random_inputs(plan, layout, seed):
 
 
 @pytest.mark.parametrize("spec", SPECS)
-@pytest.mark.parametrize("algo", [a for a, spec in ALGORITHMS.items() if spec["build"]])
+@pytest.mark.parametrize("algo", [name for name, a in ALGORITHMS.items() if a.plan])
 def test_plan_sums_exactly(spec, algo):
     topo = parse(spec)
-    if topo.kind not in ALGORITHMS[algo]["topologies"]:
+    if topo.kind not in ALGORITHMS[algo].topologies:
         with pytest.raises(PlanError, match="valid combinations"):
             build_plan(algo, topo)
         return

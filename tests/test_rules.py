@@ -5,8 +5,8 @@ import pytest
 
 from controllers.rules import OFPP_CONTROLLER, compute_rules
 from controllers.trace import trace
-from emulation.addressing import all_host_configs, bcube_path
-from emulation.topology import parse
+from emulation.spec.addressing import all_host_configs, bcube_path
+from emulation.spec.topology import parse
 
 SPECS = ["bcube:2,1", "bcube:2,2", "bcube:3,2", "bcube:2,3", "bcube:4,2", "bcube:3,3", "fattree:4",
          "fattree:6", "star:2", "star:9", "tree:3,2,2", "tree:2,2,2,2", "tree:1,4", "tree:9"]

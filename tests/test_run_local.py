@@ -42,10 +42,10 @@ def test_digits_training_reports_accuracy_and_loss_falls(tmp_path):
 @pytest.mark.parametrize("args,fragment", [
     (["--topo", "star:9", "--algo", "bml"], "valid combinations"),
     (["--topo", "bcube:3,2", "--algo", "hier"], "valid combinations"),
-    (["--topo", "star:9", "--algo", "sgd"], "unknown algorithm"),
+    (["--topo", "star:9", "--algo", "sgd"], "--algo sgd is unknown"),
     (["--topo", "star:9", "--algo", "ps", "--model", "resnet"], "unknown model"),
     (["--topo", "star:9", "--algo", "ps", "--data", "digits", "--model", "vgg19"], "use it with lenet5"),
-    (["--topo", "star:9", "--algo", "ring", "--servers", "2"], "--servers applies to ps only"),
+    (["--topo", "star:9", "--algo", "ring", "--servers", "2"], "--servers applies to"),
     (["--topo", "star:9", "--algo", "ps", "--servers", "9"], "--servers 9 is invalid"),
     (["--topo", "star:9", "--algo", "ps", "--batch", "0"], "--batch"),
     (["--topo", "star:9", "--algo", "ps", "--bw", "0"], "out of range"),

@@ -2,7 +2,7 @@
 
 from typing import Optional
 
-from emulation.topology import Topology
+from emulation.spec.topology import Topology
 
 
 def peer_address(topo: Topology, src: int, dst: int, level: Optional[int] = None) -> str:

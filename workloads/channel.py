@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from emulation.topology import parse
+from emulation.spec.topology import parse
 from workloads.addresses import peer_address
 from workloads.engine import PlanExecutor
 from workloads.transport import Transport

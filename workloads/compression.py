@@ -1,4 +1,6 @@
-"""Gradient compression, GRACE-style: a compressor (what values), a wire codec (how many bits), a registry.
+"""Gradient compression, GRACE-style: a compressor (what values, with its own memory), a wire codec (how many
+bits), a registry. A compressor wraps an all-reduce strategy: prepare (may negotiate with the other ranks),
+compress, all-reduce what it returns with its codec, decompress into the averaged gradient.
 
 TernGrad (Wen et al.): per-layer gradient clipping at c*sigma, a per-layer scaler shared across workers
 (max), stochastic ternarization to {-1, 0, +1}. Workers all-reduce the integer ternary tensors, so the
@@ -9,7 +11,7 @@ sum has at most 2N+1 levels; each worker then applies scaler * sum / N to its ow
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -140,5 +142,50 @@ class LZ4Codec:
         return out
 
 
-COMPRESSORS: Dict[str, type] = {"terngrad": TernGrad}
+class NoCompression:
+    """fp32 as is: the all-reduce sums gradients and decompress averages them."""
+
+    codec = None
+
+    def __init__(self, layer_sizes: Sequence[int], seed: int):
+        pass
+
+    def prepare(self, flat: np.ndarray, share_max: Callable[[np.ndarray], np.ndarray]):
+        """Nothing to negotiate."""
+        return None
+
+    def compress(self, flat: np.ndarray, ctx) -> np.ndarray:
+        """The gradient itself."""
+        return flat
+
+    def decompress(self, summed: np.ndarray, ctx, workers: int) -> np.ndarray:
+        """The average."""
+        return summed / np.float32(workers)
+
+
+class TernGradCompressor:
+    """TernGrad around an all-reduce: clip and scale locally, share the scalers by max with every rank,
+    ternarize, all-reduce the integers bit-packed on the wire, decode scaler * sum / N."""
+
+    codec = PackedIntCodec()
+
+    def __init__(self, layer_sizes: Sequence[int], seed: int):
+        self.tern = TernGrad(layer_sizes, seed)
+
+    def prepare(self, flat: np.ndarray, share_max: Callable[[np.ndarray], np.ndarray]):
+        """(clipped gradient, scalers shared by max over every rank)."""
+        clipped, scalers = self.tern.clip_and_scale(flat)
+        return clipped, share_max(scalers)
+
+    def compress(self, flat: np.ndarray, ctx) -> np.ndarray:
+        """Ternary values in {-1, 0, 1} as float32."""
+        clipped, scalers = ctx
+        return self.tern.compress(clipped, scalers)
+
+    def decompress(self, summed: np.ndarray, ctx, workers: int) -> np.ndarray:
+        """scaler * sum / workers per layer."""
+        return self.tern.decompress(summed, ctx[1], workers)
+
+
+COMPRESSORS: Dict[str, type] = {"none": NoCompression, "terngrad": TernGradCompressor}
 CODECS: Dict[str, type] = {"packed-int": PackedIntCodec, "lz4": LZ4Codec}

@@ -8,8 +8,8 @@ import struct
 from typing import Iterator, Tuple
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+
+# torch is imported where tensors are made, so that validating --data costs no torch import.
 
 
 class DataError(ValueError):
@@ -19,14 +19,16 @@ class DataError(ValueError):
 class Batches:
     """Endless sub-minibatches for one rank, drawn from its shard of (x, y)."""
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch: int, rank: int, ranks: int, seed: int):
+    def __init__(self, x: "torch.Tensor", y: "torch.Tensor", batch: int, rank: int, ranks: int, seed: int):
+        import torch
         self.x, self.y = x[rank::ranks], y[rank::ranks]
         if len(self.x) == 0:
             raise DataError(f"rank {rank} got no samples: the data set has {len(x)} for {ranks} ranks")
         self.batch = batch
         self.gen = torch.Generator().manual_seed(seed * 7919 + rank)
 
-    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    def __iter__(self) -> Iterator[Tuple["torch.Tensor", "torch.Tensor"]]:
+        import torch
         while True:
             idx = torch.randint(0, len(self.x), (self.batch,), generator=self.gen)
             yield self.x[idx], self.y[idx]
@@ -36,17 +38,21 @@ class SyntheticBatches:
     """Random inputs of the model's shape and random labels, seeded per rank."""
 
     def __init__(self, shape, classes: int, batch: int, rank: int, seed: int):
+        import torch
         self.shape, self.classes, self.batch = tuple(shape), classes, batch
         self.gen = torch.Generator().manual_seed(seed * 7919 + rank)
 
     def __iter__(self):
+        import torch
         while True:
             yield (torch.randn((self.batch,) + self.shape, generator=self.gen),
                    torch.randint(0, self.classes, (self.batch,), generator=self.gen))
 
 
-def digits_28x28() -> Tuple[torch.Tensor, torch.Tensor]:
+def digits_28x28() -> Tuple["torch.Tensor", "torch.Tensor"]:
     """scikit-learn's bundled 8x8 digits (1797 images, no download), resized to 1x28x28 in [0, 1]."""
+    import torch
+    import torch.nn.functional as F
     from sklearn.datasets import load_digits
     d = load_digits()
     x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0
@@ -77,16 +83,18 @@ def find_idx(directory: str, stem: str) -> str:
     raise DataError(f"{directory} has no {stem}[.gz]: give the folder holding the MNIST IDX files")
 
 
-def mnist(directory: str) -> Tuple[torch.Tensor, torch.Tensor]:
+def mnist(directory: str) -> Tuple["torch.Tensor", "torch.Tensor"]:
     """MNIST training images (1x28x28 in [0, 1]) and labels from IDX files."""
+    import torch
     images = read_idx(find_idx(directory, "train-images-idx3-ubyte"))
     labels = read_idx(find_idx(directory, "train-labels-idx1-ubyte"))
     return (torch.tensor(images, dtype=torch.float32).unsqueeze(1) / 255.0,
             torch.tensor(labels.astype(np.int64)))
 
 
-def split(x: torch.Tensor, y: torch.Tensor, train: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+def split(x: "torch.Tensor", y: "torch.Tensor", train: bool) -> Tuple["torch.Tensor", "torch.Tensor"]:
     """Every fifth sample is held out for evaluation; the rest is for training."""
+    import torch
     keep = (torch.arange(len(x)) % 5 != 0) if train else (torch.arange(len(x)) % 5 == 0)
     return x[keep], y[keep]
 

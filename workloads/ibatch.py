@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
 Batches = List[Tuple[int, int]]  # inclusive 0-based layer ranges
+PULL_MODES = ("ibatch", "layer", "default")  # --pull: the best batching, layer by layer, everything then compute
 
 
 @dataclass(frozen=True)
@@ -150,3 +151,8 @@ def fit_startup(sizes: Sequence[int], times: Sequence[float]) -> Tuple[float, fl
     slope = sum((x - mx) * (y - my) for x, y in zip(sizes, times)) / sxx if sxx else 0.0
     startup = max(0.0, my - slope * mx)
     return startup, (1.0 / slope if slope > 0 else float("inf"))
+
+
+def batches_for(mode: str, picked: Dict[str, object], layers: int) -> Batches:
+    """The batching a --pull mode uses: iBatch's choice, or one of the two baselines."""
+    return {"ibatch": picked["batches"], "layer": layer_batches(layers), "default": default_batches(layers)}[mode]

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from emulation.topology import Topology
+from emulation.spec.topology import Topology
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
 
 MILP_MAX_WORKERS = 8
@@ -195,6 +195,39 @@ def build_overlay(costs: np.ndarray, degree: int, depth: int) -> Overlay:
 def direct_overlay(n_workers: int) -> Overlay:
     """No tree: the server sends to every worker itself."""
     return Overlay(tuple([-1] + [0] * n_workers), "direct", 0.0)
+
+
+def parse_tree(text) -> Optional[Tuple[int, int]]:
+    """--pf-tree: 'none' or 'T,H' (maximum degree, maximum depth)."""
+    if text in (None, "", "none"):
+        return None
+    try:
+        degree, depth = (int(v) for v in str(text).split(","))
+    except ValueError:
+        raise ValueError(f"--pf-tree {text} is invalid: give none or T,H (max degree, max depth)") from None
+    return degree, depth
+
+
+def parse_dvf(text) -> Optional[Tuple[float, float]]:
+    """--pf-dvf: 'none' or 'LOW,UP' thresholds with 0 <= LOW <= UP."""
+    if text in (None, "", "none"):
+        return None
+    try:
+        low, up = (float(v) for v in str(text).split(","))
+    except ValueError:
+        raise ValueError(f"--pf-dvf {text} is invalid: give none or LOW,UP thresholds") from None
+    if not (math.isfinite(low) and math.isfinite(up) and 0 <= low <= up):
+        raise ValueError(f"--pf-dvf {text} is invalid: need finite 0 <= LOW <= UP")
+    return low, up
+
+
+def overlay_for(tree_text, topo: Topology, servers: int) -> "Overlay":
+    """The broadcast overlay every rank computes identically (P3 or greedy, or direct when 'none')."""
+    workers = list(range(servers, len(topo.hosts)))
+    tree = parse_tree(tree_text)
+    if tree is None:
+        return direct_overlay(len(workers))
+    return build_overlay(overlay_costs(topo, [0] + workers), *tree)
 
 
 def push_plan(ranks: int, servers: int, blocks: int) -> Plan:

@@ -8,13 +8,11 @@ learner a holds the pieces whose digits 0..i equal a's, reduced over a's stage-0
 
 from typing import List, Sequence
 
+from emulation.spec.theory import Theory, blueconnect_time, host_tf, is_power_of_two, two_level_time
+from emulation.spec.topology import Topology
+from workloads.algorithms.base import Algorithm
 from workloads.algorithms.hierarchical import from_digits, to_digits
 from workloads.plan import COPY, REDUCE, Plan, Transfer
-
-
-def _is_power_of_two(p: int) -> bool:
-    return p > 0 and p & (p - 1) == 0
-
 
 def _members(a: int, level: int, radices: Sequence[int]) -> List[int]:
     """a's stage-`level` group ordered by digit value (a itself included)."""
@@ -64,7 +62,7 @@ def blueconnect(radices: Sequence[int], pin_levels: bool = False, recursive: boo
     def stage(level: int, reduce_scatter: bool) -> List[tuple]:
         p = radices[level]
         done = list(range(level))
-        halving = recursive and _is_power_of_two(p) and p > 2
+        halving = recursive and is_power_of_two(p) and p > 2
         n_steps = (p.bit_length() - 1) if halving else p - 1
         out = []
         for s in range(n_steps):
@@ -119,3 +117,25 @@ def two_level(radices: Sequence[int]) -> Plan:
             steps.append(tuple(Transfer(g + v, g + (v + 1) % p0, q, COPY)
                                for g in masters for v in range(p0) for q in low[(v - s) % p0]))
     return Plan("twolevel", P, P, (tuple(steps),), tuple(range(P)), {"radices": list(radices)})
+
+
+def blueconnect_theory(topo: Topology, gradient_bytes, bw, servers: int) -> Theory:
+    """BlueConnect eq. 9 over the topology's levels."""
+    return Theory(blueconnect_time(topo, gradient_bytes, bw), "BlueConnect eq. 9", host_tf(gradient_bytes, bw))
+
+
+def two_level_theory(topo: Topology, gradient_bytes, bw, servers: int) -> Theory:
+    """BlueConnect eq. 7."""
+    return Theory(two_level_time(topo, gradient_bytes, bw), "two-level eq. 7", host_tf(gradient_bytes, bw))
+
+
+BLUECONNECT = Algorithm(
+    name="blueconnect", summary="BlueConnect Algorithm 1: reduce-scatter up the levels, all-gather down",
+    paper="BlueConnect (Cho et al., SysML 2019)", topologies=("bcube", "fattree", "star", "tree"),
+    theory=blueconnect_theory, codecs=("none", "terngrad"),
+    plan=lambda topo, servers: blueconnect(topo.radices(), pin_levels=topo.kind == "bcube"))
+
+TWOLEVEL = Algorithm(
+    name="twolevel", summary="reduce to each level-0 group's master, ring among masters, broadcast back",
+    paper="BlueConnect (Cho et al., SysML 2019) eq. 7 baseline", topologies=("tree", "fattree"),
+    theory=two_level_theory, codecs=("none", "terngrad"), plan=lambda topo, servers: two_level(topo.radices()))

@@ -8,6 +8,8 @@ Piece <t, q> ends fully aggregated on rank q and is then broadcast to everyone.
 
 from typing import List, Sequence
 
+from emulation.spec.theory import Theory, all_reduce_bound, host_tf
+from workloads.algorithms.base import Algorithm
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 
 
@@ -81,3 +83,34 @@ def hierarchical(name: str, radices: Sequence[int], threads: int, pin_levels: bo
         streams.append(tuple(steps))
     return Plan(name, ranks, threads * ranks, tuple(streams), tuple(range(ranks)),
                 {"radices": list(radices), "threads": threads})
+
+
+def bml_plan(topo, servers: int) -> Plan:
+    """BML on BCube(n,k): k threads, k*N pieces, thread t's step w on level (t+w) mod k."""
+    n, k = topo.params
+    return hierarchical("bml", [n] * k, k, pin_levels=True)
+
+
+def bml_theory(topo, gradient_bytes, bw, servers: int) -> Theory:
+    """BML paper: 2(N-1)/(kN) * TF -- every host sends on its k links at once."""
+    tf = host_tf(gradient_bytes, bw)
+    k = topo.params[1]
+    return Theory(all_reduce_bound(len(topo.hosts)) / k * tf, "2(N-1)/(kN) * TF", tf)
+
+
+def hier_theory(topo, gradient_bytes, bw, servers: int) -> Theory:
+    """One NIC moves the same bytes per host as PS: 2(N-1)/N * TF."""
+    tf = host_tf(gradient_bytes, bw)
+    return Theory(all_reduce_bound(len(topo.hosts)) * tf, "2(N-1)/N * TF", tf)
+
+
+BML = Algorithm(
+    name="bml", summary="BML Algorithm 1 on BCube: k threads, each step pinned to one BCube level",
+    paper="BML (Wang et al., NeurIPS 2018)", topologies=("bcube",), theory=bml_theory, plan=bml_plan,
+    codecs=("none", "terngrad"))
+
+HIER = Algorithm(
+    name="hier", summary="BML's hierarchical aggregation with one thread, grouped by edge switch, pod, core",
+    paper="BML (Wang et al., NeurIPS 2018) Fig. 5 on Fat-Tree", topologies=("fattree", "tree", "star"),
+    theory=hier_theory, plan=lambda topo, servers: hierarchical("hier", topo.radices(), 1, pin_levels=False),
+    codecs=("none", "terngrad"))

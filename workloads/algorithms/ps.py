@@ -1,5 +1,7 @@
 """Parameter server: peer-to-peer (every worker serves 1/N, the BML paper's baseline) or dedicated servers."""
 
+from emulation.spec.theory import Theory, all_reduce_bound, host_tf
+from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
 
 
@@ -18,3 +20,23 @@ def dedicated_ps(hosts: int, servers: int) -> Plan:
     push = tuple(Transfer(w, s, s, REDUCE) for w in workers for s in range(servers))
     pull = tuple(Transfer(s, w, s, COPY) for s in range(servers) for w in workers)
     return Plan("ps", hosts, servers, ((push, pull),), tuple(workers), {"servers": servers})
+
+
+def plan(topo, servers: int) -> Plan:
+    """P2P PS over every host, or dedicated servers 0..M-1."""
+    return dedicated_ps(len(topo.hosts), servers) if servers else p2p_ps(len(topo.hosts))
+
+
+def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
+    """P2P: 2(N-1)/N * TF (BML paper). Dedicated: each server link carries W/M of the gradient each way."""
+    tf = host_tf(gradient_bytes, bw)
+    if servers:
+        workers = len(topo.hosts) - servers
+        return Theory(2 * workers / servers * tf, "2W/M * TF", tf)
+    return Theory(all_reduce_bound(len(topo.hosts)) * tf, "2(N-1)/N * TF", tf)
+
+
+PS = Algorithm(
+    name="ps", summary="parameter server: P2P (every worker serves 1/N) or --servers M dedicated",
+    paper="BML (Wang et al., NeurIPS 2018) baseline", topologies=ALL_TOPOLOGIES, theory=theory, plan=plan,
+    servers=OPTIONAL_SERVERS, codecs=("none", "terngrad"))

@@ -2,6 +2,8 @@
 
 from typing import Optional, Sequence
 
+from emulation.spec.theory import Theory, all_reduce_bound, host_tf
+from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 
 
@@ -22,3 +24,15 @@ def ring(workers: int) -> Plan:
     """Ring all-reduce over all workers: 2(N-1) steps of one piece (1/N of the gradient) each."""
     return Plan("ring", workers, workers, (tuple(ring_steps(range(workers), range(workers))),),
                 tuple(range(workers)))
+
+
+def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
+    """2(N-1)/N * TF at the slowest link (BlueConnect eq. 5 with alpha = 0 on a tree)."""
+    tf = host_tf(gradient_bytes, bw)
+    return Theory(all_reduce_bound(len(topo.hosts)) * tf, "2(N-1)/N * TF (eq. 5: one-level ring)", tf)
+
+
+RING = Algorithm(
+    name="ring", summary="ring all-reduce (reduce-scatter + all-gather) over the hosts in order",
+    paper="Baidu ring all-reduce; BlueConnect eq. 5", topologies=ALL_TOPOLOGIES, theory=theory,
+    plan=lambda topo, servers: ring(len(topo.hosts)), codecs=("none", "terngrad"))

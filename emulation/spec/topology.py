@@ -157,6 +157,19 @@ class Topology:
                 counts[link.lower] = counts.get(link.lower, 0) + 1
         return max(counts.values())
 
+    def radices(self) -> List[int]:
+        """The hierarchy digits of the hosts, least significant first (hosts are numbered in this order):
+        BCube n per level; Fat-Tree slot, edge switch, pod; tree fanouts above 1; star the host count."""
+        if self.kind == "bcube":
+            n, k = self.params
+            return [n] * k
+        if self.kind == "fattree":
+            k = self.params[0]
+            return [k // 2, k // 2, k]
+        if self.kind == "tree":
+            return [f for f in self.params if f > 1] or [1]
+        return [len(self.hosts)]
+
     def to_dict(self) -> dict:
         """A JSON-ready description of the topology."""
         return {

@@ -16,12 +16,12 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Host, OVSSwitch, RemoteController
 
-from emulation.addressing import all_host_configs, config_commands
-from emulation.controller import ControllerProcess, stop_process_group
-from emulation.runstate import RunState, clean as clean_stale
-from emulation.topology import Topology
-from emulation.shaping import bridge_commands, ingress_commands, leaf_queue_command, offloads_off_command
-from emulation.topos import SpecTopo, shaper_name
+from emulation.spec.addressing import all_host_configs, config_commands
+from emulation.net.controller import ControllerProcess, stop_process_group
+from emulation.net.runstate import RunState, clean as clean_stale
+from emulation.spec.topology import Topology
+from emulation.spec.shaping import bridge_commands, ingress_commands, leaf_queue_command, offloads_off_command
+from emulation.net.topos import SpecTopo, shaper_name
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 NET_STOP_TIMEOUT_S = 60.0
@@ -242,6 +242,11 @@ class EmulatedNetwork:
         errors = [l for l in out.splitlines() if "Error" in l or "RTNETLINK" in l or "Cannot" in l]
         if "dmlbed-config-done" not in out or errors:
             raise NetworkError(f"configuring {node} failed: {(errors or [out.strip()[-200:]])[0]}")
+
+    def interactive(self) -> None:
+        """Mininet's own CLI on this network (returns when the user types exit)."""
+        from mininet.cli import CLI
+        CLI(self.net)
 
     def host(self, name: str):
         """The Mininet host called name."""

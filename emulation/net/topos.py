@@ -9,11 +9,11 @@ from mininet.topo import Topo
 
 # `mn --custom` execs this file without __file__; the code object still knows its path.
 _HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
-sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
 
-from emulation.addressing import all_host_configs, config_commands  # noqa: E402
-from emulation.shaping import offloads_off_command  # noqa: E402
-from emulation.topology import Topology, bcube, fat_tree, star, tree  # noqa: E402
+from emulation.spec.addressing import all_host_configs, config_commands  # noqa: E402
+from emulation.spec.shaping import offloads_off_command  # noqa: E402
+from emulation.spec.topology import Topology, bcube, fat_tree, star, tree  # noqa: E402
 
 
 class ConfiguredHost(Host):

@@ -6,17 +6,16 @@ import csv
 import itertools
 import json
 import os
-from dataclasses import fields
 from typing import Callable, Dict, List
 
 import yaml
 
-from emulation.experiment import RunConfig, run, validate
+from emulation.orchestration.experiment import run
+from emulation.orchestration.options import OptionError, from_mapping, option_of, validate, yaml_key
 
-RUN_KEYS = {f.name for f in fields(RunConfig)} - {"out", "extra", "local"} | {"topo", "label"}
 COLUMNS = ["label", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
-           "wire_ratio", "first_step_wire_ratio", "pull", "forward_phase_s", "overlapped_s", "comm_exposed_s",
+           "wire_ratio", "first_step_wire_ratio", "forward_phase_s", "overlapped_s", "comm_exposed_s",
            "compute_exposed_s", "loss_first", "loss_last", "accuracy", "correct", "error", "out"]
 
 
@@ -39,55 +38,65 @@ def load(path: str) -> dict:
 
 
 def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
-    """Every (label, RunConfig) of the matrix: runs x the cartesian product of `sweep` values."""
+    """Every (label, RunConfig) of the matrix: runs x the cartesian product of `sweep` values, each validated."""
     defaults = data.get("defaults", {}) or {}
     sweep = data.get("sweep", {}) or {}
-    for key in list(defaults) + list(sweep):
-        if key not in RUN_KEYS:
-            raise ConfigError(f"unknown key '{key}': valid are {', '.join(sorted(RUN_KEYS))}")
+    if not isinstance(defaults, dict) or not isinstance(sweep, dict):
+        raise ConfigError("'defaults' and 'sweep' must be mappings")
+    for key, values in sweep.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"sweep: '{key}' needs a non-empty list of values")
+    try:
+        from_mapping(defaults, "defaults")
+        from_mapping({k: v[0] for k, v in sweep.items()}, "sweep")
+    except OptionError as exc:
+        raise ConfigError(str(exc)) from None
     combos = [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())] if sweep else [{}]
     out = []
     for i, entry in enumerate(data["runs"]):
         if not isinstance(entry, dict):
             raise ConfigError(f"runs[{i}] must be a mapping")
-        for key in entry:
-            if key not in RUN_KEYS:
-                raise ConfigError(f"runs[{i}]: unknown key '{key}': valid are {', '.join(sorted(RUN_KEYS))}")
         for combo in combos:
             merged = {**defaults, **combo, **entry}
             if "topo" not in merged or "algo" not in merged:
                 raise ConfigError(f"runs[{i}] needs 'topo' and 'algo'")
             label = str(merged.pop("label", f"{merged['algo']} {merged['topo']}"))
-            merged["topology"] = merged.pop("topo")
             suffix = "-".join(f"{k}{v}" for k, v in combo.items())
             name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{label}-{suffix}".strip("-"))
-            merged["bw"] = str(merged.get("bw", "100"))
-            cfg = RunConfig(out=os.path.join(out_root, name), local=local, **merged)
+            where = f"runs[{i}] ({label})"
             try:
-                validate(cfg)
+                cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local)
+                validate(cfg, label=lambda n: f"{where}: {yaml_key(n, option_of(n))}", emulated=True)
             except ValueError as exc:
-                raise ConfigError(f"runs[{i}] ({label}): {exc}") from None
+                text = str(exc)
+                raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
             out.append({"label": label, "sweep": combo, "config": cfg})
     return out
 
 
 def row(entry: dict, summary: dict) -> dict:
-    """One comparison.csv row."""
+    """One comparison.csv row (with the algorithm's own options, e.g. ibatch's pull schedule)."""
     r = {k: summary.get(k) for k in COLUMNS}
     r.update(summary.get("split_median_s") or {})
-    r["pull"] = summary.get("config", {}).get("pull") if summary.get("algo") == "ibatch" else None
-    r.update(label=entry["label"], out=entry["config"].out, **entry["sweep"])
+    cfg = entry["config"]
+    from workloads.algorithms import get
+    for name in get(cfg.algo).options:
+        r[name] = getattr(cfg, name)
+    r.update(label=entry["label"], out=cfg.out, **entry["sweep"])
     return r
 
 
 def write_csv(path: str, rows: List[dict], sweep_keys: List[str]) -> None:
     """comparison.csv with one row per run."""
     cols = COLUMNS[:1] + sweep_keys + [c for c in COLUMNS[1:] if c not in sweep_keys]
-    with open(path, "w", newline="") as f:
+    cols += sorted({k for r in rows for k in r} - set(cols))
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow(r)
+    os.replace(tmp, path)
 
 
 def plot(out_root: str, rows: List[dict], sweep_keys: List[str]) -> List[str]:

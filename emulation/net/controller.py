@@ -11,7 +11,7 @@ import sys
 import time
 from typing import List, Optional
 
-from emulation.topology import Topology
+from emulation.spec.topology import Topology
 
 
 class ControllerError(RuntimeError):
@@ -51,7 +51,7 @@ class ControllerProcess:
                "--ofp-tcp-listen-port", str(self.port), "controllers.app"]
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                     cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                     cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                      start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout

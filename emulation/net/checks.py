@@ -10,8 +10,8 @@ from typing import Dict, List, Optional, Tuple
 
 from controllers.rules import compute_rules
 from controllers.trace import trace
-from emulation.addressing import all_host_configs
-from emulation.topology import Topology
+from emulation.spec.addressing import all_host_configs
+from emulation.spec.topology import Topology
 
 IPERF_BASE_PORT = 5201
 

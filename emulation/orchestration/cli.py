@@ -9,10 +9,10 @@ import signal
 import sys
 from typing import List, Optional
 
-from emulation.topology import Topology, TopologyError, parse, parse_bandwidth
+from emulation.spec.topology import Topology, TopologyError, parse, parse_bandwidth
 
-MAX_EMULATED_HOSTS = 256
 EXIT_USAGE = 2
+RUN, COMPARE, THEORY, NET = "run", "compare", "theory", "net"
 
 
 class UsageError(Exception):
@@ -107,21 +107,24 @@ def require_root(what: str) -> None:
 
 def validate_net_args(args):
     """Parse and check everything `net` needs before starting anything."""
-    topo = parse(args.spec)
-    bw = parse_bandwidth(args.bw, topo)
-    if len(topo.hosts) > MAX_EMULATED_HOSTS:
-        raise UsageError(f"{topo.spec} has {len(topo.hosts)} hosts: emulation supports at most "
-                         f"{MAX_EMULATED_HOSTS} on one machine")
-    if args.duration <= 0 or args.duration > 600:
+    from emulation.orchestration.options import check_topology, check_values, from_args
+    try:
+        cfg = from_args(args, NET)
+        check_values(cfg, only=NET)
+        topo = check_topology(args.spec, emulated=True)
+        bw = parse_bandwidth(cfg.bw, topo)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not 0 < args.duration <= 600:
         raise UsageError(f"--duration {args.duration:g} is out of range: give seconds in (0, 600]")
     require_root("dmlbed net")
     if args.delay or args.loss:
-        from emulation.network import netem_available
+        from emulation.net.network import netem_available
         if not netem_available():
             raise UsageError("--delay/--loss need the kernel's netem qdisc (sch_netem), which this kernel "
                              "lacks: only bandwidth shaping (--bw) is available here")
         raise UsageError("--delay/--loss are not supported yet: only bandwidth shaping (--bw)")
-    return topo, bw
+    return topo, bw, cfg
 
 
 def print_net_report(report: dict) -> None:
@@ -144,19 +147,18 @@ def print_net_report(report: dict) -> None:
 
 def cmd_net(args) -> int:
     """dmlbed net SPEC --bw MBPS (--check | --cli)."""
-    topo, bw = validate_net_args(args)
-    from emulation import checks
-    from emulation.network import EmulatedNetwork
+    topo, bw, cfg = validate_net_args(args)
+    from emulation.net import checks
+    from emulation.net.network import EmulatedNetwork
     report = {"topology": topo.spec, "hosts": len(topo.hosts), "switches": len(topo.switches),
               "links": len(topo.links), "shaped_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
               "bw_by_level": list(bw)}
-    with EmulatedNetwork(topo, bw, datapath=args.datapath, ingress_shaping=args.shape_ingress,
+    with EmulatedNetwork(topo, bw, datapath=cfg.datapath, ingress_shaping=cfg.shape_ingress,
                          log=log) as enet:
         report.update(datapath=enet.datapath, shaping=enet.shaping, bring_up_s=round(enet.bring_up_s, 3))
         if args.cli:
-            from mininet.cli import CLI
             log("Mininet CLI: the controller is running; type exit to tear down")
-            CLI(enet.net)
+            enet.interactive()
             return 0
         log("testing reachability")
         report.update(checks.run_reachability(enet, checks.reachability_pairs(topo, args.all_pairs)))
@@ -174,16 +176,6 @@ def cmd_net(args) -> int:
         print_net_report(report)
     ok = report["pairs_reachable"] == report["pairs_tested"] and report["packet_in"] == 0
     return 0 if ok else 1
-
-
-def run_config(args):
-    """A RunConfig from `dmlbed run` arguments."""
-    from emulation.experiment import RunConfig
-    return RunConfig(topology=args.topo, algo=args.algo, model=args.model, batch=args.batch, iters=args.iters,
-                     bw=args.bw, out=args.out, servers=args.servers, data=args.data, lr=args.lr, seed=args.seed,
-                     timeout=args.timeout, datapath=args.datapath, shape_ingress=args.shape_ingress,
-                     local=args.local, codec=args.codec, pull=args.pull, staleness=args.staleness,
-                     pf_tree=args.pf_tree, pf_dvf=args.pf_dvf, pf_blocks=args.pf_blocks)
 
 
 def print_summary(s: dict) -> None:
@@ -224,10 +216,11 @@ def print_summary(s: dict) -> None:
 
 def cmd_run(args) -> int:
     """dmlbed run --topo SPEC --algo NAME ...: one training run on the emulated network."""
-    from emulation import experiment
-    cfg = run_config(args)
+    from emulation.orchestration import experiment
+    from emulation.orchestration.options import from_args, validate
     try:
-        experiment.validate(cfg)
+        cfg = from_args(args, RUN)
+        validate(cfg)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not cfg.local:
@@ -241,29 +234,37 @@ def cmd_run(args) -> int:
     return 0 if summary["correct"] else 1
 
 
+def theory_report(cfg) -> dict:
+    """The closed-form GST of a configuration (no plan is built, no torch is imported)."""
+    from emulation.orchestration.options import check_topology, check_values
+    from workloads.algorithms import get
+    from workloads.models import input_shape, parameter_count_of
+    check_values(cfg, only=THEORY)
+    topo = check_topology(cfg.topology, emulated=False)
+    bw = parse_bandwidth(cfg.bw, topo)
+    algorithm = get(cfg.algo)
+    algorithm.check(topo, cfg.servers, {"codec": cfg.codec})
+    input_shape(cfg.model)
+    params = parameter_count_of(cfg.model)
+    t = algorithm.gst_theory(topo, params * 4, bw, cfg.servers)
+    return {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "parameters": params,
+            "gradient_bytes": params * 4, "bw_mbps": list(bw), "servers": algorithm.resolve_servers(cfg.servers),
+            "tf_s": t.tf_s, "gst_theory_s": t.gst_s, "formula": t.formula}
+
+
 def cmd_theory(args) -> int:
     """dmlbed theory --topo SPEC --algo NAME --model NAME --bw MBPS."""
-    from emulation.theory import gst_theory
-    from workloads.algorithms import build_plan
-    from workloads.models import build_model, input_shape, parameter_count
-    topo = parse(args.topo)
-    bw = parse_bandwidth(args.bw, topo)
+    from emulation.orchestration.options import from_args
     try:
-        if args.algo not in ("gloo", "ibatch", "pflow"):
-            build_plan(args.algo, topo, args.servers)
-        input_shape(args.model)
+        out = theory_report(from_args(args, THEORY))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    params = parameter_count(build_model(args.model)[0])
-    t = gst_theory(args.algo, topo, params * 4, bw, args.servers)
-    out = {"topology": topo.spec, "algo": args.algo, "model": args.model, "parameters": params,
-           "gradient_bytes": params * 4, "bw_mbps": list(bw), "tf_s": t["tf_s"], "gst_theory_s": t["gst_s"],
-           "formula": t["formula"]}
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        print(f"{args.algo} on {topo.spec}, {args.model} ({params * 4 / 2**20:.2f} MiB): "
-              f"GST = {t['formula']} = {t['gst_s']:.4f} s (TF = {t['tf_s']:.4f} s at {min(bw):g} Mbit/s)")
+        print(f"{out['algo']} on {out['topology']}, {out['model']} ({out['gradient_bytes'] / 2**20:.2f} MiB): "
+              f"GST = {out['formula']} = {out['gst_theory_s']:.4f} s (TF = {out['tf_s']:.4f} s at "
+              f"{min(out['bw_mbps']):g} Mbit/s)")
     return 0
 
 
@@ -295,7 +296,7 @@ def print_comparison(result: dict) -> None:
 
 def cmd_compare(args) -> int:
     """dmlbed compare CONFIG.yaml: run a matrix of configurations, write CSV and plots."""
-    from emulation import compare
+    from emulation.orchestration import compare
     try:
         data = compare.load(args.config)
         compare.expand(data, args.out or "results", args.local)
@@ -314,7 +315,7 @@ def cmd_compare(args) -> int:
 def cmd_clean(args) -> int:
     """dmlbed clean: undo what crashed runs left behind."""
     require_root("dmlbed clean")
-    from emulation.runstate import clean
+    from emulation.net.runstate import clean
     actions = clean()
     for a in actions:
         print(a)
@@ -323,7 +324,8 @@ def cmd_clean(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for every subcommand."""
+    """The argument parser for every subcommand (run options come from the option schema)."""
+    from emulation.orchestration.options import add_arguments
     p = OneLineParser(prog="dmlbed", description="Network emulation testbed for distributed ML.")
     sub = p.add_subparsers(dest="command", parser_class=OneLineParser)
     t = sub.add_parser("topo", help="print a topology")
@@ -336,40 +338,22 @@ def build_parser() -> argparse.ArgumentParser:
     ru.set_defaults(func=cmd_rules)
     n = sub.add_parser("net", help="bring a network up, check it, tear it down")
     n.add_argument("spec")
-    n.add_argument("--bw", default="100", help="Mbit/s for all links, or one value per link level")
+    add_arguments(n, NET)
     mode = n.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="reachability + iperf3 fidelity test")
     mode.add_argument("--cli", action="store_true", help="open the Mininet CLI")
     n.add_argument("--all-pairs", action="store_true", help="BCube: also test relayed (multi-hop) pairs")
     n.add_argument("--duration", type=float, default=5.0, help="iperf3 seconds per flow (default 5)")
-    n.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto")
-    n.add_argument("--shape-ingress", action="store_true",
-                   help="userspace datapath: also shape switch->host traffic (IFB; costs CPU)")
     n.add_argument("--delay", help="link delay (needs netem)")
     n.add_argument("--loss", help="link loss %% (needs netem)")
     n.add_argument("--json", action="store_true")
     n.set_defaults(func=cmd_net)
     r = sub.add_parser("run", help="train with real workers on an emulated network")
-    add_run_arguments(r)
-    r.add_argument("--out", default="results/run", help="output folder (summary.json, iterations.csv)")
-    r.add_argument("--data", default="synthetic", help="synthetic | digits | mnist:PATH")
-    r.add_argument("--lr", type=float, default=0.01)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--timeout", type=float, default=120.0, help="seconds any blocking step may take")
-    r.add_argument("--datapath", choices=["auto", "kernel", "user"], default="auto")
-    r.add_argument("--shape-ingress", action="store_true",
-                   help="userspace datapath: also shape switch->host traffic (IFB; costs CPU)")
-    r.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
-    r.add_argument("--codec", default="none", help="none | terngrad (ternary gradients, 2-bit packed)")
-    r.add_argument("--pull", default="ibatch", help="ibatch only: ibatch | layer | default pull schedule")
-    r.add_argument("--staleness", type=int, default=0, help="pflow: 0 = BSP, s > 0 = SSP with bound s")
-    r.add_argument("--pf-tree", default="5,3", help="pflow: broadcast tree T,H (max degree, depth) or none")
-    r.add_argument("--pf-dvf", default="1e-5,2e-5", help="pflow: DVF thresholds LOW,UP or none")
-    r.add_argument("--pf-blocks", type=int, default=8, help="pflow: blocks streamed down the tree")
+    add_arguments(r, RUN)
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_run)
-    th = sub.add_parser("theory", help="the papers' theoretical GST")
-    add_run_arguments(th, iters=False)
+    th = sub.add_parser("theory", help="the papers' theoretical GST (closed form, any size)")
+    add_arguments(th, THEORY)
     th.add_argument("--json", action="store_true")
     th.set_defaults(func=cmd_theory)
     cp = sub.add_parser("compare", help="run a matrix of configurations from a YAML file")
@@ -381,18 +365,6 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("clean", help="remove what a crashed run left behind")
     c.set_defaults(func=cmd_clean)
     return p
-
-
-def add_run_arguments(p, iters: bool = True) -> None:
-    """Arguments shared by run, theory and compare rows."""
-    p.add_argument("--topo", required=True, help="bcube:n,k | fattree:k | star:N | tree:F0,F1,...")
-    p.add_argument("--algo", required=True, help="ps | ring | bml | hier | gloo")
-    p.add_argument("--model", default="lenet5", help="lenet5 | vgg19 | alexnet | mlp:SIZE")
-    p.add_argument("--bw", default="100", help="Mbit/s, one value or one per link level")
-    p.add_argument("--servers", type=int, default=0, help="ps only: dedicated parameter servers")
-    if iters:
-        p.add_argument("--batch", type=int, default=32, help="sub-minibatch per worker")
-        p.add_argument("--iters", type=int, default=10)
 
 
 def terminate_on_sigterm() -> None:

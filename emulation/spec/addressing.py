@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from emulation.topology import PREFIX_LEN, Host, Topology
+from emulation.spec.topology import PREFIX_LEN, Host, Topology
 
 
 @dataclass(frozen=True)

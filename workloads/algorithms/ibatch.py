@@ -2,6 +2,8 @@
 
 from typing import List, Sequence, Tuple
 
+from emulation.spec.theory import Theory, host_tf
+from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
 
 
@@ -32,3 +34,16 @@ def ps_pull(hosts: int, servers: int, layers: int, batches: Sequence[Tuple[int, 
         steps.append(tuple(Transfer(server_of(i, servers), w, i, COPY) for i in range(a, b + 1) for w in workers))
     return Plan("ibatch-pull", hosts, layers + len(workers), (tuple(steps),), tuple(workers),
                 {"servers": servers, "batches": [list(b) for b in batches]})
+
+
+def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
+    """The gradient push to M servers: W/M * TF (the pulls are modelled by workloads.ibatch.timeline)."""
+    tf = host_tf(gradient_bytes, bw)
+    return Theory((len(topo.hosts) - servers) / servers * tf, "W/M * TF (push)", tf)
+
+
+IBATCH = Algorithm(
+    name="ibatch", summary="parameter server whose pulls are batched by layer and overlap the forward pass",
+    paper="iBatch (Wang et al., 2019)", topologies=ALL_TOPOLOGIES, theory=theory,
+    strategy="workloads.strategies.pull:BatchedPulls", servers=REQUIRED_SERVERS, default_servers=1,
+    options=("pull",))

@@ -1,0 +1,1 @@
+"""Orchestration on top of everything: one run, compare matrices, the CLI, reports."""

@@ -1,0 +1,190 @@
+"""One run: network + controller + one training process per host -> summary.json, iterations.csv, workers.csv."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from typing import Callable, Dict, List
+
+from emulation.net.controller import free_ports
+from emulation.orchestration.options import Checked, RunConfig, validate, worker_options
+from emulation.orchestration.results import per_iteration, read_finals, read_rows, summarize, write_csvs
+from emulation.spec.topology import Topology
+from workloads.models import parameter_count_of
+from workloads.verify import verify
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAN_PORT = 7000
+GLOO_PORT = 29500
+LOOPBACK_PORT_SETS = 4  # concurrent plan channels a rank may open (iBatch: push, pull, profile, chosen pull)
+
+
+class RunError(RuntimeError):
+    """A run failed after it started (a worker died, timed out, ...); partial results are kept."""
+
+
+class LocalHosts:
+    """Runs every rank as a plain process on 127.0.0.1 (no emulation): for tests without root."""
+
+    datapath = "loopback"
+    shaping = "none (loopback)"
+
+    def __init__(self):
+        self.procs: List[subprocess.Popen] = []
+
+    def __enter__(self) -> "LocalHosts":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from emulation.net.controller import stop_process_group
+        for proc in self.procs:
+            stop_process_group(proc.pid, proc, grace=1.0)
+
+    def popen(self, host: str, args: List[str], **kwargs) -> subprocess.Popen:
+        """Start a rank's process."""
+        proc = subprocess.Popen(args, start_new_session=True, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def packet_ins(self) -> int:
+        """No controller on loopback."""
+        return 0
+
+
+def worker_configs(cfg: RunConfig, checked: Checked, workdir: str) -> List[dict]:
+    """The JSON config of every rank."""
+    topo = checked.topo
+    ranks = len(topo.hosts)
+    ports = free_ports(LOOPBACK_PORT_SETS * ranks + 1) if cfg.local else None
+    base = dict(worker_options(cfg), topology=topo.spec, servers=checked.servers, out_dir=workdir, ranks=ranks,
+                port=PLAN_PORT, master="127.0.0.1" if cfg.local else topo.hosts[0].ip,
+                master_port=ports[-1] if cfg.local else GLOO_PORT, **cfg.extra)
+    out = []
+    for r, host in enumerate(topo.hosts):
+        c = dict(base, rank=r, host=host.name)
+        if cfg.local:  # lo is shared by all ranks: no per-rank byte counts
+            c.update(interfaces=[], ifname=None,
+                     loopback_port_sets=[ports[ranks * i:ranks * (i + 1)] for i in range(LOOPBACK_PORT_SETS)])
+        else:
+            c.update(interfaces=[i.name for i in host.interfaces], ifname=host.interfaces[0].name)
+        out.append(c)
+    return out
+
+
+def monitor(procs: Dict[int, subprocess.Popen], topo: Topology, cfg: RunConfig, workdir: str,
+            progress: bool) -> None:
+    """Wait for every worker, showing progress; raise RunError naming the worker that failed or stalled."""
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=cfg.iters, desc=f"{cfg.algo} on {topo.spec}", unit="it", file=sys.stderr)
+    last_progress, last_done = time.monotonic(), -1
+    startup_grace = 60.0
+    try:
+        while True:
+            rows = read_rows(workdir, len(topo.hosts))
+            done = min(len(v) for v in rows.values())
+            if done != last_done:
+                last_done, last_progress = done, time.monotonic()
+                if bar is not None:
+                    bar.n = done
+                    its = per_iteration(rows, range(len(topo.hosts)), None)
+                    if its:
+                        bar.set_postfix(gst=f"{its[-1]['gst_s']:.3f}s")
+                    bar.refresh()
+            for r, proc in procs.items():
+                code = proc.poll()
+                if code not in (None, 0):
+                    raise RunError(f"worker {topo.hosts[r].name} (rank {r}) exited with code {code} in iteration "
+                                   f"{len(rows[r])}: {last_line(workdir, r)}")
+            if all(p.poll() == 0 for p in procs.values()):
+                return
+            allowed = cfg.timeout + (startup_grace if done <= 0 else 0)
+            if time.monotonic() - last_progress > allowed:
+                stuck = [topo.hosts[r].name for r in rows if len(rows[r]) == done]
+                raise RunError(f"no progress for {allowed:.0f}s in iteration {done}; waiting on "
+                               f"{', '.join(stuck[:6])}")
+            time.sleep(0.3)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def last_line(workdir: str, rank: int) -> str:
+    """The last non-empty line a worker wrote to stderr."""
+    try:
+        with open(os.path.join(workdir, f"rank-{rank}.stderr")) as f:
+            lines = [l.strip() for l in f if l.strip()]
+        return lines[-1] if lines else "(no output)"
+    except OSError:
+        return "(no log)"
+
+
+def network_for(cfg: RunConfig, checked: Checked, log):
+    """The emulated network (or loopback processes) the run's workers start in."""
+    if cfg.local:
+        return LocalHosts()
+    from emulation.net.network import EmulatedNetwork
+    return EmulatedNetwork(checked.topo, checked.bw, datapath=cfg.datapath, ingress_shaping=cfg.shape_ingress,
+                           log=log)
+
+
+def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> dict:
+    """Run one experiment end to end; always writes summary.json (with `error` on failure)."""
+    checked = validate(cfg)
+    topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
+    parameters = parameter_count_of(cfg.model)
+    gradient_bytes = parameters * 4
+    theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers)
+    contributors = list(checked.contributors)
+    os.makedirs(cfg.out, exist_ok=True)
+    workdir = os.path.join(cfg.out, "workers")
+    shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(workdir)
+    summary = {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "workers": len(contributors),
+               "ranks": len(topo.hosts), "servers": checked.servers, "parameters": parameters,
+               "gradient_bytes": gradient_bytes, "bw_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
+               "batch": cfg.batch, "data": cfg.data, "codec": cfg.codec, "iterations_requested": cfg.iters,
+               "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
+               "config": asdict(cfg)}
+    error = None
+    started = time.time()
+    try:
+        with network_for(cfg, checked, log) as hosts:
+            summary.update(datapath=hosts.datapath, shaping=hosts.shaping)
+            procs = {}
+            for c in worker_configs(cfg, checked, os.path.abspath(workdir)):
+                path = os.path.join(workdir, f"rank-{c['rank']}.config.json")
+                with open(path, "w") as f:
+                    json.dump(c, f)
+                with open(os.path.join(workdir, f"rank-{c['rank']}.stderr"), "w") as err:
+                    procs[c["rank"]] = hosts.popen(c["host"], [sys.executable, "-m", "workloads.worker", "--config",
+                                                              os.path.abspath(path)],
+                                                   stdout=subprocess.DEVNULL, stderr=err, cwd=PROJECT)
+            log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
+            monitor(procs, topo, cfg, workdir, progress)
+            summary["packet_in"] = hosts.packet_ins()
+    except (RunError, RuntimeError, KeyboardInterrupt) as exc:
+        error = str(exc) or type(exc).__name__
+        if isinstance(exc, KeyboardInterrupt):
+            error = "interrupted"
+    finally:
+        rows = read_rows(workdir, len(topo.hosts))
+        iterations = per_iteration(rows, contributors, None if cfg.local else topo)
+        write_csvs(cfg.out, rows, iterations, None if cfg.local else topo)
+        checks = verify(workdir) if error is None else {}
+        summary.update(summarize(iterations, read_finals(workdir, len(topo.hosts)), contributors, checks, error))
+        summary["gst_ratio"] = (summary["gst_median_s"] / theory.gst_s) if summary["gst_median_s"] else None
+        summary["duration_s"] = time.time() - started
+        path = os.path.join(cfg.out, "summary.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(summary, f, indent=1)
+        os.replace(path + ".tmp", path)
+    if error == "interrupted":
+        raise KeyboardInterrupt
+    return summary

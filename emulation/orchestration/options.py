@@ -1,0 +1,297 @@
+"""The one source of run options: each RunConfig field carries its help, type, choices and range; argparse
+arguments, YAML keys, type and range checks and the worker JSON are all derived from it."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
+from workloads.algorithms import ALGORITHMS, get as get_algorithm, names_with
+from workloads.compression import COMPRESSORS
+from workloads.data import check_data
+from workloads.ibatch import PULL_MODES
+from workloads.models import input_shape
+from workloads.pflow import parse_dvf, parse_tree
+
+MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
+RUN, COMPARE, THEORY, NET = "run", "compare", "theory", "net"
+
+
+class OptionError(ValueError):
+    """A bad option value: the message names the option and what is valid."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """How a RunConfig field is given and checked.
+
+    kind: int, float, str or bool; low/high: inclusive range (low_open: low itself excluded);
+    parse: extra format check of a str value (raises ValueError); commands: which CLI commands take it;
+    yaml: a compare-config key; worker: copied into each worker's JSON; algorithm_option: only the
+    algorithms whose descriptor lists it may change it from its default.
+    """
+
+    help: str
+    kind: type = str
+    choices: Optional[Tuple[str, ...]] = None
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False
+    parse: Optional[Callable[[str], object]] = None
+    commands: Tuple[str, ...] = (RUN, COMPARE)
+    flag: Optional[str] = None
+    yaml_key: Optional[str] = None
+    yaml: bool = True
+    worker: bool = True
+    required: bool = False
+    algorithm_option: bool = False
+
+
+def option(default, help: str, **kwargs) -> Any:
+    """A dataclass field described by an Option."""
+    return field(default=default, metadata={"option": Option(help=help, **kwargs)})
+
+
+@dataclass
+class RunConfig:
+    """Everything one run needs; checked by validate() before anything starts."""
+
+    topology: str = option(None, "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", flag="--topo",
+                           yaml_key="topo", required=True, commands=(RUN, COMPARE, THEORY))
+    algo: str = option(None, "synchronization algorithm", choices=tuple(ALGORITHMS), required=True,
+                       commands=(RUN, COMPARE, THEORY))
+    model: str = option("lenet5", "lenet5 | vgg19 | alexnet | mlp:SIZE (e.g. mlp:12.5MB)",
+                        commands=(RUN, COMPARE, THEORY))
+    bw: str = option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200)",
+                     commands=(RUN, COMPARE, THEORY, NET))
+    servers: int = option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
+                          kind=int, low=0, high=MAX_HOSTS, commands=(RUN, COMPARE, THEORY))
+    batch: int = option(32, "sub-minibatch per worker", kind=int, low=1, high=4096)
+    iters: int = option(10, "iterations", kind=int, low=1, high=100000)
+    data: str = option("synthetic", "synthetic | digits | mnist:PATH")
+    lr: float = option(0.01, "learning rate", kind=float, low=0, high=10, low_open=True)
+    seed: int = option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1)
+    timeout: float = option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600)
+    codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS))
+    compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
+                                 kind=float, low=0, high=3600)
+    pull: str = option("ibatch", "ibatch: pull schedule (ibatch = best batching, layer, default)",
+                       choices=PULL_MODES, algorithm_option=True)
+    staleness: int = option(0, "pflow: 0 = BSP, s > 0 = SSP with bound s", kind=int, low=0, high=100,
+                            algorithm_option=True)
+    pf_tree: str = option("5,3", "pflow: broadcast tree T,H (max degree, depth) or none", parse=parse_tree,
+                          algorithm_option=True)
+    pf_dvf: str = option("1e-5,2e-5", "pflow: DVF thresholds LOW,UP or none", parse=parse_dvf,
+                         algorithm_option=True)
+    pf_blocks: int = option(8, "pflow: blocks streamed down the tree", kind=int, low=1, high=1024,
+                            algorithm_option=True)
+    datapath: str = option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
+                           choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET), worker=False)
+    shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
+                                 kind=bool, commands=(RUN, COMPARE, NET), worker=False)
+    out: str = option("results/run", "output folder (summary.json, iterations.csv, workers.csv)",
+                      commands=(RUN,), yaml=False, worker=False)
+    local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
+                         commands=(RUN, COMPARE), yaml=False, worker=False)
+    extra: Dict[str, object] = field(default_factory=dict)  # test hooks copied into the worker JSON
+
+
+def described() -> List[Tuple[str, Option, Any]]:
+    """(field name, Option, default) of every described RunConfig field, in order."""
+    out = []
+    for f in fields(RunConfig):
+        if "option" in f.metadata:
+            out.append((f.name, f.metadata["option"], None if f.default is MISSING else f.default))
+    return out
+
+
+def flag_of(name: str, opt: Option) -> str:
+    """--name-with-dashes, or the option's own flag."""
+    return opt.flag or "--" + name.replace("_", "-")
+
+
+def yaml_key(name: str, opt: Option) -> str:
+    """The compare-config key of a field."""
+    return opt.yaml_key or name
+
+
+def yaml_keys() -> List[str]:
+    """Every key a compare config may set (plus 'label')."""
+    return [yaml_key(n, o) for n, o, _ in described() if o.yaml] + ["label"]
+
+
+def add_arguments(parser, command: str, skip: Iterable[str] = ()) -> None:
+    """argparse arguments of every field the command takes (types are checked later, in one place)."""
+    for name, opt, default in described():
+        if command not in opt.commands or name in skip:
+            continue
+        text = opt.help + (f" ({' | '.join(opt.choices)})" if opt.choices else "")
+        if opt.kind is bool:
+            parser.add_argument(flag_of(name, opt), dest=name, action="store_true", help=text)
+        else:
+            parser.add_argument(flag_of(name, opt), dest=name, required=opt.required, help=text,
+                                default=None if opt.required else default,
+                                metavar=name.upper() if opt.choices is None else None)
+
+
+def from_args(args, command: str, **overrides) -> RunConfig:
+    """A RunConfig from parsed CLI arguments (strings converted and checked by check_values)."""
+    values = {name: getattr(args, name) for name, opt, _ in described()
+              if command in opt.commands and hasattr(args, name)}
+    values.update(overrides)
+    return RunConfig(**coerce(values, lambda n: flag_of(n, option_of(n))))
+
+
+def option_of(name: str) -> Option:
+    """The Option of a field."""
+    return next(o for n, o, _ in described() if n == name)
+
+
+def coerce(values: Mapping[str, Any], label: Callable[[str], str], strict: bool = False) -> Dict[str, Any]:
+    """Convert option values to their field types. CLI strings convert; with strict (YAML), only a value of
+    the right type (an int for a float, a number for bw) is accepted."""
+    out = {}
+    for name, value in values.items():
+        opt = option_of(name)
+        out[name] = convert(value, opt, label(name), strict)
+    return out
+
+
+def convert(value, opt: Option, label: str, strict: bool):
+    """One value converted to opt.kind, or OptionError naming the option and the expected type."""
+    if value is None:
+        return None
+    kind = opt.kind
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise OptionError(f"{label} must be true or false, not {value!r}")
+    if kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and not strict:
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise OptionError(f"{label} must be an integer, not {value!r}")
+    if kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str) and not strict:
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise OptionError(f"{label} must be a number, not {value!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and opt.parse is None and opt.choices is None:
+        return f"{value:g}" if isinstance(value, float) else str(value)  # bw: 100 in YAML
+    if not isinstance(value, str):
+        raise OptionError(f"{label} must be a string, not {value!r}")
+    return value
+
+
+def check_values(cfg: RunConfig, label: Callable[[str], str] = None, only: Optional[str] = None) -> None:
+    """Every field's type, finiteness, choices and range (OptionError naming the first bad one); with `only`,
+    just the fields that command takes."""
+    label = label or (lambda n: flag_of(n, option_of(n)))
+    for name, opt, _ in described():
+        if only is not None and only not in opt.commands:
+            continue
+        value = getattr(cfg, name)
+        if value is None:
+            if opt.required:
+                raise OptionError(f"{label(name)} is required")
+            continue
+        value = convert(value, opt, label(name), strict=False)
+        setattr(cfg, name, value)
+        if opt.choices is not None and value not in opt.choices:
+            raise OptionError(f"{label(name)} {value} is unknown: valid are {', '.join(opt.choices)}")
+        if opt.kind in (int, float):
+            if not math.isfinite(value):
+                raise OptionError(f"{label(name)} {value} is not a finite number")
+            low_ok = opt.low is None or (value > opt.low if opt.low_open else value >= opt.low)
+            if not low_ok or (opt.high is not None and value > opt.high):
+                lo = "(" if opt.low_open else "["
+                raise OptionError(f"{label(name)} {value:g} is out of range: give a value in {lo}{opt.low:g}, "
+                                  f"{opt.high:g}]")
+        if opt.parse is not None:
+            try:
+                opt.parse(value)
+            except ValueError as exc:
+                raise OptionError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What validation learned: the topology, bandwidth per level, the algorithm and its servers."""
+
+    topo: Topology
+    bw: Tuple[float, ...]
+    algorithm: object
+    servers: int
+    contributors: Tuple[int, ...]
+
+
+def check_topology(spec: str, emulated: bool) -> Topology:
+    """Parse a topology; emulated networks (and local runs, one process per host) stay within the host cap."""
+    topo = parse(spec)
+    if emulated and len(topo.hosts) > MAX_EMULATED_HOSTS:
+        raise OptionError(f"{topo.spec} has {len(topo.hosts)} hosts: emulation supports at most "
+                          f"{MAX_EMULATED_HOSTS} on one machine (dmlbed theory takes any size)")
+    return topo
+
+
+def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool = True) -> Checked:
+    """Check a run before anything starts: values, topology (host cap), bandwidth, algorithm and its options,
+    model and data. Raises OptionError / TopologyError / PlanError / ModelError (all ValueErrors)."""
+    label = label or (lambda n: flag_of(n, option_of(n)))
+    check_values(cfg, label)
+    topo = check_topology(cfg.topology, emulated)
+    bw = parse_bandwidth(cfg.bw, topo)
+    algorithm = get_algorithm(cfg.algo)
+    for name, opt, default in described():
+        if opt.algorithm_option and getattr(cfg, name) != default and name not in algorithm.options:
+            users = names_with(lambda a: name in a.options)
+            raise OptionError(f"{label(name)} applies to {', '.join(users)} only, not {algorithm.name}")
+    options = {name: getattr(cfg, name) for name, _, _ in described()}
+    algorithm.check(topo, cfg.servers, options)
+    shape = input_shape(cfg.model)
+    check_data(cfg.data, shape)
+    servers = algorithm.resolve_servers(cfg.servers)
+    return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)))
+
+
+def worker_options(cfg: RunConfig) -> Dict[str, Any]:
+    """The fields every worker's JSON carries."""
+    return {name: getattr(cfg, name) for name, opt, _ in described() if opt.worker}
+
+
+def did_you_mean(key: str, valid: Sequence[str]) -> str:
+    """' (did you mean X?)' for a near miss, else ''."""
+    close = difflib.get_close_matches(key, valid, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def from_mapping(entry: Mapping[str, Any], where: str, **fixed) -> RunConfig:
+    """A RunConfig from a compare-config mapping (YAML keys, strict types); OptionError names `where`."""
+    keys = yaml_keys()
+    by_key = {yaml_key(n, o): n for n, o, _ in described() if o.yaml}
+    values = {}
+    for key, value in entry.items():
+        if key == "label":
+            continue
+        if key not in by_key:
+            raise OptionError(f"{where}: unknown key '{key}'{did_you_mean(str(key), keys)}: valid are "
+                              f"{', '.join(sorted(keys))}")
+        values[by_key[key]] = value
+    values = coerce(values, lambda n: f"{where}: {yaml_key(n, option_of(n))}", strict=True)
+    values.update(fixed)
+    return RunConfig(**values)
+
+
+__all__ = ["RunConfig", "Option", "OptionError", "Checked", "validate", "add_arguments", "from_args",
+           "from_mapping", "worker_options", "yaml_keys", "check_topology", "MAX_EMULATED_HOSTS", "TopologyError"]

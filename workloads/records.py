@@ -1,0 +1,137 @@
+"""One record per rank and iteration, the same fields for every algorithm, written as JSON lines."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Deque, Dict, List, Optional
+
+
+@dataclass
+class IterationRecord:
+    """What one rank did in one iteration (wall-clock times are seconds since the epoch; hosts share a clock).
+
+    compute_s: forward+backward as the run counts it (the emulated device time with --compute-time);
+    compute_real_s / compute_cpu_s: the real forward+backward wall and CPU time of the compute thread;
+    sync_start / sync_end: this rank's gradient synchronization;
+    payload: phase -> [fp32 bytes, bytes actually sent] (codecs and filters make them differ);
+    split: strategy-specific per-rank quantities (seconds or fractions; reports average them over workers);
+    marks: named [start, end] timestamps (reports take the global span over ranks);
+    tx_bytes / rx_bytes: bytes per interface of this rank's namespace since its previous record.
+    """
+
+    rank: int
+    iteration: int
+    role: str
+    start: float = 0.0
+    end: float = 0.0
+    compute_s: float = 0.0
+    compute_real_s: float = 0.0
+    compute_cpu_s: float = 0.0
+    compute_over_budget: bool = False
+    sync_start: float = 0.0
+    sync_end: float = 0.0
+    loss: Optional[float] = None
+    payload: Dict[str, List[int]] = field(default_factory=dict)
+    split: Dict[str, float] = field(default_factory=dict)
+    marks: Dict[str, List[float]] = field(default_factory=dict)
+    tx_bytes: Dict[str, int] = field(default_factory=dict)
+    rx_bytes: Dict[str, int] = field(default_factory=dict)
+    pending: bool = field(default=False, repr=False)  # completed later (asynchronous strategies)
+
+    @property
+    def gst_s(self) -> float:
+        """This rank's synchronization time."""
+        return self.sync_end - self.sync_start
+
+    def add_payload(self, phase: str, fp32_bytes: int, sent_bytes: int) -> None:
+        """Count payload bytes of one phase."""
+        acc = self.payload.setdefault(phase, [0, 0])
+        acc[0] += int(fp32_bytes)
+        acc[1] += int(sent_bytes)
+
+    def to_dict(self) -> dict:
+        """The JSON line (derived gst_s and iteration_s included for readers)."""
+        out = asdict(self)
+        out.pop("pending")
+        out.update(gst_s=self.gst_s, iteration_s=self.end - self.start)
+        return out
+
+
+def interface_bytes(names) -> Dict[str, Dict[str, int]]:
+    """tx/rx byte counters of this namespace's interfaces (from /proc/net/dev, which is per namespace)."""
+    out = {}
+    if not names:
+        return out
+    with open("/proc/net/dev") as f:
+        for line in f.readlines()[2:]:
+            name, _, rest = line.partition(":")
+            name = name.strip()
+            if name in names:
+                fields = rest.split()
+                out[name] = {"rx": int(fields[0]), "tx": int(fields[8])}
+    return out
+
+
+class Recorder:
+    """Writes records in iteration order as they complete, with the interface bytes moved since the last one."""
+
+    def __init__(self, path: str, interfaces: List[str]):
+        self.interfaces = list(interfaces)
+        self.file = open(path, "a", buffering=1)
+        self.counters = interface_bytes(self.interfaces)
+        self.waiting: Deque[IterationRecord] = deque()
+
+    def add(self, rec: IterationRecord) -> None:
+        """Queue a record; write every leading record that is complete."""
+        self.waiting.append(rec)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the complete records at the head of the queue."""
+        while self.waiting and not self.waiting[0].pending:
+            rec = self.waiting.popleft()
+            now = interface_bytes(self.interfaces)
+            rec.tx_bytes = {k: now[k]["tx"] - self.counters.get(k, now[k])["tx"] for k in now}
+            rec.rx_bytes = {k: now[k]["rx"] - self.counters.get(k, now[k])["rx"] for k in now}
+            self.counters = now
+            self.file.write(json.dumps(rec.to_dict()) + "\n")
+
+    def close(self) -> None:
+        """Write what is complete and close the file."""
+        self.flush()
+        self.file.close()
+
+
+def read_rows(out_dir: str, ranks: int) -> Dict[int, List[dict]]:
+    """Every complete JSON line each rank wrote so far (a torn last line is skipped)."""
+    rows = {}
+    for r in range(ranks):
+        path = os.path.join(out_dir, f"rank-{r}.jsonl")
+        rows[r] = []
+        if os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    if not line.endswith("\n"):
+                        continue
+                    try:
+                        rows[r].append(json.loads(line))
+                    except ValueError:
+                        continue
+    return rows
+
+
+def read_finals(out_dir: str, ranks: int) -> Dict[int, dict]:
+    """The end-of-run record of each rank that finished."""
+    finals = {}
+    for r in range(ranks):
+        path = os.path.join(out_dir, f"rank-{r}.final.json")
+        if os.path.exists(path):
+            try:
+                with open(path) as f:
+                    finals[r] = json.load(f)
+            except ValueError:
+                continue
+    return finals

@@ -1,0 +1,212 @@
+"""What every synchronization strategy gets (the rank's context, the model's state, a compute clock) and the
+interface each one implements. Modelled on torch's DDP communication hooks: small state objects, one
+class per way of synchronizing, chosen by the algorithm's descriptor."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from contextlib import contextmanager
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from emulation.spec.topology import parse
+from workloads import verify
+from workloads.algorithms import get as get_algorithm
+from workloads.channel import Channel
+from workloads.records import IterationRecord
+
+
+class RankContext:
+    """What one rank knows: its config, the topology, its algorithm, its role, where results go."""
+
+    def __init__(self, cfg: dict):
+        self.cfg = cfg
+        self.rank, self.ranks = cfg["rank"], cfg["ranks"]
+        self.topo = parse(cfg["topology"])
+        self.algorithm = get_algorithm(cfg["algo"])
+        self.servers = self.algorithm.resolve_servers(cfg.get("servers", 0))
+        self.contributors = self.algorithm.contributors(self.topo, self.servers)
+        self.is_server = self.rank not in self.contributors
+        self.out_dir = cfg["out_dir"]
+
+    @property
+    def role(self) -> str:
+        """'server' (aggregates only) or 'worker' (trains)."""
+        return "server" if self.is_server else "worker"
+
+    @property
+    def workers(self) -> int:
+        """Number of ranks that train."""
+        return len(self.contributors)
+
+    def name(self, rank: int) -> str:
+        """'h3 (rank 3)' for messages."""
+        return f"{self.topo.hosts[rank].name} (rank {rank})"
+
+    def channel(self, plan, layout, port_offset: int = 0) -> Channel:
+        """The connections and executor of one plan for this rank (separate port offsets for concurrent plans)."""
+        return Channel(self.cfg, plan, layout, port_offset)
+
+    def check(self, iteration: int, name: str, kind: str, side: str, array: np.ndarray,
+              counts: Dict[str, int]) -> None:
+        """In the first iteration, save this rank's input or output of a result check (see workloads.verify)."""
+        if iteration == 0 and self.cfg.get("verify", True):
+            verify.save(self.out_dir, name, kind, side, self.rank, np.asarray(array), counts)
+
+
+class ModelState:
+    """The model's parameters, gradients and SGD optimizer as flat fp32 vectors in layer-major order."""
+
+    def __init__(self, model: torch.nn.Module, lr: float):
+        self.model = model
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.sizes = [p.numel() for p in self.params]
+        self.total = sum(self.sizes)
+        self.optimizer = torch.optim.SGD(self.params, lr=lr)
+        self.lr = lr
+        self._flat = torch.empty(self.total)
+
+    def zero_grad(self) -> None:
+        """Clear gradients (kept allocated)."""
+        for p in self.params:
+            if p.grad is not None:
+                p.grad.zero_()
+
+    def gradient(self) -> torch.Tensor:
+        """The local gradient as one flat tensor (a buffer reused every iteration)."""
+        torch.cat([p.grad.reshape(-1) for p in self.params], out=self._flat)
+        return self._flat
+
+    def set_gradient(self, flat: torch.Tensor) -> None:
+        """Write a flat gradient back into the parameters' .grad."""
+        offset = 0
+        for p in self.params:
+            if p.grad is None:
+                p.grad = torch.empty_like(p)
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+    def step(self) -> None:
+        """One SGD step with the gradient in .grad."""
+        self.optimizer.step()
+
+    def parameters_flat(self) -> np.ndarray:
+        """A copy of every parameter, flat."""
+        return torch.cat([p.detach().reshape(-1) for p in self.params]).numpy().copy()
+
+    def load(self, flat: np.ndarray) -> None:
+        """Overwrite the parameters from a flat vector."""
+        with torch.no_grad():
+            offset = 0
+            for p in self.params:
+                p.copy_(torch.from_numpy(flat[offset:offset + p.numel()]).view_as(p))
+                offset += p.numel()
+
+    def checksum(self) -> str:
+        """SHA-256 of every parameter's bytes: equal across replicas iff the replicas are identical."""
+        h = hashlib.sha256()
+        for p in self.params:
+            h.update(p.detach().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+
+class ComputeClock:
+    """Times an iteration's compute segments (wall and CPU time of this thread) and, given a device time S
+    (--compute-time), stretches them so the iteration's compute takes S: each segment is padded in proportion
+    to its share of the previous iteration's real compute, and finish() makes up the rest. A real compute
+    slower than S cannot be hidden: the record says so (compute_over_budget)."""
+
+    def __init__(self, device_s: Optional[float] = None):
+        self.device_s = device_s if device_s else None
+        self.previous_real: Optional[float] = None
+        self.begin()
+
+    def begin(self) -> None:
+        """Start an iteration."""
+        self.real = self.cpu = self.elapsed = 0.0
+        self.intervals: List[Tuple[float, float]] = []
+
+    @contextmanager
+    def segment(self):
+        """Time one piece of compute (and pad it when emulating a device)."""
+        start, wall0, cpu0 = time.time(), time.perf_counter(), time.thread_time()
+        yield
+        real = time.perf_counter() - wall0
+        self.cpu += time.thread_time() - cpu0
+        self.real += real
+        if self.device_s and self.previous_real:
+            budget = self.device_s - self.elapsed - real
+            self._sleep(min(real * (self.device_s / self.previous_real - 1.0), budget))
+        self.elapsed += time.perf_counter() - wall0
+        self.intervals.append((start, time.time()))
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+    def finish(self, rec: IterationRecord) -> None:
+        """End the iteration's compute: pad to the device time and fill the record's compute fields."""
+        if self.device_s:
+            t0 = time.perf_counter()
+            self._sleep(self.device_s - self.elapsed)
+            self.elapsed += time.perf_counter() - t0
+            rec.compute_over_budget = self.real > self.device_s
+        rec.compute_s = self.elapsed
+        rec.compute_real_s = self.real
+        rec.compute_cpu_s = self.cpu
+        self.previous_real = self.real
+
+
+class Strategy:
+    """How a rank synchronizes. Workers: before_compute, forward (inside the compute clock), synchronize (which
+    also applies the result, or leaves the record pending until it does); dedicated servers: serve."""
+
+    def __init__(self, ctx: RankContext, state: ModelState):
+        self.ctx, self.state = ctx, state
+
+    def before_compute(self, iteration: int, rec: IterationRecord) -> None:
+        """Called on workers before the forward pass."""
+
+    def forward(self, x: torch.Tensor, clock: ComputeClock) -> torch.Tensor:
+        """The forward pass (a strategy may interleave parameter arrival with it)."""
+        with clock.segment():
+            return self.state.model(x)
+
+    def synchronize(self, iteration: int, gradient: torch.Tensor, rec: IterationRecord) -> None:
+        """Synchronize this worker's local gradient with the others and apply the result."""
+        raise NotImplementedError
+
+    def serve(self, iteration: int, rec: IterationRecord) -> None:
+        """One iteration of a dedicated server."""
+        raise NotImplementedError(f"{type(self).__name__} has no dedicated servers")
+
+    def finish(self) -> Dict[str, object]:
+        """After the last iteration: complete what is pending; returns extras for the final record."""
+        return {}
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+def wire_snapshot(executor) -> Dict[Tuple[int, int], Tuple[int, int]]:
+    """The executor's cumulative (fp32, sent) payload bytes per (stream, step)."""
+    return dict(executor.wire_by_step)
+
+
+def wire_since(executor, before) -> Dict[Tuple[int, int], Tuple[int, int]]:
+    """(fp32, sent) payload bytes per (stream, step) since a snapshot."""
+    out = {}
+    for key, (raw, enc) in executor.wire_by_step.items():
+        r0, e0 = before.get(key, (0, 0))
+        if raw - r0 or enc - e0:
+            out[key] = (raw - r0, enc - e0)
+    return out
+
+
+def wire_total(executor, before) -> Tuple[int, int]:
+    """(fp32, sent) payload bytes of every step since a snapshot."""
+    delta = wire_since(executor, before).values()
+    return sum(r for r, _ in delta), sum(e for _, e in delta)

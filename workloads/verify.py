@@ -1,0 +1,92 @@
+"""Result checks of a run's first iteration: ranks save what went in and what came out, the runner compares.
+
+Kinds: "sum" -- every output equals the sum of the inputs (within the fp32 rounding bound);
+"sharded" -- the outputs together (each a disjoint shard, zeros elsewhere) add up to the sum of the inputs;
+"max" -- every output equals the element-wise maximum of the inputs exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from workloads.plan import fp32_sum_tolerance
+
+CHECK_DIR = "checks"
+KINDS = ("sum", "sharded", "max")
+MAX_CHECK_BYTES = 64 << 20  # larger arrays are not saved (the check reports null)
+
+
+def save(out_dir: str, name: str, kind: str, side: str, rank: int, array: np.ndarray,
+         counts: Dict[str, int]) -> bool:
+    """Save one rank's input ('in') or output ('out') of check `name`, whose complete set has counts
+    {'in': ranks giving inputs, 'out': ranks giving outputs}; False when it is too big to keep."""
+    if kind not in KINDS or side not in ("in", "out"):
+        raise ValueError(f"bad check {name}: kind {kind}, side {side}")
+    folder = os.path.join(out_dir, CHECK_DIR, name)
+    os.makedirs(folder, exist_ok=True)
+    if array.nbytes > MAX_CHECK_BYTES:
+        open(os.path.join(folder, "too-big"), "w").close()
+        return False
+    with open(os.path.join(folder, "kind.json"), "w") as f:
+        json.dump({"kind": kind, "counts": counts}, f)
+    np.save(os.path.join(folder, f"{side}-{rank}.npy"), np.ascontiguousarray(array, dtype=np.float32))
+    return True
+
+
+def _load(folder: str, side: str) -> List[np.ndarray]:
+    names = sorted(n for n in os.listdir(folder) if n.startswith(f"{side}-") and n.endswith(".npy"))
+    return [np.load(os.path.join(folder, n)) for n in names]
+
+
+def check_one(kind: str, inputs: List[np.ndarray], outputs: List[np.ndarray]) -> bool:
+    """Whether outputs are what `kind` says they must be, given inputs."""
+    if not inputs or not outputs or len({a.shape for a in inputs + outputs}) != 1:
+        return False
+    if kind == "max":
+        expected = np.maximum.reduce(inputs)
+        return all(np.array_equal(o, expected) for o in outputs)
+    expected = np.sum([x.astype(np.float64) for x in inputs], axis=0)
+    tol = fp32_sum_tolerance(inputs) + 1e-30
+    if kind == "sharded":
+        # each shard is a partial sum in fp32 and the shards do not overlap: their total obeys the same bound
+        return bool(np.all(np.abs(np.sum([o.astype(np.float64) for o in outputs], axis=0) - expected) <= tol))
+    return all(bool(np.all(np.abs(o.astype(np.float64) - expected) <= tol)) for o in outputs)
+
+
+def verify(out_dir: str, remove: bool = True) -> Dict[str, Optional[bool]]:
+    """Every saved check of a run: name -> passed (None when too big to save); deletes the arrays after."""
+    root = os.path.join(out_dir, CHECK_DIR)
+    results: Dict[str, Optional[bool]] = {}
+    if not os.path.isdir(root):
+        return results
+    for name in sorted(os.listdir(root)):
+        folder = os.path.join(root, name)
+        if os.path.exists(os.path.join(folder, "too-big")):
+            results[name] = None
+            continue
+        try:
+            with open(os.path.join(folder, "kind.json")) as f:
+                spec = json.load(f)
+            inputs, outputs = _load(folder, "in"), _load(folder, "out")
+            complete = len(inputs) == spec["counts"]["in"] and len(outputs) == spec["counts"]["out"]
+            results[name] = complete and check_one(spec["kind"], inputs, outputs)
+        except (OSError, ValueError):
+            results[name] = False
+    if remove:
+        shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
+def overall(results: Dict[str, Optional[bool]]) -> Optional[bool]:
+    """True when every check passed, False when one failed, None when there was nothing to check."""
+    if any(v is False for v in results.values()):
+        return False
+    if not results or all(v is None for v in results.values()):
+        return None
+    return True
+
