@@ -15,11 +15,12 @@ from workloads.plan import PieceLayout, fp32_sum_tolerance
 from workloads.transport import Transport, TransportError
 
 
-def rank_main(plan, rank, shape, ports, seed, iterations, queue, die_at=None):
+def rank_main(plan, rank, shape, ports, seed, iterations, queue, die_at=None, chunk_bytes=256 << 10):
     try:
         layout = PieceLayout(shape, plan.pieces)
         transport = Transport(rank, ("127.0.0.1", ports[rank]), timeout=10)
-        ex = PlanExecutor(plan, rank, layout, transport, lambda peer, s, lvl: ("127.0.0.1", ports[peer]))
+        ex = PlanExecutor(plan, rank, layout, transport, lambda peer, s, lvl: ("127.0.0.1", ports[peer]),
+                          chunk_bytes=chunk_bytes)
         results = []
         for it in range(iterations):
             if die_at is not None and it == die_at:
@@ -37,12 +38,12 @@ def rank_main(plan, rank, shape, ports, seed, iterations, queue, die_at=None):
         queue.put((rank, "error", f"{type(exc).__name__}: {exc}"))
 
 
-def run_local(plan, shape, iterations=2, die=None):
+def run_local(plan, shape, iterations=2, die=None, chunk_bytes=256 << 10):
     ports = free_ports(plan.ranks)
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
     procs = [ctx.Process(target=rank_main, args=(plan, r, shape, ports, 7, iterations, queue,
-                                                  die[1] if die and die[0] == r else None))
+                                                  die[1] if die and die[0] == r else None, chunk_bytes))
              for r in range(plan.ranks)]
     for p in procs:
         p.start()
@@ -65,11 +66,14 @@ CASES = [("ps", "star:4"), ("ring", "star:5"), ("bml", "bcube:3,2"), ("bml", "bc
          ("hier", "fattree:4"), ("ps", "bcube:2,2")]
 
 
-@pytest.mark.parametrize("algo,spec", CASES)
-def test_engine_gives_exact_sum_over_tcp(algo, spec):
+@pytest.mark.parametrize("chunk_bytes", [256 << 10, 4096])
+@pytest.mark.parametrize("algo,spec", CASES + [("blueconnect", "tree:3,2,2"), ("twolevel", "tree:2,2"),
+                                               ("hd", "star:6")])
+def test_engine_gives_exact_sum_over_tcp(algo, spec, chunk_bytes):
+    """Whole pieces, and pieces cut into many chunks that flow between steps as soon as they are ready."""
     plan = build_plan(algo, parse(spec))
-    shape = [3000, 100, 7]
-    out = run_local(plan, shape)
+    shape = [30000, 100, 7]
+    out = run_local(plan, shape, chunk_bytes=chunk_bytes)
     layout = PieceLayout(shape, plan.pieces)
     assert sorted(out) == list(range(plan.ranks)), out
     for it in range(2):

@@ -17,3 +17,15 @@ def peer_address(topo: Topology, src: int, dst: int, level: Optional[int] = None
         if len(differing) == 1:
             return b.interface(differing[0]).ip
     return b.ip
+
+
+def peer_level(topo: Topology, src: int, dst: int, level: Optional[int] = None) -> int:
+    """The link level a transfer from src to dst leaves on (the interface peer_address picks)."""
+    if level is not None:
+        return level
+    a, b = topo.hosts[src], topo.hosts[dst]
+    if topo.kind == "bcube":
+        differing = [l for l in range(len(a.coords)) if a.coords[l] != b.coords[l]]
+        if len(differing) == 1:
+            return differing[0]
+    return 0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from emulation.spec.topology import parse
-from workloads.addresses import peer_address
-from workloads.engine import PlanExecutor
-from workloads.transport import Transport
+from workloads.addresses import peer_address, peer_level
+from workloads.engine import CHUNK_BYTES, PlanExecutor
+from workloads.transport import SOCKET_BUFFER, Transport
 
 
 class Channel:
@@ -29,7 +29,10 @@ class Channel:
             port = cfg["port"] + port_offset
             listen = ("0.0.0.0", port)
             resolve = lambda peer, stream, level: (peer_address(topo, rank, peer, level), port)  # noqa: E731
-        self.executor = PlanExecutor(plan, rank, layout, Transport(rank, listen, cfg["timeout"], names), resolve)
+        transport = Transport(rank, listen, cfg["timeout"], names, cfg.get("socket_buffer", SOCKET_BUFFER))
+        self.executor = PlanExecutor(plan, rank, layout, transport, resolve,
+                                     level_of=lambda peer, level: peer_level(topo, rank, peer, level),
+                                     chunk_bytes=cfg.get("chunk_bytes", CHUNK_BYTES))
 
     def run(self, buf: np.ndarray, **kwargs) -> None:
         """Run the plan on buf in place (kwargs: reduce, codec, layout, on_step)."""

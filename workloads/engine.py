@@ -1,4 +1,12 @@
-"""The one engine: executes any Plan for one rank over the Transport, in place on a piece-major buffer."""
+"""The one engine: executes any Plan for one rank over the Transport, in place on a piece-major buffer.
+
+Execution is dataflow over chunks, as collective libraries do: every piece is cut into chunks, each
+connection (peer, stream) carries its chunks in plan order, and a chunk's transfer in step n starts as soon
+as this rank has finished every earlier-step transfer of that same chunk -- not when the whole step is
+done. The plan still decides what is computed: per chunk, the operations happen in step order, so the
+in-memory reference (plan.simulate) and the exact-sum checks hold. Plans whose steps are requests and
+replies (iBatch pulls) set meta["barriers"]: then a step starts when this rank's previous steps are done.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,8 @@ import numpy as np
 
 from workloads.plan import REDUCE, PieceLayout, Plan
 from workloads.transport import Address, Transport
+
+CHUNK_BYTES = 256 << 10
 
 
 def connections(plan: Plan, rank: int) -> Tuple[List[Tuple[int, int, Optional[int]]], List[Tuple[int, int]]]:
@@ -26,35 +36,81 @@ def connections(plan: Plan, rank: int) -> Tuple[List[Tuple[int, int, Optional[in
     return [(p, s, lvl) for (p, s), lvl in sorted(out.items())], sorted(inc)
 
 
+def connection_levels(plan: Plan, rank: int, level_of) -> Dict[Tuple[int, int], int]:
+    """(peer, stream) -> the link level this rank's transfers with that peer cross (the same both ways)."""
+    pinned: Dict[Tuple[int, int], Optional[int]] = {}
+    for s, stream in enumerate(plan.streams):
+        for step in stream:
+            for t in step:
+                if rank in (t.src, t.dst):
+                    key = (t.dst if t.src == rank else t.src, s)
+                    if pinned.get(key) is None:
+                        pinned[key] = t.level
+    return {key: level_of(key[0], lvl) for key, lvl in pinned.items()}
+
+
+class _Op:
+    """One chunk of one transfer as this rank sees it."""
+
+    __slots__ = ("stream", "step", "piece", "lo", "hi", "send", "peer", "op", "region")
+
+    def __init__(self, stream, step, piece, lo, hi, send, peer, op, region):
+        self.stream, self.step, self.piece, self.lo, self.hi = stream, step, piece, lo, hi
+        self.send, self.peer, self.op, self.region = send, peer, op, region
+
+
+class _Schedule:
+    """This rank's chunk operations for one layout: per connection in wire order, and the dependencies."""
+
+    def __init__(self, plan: Plan, rank: int, layout: PieceLayout, chunk_elems: int, barriers: bool):
+        self.queues: Dict[Tuple[str, int, int], List[_Op]] = {}
+        self.counts: Dict[object, Dict[int, int]] = {}  # region -> step -> ops
+        self.step_ops: Dict[Tuple[int, int], int] = {}  # (stream, step) -> ops of this rank
+        for s, stream in enumerate(plan.streams):
+            for n, step in enumerate(stream):
+                self.step_ops.setdefault((s, n), 0)
+                for t in sorted(step, key=lambda t: (t.piece, t.src, t.dst)):
+                    if rank not in (t.src, t.dst):
+                        continue
+                    send = t.src == rank
+                    peer = t.dst if send else t.src
+                    a, b = layout.bounds[t.piece]
+                    cuts = list(range(a, b, chunk_elems)) + [b] if b > a else [a, b]
+                    for lo, hi in zip(cuts[:-1], cuts[1:]):
+                        region = s if barriers else (t.piece, lo)
+                        op = _Op(s, n, t.piece, lo, hi, send, peer, t.op, region)
+                        self.queues.setdefault(("send" if send else "recv", peer, s), []).append(op)
+                        steps = self.counts.setdefault(region, {})
+                        steps[n] = steps.get(n, 0) + 1
+                        self.step_ops[(s, n)] += 1
+        self.steps = {s: len(stream) for s, stream in enumerate(plan.streams)}
+
+
 class PlanExecutor:
-    """Runs one rank's part of a plan: streams in parallel threads, each step's transfers concurrently."""
+    """Runs one rank's part of a plan: one thread per connection and direction, chunks as dataflow."""
 
     def __init__(self, plan: Plan, rank: int, layout: PieceLayout, transport: Transport,
-                 resolve: Callable[[int, int, Optional[int]], Address]):
+                 resolve: Callable[[int, int, Optional[int]], Address],
+                 level_of: Callable[[int, Optional[int]], int] = lambda peer, level: level or 0,
+                 chunk_bytes: int = CHUNK_BYTES):
         self.plan, self.rank, self.layout, self.transport = plan, rank, layout, transport
-        self.trace: Optional[list] = None  # set to [] to record every transfer's start/end
+        self.barriers = bool(plan.meta.get("barriers"))
+        self.chunk_elems = max(1, chunk_bytes // 4)
         self.wire_bytes = 0  # payload bytes this rank sent (encoded size when a codec is used)
         self.wire_by_step: Dict[Tuple[int, int], Tuple[int, int]] = {}  # (stream, step) -> (fp32, sent)
-        self.count_lock = threading.Lock()
-        self._reduce, self._codec, self._layout, self._on_step = np.add, None, layout, None
+        self.trace: List[dict] = []  # per connection, direction and step: bytes, start, end, waiting
         outgoing, incoming = connections(plan, rank)
+        self.levels = connection_levels(plan, rank, level_of)
         transport.connect([(p, s, resolve(p, s, lvl)) for p, s, lvl in outgoing], incoming)
-        fan = max([1] + [len({(t.src, t.dst) for t in step if rank in (t.src, t.dst)})
-                         for stream in plan.streams for step in stream])
-        # stream runners wait on their own transfer jobs in the same pool: room for both
-        self.pool = ThreadPoolExecutor(max_workers=len(plan.streams) * (fan + 1))
-        self.locks: Dict[int, threading.Lock] = {p: threading.Lock() for p in range(plan.pieces)}
-        # One job per peer and direction per step; a connection carries its pieces in piece order.
-        self.my_steps = [[self._group(step) for step in stream] for stream in plan.streams]
+        self.pool = ThreadPoolExecutor(max_workers=max(1, len(outgoing) + len(incoming)))
+        self.schedules: Dict[int, _Schedule] = {}
+        self.count_lock = threading.Lock()
 
-    def _group(self, step) -> List[list]:
-        groups: Dict[Tuple[str, int], list] = {}
-        for t in sorted(step, key=lambda t: t.piece):
-            if t.src == self.rank:
-                groups.setdefault(("send", t.dst), []).append(t)
-            elif t.dst == self.rank:
-                groups.setdefault(("recv", t.src), []).append(t)
-        return list(groups.values())
+    def _schedule(self, layout: PieceLayout) -> _Schedule:
+        key = id(layout)
+        if key not in self.schedules:
+            self.schedules[key] = (layout, _Schedule(self.plan, self.rank, layout, self.chunk_elems, self.barriers))
+        return self.schedules[key][1]
 
     def run(self, buf: np.ndarray, reduce=np.add, codec=None, layout: Optional[PieceLayout] = None,
             on_step: Optional[Callable[[int, int], None]] = None) -> None:
@@ -63,71 +119,141 @@ class PlanExecutor:
         reduce: how a received piece combines (np.add for sums, np.maximum for shared scalers);
         codec: optional wire codec (encode(array) -> bytes, decode(bytes, count) -> array);
         layout: the pieces of buf when it is not the gradient (e.g. a small vector of scalers);
-        on_step: called with (stream, step) as soon as this rank finished that step (iBatch uses it to
-        start the forward pass of a layer batch while later batches are still being pulled).
+        on_step: called with (stream, step), in step order per stream, as soon as this rank finished that
+        step (iBatch starts the forward pass of a layer batch while later batches are still being pulled).
         """
-        self._reduce, self._codec, self._on_step = reduce, codec, on_step
-        self._layout = layout or self.layout
-        futures = [self.pool.submit(self._run_stream, s, buf) for s in range(len(self.plan.streams))]
+        sched = self._schedule(layout or self.layout)
+        run = _Run(self, sched, buf, reduce, codec, on_step)
+        futures = [self.pool.submit(run.connection, key, ops) for key, ops in sched.queues.items()]
+        run.report_empty_steps()
+        errors = []
         for f in futures:
-            f.result()
+            try:
+                f.result()
+            except Exception as exc:  # the first failure, after every connection finished or failed
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        self.trace.extend(run.trace)
 
-    def _run_stream(self, s: int, buf: np.ndarray) -> None:
-        for n, transfers in enumerate(self.my_steps[s]):
-            if not transfers:
-                if self._on_step:
-                    self._on_step(s, n)
-                continue
-            jobs = [self.pool.submit(self._transfer_all, s, n, group, buf) for group in transfers]
-            errors = []
-            for job in jobs:
-                try:
-                    job.result()
-                except Exception as exc:  # report the first failure after all finished or failed
-                    errors.append(exc)
-            if errors:
-                raise errors[0]
-            if self._on_step:
-                self._on_step(s, n)
-
-    def _transfer_all(self, s: int, n: int, group, buf: np.ndarray) -> None:
-        for t in group:
-            started = time.time()
-            self._transfer(s, n, t, buf)
-            if self.trace is not None:
-                a, b = self._layout.bounds[t.piece]
-                self.trace.append({"stream": s, "step": n, "piece": t.piece, "src": t.src, "dst": t.dst,
-                                   "op": t.op, "bytes": (b - a) * 4, "start": started, "end": time.time()})
-
-    def _transfer(self, s: int, n: int, t, buf: np.ndarray) -> None:
-        a, b = self._layout.bounds[t.piece]
-        view = buf[a:b]
-        codec = self._codec
-        if t.src == self.rank:
-            payload = codec.encode(view) if codec else memoryview(view)
-            self.transport.send(t.dst, s, n, t.piece, payload)
-            with self.count_lock:
-                sent = len(payload) if codec else view.nbytes
-                self.wire_bytes += sent
-                raw, enc = self.wire_by_step.get((s, n), (0, 0))
-                self.wire_by_step[(s, n)] = (raw + view.nbytes, enc + sent)
-            return
-        if codec:
-            data = self.transport.recv_message(t.src, s, n, t.piece, view.nbytes + view.nbytes // 64 + 1024)
-            incoming = codec.decode(bytes(data), len(view))
-        elif t.op == REDUCE:
-            incoming = np.empty_like(view)
-            self.transport.recv_into(t.src, s, n, t.piece, memoryview(incoming))
-        else:
-            self.transport.recv_into(t.src, s, n, t.piece, memoryview(view))
-            return
-        if t.op == REDUCE:
-            with self.locks[t.piece]:
-                self._reduce(view, incoming, out=view)
-        else:
-            view[:] = incoming
+    def drain_trace(self) -> List[dict]:
+        """The transfers traced since the last call."""
+        out, self.trace = self.trace, []
+        return out
 
     def close(self) -> None:
-        """Stop the thread pool and close connections."""
+        """Stop the threads and close connections."""
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.transport.close()
+
+
+class _Run:
+    """The state of one run(): completed operations per region and step, locks, errors, the trace."""
+
+    def __init__(self, ex: PlanExecutor, sched: _Schedule, buf, reduce, codec, on_step):
+        self.ex, self.sched, self.buf, self.reduce, self.codec, self.on_step = ex, sched, buf, reduce, codec, on_step
+        self.left = {region: dict(steps) for region, steps in sched.counts.items()}
+        self.step_left = dict(sched.step_ops)
+        self.reported = {s: 0 for s in sched.steps}
+        self.cond = threading.Condition()
+        self.locks: Dict[object, threading.Lock] = {region: threading.Lock() for region in sched.counts}
+        self.failed: Optional[BaseException] = None
+        self.trace: List[dict] = []
+
+    def _ready(self, op: _Op) -> bool:
+        steps = self.left[op.region]
+        return all(count == 0 for step, count in steps.items() if step < op.step)
+
+    def _wait(self, op: _Op) -> float:
+        """Block until op's earlier-step operations on its region are done; returns seconds waited."""
+        start = time.perf_counter()
+        with self.cond:
+            while not self._ready(op):
+                if self.failed is not None:
+                    raise RuntimeError("another transfer of this rank failed") from self.failed
+                self.cond.wait(1.0)
+        return time.perf_counter() - start
+
+    def _done(self, op: _Op) -> None:
+        with self.cond:
+            self.left[op.region][op.step] -= 1
+            self.step_left[(op.stream, op.step)] -= 1
+            self.cond.notify_all()
+            self._report(op.stream)
+
+    def _report(self, stream: int) -> None:
+        """Call on_step for every finished step of the stream, in order (caller holds cond)."""
+        if self.on_step is None:
+            return
+        while self.reported[stream] < self.sched.steps[stream] and \
+                self.step_left[(stream, self.reported[stream])] == 0:
+            self.on_step(stream, self.reported[stream])
+            self.reported[stream] += 1
+
+    def report_empty_steps(self) -> None:
+        """Steps in which this rank does nothing are finished from the start."""
+        with self.cond:
+            for s in self.sched.steps:
+                self._report(s)
+
+    def connection(self, key, ops: List[_Op]) -> None:
+        """Carry one connection's chunks in order, each as soon as it is ready."""
+        direction, peer, stream = key
+        level = self.ex.levels.get((peer, stream), 0)
+        current, entry = None, None
+        try:
+            for op in ops:
+                if op.step != current:
+                    if entry:
+                        self.trace.append(entry)
+                    current = op.step
+                    entry = {"stream": stream, "step": op.step, "peer": peer, "dir": direction, "level": level,
+                             "bytes": 0, "wire_bytes": 0, "wait_s": 0.0, "start": None, "end": None}
+                entry["wait_s"] += self._wait(op)
+                if entry["start"] is None:
+                    entry["start"] = time.time()
+                sent = self._send(op) if op.send else self._recv(op)
+                entry["bytes"] += (op.hi - op.lo) * 4
+                entry["wire_bytes"] += sent
+                entry["end"] = time.time()
+                self._done(op)
+            if entry:
+                self.trace.append(entry)
+        except BaseException as exc:
+            with self.cond:
+                if self.failed is None:
+                    self.failed = exc
+                self.cond.notify_all()
+            raise
+
+    def _send(self, op: _Op) -> int:
+        view = self.buf[op.lo:op.hi]
+        payload = self.codec.encode(view) if self.codec else memoryview(view)
+        self.ex.transport.send(op.peer, op.stream, op.step, op.piece, payload)
+        sent = len(payload) if self.codec else view.nbytes
+        with self.ex.count_lock:
+            self.ex.wire_bytes += sent
+            raw, enc = self.ex.wire_by_step.get((op.stream, op.step), (0, 0))
+            self.ex.wire_by_step[(op.stream, op.step)] = (raw + view.nbytes, enc + sent)
+        return sent
+
+    def _recv(self, op: _Op) -> int:
+        view = self.buf[op.lo:op.hi]
+        transport = self.ex.transport
+        if self.codec:
+            data = transport.recv_message(op.peer, op.stream, op.step, op.piece, view.nbytes + view.nbytes // 64 + 1024)
+            incoming = self.codec.decode(bytes(data), len(view))
+            size = len(data)
+        elif op.op == REDUCE:
+            incoming = np.empty_like(view)
+            transport.recv_into(op.peer, op.stream, op.step, op.piece, memoryview(incoming))
+            size = view.nbytes
+        else:
+            transport.recv_into(op.peer, op.stream, op.step, op.piece, memoryview(view))
+            return view.nbytes
+        if op.op == REDUCE:
+            with self.locks[op.region]:
+                self.reduce(view, incoming, out=view)
+        else:
+            view[:] = incoming
+        return size

@@ -8,6 +8,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Deque, Dict, List, Optional
 
+from workloads.netstats import delta, tcp_counters
+
 
 @dataclass
 class IterationRecord:
@@ -19,7 +21,9 @@ class IterationRecord:
     payload: phase -> [fp32 bytes, bytes actually sent] (codecs and filters make them differ);
     split: strategy-specific per-rank quantities (seconds or fractions; reports average them over workers);
     marks: named [start, end] timestamps (reports take the global span over ranks);
-    tx_bytes / rx_bytes: bytes per interface of this rank's namespace since its previous record.
+    tx_bytes / rx_bytes: bytes per interface of this rank's namespace since its previous record;
+    tcp: the namespace's TCP counters (retransmissions, timeouts, ...) since its previous record;
+    transfers: the engine's transfers of this iteration (one per step, peer and direction), for traces.
     """
 
     rank: int
@@ -39,6 +43,8 @@ class IterationRecord:
     marks: Dict[str, List[float]] = field(default_factory=dict)
     tx_bytes: Dict[str, int] = field(default_factory=dict)
     rx_bytes: Dict[str, int] = field(default_factory=dict)
+    tcp: Dict[str, int] = field(default_factory=dict)
+    transfers: List[dict] = field(default_factory=list, repr=False)  # written to the trace file
     pending: bool = field(default=False, repr=False)  # completed later (asynchronous strategies)
 
     @property
@@ -56,6 +62,7 @@ class IterationRecord:
         """The JSON line (derived gst_s and iteration_s included for readers)."""
         out = asdict(self)
         out.pop("pending")
+        out.pop("transfers")
         out.update(gst_s=self.gst_s, iteration_s=self.end - self.start)
         return out
 
@@ -76,12 +83,15 @@ def interface_bytes(names) -> Dict[str, Dict[str, int]]:
 
 
 class Recorder:
-    """Writes records in iteration order as they complete, with the interface bytes moved since the last one."""
+    """Writes records in iteration order as they complete, with the interface bytes and TCP counters since the
+    last one, and each record's transfers to a trace file beside it."""
 
     def __init__(self, path: str, interfaces: List[str]):
         self.interfaces = list(interfaces)
         self.file = open(path, "a", buffering=1)
+        self.trace = open(path.replace(".jsonl", ".trace.jsonl"), "a")
         self.counters = interface_bytes(self.interfaces)
+        self.tcp = tcp_counters() if self.interfaces else {}
         self.waiting: Deque[IterationRecord] = deque()
 
     def add(self, rec: IterationRecord) -> None:
@@ -97,12 +107,20 @@ class Recorder:
             rec.tx_bytes = {k: now[k]["tx"] - self.counters.get(k, now[k])["tx"] for k in now}
             rec.rx_bytes = {k: now[k]["rx"] - self.counters.get(k, now[k])["rx"] for k in now}
             self.counters = now
+            if self.interfaces:  # in an emulated host: this host's own TCP
+                tcp = tcp_counters()
+                rec.tcp = delta(tcp, self.tcp)
+                self.tcp = tcp
+            for t in rec.transfers:
+                self.trace.write(json.dumps(dict(t, rank=rec.rank, iteration=rec.iteration)) + "\n")
+            self.trace.flush()
             self.file.write(json.dumps(rec.to_dict()) + "\n")
 
     def close(self) -> None:
         """Write what is complete and close the file."""
         self.flush()
         self.file.close()
+        self.trace.close()
 
 
 def read_rows(out_dir: str, ranks: int) -> Dict[int, List[dict]]:
@@ -135,3 +153,19 @@ def read_finals(out_dir: str, ranks: int) -> Dict[int, dict]:
             except ValueError:
                 continue
     return finals
+
+
+def read_traces(out_dir: str, ranks: int) -> List[dict]:
+    """Every transfer every rank traced (complete lines only)."""
+    out = []
+    for r in range(ranks):
+        path = os.path.join(out_dir, f"rank-{r}.trace.jsonl")
+        if os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    if line.endswith("\n"):
+                        try:
+                            out.append(json.loads(line))
+                        except ValueError:
+                            continue
+    return out

@@ -20,10 +20,10 @@ class TransportError(RuntimeError):
 Address = Tuple[str, int]
 
 
-def _tune(sock: socket.socket, timeout: float) -> None:
+def _tune(sock: socket.socket, timeout: float, buffer: int) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)
     sock.settimeout(timeout)
 
 
@@ -31,9 +31,10 @@ class Transport:
     """Connections of one rank: outgoing to the peers it sends to, incoming from the peers it hears from."""
 
     def __init__(self, rank: int, listen: Address, timeout: float = 60.0,
-                 names: Optional[Callable[[int], str]] = None):
+                 names: Optional[Callable[[int], str]] = None, buffer: int = SOCKET_BUFFER):
         self.rank = rank
         self.timeout = timeout
+        self.buffer = buffer
         self.name = names or (lambda r: f"rank {r}")
         self.server = socket.create_server(listen, reuse_port=False, backlog=256)
         self.server.settimeout(timeout)
@@ -63,7 +64,7 @@ class Transport:
                     raise TransportError(f"cannot connect to {self.name(peer)} at {address[0]}:{address[1]}: "
                                          f"{exc}") from None
                 time.sleep(0.1)
-        _tune(sock, self.timeout)
+        _tune(sock, self.timeout, self.buffer)
         sock.sendall(HANDSHAKE.pack(self.rank, stream))
         return sock
 
@@ -75,7 +76,7 @@ class Transport:
                 except socket.timeout:
                     missing = ", ".join(self.name(p) for p, _ in sorted(expected - set(self.inc)))
                     raise TransportError(f"{missing} did not connect within {self.timeout:.0f}s") from None
-                _tune(sock, self.timeout)
+                _tune(sock, self.timeout, self.buffer)
                 src, stream = HANDSHAKE.unpack(self._read_exact(sock, HANDSHAKE.size, None, "handshake"))
                 self.inc[(src, stream)] = sock
         except Exception as exc:

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from workloads.data import batches, evaluation_set
 from workloads.models import build_model
+from workloads.netstats import delta, qdisc_counters
 from workloads.records import IterationRecord, Recorder
 from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy
 
@@ -74,7 +75,9 @@ def main(argv=None) -> int:
     strategy = load_strategy(ctx.algorithm.strategy)(ctx, state)
     data = None if ctx.is_server else iter(batches(cfg["data"], input_shape, cfg["batch"], ctx.rank, ctx.ranks,
                                                    cfg["seed"]))
-    recorder = Recorder(os.path.join(ctx.out_dir, f"rank-{ctx.rank}.jsonl"), cfg.get("interfaces", []))
+    interfaces = cfg.get("interfaces", [])
+    recorder = Recorder(os.path.join(ctx.out_dir, f"rank-{ctx.rank}.jsonl"), interfaces)
+    qdisc_before = qdisc_counters(interfaces)
     try:
         train(ctx, state, strategy, data, recorder, ComputeClock(cfg.get("compute_time")))
         extras = strategy.finish()
@@ -83,7 +86,7 @@ def main(argv=None) -> int:
     strategy.close()
     final = {"rank": ctx.rank, "role": ctx.role, "checksum": state.checksum(),
              "accuracy": accuracy(model, cfg["data"]) if ctx.rank == min(ctx.contributors) else None,
-             "extras": extras}
+             "extras": extras, "net": {"qdisc": delta(qdisc_counters(interfaces), qdisc_before)}}
     path = os.path.join(ctx.out_dir, f"rank-{ctx.rank}.final.json")
     with open(path + ".tmp", "w") as f:
         json.dump(final, f)

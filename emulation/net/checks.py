@@ -140,11 +140,11 @@ def run_fidelity(enet, flows: List[Flow], duration_s: float = 5.0) -> List[Dict[
         for flow, proc in zip(flows, clients):
             try:
                 out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-                measured, error = parse_iperf(out)
+                measured, retransmits, error = parse_iperf(out)
             except Exception as exc:  # a stuck client is a failed measurement, not a crash
-                measured, error = 0.0, f"iperf3 did not finish: {exc.__class__.__name__}"
+                measured, retransmits, error = 0.0, None, f"iperf3 did not finish: {exc.__class__.__name__}"
             row = dict(asdict(flow), measured_mbps=round(measured, 3),
-                       fidelity=round(measured / flow.shaped_mbps, 4))
+                       fidelity=round(measured / flow.shaped_mbps, 4), retransmits=retransmits)
             if error:
                 row["error"] = error
             results.append(row)
@@ -173,20 +173,38 @@ def wait_listening(enet, flows: List[Flow], timeout_s: float = 10.0) -> None:
         raise RuntimeError(f"iperf3 servers did not start on {', '.join(sorted(want))}")
 
 
-def parse_iperf(out: bytes) -> Tuple[float, Optional[str]]:
-    """(received Mbit/s, error) from iperf3 -J output."""
+def parse_iperf(out: bytes) -> Tuple[float, Optional[int], Optional[str]]:
+    """(received Mbit/s, TCP retransmissions, error) from iperf3 -J output."""
     try:
         data = json.loads(out.decode() if isinstance(out, bytes) else out)
     except ValueError:
-        return 0.0, "iperf3 printed no JSON"
+        return 0.0, None, "iperf3 printed no JSON"
     if data.get("error"):
-        return 0.0, data["error"]
-    return data["end"]["sum_received"]["bits_per_second"] / 1e6, None
+        return 0.0, None, data["error"]
+    end = data["end"]
+    return end["sum_received"]["bits_per_second"] / 1e6, end.get("sum_sent", {}).get("retransmits"), None
 
 
-def summarize_fidelity(rows: List[Dict[str, object]]) -> Dict[str, float]:
-    """Minimum and median of measured/shaped over all flows."""
+FAITHFUL, DEGRADED = 0.85, 0.70  # measured / shaped of the worst flow
+CPU_SATURATED_SHARE = 0.5
+
+
+def summarize_fidelity(rows: List[Dict[str, object]], cpu: Optional[Dict[str, object]] = None) -> Dict[str, object]:
+    """Minimum and median of measured/shaped over all flows, retransmissions, and a verdict with its cause."""
     ratios = [r["fidelity"] for r in rows]
     if not ratios:
-        return {"fidelity_min": None, "fidelity_median": None}
-    return {"fidelity_min": min(ratios), "fidelity_median": round(statistics.median(ratios), 4)}
+        return {"fidelity_min": None, "fidelity_median": None, "verdict": "not measured", "cause": "no flows"}
+    worst = min(ratios)
+    retrans = sum(r.get("retransmits") or 0 for r in rows)
+    verdict = "faithful" if worst >= FAITHFUL else "degraded" if worst >= DEGRADED else "not faithful"
+    cause = None
+    if verdict != "faithful":
+        saturated = (cpu or {}).get("saturated_share") or 0
+        if saturated >= CPU_SATURATED_SHARE:
+            cause = f"CPU saturation: all cores busy in {saturated:.0%} of samples (lower --bw)"
+        elif retrans:
+            cause = f"{retrans} TCP retransmissions: queues overflow"
+        else:
+            cause = "the switching path does not reach the shaped rate (lower --bw)"
+    return {"fidelity_min": worst, "fidelity_median": round(statistics.median(ratios), 4),
+            "retransmits": retrans, "verdict": verdict, "cause": cause}

@@ -21,6 +21,7 @@ from emulation.net.controller import ControllerProcess, stop_process_group
 from emulation.net.runstate import RunState, clean as clean_stale
 from emulation.spec.topology import Topology
 from emulation.spec.shaping import bridge_commands, ingress_commands, leaf_queue_command, offloads_off_command
+from emulation.spec.tcp import TcpSettings
 from emulation.net.topos import SpecTopo, shaper_name
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
@@ -34,18 +35,20 @@ class NetworkError(RuntimeError):
 NO_IPV6 = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
 
 
-QUEUE_PACKETS = int(os.environ.get("DMLBED_QUEUE_PACKETS", "100"))
-
-
 class QuietTCIntf(TCIntf):
-    """TCIntf with a bounded FIFO under HTB (switch-like buffer, not 1000 packets of bufferbloat) and
-    without HTB's harmless 'quantum of class ... is big' warnings in the tc output."""
+    """TCIntf with a bounded FIFO of `leaf_packets` under HTB (a host NIC queue or a switch port buffer, as
+    the link end asks) and without HTB's harmless 'quantum of class ... is big' warnings in the tc output."""
+
+    def config(self, leaf_packets: int = TcpSettings().switch_queue_packets, **params):
+        """Mininet's configuration with this end's leaf queue size."""
+        self.leaf_packets = leaf_packets
+        return super().config(**params)
 
     def bwCmds(self, *args, **kwargs):
-        """Mininet's HTB commands plus a pfifo leaf of QUEUE_PACKETS packets."""
+        """Mininet's HTB commands plus a pfifo leaf of leaf_packets packets."""
         cmds, parent = super().bwCmds(*args, **kwargs)
         if cmds and parent.strip() == "parent 5:1":
-            cmds.append(leaf_queue_command("%s", "%s", QUEUE_PACKETS))
+            cmds.append(leaf_queue_command("%s", "%s", self.leaf_packets))
             parent = " parent 10: "
         return cmds, parent
 
@@ -129,17 +132,40 @@ def choose_datapath(requested: str = "auto") -> str:
     return requested
 
 
-def netem_available() -> bool:
-    """True when tc can create a netem qdisc (needed for delay and loss), tried in a scratch namespace."""
-    ns = f"dmlbed-netem-{os.getpid()}"
+def qdisc_available(*qdisc: str) -> bool:
+    """True when tc can create this qdisc (e.g. 'netem', 'delay', '1ms'), tried in a scratch namespace."""
+    ns = f"dmlbed-probe-{os.getpid()}"
     if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
         return False
     try:
-        r = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root",
-                            "netem", "delay", "1ms"], capture_output=True)
+        r = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", *qdisc],
+                           capture_output=True)
         return r.returncode == 0
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def netem_available() -> bool:
+    """True when the kernel has netem (needed for delay and loss)."""
+    return qdisc_available("netem", "delay", "1ms")
+
+
+def ecn_marking_qdisc() -> Optional[str]:
+    """The first ECN-marking qdisc this kernel has (fq_codel, codel, red), or None."""
+    for qdisc in (("fq_codel", "ecn"), ("codel", "ecn"), ("red", "limit", "400000", "min", "30000", "max", "90000",
+                                                          "avpkt", "1000", "burst", "55", "ecn", "bandwidth", "10mbit")):
+        if qdisc_available(*qdisc):
+            return qdisc[0]
+    return None
+
+
+def available_congestion_controls() -> List[str]:
+    """TCP congestion controls the kernel offers (the same list in every namespace)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+            return f.read().split()
+    except OSError:
+        return []
 
 
 class EmulatedNetwork:
@@ -147,9 +173,11 @@ class EmulatedNetwork:
 
     def __init__(self, topo: Topology, bw: Sequence[float], datapath: str = "auto",
                  ingress_shaping: bool = False, install_timeout: float = 90.0,
-                 log: Callable[[str], None] = lambda msg: None):
+                 log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings()):
         self.topo = topo
         self.bw = tuple(bw)
+        self.tcp = tcp
+        self.tcp_report: dict = {}
         self.ingress_shaping = ingress_shaping
         self.requested_datapath = datapath
         self.install_timeout = install_timeout
@@ -188,7 +216,12 @@ class EmulatedNetwork:
         self.state.add_pid(self.controller.start(), "ryu-manager")
         setLogLevel(os.environ.get("DMLBED_MININET_LOG", "warning"))
         afxdp = self.datapath == "user"
-        self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, shaper_boxes=afxdp),
+        if self.tcp.congestion_control not in available_congestion_controls():
+            raise NetworkError(f"congestion control {self.tcp.congestion_control} is not in this kernel: "
+                               f"valid are {', '.join(available_congestion_controls())}")
+        self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, shaper_boxes=afxdp,
+                                         host_queue=self.tcp.host_queue_packets,
+                                         switch_queue=self.tcp.switch_queue_packets),
                            link=ShapedLink, host=QuietHost,
                            switch=lambda name, **p: DmlSwitch(name, datapath=self.datapath,
                                                                afxdp=afxdp, **p),
@@ -219,15 +252,30 @@ class EmulatedNetwork:
             subprocess.run(["sysctl", "-qw"] + args, capture_output=True)
 
     def _configure_hosts(self, ingress_shaping: bool) -> None:
-        """Addresses, routes, static ARP, no TX offload and (userspace datapath) ingress shaping."""
+        """Addresses, routes (with the TCP route options), static ARP, the host's TCP settings, no TX offload
+        and (userspace datapath) ingress shaping; then read one host's TCP settings back."""
         configs = all_host_configs(self.topo)
         for spec_host in self.topo.hosts:
-            cmds = config_commands(configs[spec_host.name])
+            cmds = self.tcp.sysctl_commands() + config_commands(configs[spec_host.name], self.tcp.route_options())
             for intf in spec_host.interfaces:
                 cmds.append(offloads_off_command(intf.name))
                 if ingress_shaping:
-                    cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level], QUEUE_PACKETS)
+                    cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level],
+                                             self.tcp.switch_queue_packets)
             self._run_in(spec_host.name, cmds)
+        self.tcp_report = self._read_tcp(self.topo.hosts[0].name)
+        if self.tcp_report.get("congestion_control") != self.tcp.congestion_control:
+            raise NetworkError(f"host TCP settings did not apply: {self.tcp_report}")
+
+    def _read_tcp(self, host: str) -> dict:
+        """The TCP settings a host's namespace actually has (as the kernel reports them)."""
+        h = self.net.get(host)
+        out = {"congestion_control": h.cmd("sysctl -n net.ipv4.tcp_congestion_control").strip(),
+               "slow_start_after_idle": h.cmd("sysctl -n net.ipv4.tcp_slow_start_after_idle").strip() == "1",
+               "tsq_bytes": int(h.cmd("sysctl -n net.ipv4.tcp_limit_output_bytes").strip() or 0)}
+        routes = h.cmd("ip route show").splitlines()
+        out["rto_min_on_routes"] = sum("rto_min" in r for r in routes) == len(routes) and bool(routes)
+        return out
 
     def _configure_shapers(self) -> None:
         """Bridge the two ports of every switch-to-switch shaping namespace."""
@@ -274,6 +322,13 @@ class EmulatedNetwork:
             return "all links, both directions"
         down = "switch->host at host ingress (IFB)" if self.ingress_shaping else "switch->host unshaped"
         return f"host->switch at host egress; switch<->switch both directions; {down}"
+
+    def tcp_summary(self) -> dict:
+        """The TCP settings asked for, what a host reports having, and ECN availability (for results)."""
+        ecn = ecn_marking_qdisc()
+        return dict(self.tcp.to_dict(), applied=self.tcp_report,
+                    ecn=f"available ({ecn})" if ecn else "unavailable: the kernel has no ECN-marking qdisc "
+                                                         "(fq_codel, codel, red)")
 
     def packet_ins(self) -> int:
         """Data-plane PacketIns counted by the controller so far."""

@@ -31,10 +31,12 @@ class ConfiguredHost(Host):
 class SpecTopo(Topo):
     """Hosts, switches (explicit dpids) and links of a Topology, with per-level link options."""
 
-    def build(self, spec: Topology, bw=None, shaper_boxes=False, configure_hosts=False):
+    def build(self, spec: Topology, bw=None, shaper_boxes=False, configure_hosts=False, host_queue=None,
+              switch_queue=None):
         """spec: the dmlbed Topology; bw: Mbit/s per link level (None = unshaped);
         shaper_boxes: run switch-to-switch links through a bridging namespace x<i> that shapes them;
-        configure_hosts: hosts configure themselves (for `mn --custom`; dmlbed's own runs do it later)."""
+        configure_hosts: hosts configure themselves (for `mn --custom`; dmlbed's own runs do it later);
+        host_queue / switch_queue: HTB leaf packets at a host's egress / at switch-side queues."""
         configs = all_host_configs(spec) if configure_hosts else {}
         for host in spec.hosts:
             opts = {}
@@ -45,19 +47,24 @@ class SpecTopo(Topo):
             self.addHost(host.name, ip=f"{host.ip}/16", mac=host.interfaces[0].mac, **opts)
         for sw in spec.switches:
             self.addSwitch(sw.name, dpid=sw.dpid_hex)
+        host_q = {"leaf_packets": host_queue} if host_queue else {}
+        switch_q = {"leaf_packets": switch_queue} if switch_queue else {}
         for i, link in enumerate(spec.links):
             opts = {"bw": bw[link.level]} if bw else {}
             if spec.is_host(link.lower):
                 intf = spec.node(link.lower).interface(link.level)
                 self.addLink(link.lower, link.upper, port1=link.lower_port, port2=link.upper_port,
-                             intfName1=intf.name, addr1=intf.mac, **opts)
+                             intfName1=intf.name, addr1=intf.mac, params1=host_q, params2=switch_q, **opts)
             elif shaper_boxes:
                 box = shaper_name(i)
                 self.addHost(box, ip=None)
-                self.addLink(link.lower, box, port1=link.lower_port, port2=0, **opts)
-                self.addLink(box, link.upper, port1=1, port2=link.upper_port, **opts)
+                self.addLink(link.lower, box, port1=link.lower_port, port2=0, params1=switch_q, params2=switch_q,
+                             **opts)
+                self.addLink(box, link.upper, port1=1, port2=link.upper_port, params1=switch_q, params2=switch_q,
+                             **opts)
             else:
-                self.addLink(link.lower, link.upper, port1=link.lower_port, port2=link.upper_port, **opts)
+                self.addLink(link.lower, link.upper, port1=link.lower_port, port2=link.upper_port,
+                             params1=switch_q, params2=switch_q, **opts)
 
 
 def shaper_name(link_index: int) -> str:

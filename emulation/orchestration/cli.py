@@ -141,7 +141,8 @@ def print_net_report(report: dict) -> None:
         for f in report["flows"]:
             print(f"{f['src']:<6} {f['dst']:<6} {f['level']:>5} {f['shaped_mbps']:>8.1f} "
                   f"{f['measured_mbps']:>9.1f} {f['fidelity']:>9.3f}" + (f"  {f['error']}" if "error" in f else ""))
-        print(f"\nfidelity (measured/shaped): min {report['fidelity_min']}, median {report['fidelity_median']}")
+        print(f"\nfidelity (measured/shaped): min {report['fidelity_min']}, median {report['fidelity_median']}; "
+              f"{report['verdict']}" + (f" ({report['cause']})" if report.get("cause") else ""))
     print(f"data-plane PacketIns: {report['packet_in']}")
 
 
@@ -150,12 +151,15 @@ def cmd_net(args) -> int:
     topo, bw, cfg = validate_net_args(args)
     from emulation.net import checks
     from emulation.net.network import EmulatedNetwork
+    from emulation.orchestration.fidelity import CpuSampler
+    from emulation.orchestration.options import tcp_settings
     report = {"topology": topo.spec, "hosts": len(topo.hosts), "switches": len(topo.switches),
               "links": len(topo.links), "shaped_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
               "bw_by_level": list(bw)}
     with EmulatedNetwork(topo, bw, datapath=cfg.datapath, ingress_shaping=cfg.shape_ingress,
-                         log=log) as enet:
-        report.update(datapath=enet.datapath, shaping=enet.shaping, bring_up_s=round(enet.bring_up_s, 3))
+                         log=log, tcp=tcp_settings(cfg)) as enet:
+        report.update(datapath=enet.datapath, shaping=enet.shaping, bring_up_s=round(enet.bring_up_s, 3),
+                      tcp=enet.tcp_summary())
         if args.cli:
             log("Mininet CLI: the controller is running; type exit to tear down")
             enet.interactive()
@@ -164,8 +168,10 @@ def cmd_net(args) -> int:
         report.update(checks.run_reachability(enet, checks.reachability_pairs(topo, args.all_pairs)))
         flows = checks.fidelity_flows(topo, bw)
         log(f"running {len(flows)} concurrent iperf3 flows for {args.duration:g}s")
-        report["flows"] = checks.run_fidelity(enet, flows, args.duration)
-        report.update(checks.summarize_fidelity(report["flows"]))
+        with CpuSampler() as cpu:
+            report["flows"] = checks.run_fidelity(enet, flows, args.duration)
+        report["cpu"] = cpu.report()
+        report.update(checks.summarize_fidelity(report["flows"], report["cpu"]))
         report["packet_in"] = enet.packet_ins()
         if report["packet_in"]:
             report["packet_in_samples"] = enet.controller.status().get("packet_in_samples", [])
@@ -208,6 +214,9 @@ def print_summary(s: dict) -> None:
               + (f", overlay {s['pflow']['overlay_method']} {s['pflow']['overlay']}" if s.get("pflow") else ""))
     if s.get("accuracy") is not None:
         print(f"  accuracy      {s['accuracy']:.3f} (held-out), loss {fmt(s['loss_first'])} -> {fmt(s['loss_last'])}")
+    if s.get("fidelity"):
+        from emulation.orchestration.fidelity import one_line
+        print(f"  {one_line(s['fidelity'])}")
     print(f"  correct       {s['correct']} (replicas identical: {s['replicas_identical']}, "
           f"first sum verified: {s['sum_verified']})")
     if s.get("error"):

@@ -16,7 +16,8 @@ from emulation.orchestration.options import OptionError, from_mapping, option_of
 COLUMNS = ["label", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
            "wire_ratio", "first_step_wire_ratio", "forward_phase_s", "overlapped_s", "comm_exposed_s",
-           "compute_exposed_s", "loss_first", "loss_last", "accuracy", "correct", "error", "out"]
+           "compute_exposed_s", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
+           "error", "out"]
 
 
 class ConfigError(ValueError):
@@ -78,6 +79,8 @@ def row(entry: dict, summary: dict) -> dict:
     """One comparison.csv row (with the algorithm's own options, e.g. ibatch's pull schedule)."""
     r = {k: summary.get(k) for k in COLUMNS}
     r.update(summary.get("split_median_s") or {})
+    fid = summary.get("fidelity") or {}
+    r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"))
     cfg = entry["config"]
     from workloads.algorithms import get
     for name in get(cfg.algo).options:

@@ -12,8 +12,11 @@ from dataclasses import asdict
 from typing import Callable, Dict, List
 
 from emulation.net.controller import free_ports
-from emulation.orchestration.options import Checked, RunConfig, validate, worker_options
+from emulation.orchestration.options import Checked, RunConfig, tcp_settings, validate, worker_options
+from emulation.orchestration import fidelity
+from emulation.orchestration.fidelity import CpuSampler
 from emulation.orchestration.results import per_iteration, read_finals, read_rows, summarize, write_csvs
+from workloads.records import read_traces
 from emulation.spec.topology import Topology
 from workloads.models import parameter_count_of
 from workloads.verify import verify
@@ -55,6 +58,10 @@ class LocalHosts:
         """No controller on loopback."""
         return 0
 
+    def tcp_summary(self) -> dict:
+        """Loopback runs use the machine's own TCP."""
+        return {"congestion_control": "machine default (loopback)"}
+
 
 def worker_configs(cfg: RunConfig, checked: Checked, workdir: str) -> List[dict]:
     """The JSON config of every rank."""
@@ -62,6 +69,7 @@ def worker_configs(cfg: RunConfig, checked: Checked, workdir: str) -> List[dict]
     ranks = len(topo.hosts)
     ports = free_ports(LOOPBACK_PORT_SETS * ranks + 1) if cfg.local else None
     base = dict(worker_options(cfg), topology=topo.spec, servers=checked.servers, out_dir=workdir, ranks=ranks,
+                socket_buffer=tcp_settings(cfg).socket_buffer_bytes,
                 port=PLAN_PORT, master="127.0.0.1" if cfg.local else topo.hosts[0].ip,
                 master_port=ports[-1] if cfg.local else GLOO_PORT, **cfg.extra)
     out = []
@@ -131,7 +139,7 @@ def network_for(cfg: RunConfig, checked: Checked, log):
         return LocalHosts()
     from emulation.net.network import EmulatedNetwork
     return EmulatedNetwork(checked.topo, checked.bw, datapath=cfg.datapath, ingress_shaping=cfg.shape_ingress,
-                           log=log)
+                           log=log, tcp=tcp_settings(cfg))
 
 
 def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> dict:
@@ -154,9 +162,10 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
                "config": asdict(cfg)}
     error = None
     started = time.time()
+    cpu = CpuSampler()
     try:
         with network_for(cfg, checked, log) as hosts:
-            summary.update(datapath=hosts.datapath, shaping=hosts.shaping)
+            summary.update(datapath=hosts.datapath, shaping=hosts.shaping, tcp=hosts.tcp_summary())
             procs = {}
             for c in worker_configs(cfg, checked, os.path.abspath(workdir)):
                 path = os.path.join(workdir, f"rank-{c['rank']}.config.json")
@@ -167,7 +176,8 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
                                                               os.path.abspath(path)],
                                                    stdout=subprocess.DEVNULL, stderr=err, cwd=PROJECT)
             log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
-            monitor(procs, topo, cfg, workdir, progress)
+            with cpu:
+                monitor(procs, topo, cfg, workdir, progress)
             summary["packet_in"] = hosts.packet_ins()
     except (RunError, RuntimeError, KeyboardInterrupt) as exc:
         error = str(exc) or type(exc).__name__
@@ -180,6 +190,10 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
         checks = verify(workdir) if error is None else {}
         summary.update(summarize(iterations, read_finals(workdir, len(topo.hosts)), contributors, checks, error))
         summary["gst_ratio"] = (summary["gst_median_s"] / theory.gst_s) if summary["gst_median_s"] else None
+        summary["fidelity"] = fidelity.report(topo, bw, theory.gst_s, iterations, rows,
+                                              read_traces(workdir, len(topo.hosts)),
+                                              read_finals(workdir, len(topo.hosts)), cpu.report(), not cfg.local)
+        log(fidelity.one_line(summary["fidelity"]))
         summary["duration_s"] = time.time() - started
         path = os.path.join(cfg.out, "summary.json")
         with open(path + ".tmp", "w") as f:

@@ -8,6 +8,7 @@ import math
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from emulation.spec.tcp import CONGESTION_CONTROLS, TcpSettings
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
 from workloads.algorithms import ALGORITHMS, get as get_algorithm, names_with
 from workloads.compression import COMPRESSORS
@@ -88,6 +89,17 @@ class RunConfig:
                          algorithm_option=True)
     pf_blocks: int = option(8, "pflow: blocks streamed down the tree", kind=int, low=1, high=1024,
                             algorithm_option=True)
+    tcp_cc: str = option(TcpSettings.congestion_control, "TCP congestion control of every emulated host",
+                         choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET), worker=False)
+    rto_min: int = option(TcpSettings.rto_min_ms, "minimum TCP retransmission timeout on host routes, ms "
+                          "(0 = the kernel's 200 ms)", kind=int, low=0, high=1000, commands=(RUN, COMPARE, NET),
+                          worker=False)
+    tsq: int = option(TcpSettings.tsq_bytes, "TCP Small Queues bytes per socket in a host's NIC queue",
+                      kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET), worker=False)
+    host_queue: int = option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
+                             low=10, high=100000, commands=(RUN, COMPARE, NET), worker=False)
+    queue: int = option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
+                        kind=int, low=10, high=100000, commands=(RUN, COMPARE, NET), worker=False)
     datapath: str = option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
                            choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET), worker=False)
     shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
@@ -263,6 +275,12 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     check_data(cfg.data, shape)
     servers = algorithm.resolve_servers(cfg.servers)
     return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)))
+
+
+def tcp_settings(cfg: RunConfig) -> TcpSettings:
+    """The emulated hosts' TCP and queue settings a configuration asks for."""
+    return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=cfg.rto_min, tsq_bytes=cfg.tsq,
+                       host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue)
 
 
 def worker_options(cfg: RunConfig) -> Dict[str, Any]:

@@ -97,8 +97,16 @@ def all_host_configs(topo: Topology) -> Dict[str, HostConfig]:
     return {h.name: host_config(topo, h) for h in topo.hosts}
 
 
-def config_commands(cfg: HostConfig) -> List[str]:
-    """Shell commands (run inside the host's namespace) that apply a HostConfig."""
+def subnet(ip: str, prefix: int) -> str:
+    """The network an address with that prefix length is on, e.g. 10.1.0.0/16."""
+    import ipaddress
+    return str(ipaddress.ip_interface(f"{ip}/{prefix}").network)
+
+
+def config_commands(cfg: HostConfig, route_options: str = "") -> List[str]:
+    """Shell commands (run inside the host's namespace) that apply a HostConfig; route_options (such as
+    'rto_min 5ms') go on every route, the connected subnet routes included."""
+    opts = f" {route_options}" if route_options else ""
     cmds = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",
             f"sysctl -qw net.ipv4.ip_forward={int(cfg.forwarding)}",
             "sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0",
@@ -108,9 +116,11 @@ def config_commands(cfg: HostConfig) -> List[str]:
                  f"sysctl -qw net.ipv4.conf.{dev.replace('.', '/')}.rp_filter=0",
                  f"sysctl -qw net.ipv6.conf.{dev}.disable_ipv6=1",
                  f"ip link set {dev} up"]
+        if opts:
+            cmds.append(f"ip route replace {subnet(ip, prefix)} dev {dev} proto kernel scope link src {ip}{opts}")
     for r in cfg.routes:
         via = f" via {r.via}" if r.via else ""
-        cmds.append(f"ip route replace {r.dst}/32{via} dev {r.dev}")
+        cmds.append(f"ip route replace {r.dst}/32{via} dev {r.dev}{opts}")
     for a in cfg.arp:
         cmds.append(f"ip neigh replace {a.ip} lladdr {a.mac} dev {a.dev} nud permanent")
     return cmds

@@ -32,8 +32,9 @@ def ps_pull(hosts: int, servers: int, layers: int, batches: Sequence[Tuple[int, 
         owners = sorted({server_of(i, servers) for i in range(a, b + 1)})
         steps.append(tuple(Transfer(w, s, layers + w - servers, COPY) for w in workers for s in owners))
         steps.append(tuple(Transfer(server_of(i, servers), w, i, COPY) for i in range(a, b + 1) for w in workers))
+    # requests and replies: a server answers a batch only after its requests arrived (step barriers)
     return Plan("ibatch-pull", hosts, layers + len(workers), (tuple(steps),), tuple(workers),
-                {"servers": servers, "batches": [list(b) for b in batches]})
+                {"servers": servers, "batches": [list(b) for b in batches], "barriers": True})
 
 
 def theory(topo, gradient_bytes, bw, servers: int) -> Theory:

@@ -137,22 +137,26 @@ class ComputeClock:
         real = time.perf_counter() - wall0
         self.cpu += time.thread_time() - cpu0
         self.real += real
+        slept = 0.0
         if self.device_s and self.previous_real:
             budget = self.device_s - self.elapsed - real
-            self._sleep(min(real * (self.device_s / self.previous_real - 1.0), budget))
-        self.elapsed += time.perf_counter() - wall0
+            slept = self._sleep(min(real * (self.device_s / self.previous_real - 1.0), budget))
+        self.elapsed += real + slept
         self.intervals.append((start, time.time()))
 
-    def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds)
+    @staticmethod
+    def _sleep(seconds: float) -> float:
+        """Sleep; returns the seconds actually slept."""
+        if seconds <= 0:
+            return 0.0
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        return time.perf_counter() - t0
 
     def finish(self, rec: IterationRecord) -> None:
         """End the iteration's compute: pad to the device time and fill the record's compute fields."""
         if self.device_s:
-            t0 = time.perf_counter()
-            self._sleep(self.device_s - self.elapsed)
-            self.elapsed += time.perf_counter() - t0
+            self.elapsed += self._sleep(self.device_s - self.elapsed)
             rec.compute_over_budget = self.real > self.device_s
         rec.compute_s = self.elapsed
         rec.compute_real_s = self.real

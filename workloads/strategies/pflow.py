@@ -71,6 +71,11 @@ class ParameterFlow(Strategy):
         rec.add_payload("broadcast", *sent)
         rec.split.update(push_s=t1 - rec.sync_start, dropped=dropped)
         rec.marks["broadcast"] = [t1, None]
+        rec.transfers += self._drain()
+
+    def _drain(self) -> List[dict]:
+        return ([dict(t, phase="push") for t in self.push.executor.drain_trace()] +
+                [dict(t, phase="broadcast") for t in self.bcast.executor.drain_trace()])
 
     # -- worker ----------------------------------------------------------------------------------------
 
@@ -106,7 +111,8 @@ class ParameterFlow(Strategy):
                 self.ctx.check(clock, "broadcast", "sum", "out", agg, self.bcast_counts)
                 self.done.put((clock, agg, {"t0": t0, "t1": t1, "t2": t2, "dropped": dropped, "delta": delta,
                                             "push": pushed, "broadcast": wire_total(self.bcast.executor,
-                                                                                    before_bcast)}))
+                                                                                    before_bcast),
+                                            "transfers": self._drain()}))
         except BaseException as exc:  # reported by the training loop
             self.errors.append(exc)
             self.done.put(None)
@@ -124,6 +130,7 @@ class ParameterFlow(Strategy):
         rec.add_payload("broadcast", *stats["broadcast"])
         rec.split.update(push_s=stats["t1"] - stats["t0"], dropped=stats["dropped"], delta=stats["delta"])
         rec.marks["broadcast"] = [None, stats["t2"]]
+        rec.transfers += stats["transfers"]
         rec.end = max(rec.end, time.time())
         rec.pending = False
         self.applied += 1

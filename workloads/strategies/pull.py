@@ -161,6 +161,7 @@ class BatchedPulls(Strategy):
         self.push.run(grads)
         rec.sync_end = time.time()
         rec.add_payload("push", *wire_total(self.push.executor, before))
+        self._trace(rec)
         self._split(it, rec)
 
     def _split(self, it: int, rec: IterationRecord) -> None:
@@ -201,7 +202,12 @@ class BatchedPulls(Strategy):
         rec.sync_end = time.time()
         self.ctx.check(it, "push", "sharded", "out", self.grads, self.push_counts)
         rec.marks["pull"] = [t0, rec.sync_start]
+        self._trace(rec)
         self.params -= self.state.lr * self.grads / self.ctx.workers
+
+    def _trace(self, rec: IterationRecord) -> None:
+        rec.transfers += [dict(t, phase="pull") for t in self.pull.executor.drain_trace()]
+        rec.transfers += [dict(t, phase="push") for t in self.push.executor.drain_trace()]
 
     def finish(self) -> Dict[str, object]:
         """Decide now if the run was too short to reach the decision point; report the schedule."""

@@ -1,0 +1,111 @@
+"""The fidelity report's pure parts: busy time, the GST decomposition, the verdict; TCP settings as commands;
+the compute clock that emulates a device."""
+
+import time
+
+import pytest
+
+from emulation.orchestration.fidelity import (decompose, iteration_links, one_line, report, step_skew,
+                                              union_length, verdict_and_cause)
+from emulation.spec.addressing import all_host_configs, config_commands
+from emulation.spec.tcp import TcpSettings, wire_bytes
+from emulation.spec.topology import parse
+from workloads.records import IterationRecord
+from workloads.strategies.base import ComputeClock
+
+
+def test_union_length_merges_overlaps():
+    assert union_length([(0, 1), (0.5, 2), (3, 4)]) == pytest.approx(3.0)
+    assert union_length([]) == 0
+
+
+def trace(rank, level, start, end, nbytes, step=0, iteration=2, direction="send"):
+    return {"rank": rank, "level": level, "start": start, "end": end, "bytes": nbytes, "wire_bytes": nbytes,
+            "iteration": iteration, "dir": direction, "stream": 0, "step": step}
+
+
+def test_decomposition_adds_up_on_the_bottleneck_link():
+    topo = parse("star:2")
+    rate = 100e6 / 8
+    payload = 1_000_000
+    rows = {0: [{}, {}, {"tx_bytes": {"h0-eth0": payload * 1.05}}], 1: [{}, {}, {"tx_bytes": {"h1-eth0": 10}}]}
+    traces = [trace(0, 0, 10.0, 10.0 + 0.1, payload / 2), trace(0, 0, 10.3, 10.3 + 0.1, payload / 2),
+              trace(1, 0, 10.0, 10.01, 10)]
+    links = iteration_links(topo, rows, traces, 2, (100.0,))
+    it = {"iteration": 2, "gst_s": 0.5}
+    theory = payload / rate
+    d = decompose(it, links, theory)
+    assert d["bottleneck"] == "rank 0 L0"
+    assert d["headers_s"] == pytest.approx(0.05 * payload / rate)
+    assert d["below_rate_s"] == pytest.approx(0.2 - 1.05 * payload / rate)
+    assert d["idle_s"] == pytest.approx(0.3)  # 0.5 s window, busy 0.2 s
+    total = d["theory_s"] + d["plan_s"] + d["headers_s"] + d["below_rate_s"] + d["idle_s"]
+    assert total == pytest.approx(d["measured_s"])
+
+
+def test_step_skew_is_the_spread_of_first_starts():
+    traces = [trace(0, 0, 1.0, 2.0, 1), trace(1, 0, 1.3, 2.0, 1), trace(1, 0, 1.2, 2.0, 1), trace(0, 0, 5.0, 6.0, 1, step=1)]
+    assert step_skew(traces, 2) == [pytest.approx(0.2)]
+
+
+def test_verdicts():
+    fast = {"decomposition_median_s": {"below_rate_s": 0.01, "idle_s": 0.02}, "levels": {"L0": {"fidelity": 0.95}},
+            "cpu": {"saturated_share": 0.1}, "tcp_totals": {}}
+    assert verdict_and_cause(fast, 10, 1.0)["verdict"] == "faithful"
+    stalls = dict(fast, decomposition_median_s={"below_rate_s": 0.0, "idle_s": 0.3},
+                  tcp_totals={"rto_timeouts": 12})
+    v = verdict_and_cause(stalls, 10, 1.0)
+    assert v["verdict"] == "degraded" and "retransmission timeouts" in v["cause"]
+    busy = dict(fast, cpu={"saturated_share": 0.8})
+    v = verdict_and_cause(busy, 10, 1.0)
+    assert v["verdict"] == "not faithful" and "CPU saturation" in v["cause"]
+    slow = dict(fast, levels={"L0": {"fidelity": 0.5}})
+    assert verdict_and_cause(slow, 10, 1.0)["verdict"] == "not faithful"
+
+
+def test_loopback_runs_are_not_measured():
+    fid = report(None, (100.0,), 1.0, [{"iteration": 0, "gst_s": 1.0}], {}, [], {}, {"busy_mean": 0.5}, False)
+    assert fid["verdict"] == "not measured"
+    assert "fidelity: not measured" in one_line(fid)
+
+
+def test_tcp_settings_are_namespace_commands_and_route_options():
+    tcp = TcpSettings(congestion_control="cubic", rto_min_ms=5, tsq_bytes=65536)
+    cmds = tcp.sysctl_commands()
+    assert "sysctl -qw net.ipv4.tcp_congestion_control=cubic" in cmds
+    assert "sysctl -qw net.ipv4.tcp_limit_output_bytes=65536" in cmds
+    assert all(c.startswith("sysctl -qw net.ipv4.") for c in cmds)  # per-namespace keys only
+    topo = parse("bcube:2,2")
+    routes = [c for c in config_commands(all_host_configs(topo)["h0"], tcp.route_options()) if "ip route" in c]
+    assert routes and all(c.endswith("rto_min 5ms") for c in routes)
+    assert any("10.0.0.0/16" in c for c in routes)  # the connected subnet routes too
+    assert TcpSettings(rto_min_ms=0).route_options() == ""
+    assert wire_bytes(1448) == 1514
+
+
+def test_compute_clock_pads_to_the_device_time_and_flags_overruns():
+    clock = ComputeClock(0.05)
+    for _ in range(2):
+        rec = IterationRecord(0, 0, "worker")
+        clock.begin()
+        with clock.segment():
+            time.sleep(0.01)
+        clock.finish(rec)
+        assert rec.compute_s == pytest.approx(0.05, abs=0.01) and rec.compute_real_s < 0.03
+        assert not rec.compute_over_budget
+    rec = IterationRecord(0, 1, "worker")
+    clock.begin()
+    with clock.segment():
+        time.sleep(0.07)
+    clock.finish(rec)
+    assert rec.compute_over_budget and rec.compute_s >= 0.07
+
+
+def test_compute_clock_without_device_time_measures_only():
+    clock = ComputeClock(None)
+    rec = IterationRecord(0, 0, "worker")
+    clock.begin()
+    with clock.segment():
+        sum(range(100000))
+    clock.finish(rec)
+    assert rec.compute_s == pytest.approx(rec.compute_real_s) and rec.compute_cpu_s > 0
