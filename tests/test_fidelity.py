@@ -19,9 +19,9 @@ def test_union_length_merges_overlaps():
     assert union_length([]) == 0
 
 
-def trace(rank, level, start, end, nbytes, step=0, iteration=2, direction="send"):
+def trace(rank, level, start, end, nbytes, step=0, iteration=2, direction="send", peer=1):
     return {"rank": rank, "level": level, "start": start, "end": end, "bytes": nbytes, "wire_bytes": nbytes,
-            "iteration": iteration, "dir": direction, "stream": 0, "step": step}
+            "iteration": iteration, "dir": direction, "stream": 0, "step": step, "peer": peer}
 
 
 def test_decomposition_adds_up_on_the_bottleneck_link():
@@ -29,17 +29,19 @@ def test_decomposition_adds_up_on_the_bottleneck_link():
     rate = 100e6 / 8
     payload = 1_000_000
     rows = {0: [{}, {}, {"tx_bytes": {"h0-eth0": payload * 1.05}}], 1: [{}, {}, {"tx_bytes": {"h1-eth0": 10}}]}
-    traces = [trace(0, 0, 10.0, 10.0 + 0.1, payload / 2), trace(0, 0, 10.3, 10.3 + 0.1, payload / 2),
-              trace(1, 0, 10.0, 10.01, 10)]
+    traces = [trace(0, 0, 10.0, 10.0 + 0.05, payload / 2), trace(0, 0, 10.3, 10.3 + 0.1, payload / 2, step=1),
+              trace(1, 0, 10.01, 10.1, payload / 2, direction="recv", peer=0),  # the first arrives at 10.1
+              trace(1, 0, 10.0, 10.01, 10, peer=0)]
     links = iteration_links(topo, rows, traces, 2, (100.0,))
-    it = {"iteration": 2, "gst_s": 0.5}
+    it = {"iteration": 2, "gst_s": 0.45, "sync_start": 10.05, "sync_end": 10.5}
     theory = payload / rate
     d = decompose(it, links, theory)
     assert d["bottleneck"] == "rank 0 L0"
     assert d["headers_s"] == pytest.approx(0.05 * payload / rate)
+    assert d["early_s"] == pytest.approx(0.05)  # busy 10.0-10.1 and 10.3-10.4; the window opens at 10.05
     assert d["below_rate_s"] == pytest.approx(0.2 - 1.05 * payload / rate)
-    assert d["idle_s"] == pytest.approx(0.3)  # 0.5 s window, busy 0.2 s
-    total = d["theory_s"] + d["plan_s"] + d["headers_s"] + d["below_rate_s"] + d["idle_s"]
+    assert d["idle_s"] == pytest.approx(0.45 - 0.15)
+    total = d["theory_s"] + d["plan_s"] + d["headers_s"] + d["below_rate_s"] + d["idle_s"] - d["early_s"]
     assert total == pytest.approx(d["measured_s"])
 
 
@@ -72,7 +74,7 @@ def test_loopback_runs_are_not_measured():
 def test_tcp_settings_are_namespace_commands_and_route_options():
     tcp = TcpSettings(congestion_control="cubic", rto_min_ms=5, tsq_bytes=65536)
     cmds = tcp.sysctl_commands()
-    assert "sysctl -qw net.ipv4.tcp_congestion_control=cubic" in cmds
+    assert not any("congestion_control" in c for c in cmds)  # set per socket: see TcpSettings
     assert "sysctl -qw net.ipv4.tcp_limit_output_bytes=65536" in cmds
     assert all(c.startswith("sysctl -qw net.ipv4.") for c in cmds)  # per-namespace keys only
     topo = parse("bcube:2,2")

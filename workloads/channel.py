@@ -29,7 +29,8 @@ class Channel:
             port = cfg["port"] + port_offset
             listen = ("0.0.0.0", port)
             resolve = lambda peer, stream, level: (peer_address(topo, rank, peer, level), port)  # noqa: E731
-        transport = Transport(rank, listen, cfg["timeout"], names, cfg.get("socket_buffer", SOCKET_BUFFER))
+        transport = Transport(rank, listen, cfg["timeout"], names, cfg.get("socket_buffer", SOCKET_BUFFER),
+                              cfg.get("tcp_cc"))
         self.executor = PlanExecutor(plan, rank, layout, transport, resolve,
                                      level_of=lambda peer, level: peer_level(topo, rank, peer, level),
                                      chunk_bytes=cfg.get("chunk_bytes", CHUNK_BYTES))

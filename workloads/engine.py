@@ -6,6 +6,11 @@ as this rank has finished every earlier-step transfer of that same chunk -- not 
 done. The plan still decides what is computed: per chunk, the operations happen in step order, so the
 in-memory reference (plan.simulate) and the exact-sum checks hold. Plans whose steps are requests and
 replies (iBatch pulls) set meta["barriers"]: then a step starts when this rank's previous steps are done.
+
+Each link keeps the plan's step order too: a rank hands a step-n chunk to a link only after its earlier-
+step sends on that link (any stream) are out. Without it, a later step of one stream (BML's thread 1,
+step 1 on level 0) competes for a link with an earlier, larger step of another (thread 0, step 0 on
+level 0) and delays the whole dependency chain; with it the streams run in the lockstep the plan designs.
 """
 
 from __future__ import annotations
@@ -52,19 +57,21 @@ def connection_levels(plan: Plan, rank: int, level_of) -> Dict[Tuple[int, int], 
 class _Op:
     """One chunk of one transfer as this rank sees it."""
 
-    __slots__ = ("stream", "step", "piece", "lo", "hi", "send", "peer", "op", "region")
+    __slots__ = ("stream", "step", "piece", "lo", "hi", "send", "peer", "op", "region", "link")
 
-    def __init__(self, stream, step, piece, lo, hi, send, peer, op, region):
+    def __init__(self, stream, step, piece, lo, hi, send, peer, op, region, link=None):
         self.stream, self.step, self.piece, self.lo, self.hi = stream, step, piece, lo, hi
-        self.send, self.peer, self.op, self.region = send, peer, op, region
+        self.send, self.peer, self.op, self.region, self.link = send, peer, op, region, link
 
 
 class _Schedule:
     """This rank's chunk operations for one layout: per connection in wire order, and the dependencies."""
 
-    def __init__(self, plan: Plan, rank: int, layout: PieceLayout, chunk_elems: int, barriers: bool):
+    def __init__(self, plan: Plan, rank: int, layout: PieceLayout, chunk_elems: int, barriers: bool,
+                 levels: Dict[Tuple[int, int], int]):
         self.queues: Dict[Tuple[str, int, int], List[_Op]] = {}
         self.counts: Dict[object, Dict[int, int]] = {}  # region -> step -> ops
+        self.link_counts: Dict[int, Dict[int, int]] = {}  # link level -> step -> send ops
         self.step_ops: Dict[Tuple[int, int], int] = {}  # (stream, step) -> ops of this rank
         for s, stream in enumerate(plan.streams):
             for n, step in enumerate(stream):
@@ -78,10 +85,14 @@ class _Schedule:
                     cuts = list(range(a, b, chunk_elems)) + [b] if b > a else [a, b]
                     for lo, hi in zip(cuts[:-1], cuts[1:]):
                         region = s if barriers else (t.piece, lo)
-                        op = _Op(s, n, t.piece, lo, hi, send, peer, t.op, region)
+                        op = _Op(s, n, t.piece, lo, hi, send, peer, t.op, region,
+                                 levels.get((peer, s), 0) if send else None)
                         self.queues.setdefault(("send" if send else "recv", peer, s), []).append(op)
                         steps = self.counts.setdefault(region, {})
                         steps[n] = steps.get(n, 0) + 1
+                        if send:
+                            link = self.link_counts.setdefault(levels.get((peer, s), 0), {})
+                            link[n] = link.get(n, 0) + 1
                         self.step_ops[(s, n)] += 1
         self.steps = {s: len(stream) for s, stream in enumerate(plan.streams)}
 
@@ -109,7 +120,8 @@ class PlanExecutor:
     def _schedule(self, layout: PieceLayout) -> _Schedule:
         key = id(layout)
         if key not in self.schedules:
-            self.schedules[key] = (layout, _Schedule(self.plan, self.rank, layout, self.chunk_elems, self.barriers))
+            self.schedules[key] = (layout, _Schedule(self.plan, self.rank, layout, self.chunk_elems, self.barriers,
+                                                     self.levels))
         return self.schedules[key][1]
 
     def run(self, buf: np.ndarray, reduce=np.add, codec=None, layout: Optional[PieceLayout] = None,
@@ -153,6 +165,7 @@ class _Run:
     def __init__(self, ex: PlanExecutor, sched: _Schedule, buf, reduce, codec, on_step):
         self.ex, self.sched, self.buf, self.reduce, self.codec, self.on_step = ex, sched, buf, reduce, codec, on_step
         self.left = {region: dict(steps) for region, steps in sched.counts.items()}
+        self.link_left = {link: dict(steps) for link, steps in sched.link_counts.items()}
         self.step_left = dict(sched.step_ops)
         self.reported = {s: 0 for s in sched.steps}
         self.cond = threading.Condition()
@@ -161,8 +174,9 @@ class _Run:
         self.trace: List[dict] = []
 
     def _ready(self, op: _Op) -> bool:
-        steps = self.left[op.region]
-        return all(count == 0 for step, count in steps.items() if step < op.step)
+        if any(count for step, count in self.left[op.region].items() if step < op.step):
+            return False
+        return op.link is None or not any(count for step, count in self.link_left[op.link].items() if step < op.step)
 
     def _wait(self, op: _Op) -> float:
         """Block until op's earlier-step operations on its region are done; returns seconds waited."""
@@ -177,6 +191,8 @@ class _Run:
     def _done(self, op: _Op) -> None:
         with self.cond:
             self.left[op.region][op.step] -= 1
+            if op.link is not None:
+                self.link_left[op.link][op.step] -= 1
             self.step_left[(op.stream, op.step)] -= 1
             self.cond.notify_all()
             self._report(op.stream)

@@ -21,6 +21,7 @@ Address = Tuple[str, int]
 
 
 def _tune(sock: socket.socket, timeout: float, buffer: int) -> None:
+    """No Nagle, the buffers, the timeout (the congestion control is set before connecting)."""
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)
@@ -31,12 +32,15 @@ class Transport:
     """Connections of one rank: outgoing to the peers it sends to, incoming from the peers it hears from."""
 
     def __init__(self, rank: int, listen: Address, timeout: float = 60.0,
-                 names: Optional[Callable[[int], str]] = None, buffer: int = SOCKET_BUFFER):
+                 names: Optional[Callable[[int], str]] = None, buffer: int = SOCKET_BUFFER,
+                 congestion: Optional[str] = None):
         self.rank = rank
         self.timeout = timeout
         self.buffer = buffer
+        self.congestion = congestion
         self.name = names or (lambda r: f"rank {r}")
         self.server = socket.create_server(listen, reuse_port=False, backlog=256)
+        self._set_congestion(self.server)  # accepted sockets inherit it
         self.server.settimeout(timeout)
         self.out: Dict[Tuple[int, int], socket.socket] = {}
         self.inc: Dict[Tuple[int, int], socket.socket] = {}
@@ -57,9 +61,13 @@ class Transport:
         deadline = time.monotonic() + self.timeout
         while True:
             try:
-                sock = socket.create_connection(address, timeout=5)
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                self._set_congestion(sock)
+                sock.settimeout(5)
+                sock.connect(address)
                 break
             except OSError as exc:
+                sock.close()
                 if time.monotonic() > deadline:
                     raise TransportError(f"cannot connect to {self.name(peer)} at {address[0]}:{address[1]}: "
                                          f"{exc}") from None
@@ -67,6 +75,14 @@ class Transport:
         _tune(sock, self.timeout, self.buffer)
         sock.sendall(HANDSHAKE.pack(self.rank, stream))
         return sock
+
+    def _set_congestion(self, sock: socket.socket) -> None:
+        """The emulated network's congestion control on this socket (TCP_CONGESTION)."""
+        if self.congestion:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.congestion.encode())
+            except OSError as exc:
+                raise TransportError(f"cannot use TCP congestion control {self.congestion}: {exc}") from None
 
     def _accept(self, expected, errors) -> None:
         try:

@@ -134,6 +134,7 @@ def run_fidelity(enet, flows: List[Flow], duration_s: float = 5.0) -> List[Dict[
             port = IPERF_BASE_PORT + i
             clients.append(enet.popen(flow.src, ["iperf3", "-c", flow.dst_ip, "-B", flow.src_ip, "-p", str(port),
                                                  "-t", f"{duration_s:g}", "-O", "1", "-J",
+                                                 "-C", enet.tcp.congestion_control,
                                                  "--connect-timeout", "5000"]))
         deadline = time.monotonic() + duration_s + 30
         results = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -9,7 +10,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from mininet.link import TCIntf, TCLink
 from mininet.log import setLogLevel
@@ -264,13 +265,15 @@ class EmulatedNetwork:
                                              self.tcp.switch_queue_packets)
             self._run_in(spec_host.name, cmds)
         self.tcp_report = self._read_tcp(self.topo.hosts[0].name)
-        if self.tcp_report.get("congestion_control") != self.tcp.congestion_control:
+        wanted = {"slow_start_after_idle": self.tcp.slow_start_after_idle, "tsq_bytes": self.tcp.tsq_bytes,
+                  "rto_min_on_routes": bool(self.tcp.rto_min_ms)}
+        if any(self.tcp_report[k] != v for k, v in wanted.items()):
             raise NetworkError(f"host TCP settings did not apply: {self.tcp_report}")
 
     def _read_tcp(self, host: str) -> dict:
         """The TCP settings a host's namespace actually has (as the kernel reports them)."""
         h = self.net.get(host)
-        out = {"congestion_control": h.cmd("sysctl -n net.ipv4.tcp_congestion_control").strip(),
+        out = {"namespace_default_congestion_control": h.cmd("sysctl -n net.ipv4.tcp_congestion_control").strip(),
                "slow_start_after_idle": h.cmd("sysctl -n net.ipv4.tcp_slow_start_after_idle").strip() == "1",
                "tsq_bytes": int(h.cmd("sysctl -n net.ipv4.tcp_limit_output_bytes").strip() or 0)}
         routes = h.cmd("ip route show").splitlines()
@@ -322,6 +325,24 @@ class EmulatedNetwork:
             return "all links, both directions"
         down = "switch->host at host ingress (IFB)" if self.ingress_shaping else "switch->host unshaped"
         return f"host->switch at host egress; switch<->switch both directions; {down}"
+
+    def port_drops(self) -> Dict[str, int]:
+        """Cumulative drop and error counters of the switches' ports (OVS interface statistics), summed by name."""
+        names = set(switch_side_interfaces(self.topo))
+        r = subprocess.run(["ovs-vsctl", "-t", "5", "--format=json", "--columns=name,statistics", "list",
+                            "Interface"], capture_output=True, text=True)
+        totals: Dict[str, int] = {}
+        try:
+            data = json.loads(r.stdout)["data"]
+        except (ValueError, KeyError):
+            return totals
+        for name, stats in data:
+            if name not in names:
+                continue
+            for key, value in stats[1]:
+                if "drop" in key or "error" in key:
+                    totals[key] = totals.get(key, 0) + int(value)
+        return totals
 
     def tcp_summary(self) -> dict:
         """The TCP settings asked for, what a host reports having, and ECN availability (for results)."""

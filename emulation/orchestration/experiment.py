@@ -58,6 +58,10 @@ class LocalHosts:
         """No controller on loopback."""
         return 0
 
+    def port_drops(self) -> dict:
+        """No switch on loopback."""
+        return {}
+
     def tcp_summary(self) -> dict:
         """Loopback runs use the machine's own TCP."""
         return {"congestion_control": "machine default (loopback)"}
@@ -71,15 +75,16 @@ def worker_configs(cfg: RunConfig, checked: Checked, workdir: str) -> List[dict]
     base = dict(worker_options(cfg), topology=topo.spec, servers=checked.servers, out_dir=workdir, ranks=ranks,
                 socket_buffer=tcp_settings(cfg).socket_buffer_bytes,
                 port=PLAN_PORT, master="127.0.0.1" if cfg.local else topo.hosts[0].ip,
-                master_port=ports[-1] if cfg.local else GLOO_PORT, **cfg.extra)
+                master_port=ports[-1] if cfg.local else GLOO_PORT)
+    base.update(cfg.extra)
     out = []
     for r, host in enumerate(topo.hosts):
         c = dict(base, rank=r, host=host.name)
         if cfg.local:  # lo is shared by all ranks: no per-rank byte counts
             c.update(interfaces=[], ifname=None,
                      loopback_port_sets=[ports[ranks * i:ranks * (i + 1)] for i in range(LOOPBACK_PORT_SETS)])
-        else:
-            c.update(interfaces=[i.name for i in host.interfaces], ifname=host.interfaces[0].name)
+        else:  # the emulated network's TCP: set on every socket the transport opens
+            c.update(interfaces=[i.name for i in host.interfaces], ifname=host.interfaces[0].name, tcp_cc=cfg.tcp_cc)
         out.append(c)
     return out
 
@@ -163,6 +168,7 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
     error = None
     started = time.time()
     cpu = CpuSampler()
+    port_drops = {}
     try:
         with network_for(cfg, checked, log) as hosts:
             summary.update(datapath=hosts.datapath, shaping=hosts.shaping, tcp=hosts.tcp_summary())
@@ -176,9 +182,11 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
                                                               os.path.abspath(path)],
                                                    stdout=subprocess.DEVNULL, stderr=err, cwd=PROJECT)
             log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
+            drops_before = hosts.port_drops()
             with cpu:
                 monitor(procs, topo, cfg, workdir, progress)
             summary["packet_in"] = hosts.packet_ins()
+            port_drops = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
     except (RunError, RuntimeError, KeyboardInterrupt) as exc:
         error = str(exc) or type(exc).__name__
         if isinstance(exc, KeyboardInterrupt):
@@ -192,7 +200,8 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
         summary["gst_ratio"] = (summary["gst_median_s"] / theory.gst_s) if summary["gst_median_s"] else None
         summary["fidelity"] = fidelity.report(topo, bw, theory.gst_s, iterations, rows,
                                               read_traces(workdir, len(topo.hosts)),
-                                              read_finals(workdir, len(topo.hosts)), cpu.report(), not cfg.local)
+                                              read_finals(workdir, len(topo.hosts)), cpu.report(), not cfg.local,
+                                              port_drops)
         log(fidelity.one_line(summary["fidelity"]))
         summary["duration_s"] = time.time() - started
         path = os.path.join(cfg.out, "summary.json")

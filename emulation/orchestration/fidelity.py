@@ -77,19 +77,25 @@ def interface_of(topo: Topology, rank: int, level: int) -> str:
 
 def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int,
                     bw: Sequence[float]) -> List[dict]:
-    """Per (rank, level) that sent in iteration i: payload and wire bytes, busy time, seconds at the shaped rate."""
-    sends: Dict[Tuple[int, int], List[dict]] = {}
+    """Per (rank, level) that sent in iteration i: payload and wire bytes, busy time, rate. A transfer occupies
+    its sender's link from its first byte sent to its last byte received (the sender's own end only says when
+    the data entered its socket buffer)."""
+    arrived = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["end"] for t in traces
+               if t["iteration"] == i and t["dir"] == "recv" and t["end"] is not None}
+    sends: Dict[Tuple[int, int], List[Tuple[float, float, int]]] = {}
     for t in traces:
         if t["iteration"] == i and t["dir"] == "send" and t["start"] is not None:
-            sends.setdefault((t["rank"], t["level"]), []).append(t)
+            end = arrived.get((t["peer"], t["rank"], t["stream"], t["step"], t.get("phase")), t["end"])
+            sends.setdefault((t["rank"], t["level"]), []).append((t["start"], max(end, t["end"]), t["wire_bytes"]))
     out = []
     for (rank, level), ts in sends.items():
         rate = bw[level] * 1e6 / 8
         row = rows[rank][i] if i < len(rows.get(rank, [])) else {}
         wire = row.get("tx_bytes", {}).get(interface_of(topo, rank, level), 0)
-        payload = sum(t["wire_bytes"] for t in ts)
+        payload = sum(n for _, _, n in ts)
+        intervals = [(a, b) for a, b, _ in ts]
         out.append({"rank": rank, "level": level, "payload": payload, "wire": max(wire, payload),
-                    "busy_s": union_length([(t["start"], t["end"]) for t in ts]), "rate": rate})
+                    "busy_s": union_length(intervals), "intervals": intervals, "rate": rate})
     return out
 
 
@@ -103,21 +109,31 @@ def step_skew(traces: List[dict], i: int) -> List[float]:
     return [max(v.values()) - min(v.values()) for v in starts.values() if len(v) > 1]
 
 
+def clipped_union(intervals: List[Tuple[float, float]], lo: float, hi: float) -> float:
+    """Length of the union of intervals inside [lo, hi]."""
+    return union_length([(max(a, lo), min(b, hi)) for a, b in intervals if min(b, hi) > max(a, lo)])
+
+
 def decompose(iteration: dict, links: List[dict], theory_s: float) -> Optional[Dict[str, float]]:
-    """Measured GST = theory + plan + headers + below rate + idle, on the bottleneck link of the iteration
-    (the one that must transmit longest): plan = its payload time beyond theory; headers = its wire bytes
-    beyond payload at the shaped rate; below rate = busy time beyond wire time; idle = the rest of the
-    synchronization window, in which that link had nothing to send."""
+    """Measured GST = theory + plan + headers + below rate + idle - early, on the bottleneck link of the
+    iteration (the one that must transmit longest): plan = its payload time beyond theory; headers = its
+    wire bytes beyond payload at the shaped rate (headers, ACKs, retransmissions); below rate = busy time beyond
+    wire time (sending slower than shaped); idle = the part of the GST window (last rank's start to last
+    rank's end) in which the link had nothing to send; early = its busy time before that window opened
+    (ranks that start early get work done while a straggler still computes)."""
     if not links:
         return None
     b = max(links, key=lambda l: l["wire"] / l["rate"])
-    measured = iteration["gst_s"]
+    lo, hi = iteration["sync_start"], iteration["sync_end"]
+    busy_in = clipped_union(b["intervals"], lo, hi)
+    early = clipped_union(b["intervals"], float("-inf"), lo)
     transfer = b["payload"] / b["rate"]
     headers = (b["wire"] - b["payload"]) / b["rate"]
-    below = max(0.0, b["busy_s"] - b["wire"] / b["rate"])
-    idle = measured - theory_s - (transfer - theory_s) - headers - below
+    below = busy_in + early - b["wire"] / b["rate"]
+    measured = iteration["gst_s"]
     return {"theory_s": theory_s, "measured_s": measured, "plan_s": transfer - theory_s, "headers_s": headers,
-            "below_rate_s": below, "idle_s": idle, "bottleneck": f"rank {b['rank']} L{b['level']}"}
+            "below_rate_s": below, "idle_s": measured - busy_in, "early_s": early,
+            "bottleneck": f"rank {b['rank']} L{b['level']}"}
 
 
 def median_of(dicts: List[Dict[str, float]], key: str) -> Optional[float]:
@@ -144,7 +160,7 @@ def host_counters(topo: Optional[Topology], rows: Dict[int, List[dict]], finals:
 
 def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, iterations: List[dict],
            rows: Dict[int, List[dict]], traces: List[dict], finals: Dict[int, dict], cpu: Dict[str, object],
-           emulated: bool) -> Dict[str, object]:
+           emulated: bool, switch_port_drops: Optional[Dict[str, int]] = None) -> Dict[str, object]:
     """The fidelity section of summary.json, with a verdict and its dominant cause."""
     kept = [it for it in iterations[WARMUP:]] or iterations
     gsts = [it["gst_s"] for it in kept]
@@ -176,12 +192,14 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     out["step_skew_s"] = {"median": statistics.median(skews) if skews else None, "max": max(skews) if skews else None}
     if parts:
         out["decomposition_median_s"] = {k: median_of(parts, k) for k in
-                                         ("theory_s", "measured_s", "plan_s", "headers_s", "below_rate_s", "idle_s")}
+                                         ("theory_s", "measured_s", "plan_s", "headers_s", "below_rate_s", "idle_s",
+                                          "early_s")}
         out["decomposition_median_s"]["bottleneck"] = statistics.mode(p["bottleneck"] for p in parts)
     hosts = host_counters(topo, rows, finals)
     out["hosts"] = hosts
     out["tcp_totals"] = {k: sum(h[k] for h in hosts.values()) for k in
                          ("retrans_segs", "rto_timeouts", "loss_probes", "qdisc_drops")}
+    out["switch_port_drops"] = switch_port_drops or {}
     out.update(verdict_and_cause(out, len(kept), theory_s))
     return out
 
@@ -193,7 +211,7 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     cpu_saturated = (cpu.get("saturated_share") or 0) >= CPU_SATURATED_SAMPLES
     level_min = min((l["fidelity"] for l in fid.get("levels", {}).values() if l["fidelity"]), default=None)
     totals = fid.get("tcp_totals", {})
-    emulator_s = (d.get("below_rate_s") or 0) + max(0.0, d.get("idle_s") or 0)
+    emulator_s = max(0.0, d.get("below_rate_s") or 0) + max(0.0, (d.get("idle_s") or 0) - (d.get("early_s") or 0))
     share = emulator_s / theory_s if theory_s and d else None
     causes = []
     if cpu_saturated:

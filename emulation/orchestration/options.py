@@ -96,6 +96,8 @@ class RunConfig:
                           worker=False)
     tsq: int = option(TcpSettings.tsq_bytes, "TCP Small Queues bytes per socket in a host's NIC queue",
                       kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET), worker=False)
+    socket_buffer: int = option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
+                                kind=int, low=16384, high=64 << 20, commands=(RUN, COMPARE), worker=False)
     host_queue: int = option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
                              low=10, high=100000, commands=(RUN, COMPARE, NET), worker=False)
     queue: int = option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
@@ -280,7 +282,8 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
 def tcp_settings(cfg: RunConfig) -> TcpSettings:
     """The emulated hosts' TCP and queue settings a configuration asks for."""
     return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=cfg.rto_min, tsq_bytes=cfg.tsq,
-                       host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue)
+                       host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue,
+                       socket_buffer_bytes=cfg.socket_buffer)
 
 
 def worker_options(cfg: RunConfig) -> Dict[str, Any]:

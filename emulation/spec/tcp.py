@@ -19,14 +19,15 @@ FRAME_OVERHEAD = 66  # TCP/IP headers with timestamps (52) + Ethernet header (14
 class TcpSettings:
     """TCP and queue settings of every emulated host.
 
-    congestion_control: per-namespace default (the machine's own default is not inherited);
+    congestion_control: set on every socket dmlbed opens (the machine's default is not inherited);
     rto_min_ms: minimum retransmission timeout on every host route (the kernel's default is 200 ms);
     slow_start_after_idle: whether cwnd collapses after idle (off: steps that pause do not restart slowly);
     tsq_bytes: TCP Small Queues limit per socket (net.ipv4.tcp_limit_output_bytes): how much one socket
         may hold in its host's queue, so a host's own NIC queue pushes back instead of dropping;
     host_queue_packets: HTB leaf at a host's egress (the NIC queue; TSQ keeps it from overflowing);
     switch_queue_packets: HTB leaf of switch-side queues (shaping bridges, ingress IFB): a switch port buffer;
-    socket_buffer_bytes: SO_SNDBUF/SO_RCVBUF the transport asks for.
+    socket_buffer_bytes: SO_SNDBUF/SO_RCVBUF the transport asks for: small, so that handing a chunk to the
+        socket means it is about to go on the wire and the engine, not the kernel, orders what a link carries.
     """
 
     congestion_control: str = "cubic"
@@ -35,12 +36,13 @@ class TcpSettings:
     tsq_bytes: int = 65536
     host_queue_packets: int = 1000
     switch_queue_packets: int = 100
-    socket_buffer_bytes: int = 4 << 20
+    socket_buffer_bytes: int = 256 << 10
 
     def sysctl_commands(self) -> List[str]:
-        """sysctl commands to run inside a host's namespace."""
-        return [f"sysctl -qw net.ipv4.tcp_congestion_control={self.congestion_control}",
-                f"sysctl -qw net.ipv4.tcp_slow_start_after_idle={int(self.slow_start_after_idle)}",
+        """sysctl commands to run inside a host's namespace. The congestion control is not among them: a
+        namespace may only default to one of the root's net.ipv4.tcp_allowed_congestion_control, so dmlbed's
+        transport and iperf3 set it on every socket (TCP_CONGESTION, which root may set to any available)."""
+        return [f"sysctl -qw net.ipv4.tcp_slow_start_after_idle={int(self.slow_start_after_idle)}",
                 f"sysctl -qw net.ipv4.tcp_limit_output_bytes={self.tsq_bytes}",
                 f"sysctl -qw net.ipv4.tcp_rmem='4096 131072 {max(self.socket_buffer_bytes, 131072)}'",
                 f"sysctl -qw net.ipv4.tcp_wmem='4096 131072 {max(self.socket_buffer_bytes, 131072)}'"]
