@@ -83,10 +83,12 @@ def check_net(c: Checker, path: str) -> dict:
     c.expect(r["packet_in"] == 0, f"{path}: no data-plane PacketIn")
     ratios = []
     for f in r["flows"]:
-        ok = close(f["fidelity"], round(f["measured_mbps"] / f["shaped_mbps"], 4), rel=1e-3)
-        c.expect(ok, f"{path}: flow {f['src']}->{f['dst']} fidelity = measured/shaped")
+        ok = close(f["fidelity"], round(f["wire_mbps"] / f["shaped_mbps"], 4), rel=1e-3)
+        c.expect(ok, f"{path}: flow {f['src']}->{f['dst']} fidelity = wire rate/shaped")
+        c.expect(f["measured_mbps"] <= f["wire_mbps"] <= 1.06 * f["measured_mbps"],
+                 f"{path}: flow {f['src']}->{f['dst']} wire rate = goodput plus headers")
         c.expect(0 < f["measured_mbps"] <= 1.1 * f["shaped_mbps"], f"{path}: flow {f['src']}->{f['dst']} within shaping")
-        ratios.append(f["measured_mbps"] / f["shaped_mbps"])
+        ratios.append(f["wire_mbps"] / f["shaped_mbps"])
     if ratios:
         c.expect(close(r["fidelity_min"], min(ratios), rel=1e-3), f"{path}: fidelity_min")
         c.expect(close(r["fidelity_median"], statistics.median(ratios), rel=1e-3), f"{path}: fidelity_median")

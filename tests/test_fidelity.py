@@ -36,7 +36,7 @@ def test_decomposition_adds_up_on_the_bottleneck_link():
     it = {"iteration": 2, "gst_s": 0.45, "sync_start": 10.05, "sync_end": 10.5}
     theory = payload / rate
     d = decompose(it, links, theory)
-    assert d["bottleneck"] == "rank 0 L0"
+    assert d["bottleneck"].startswith("h0>") and d["bottleneck"].endswith(" L0")
     assert d["headers_s"] == pytest.approx(0.05 * payload / rate)
     assert d["early_s"] == pytest.approx(0.05)  # busy 10.0-10.1 and 10.3-10.4; the window opens at 10.05
     assert d["below_rate_s"] == pytest.approx(0.2 - 1.05 * payload / rate)
@@ -45,13 +45,32 @@ def test_decomposition_adds_up_on_the_bottleneck_link():
     assert total == pytest.approx(d["measured_s"])
 
 
+def test_links_are_judged_against_the_fair_share_of_their_paths():
+    """Two transfers cross a tree's 25 Mbit/s uplink together: each host link can only offer 12.5."""
+    topo = parse("tree:2,2")
+    mb = 1_000_000
+    share = 12.5e6 / 8
+    traces = [dict(trace(0, 0, 1.0, 1.0 + mb / share, mb, peer=2)), dict(trace(1, 0, 1.0, 1.0 + mb / share, mb, peer=3))]
+    links = {l["link"]: l for l in iteration_links(topo, {0: [{}] * 3, 1: [{}] * 3}, traces, 2, (200.0, 25.0))}
+    up = next(l for l in links.values() if l["level"] == 1)
+    assert up["payload"] == 2 * mb and up["need_s"] == pytest.approx(up["busy_s"])
+    host = links[next(k for k in links if k.startswith("h0>"))]
+    assert host["need_s"] == pytest.approx(mb / share) == pytest.approx(host["busy_s"])
+    assert len([l for l in links.values() if l["level"] == 0]) == 4  # two uplinks, two downlinks
+    fid = report(topo, (200.0, 25.0), mb / share, [{"iteration": 2, "gst_s": mb / share, "sync_start": 1.0,
+                                                    "sync_end": 1.0 + mb / share, "workers": 4}],
+                 {0: [{}] * 3, 1: [{}] * 3}, traces, {}, {"saturated_share": 0.0}, True)
+    assert fid["levels"]["L0"]["fidelity"] == pytest.approx(1.0) and fid["levels"]["L1"]["fidelity"] == pytest.approx(1.0)
+    assert fid["verdict"] == "faithful"
+
+
 def test_step_skew_is_the_spread_of_first_starts():
     traces = [trace(0, 0, 1.0, 2.0, 1), trace(1, 0, 1.3, 2.0, 1), trace(1, 0, 1.2, 2.0, 1), trace(0, 0, 5.0, 6.0, 1, step=1)]
     assert step_skew(traces, 2) == [pytest.approx(0.2)]
 
 
 def test_verdicts():
-    fast = {"decomposition_median_s": {"below_rate_s": 0.01, "idle_s": 0.02}, "levels": {"L0": {"fidelity": 0.95}},
+    fast = {"decomposition_median_s": {"below_rate_s": 0.01, "idle_s": 0.02}, "levels": {"L0": {"critical_fidelity": 0.95}},
             "cpu": {"saturated_share": 0.1}, "tcp_totals": {}}
     assert verdict_and_cause(fast, 10, 1.0)["verdict"] == "faithful"
     stalls = dict(fast, decomposition_median_s={"below_rate_s": 0.0, "idle_s": 0.3},
@@ -61,7 +80,7 @@ def test_verdicts():
     busy = dict(fast, cpu={"saturated_share": 0.8})
     v = verdict_and_cause(busy, 10, 1.0)
     assert v["verdict"] == "not faithful" and "CPU saturation" in v["cause"]
-    slow = dict(fast, levels={"L0": {"fidelity": 0.5}})
+    slow = dict(fast, levels={"L0": {"critical_fidelity": 0.5}})
     assert verdict_and_cause(slow, 10, 1.0)["verdict"] == "not faithful"
 
 

@@ -79,7 +79,8 @@ def main(argv=None) -> int:
     recorder = Recorder(os.path.join(ctx.out_dir, f"rank-{ctx.rank}.jsonl"), interfaces)
     qdisc_before = qdisc_counters(interfaces)
     try:
-        train(ctx, state, strategy, data, recorder, ComputeClock(cfg.get("compute_time")))
+        clock = ComputeClock(cfg.get("compute_time"), stretch=cfg.get("dilation", 1.0))
+        train(ctx, state, strategy, data, recorder, clock)
         extras = strategy.finish()
     finally:
         recorder.close()

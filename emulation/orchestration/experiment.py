@@ -15,7 +15,7 @@ from emulation.net.controller import free_ports
 from emulation.orchestration.options import Checked, RunConfig, tcp_settings, validate, worker_options
 from emulation.orchestration import fidelity
 from emulation.orchestration.fidelity import CpuSampler
-from emulation.orchestration.results import per_iteration, read_finals, read_rows, summarize, write_csvs
+from emulation.orchestration.results import dilate, per_iteration, read_finals, read_rows, summarize, write_csvs
 from workloads.records import read_traces
 from emulation.spec.topology import Topology
 from workloads.models import parameter_count_of
@@ -73,7 +73,8 @@ def worker_configs(cfg: RunConfig, checked: Checked, workdir: str) -> List[dict]
     ranks = len(topo.hosts)
     ports = free_ports(LOOPBACK_PORT_SETS * ranks + 1) if cfg.local else None
     base = dict(worker_options(cfg), topology=topo.spec, servers=checked.servers, out_dir=workdir, ranks=ranks,
-                socket_buffer=tcp_settings(cfg).socket_buffer_bytes,
+                socket_buffer=tcp_settings(cfg).socket_buffer_bytes, timeout=cfg.timeout * cfg.dilation,
+                compute_time=cfg.compute_time * cfg.dilation,
                 port=PLAN_PORT, master="127.0.0.1" if cfg.local else topo.hosts[0].ip,
                 master_port=ports[-1] if cfg.local else GLOO_PORT)
     base.update(cfg.extra)
@@ -117,7 +118,7 @@ def monitor(procs: Dict[int, subprocess.Popen], topo: Topology, cfg: RunConfig, 
                                    f"{len(rows[r])}: {last_line(workdir, r)}")
             if all(p.poll() == 0 for p in procs.values()):
                 return
-            allowed = cfg.timeout + (startup_grace if done <= 0 else 0)
+            allowed = cfg.timeout * cfg.dilation + (startup_grace if done <= 0 else 0)
             if time.monotonic() - last_progress > allowed:
                 stuck = [topo.hosts[r].name for r in rows if len(rows[r]) == done]
                 raise RunError(f"no progress for {allowed:.0f}s in iteration {done}; waiting on "
@@ -138,12 +139,18 @@ def last_line(workdir: str, rank: int) -> str:
         return "(no log)"
 
 
+def real_bw(bw, cfg: RunConfig):
+    """What the links are shaped to: the asked-for rate divided by the time dilation factor."""
+    return tuple(b / cfg.dilation for b in bw)
+
+
 def network_for(cfg: RunConfig, checked: Checked, log):
     """The emulated network (or loopback processes) the run's workers start in."""
     if cfg.local:
         return LocalHosts()
     from emulation.net.network import EmulatedNetwork
-    return EmulatedNetwork(checked.topo, checked.bw, datapath=cfg.datapath, ingress_shaping=cfg.shape_ingress,
+    return EmulatedNetwork(checked.topo, real_bw(checked.bw, cfg), datapath=cfg.datapath,
+                           ingress_shaping=cfg.shape_ingress,
                            log=log, tcp=tcp_settings(cfg))
 
 
@@ -162,6 +169,7 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
     summary = {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "workers": len(contributors),
                "ranks": len(topo.hosts), "servers": checked.servers, "parameters": parameters,
                "gradient_bytes": gradient_bytes, "bw_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
+               "dilation": cfg.dilation, "shaped_mbps": list(real_bw(bw, cfg)),
                "batch": cfg.batch, "data": cfg.data, "codec": cfg.codec, "iterations_requested": cfg.iters,
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                "config": asdict(cfg)}
@@ -193,12 +201,14 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
             error = "interrupted"
     finally:
         rows = read_rows(workdir, len(topo.hosts))
-        iterations = per_iteration(rows, contributors, None if cfg.local else topo)
+        raw = per_iteration(rows, contributors, None if cfg.local else topo)
+        iterations = dilate(raw, cfg.dilation)
         write_csvs(cfg.out, rows, iterations, None if cfg.local else topo)
         checks = verify(workdir) if error is None else {}
-        summary.update(summarize(iterations, read_finals(workdir, len(topo.hosts)), contributors, checks, error))
+        summary.update(summarize(iterations, read_finals(workdir, len(topo.hosts)), contributors, checks, error,
+                                 cfg.dilation))
         summary["gst_ratio"] = (summary["gst_median_s"] / theory.gst_s) if summary["gst_median_s"] else None
-        summary["fidelity"] = fidelity.report(topo, bw, theory.gst_s, iterations, rows,
+        summary["fidelity"] = fidelity.report(topo, real_bw(bw, cfg), theory.gst_s * cfg.dilation, raw, rows,
                                               read_traces(workdir, len(topo.hosts)),
                                               read_finals(workdir, len(topo.hosts)), cpu.report(), not cfg.local,
                                               port_drops)

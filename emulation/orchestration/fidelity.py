@@ -15,8 +15,11 @@ FAITHFUL_EMULATION_SHARE = 0.10   # link time lost to the emulator, as a share o
 DEGRADED_EMULATION_SHARE = 0.35
 FAITHFUL_LEVEL = 0.85             # achieved / shaped while a link has data to send
 DEGRADED_LEVEL = 0.70
+CRITICAL_NEED = 0.8               # links whose data needs this share of the bottleneck's time set the GST
 CPU_SATURATED = 0.95              # busy share of all cores in a sample
 CPU_SATURATED_SAMPLES = 0.5       # share of saturated samples that makes CPU the cause
+DROP_SHARE = 0.01                 # queue drops per segment sent above which TCP loss recovery distorts timing
+OVER_BUDGET_SHARE = 0.05          # share of rank-iterations whose real compute overran --compute-time
 
 
 class CpuSampler:
@@ -75,28 +78,91 @@ def interface_of(topo: Topology, rank: int, level: int) -> str:
     return topo.hosts[rank].interface(level).name
 
 
-def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int,
-                    bw: Sequence[float]) -> List[dict]:
-    """Per (rank, level) that sent in iteration i: payload and wire bytes, busy time, rate. A transfer occupies
-    its sender's link from its first byte sent to its last byte received (the sender's own end only says when
-    the data entered its socket buffer)."""
-    arrived = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["end"] for t in traces
-               if t["iteration"] == i and t["dir"] == "recv" and t["end"] is not None}
-    sends: Dict[Tuple[int, int], List[Tuple[float, float, int]]] = {}
-    for t in traces:
-        if t["iteration"] == i and t["dir"] == "send" and t["start"] is not None:
-            end = arrived.get((t["peer"], t["rank"], t["stream"], t["step"], t.get("phase")), t["end"])
-            sends.setdefault((t["rank"], t["level"]), []).append((t["start"], max(end, t["end"]), t["wire_bytes"]))
-    out = []
-    for (rank, level), ts in sends.items():
-        rate = bw[level] * 1e6 / 8
+class Paths:
+    """The directed links a transfer crosses, from the controller's rules and the hosts' routes (cached per
+    source and destination address). Where ECMP offers several paths, only the links common to all of them."""
+
+    def __init__(self, topo: Topology):
+        from controllers.rules import compute_rules
+        from emulation.spec.addressing import all_host_configs
+        self.topo, self.rules, self.configs = topo, compute_rules(topo), all_host_configs(topo)
+        self.level_of = {}
+        for l in topo.links:
+            self.level_of[(l.lower, l.upper)] = self.level_of[(l.upper, l.lower)] = l.level
+        self.cache: Dict[Tuple[int, int, int], Tuple[Tuple[str, str], ...]] = {}
+
+    def links(self, rank: int, peer: int, level: int) -> Tuple[Tuple[str, str], ...]:
+        """Directed links (from, to) of rank's transfer to peer's interface on `level`."""
+        key = (rank, peer, level)
+        if key not in self.cache:
+            from controllers.trace import trace
+            dst = self.topo.hosts[peer].interface(level).ip
+            found = trace(self.topo, self.rules, self.configs, self.topo.hosts[rank].name, dst).paths
+            hops = [set(zip(p, p[1:])) for p in found]
+            common = set.intersection(*hops) if hops else set()
+            self.cache[key] = tuple(hop for hop in zip(found[0], found[0][1:]) if hop in common) if found else ()
+        return self.cache[key]
+
+
+def wire_factors(topo: Topology, rows: Dict[int, List[dict]], sends: List[dict], i: int) -> Dict[Tuple[int, int], float]:
+    """Per (rank, interface level): bytes the interface sent in iteration i over the payload sent through it
+    (headers, ACKs and retransmissions), from the kernel's interface counters."""
+    payload: Dict[Tuple[int, int], int] = {}
+    for t in sends:
+        payload[(t["rank"], t["level"])] = payload.get((t["rank"], t["level"]), 0) + t["wire_bytes"]
+    out = {}
+    for (rank, level), n in payload.items():
         row = rows[rank][i] if i < len(rows.get(rank, [])) else {}
         wire = row.get("tx_bytes", {}).get(interface_of(topo, rank, level), 0)
-        payload = sum(n for _, _, n in ts)
-        intervals = [(a, b) for a, b, _ in ts]
-        out.append({"rank": rank, "level": level, "payload": payload, "wire": max(wire, payload),
-                    "busy_s": union_length(intervals), "intervals": intervals, "rate": rate})
+        out[(rank, level)] = max(1.0, wire / n) if n else 1.0
     return out
+
+
+def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int,
+                    bw: Sequence[float], paths: Optional[Paths] = None) -> List[dict]:
+    """Per directed link that carried data in iteration i: payload and wire bytes, busy time, and the time the
+    data needs at the rate the link could give it. A transfer occupies every link of its path from its first
+    byte sent to its last byte received (the sender's own end only says when the data entered its socket
+    buffer). The rate a link could give is worked out per step: every transfer gets the smallest fair share
+    (shaped rate / transfers sharing the link) along its path, and a link offers the sum of its transfers'
+    shares, at most its shaped rate -- so a host link feeding a slow upper level is judged against that level."""
+    paths = paths or Paths(topo)
+    arrived = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["end"] for t in traces
+               if t["iteration"] == i and t["dir"] == "recv" and t["end"] is not None}
+    sends = [t for t in traces if t["iteration"] == i and t["dir"] == "send" and t["start"] is not None]
+    factors = wire_factors(topo, rows, sends, i)
+    steps: Dict[Tuple[int, int], List[dict]] = {}
+    for t in sends:
+        end = arrived.get((t["peer"], t["rank"], t["stream"], t["step"], t.get("phase")), t["end"])
+        steps.setdefault((t["stream"], t["step"]), []).append(
+            {"links": paths.links(t["rank"], t["peer"], t["level"]), "start": t["start"], "end": max(end, t["end"]),
+             "payload": t["wire_bytes"], "wire": t["wire_bytes"] * factors[(t["rank"], t["level"])]})
+    out: Dict[Tuple[str, str], dict] = {}
+    for transfers in steps.values():
+        sharing: Dict[Tuple[str, str], int] = {}
+        for t in transfers:
+            for link in t["links"]:
+                sharing[link] = sharing.get(link, 0) + 1
+        offered: Dict[Tuple[str, str], float] = {}
+        for t in transfers:
+            share = min((bw[paths.level_of[l]] / sharing[l] for l in t["links"]), default=0.0)
+            for link in t["links"]:
+                offered[link] = offered.get(link, 0.0) + share
+        for t in transfers:
+            for link in t["links"]:
+                level = paths.level_of[link]
+                rate = min(bw[level], offered[link]) * 1e6 / 8
+                e = out.setdefault(link, {"link": ">".join(link), "level": level, "payload": 0, "wire": 0.0,
+                                          "need_payload_s": 0.0, "need_s": 0.0, "intervals": [],
+                                          "shaped": bw[level] * 1e6 / 8})
+                e["payload"] += t["payload"]
+                e["wire"] += t["wire"]
+                e["need_payload_s"] += t["payload"] / rate
+                e["need_s"] += t["wire"] / rate
+                e["intervals"].append((t["start"], t["end"]))
+    for e in out.values():
+        e["busy_s"] = union_length(e["intervals"])
+    return list(out.values())
 
 
 def step_skew(traces: List[dict], i: int) -> List[float]:
@@ -116,24 +182,21 @@ def clipped_union(intervals: List[Tuple[float, float]], lo: float, hi: float) ->
 
 def decompose(iteration: dict, links: List[dict], theory_s: float) -> Optional[Dict[str, float]]:
     """Measured GST = theory + plan + headers + below rate + idle - early, on the bottleneck link of the
-    iteration (the one that must transmit longest): plan = its payload time beyond theory; headers = its
-    wire bytes beyond payload at the shaped rate (headers, ACKs, retransmissions); below rate = busy time beyond
-    wire time (sending slower than shaped); idle = the part of the GST window (last rank's start to last
-    rank's end) in which the link had nothing to send; early = its busy time before that window opened
-    (ranks that start early get work done while a straggler still computes)."""
+    iteration (the one whose data needs longest at the rate it could get): plan = its payload time beyond
+    theory; headers = its wire bytes beyond payload (headers, ACKs, retransmissions); below rate = busy time
+    beyond what its wire bytes need (sending slower than it could); idle = the part of the GST window (last
+    rank's start to last rank's end) in which the link had nothing to send; early = its busy time before that
+    window opened (ranks that start early get work done while a straggler still computes)."""
     if not links:
         return None
-    b = max(links, key=lambda l: l["wire"] / l["rate"])
+    b = max(links, key=lambda l: l["need_s"])
     lo, hi = iteration["sync_start"], iteration["sync_end"]
     busy_in = clipped_union(b["intervals"], lo, hi)
     early = clipped_union(b["intervals"], float("-inf"), lo)
-    transfer = b["payload"] / b["rate"]
-    headers = (b["wire"] - b["payload"]) / b["rate"]
-    below = busy_in + early - b["wire"] / b["rate"]
     measured = iteration["gst_s"]
-    return {"theory_s": theory_s, "measured_s": measured, "plan_s": transfer - theory_s, "headers_s": headers,
-            "below_rate_s": below, "idle_s": measured - busy_in, "early_s": early,
-            "bottleneck": f"rank {b['rank']} L{b['level']}"}
+    return {"theory_s": theory_s, "measured_s": measured, "plan_s": b["need_payload_s"] - theory_s,
+            "headers_s": b["need_s"] - b["need_payload_s"], "below_rate_s": busy_in + early - b["need_s"],
+            "idle_s": measured - busy_in, "early_s": early, "bottleneck": f"{b['link']} L{b['level']}"}
 
 
 def median_of(dicts: List[Dict[str, float]], key: str) -> Optional[float]:
@@ -168,26 +231,37 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
         "gst_ratio": statistics.median(gsts) / theory_s if gsts and theory_s else None,
         "gst_cv": (statistics.pstdev(gsts) / statistics.mean(gsts)) if len(gsts) > 1 and statistics.mean(gsts) else None,
         "cpu": cpu,
-        "compute_over_budget": sum(it.get("compute_over_budget", 0) for it in iterations)}
+        "compute_over_budget": sum(it.get("compute_over_budget", 0) for it in kept),
+        "compute_rank_iterations": sum(it.get("workers", 1) for it in kept)}
     if not emulated or topo is None:
         out.update(verdict="not measured", cause="loopback run: no emulated network")
         return out
-    parts, level_bytes, level_busy = [], {}, {}
-    skews = []
+    parts, skews = [], []
+    per_level: Dict[int, Dict[str, float]] = {}
+    paths = Paths(topo)
     for it in kept:
-        links = iteration_links(topo, rows, traces, it["iteration"], bw)
+        links = iteration_links(topo, rows, traces, it["iteration"], bw, paths)
+        longest = max((l["need_s"] for l in links), default=0.0)
         for l in links:
-            level_bytes[l["level"]] = level_bytes.get(l["level"], 0) + l["wire"]
-            level_busy[l["level"]] = level_busy.get(l["level"], 0) + l["busy_s"]
+            acc = per_level.setdefault(l["level"], dict.fromkeys(("wire", "busy", "need", "crit_busy", "crit_need"), 0.0))
+            acc["wire"] += l["wire"]
+            acc["busy"] += l["busy_s"]
+            acc["need"] += l["need_s"]
+            if l["need_s"] >= CRITICAL_NEED * longest:
+                acc["crit_busy"] += l["busy_s"]
+                acc["crit_need"] += l["need_s"]
         d = decompose(it, links, theory_s)
         if d:
             parts.append(d)
         skews += step_skew(traces, it["iteration"])
     levels = {}
-    for level in sorted(level_bytes):
-        achieved = level_bytes[level] * 8 / level_busy[level] / 1e6 if level_busy[level] else None
-        levels[f"L{level}"] = {"shaped_mbps": bw[level], "achieved_mbps": round(achieved, 3) if achieved else None,
-                               "fidelity": round(achieved / bw[level], 4) if achieved else None}
+    for level, acc in sorted(per_level.items()):
+        levels[f"L{level}"] = {
+            "shaped_mbps": bw[level],
+            "available_mbps": round(acc["wire"] * 8 / acc["need"] / 1e6, 3) if acc["need"] else None,
+            "achieved_mbps": round(acc["wire"] * 8 / acc["busy"] / 1e6, 3) if acc["busy"] else None,
+            "fidelity": round(acc["need"] / acc["busy"], 4) if acc["busy"] else None,
+            "critical_fidelity": round(acc["crit_need"] / acc["crit_busy"], 4) if acc["crit_busy"] else None}
     out["levels"] = levels
     out["step_skew_s"] = {"median": statistics.median(skews) if skews else None, "max": max(skews) if skews else None}
     if parts:
@@ -198,7 +272,7 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     hosts = host_counters(topo, rows, finals)
     out["hosts"] = hosts
     out["tcp_totals"] = {k: sum(h[k] for h in hosts.values()) for k in
-                         ("retrans_segs", "rto_timeouts", "loss_probes", "qdisc_drops")}
+                         ("retrans_segs", "rto_timeouts", "loss_probes", "qdisc_drops", "out_segs")}
     out["switch_port_drops"] = switch_port_drops or {}
     out.update(verdict_and_cause(out, len(kept), theory_s))
     return out
@@ -209,7 +283,8 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     d = fid.get("decomposition_median_s") or {}
     cpu = fid.get("cpu") or {}
     cpu_saturated = (cpu.get("saturated_share") or 0) >= CPU_SATURATED_SAMPLES
-    level_min = min((l["fidelity"] for l in fid.get("levels", {}).values() if l["fidelity"]), default=None)
+    level_min = min((l["critical_fidelity"] for l in fid.get("levels", {}).values() if l.get("critical_fidelity")),
+                    default=None)
     totals = fid.get("tcp_totals", {})
     emulator_s = max(0.0, d.get("below_rate_s") or 0) + max(0.0, (d.get("idle_s") or 0) - (d.get("early_s") or 0))
     share = emulator_s / theory_s if theory_s and d else None
@@ -232,16 +307,19 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
             else:
                 why = "links idle during synchronization"
             causes.append((idle / theory_s, why))
-    if totals.get("qdisc_drops"):
-        causes.append((0.01, f"{totals['qdisc_drops']} packets dropped in host queues"))
-    if fid.get("compute_over_budget"):
-        causes.append((0.01 * fid["compute_over_budget"], f"real compute exceeded --compute-time in "
-                                                          f"{fid['compute_over_budget']} rank-iterations"))
+    drop_share = (totals.get("qdisc_drops") or 0) / max(1, totals.get("out_segs") or 0)
+    if drop_share > DROP_SHARE:
+        causes.append((drop_share, f"{totals['qdisc_drops']} packets ({drop_share:.1%}) dropped in host queues"))
+    over = fid.get("compute_over_budget") or 0
+    over_share = over / max(1, fid.get("compute_rank_iterations") or 1)
+    if over_share > OVER_BUDGET_SHARE:
+        causes.append((0.01 + over_share, f"real compute exceeded --compute-time in {over} of "
+                                          f"{fid.get('compute_rank_iterations')} rank-iterations after warm-up"))
     if cpu_saturated or (level_min is not None and level_min < DEGRADED_LEVEL) or \
             (share is not None and share > DEGRADED_EMULATION_SHARE):
         verdict = "not faithful"
     elif (level_min is not None and level_min < FAITHFUL_LEVEL) or (share is not None and share > FAITHFUL_EMULATION_SHARE) \
-            or totals.get("qdisc_drops") or fid.get("compute_over_budget"):
+            or drop_share > DROP_SHARE or over_share > OVER_BUDGET_SHARE:
         verdict = "degraded"
     else:
         verdict = "faithful"
@@ -258,7 +336,8 @@ def one_line(fid: Dict[str, object]) -> str:
         parts.append(f"CV {fid['gst_cv']:.2f}")
     levels = fid.get("levels") or {}
     if levels:
-        parts.append("links " + " ".join(f"{k} {v['fidelity']:.2f}" for k, v in levels.items() if v["fidelity"]))
+        parts.append("links " + " ".join(f"{k} {v['critical_fidelity']:.2f}" for k, v in levels.items()
+                                         if v.get("critical_fidelity")))
     cpu = fid.get("cpu") or {}
     if cpu.get("busy_mean") is not None:
         parts.append(f"CPU {cpu['busy_mean']:.0%}")

@@ -79,6 +79,9 @@ class RunConfig:
     codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS))
     compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
                                  kind=float, low=0, high=3600)
+    dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
+                             "reported divided by F (for rates a 2-core machine cannot emulate in real time)",
+                             kind=float, low=1, high=100)
     pull: str = option("ibatch", "ibatch: pull schedule (ibatch = best batching, layer, default)",
                        choices=PULL_MODES, algorithm_option=True)
     staleness: int = option(0, "pflow: 0 = BSP, s > 0 = SSP with bound s", kind=int, low=0, high=100,

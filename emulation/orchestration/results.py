@@ -65,12 +65,29 @@ def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topo
                     "compute_cpu_s": statistics.mean(w.get("compute_cpu_s", 0.0) for w in workers)
                     if workers else 0.0,
                     "compute_over_budget": sum(bool(w.get("compute_over_budget")) for w in workers),
+                    "workers": len(workers),
                     "iteration_s": max(r["end"] for r in its) - min(r["start"] for r in its),
                     "loss": statistics.mean(losses) if losses else None,
                     "start": min(r["start"] for r in its), "end": max(r["end"] for r in its),
                     "sync_start": max(r["sync_start"] for r in its), "sync_end": max(r["sync_end"] for r in its),
                     "tx_bytes_by_level": dict(sorted(by_level.items())),
                     "payload_by_phase": dict(sorted(phases.items())), "split": split})
+    return out
+
+
+TIME_KEYS = ("gst_s", "compute_s", "compute_real_s", "compute_cpu_s", "iteration_s")
+
+
+def dilate(iterations: List[dict], factor: float) -> List[dict]:
+    """Iterations in the emulated time of a dilated run: every duration divided by the dilation factor
+    (split entries ending in _s are seconds; the others, such as a dropped fraction, are not)."""
+    if factor == 1:
+        return iterations
+    out = []
+    for it in iterations:
+        it = dict(it, **{k: it[k] / factor for k in TIME_KEYS})
+        it["split"] = {k: (v / factor if k.endswith("_s") else v) for k, v in it["split"].items()}
+        out.append(it)
     return out
 
 
@@ -134,7 +151,7 @@ def extras(finals: Dict[int, dict], contributors) -> Dict[str, object]:
 
 
 def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, checks: Dict[str, Optional[bool]],
-              error: Optional[str]) -> dict:
+              error: Optional[str], dilation: float = 1.0) -> dict:
     """The measured part of summary.json."""
     from workloads.verify import overall
     checksums = {finals[r]["checksum"] for r in contributors if r in finals}
@@ -158,7 +175,7 @@ def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, che
         "compute_cpu_median_s": median_after_warmup([it["compute_cpu_s"] for it in iterations]),
         "compute_over_budget": sum(it["compute_over_budget"] for it in iterations),
         "iteration_median_s": median_after_warmup([it["iteration_s"] for it in iterations]),
-        "jct_s": (iterations[-1]["end"] - iterations[0]["start"]) if iterations else None,
+        "jct_s": (iterations[-1]["end"] - iterations[0]["start"]) / dilation if iterations else None,
         "bytes_by_level": by_level,
         "payload_fp32_bytes": raw, "payload_sent_bytes": sent,
         "wire_ratio": sent / raw if raw else None,

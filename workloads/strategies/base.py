@@ -117,10 +117,12 @@ class ComputeClock:
     """Times an iteration's compute segments (wall and CPU time of this thread) and, given a device time S
     (--compute-time), stretches them so the iteration's compute takes S: each segment is padded in proportion
     to its share of the previous iteration's real compute, and finish() makes up the rest. A real compute
-    slower than S cannot be hidden: the record says so (compute_over_budget)."""
+    slower than S cannot be hidden: the record says so (compute_over_budget). Under time dilation F without a
+    device time, every segment is stretched to F times its real length."""
 
-    def __init__(self, device_s: Optional[float] = None):
+    def __init__(self, device_s: Optional[float] = None, stretch: float = 1.0):
         self.device_s = device_s if device_s else None
+        self.stretch = stretch  # time dilation without a device time: every segment takes stretch x real
         self.previous_real: Optional[float] = None
         self.begin()
 
@@ -141,6 +143,8 @@ class ComputeClock:
         if self.device_s and self.previous_real:
             budget = self.device_s - self.elapsed - real
             slept = self._sleep(min(real * (self.device_s / self.previous_real - 1.0), budget))
+        elif not self.device_s and self.stretch > 1:
+            slept = self._sleep(real * (self.stretch - 1.0))
         self.elapsed += real + slept
         self.intervals.append((start, time.time()))
 

@@ -36,6 +36,7 @@ class ParameterFlow(Strategy):
         self.codec = LZ4Codec() if dvf else None
         self.dvf = DVF(state.total, dvf[0], dvf[1], float(cfg.get("pf_min_mbps", 50.0))) if dvf else None
         self.link_mbps = float(str(cfg.get("bw", "100")).split(",")[0])
+        self.dilation = float(cfg.get("dilation", 1.0))  # measured rates are real; DVF compares emulated ones
         self.measured = self.link_mbps
         self.staleness = int(cfg.get("staleness", 0))
         self.push_counts = {"in": ctx.workers, "out": servers}
@@ -66,7 +67,8 @@ class ParameterFlow(Strategy):
         self.bcast.run(buf, codec=self.codec)
         rec.sync_end = time.time()
         sent = wire_total(self.bcast.executor, before_bcast)
-        self.measured = sent[1] * 8 / max(rec.sync_end - t1, 1e-6) / 1e6 if sent[1] else self.link_mbps
+        self.measured = sent[1] * 8 / max(rec.sync_end - t1, 1e-6) / 1e6 * self.dilation if sent[1] \
+            else self.link_mbps
         rec.add_payload("push", *wire_total(self.push.executor, before_push))
         rec.add_payload("broadcast", *sent)
         rec.split.update(push_s=t1 - rec.sync_start, dropped=dropped)
@@ -104,7 +106,8 @@ class ParameterFlow(Strategy):
                 self.push.run(update, codec=self.codec)
                 t1 = time.time()
                 pushed = wire_total(self.push.executor, before_push)
-                self.measured = pushed[1] * 8 / max(t1 - t0, 1e-6) / 1e6 if pushed[1] else self.link_mbps
+                self.measured = pushed[1] * 8 / max(t1 - t0, 1e-6) / 1e6 * self.dilation if pushed[1] \
+                    else self.link_mbps
                 agg = np.zeros(self.layout.total, np.float32)
                 self.bcast.run(agg, codec=self.codec)
                 t2 = time.time()
