@@ -205,7 +205,11 @@ def summarize_fidelity(rows: List[Dict[str, object]], cpu: Optional[Dict[str, ob
     cause = None
     if verdict != "faithful":
         saturated = (cpu or {}).get("saturated_share") or 0
-        if saturated >= CPU_SATURATED_SHARE:
+        switch = (cpu or {}).get("switch_saturated_share") or 0
+        if switch >= CPU_SATURATED_SHARE:
+            cause = f"software switch saturated: its forwarding thread used a full core in {switch:.0%} of " \
+                    f"samples (lower --bw)"
+        elif saturated >= CPU_SATURATED_SHARE:
             cause = f"CPU saturation: all cores busy in {saturated:.0%} of samples (lower --bw)"
         elif retrans:
             cause = f"{retrans} TCP retransmissions: queues overflow"

@@ -151,7 +151,7 @@ def cmd_net(args) -> int:
     topo, bw, cfg = validate_net_args(args)
     from emulation.net import checks
     from emulation.net.network import EmulatedNetwork
-    from emulation.orchestration.fidelity import CpuSampler
+    from emulation.orchestration.fidelity import CpuSampler, switch_pid
     from emulation.orchestration.options import tcp_settings
     report = {"topology": topo.spec, "hosts": len(topo.hosts), "switches": len(topo.switches),
               "links": len(topo.links), "shaped_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
@@ -168,7 +168,7 @@ def cmd_net(args) -> int:
         report.update(checks.run_reachability(enet, checks.reachability_pairs(topo, args.all_pairs)))
         flows = checks.fidelity_flows(topo, bw)
         log(f"running {len(flows)} concurrent iperf3 flows for {args.duration:g}s")
-        with CpuSampler() as cpu:
+        with CpuSampler(switch=switch_pid()) as cpu:
             report["flows"] = checks.run_fidelity(enet, flows, args.duration)
         report["cpu"] = cpu.report()
         report.update(checks.summarize_fidelity(report["flows"], report["cpu"]))

@@ -175,7 +175,7 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
                "config": asdict(cfg)}
     error = None
     started = time.time()
-    cpu = CpuSampler()
+    cpu = CpuSampler(switch=None if cfg.local else fidelity.switch_pid())
     port_drops = {}
     try:
         with network_for(cfg, checked, log) as hosts:

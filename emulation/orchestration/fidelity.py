@@ -3,6 +3,7 @@ the kernel's TCP and queue counters, step skew, and the measured/theory GST deco
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -22,11 +23,45 @@ DROP_SHARE = 0.01                 # queue drops per segment sent above which TCP
 OVER_BUDGET_SHARE = 0.05          # share of rank-iterations whose real compute overran --compute-time
 
 
-class CpuSampler:
-    """Samples the machine's CPU busy share from /proc/stat in a background thread."""
+SWITCH_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
+SWITCH_SATURATED = 0.9            # share of one core used by the switch's busiest thread
 
-    def __init__(self, period: float = 0.5):
-        self.period, self.samples = period, []
+
+def switch_pid(pidfile: str = SWITCH_PIDFILE) -> Optional[int]:
+    """The software switch's process id, or None when it is not running."""
+    try:
+        with open(pidfile) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def thread_ticks(pid: int) -> Dict[str, int]:
+    """CPU ticks (user + system) of each thread of a process."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[tid] = int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+class CpuSampler:
+    """Samples the machine's CPU busy share from /proc/stat in a background thread, and the share of one core
+    used by the software switch's busiest thread (userspace OVS forwards non-PMD ports in one thread, so the
+    switch saturates long before the machine does)."""
+
+    def __init__(self, period: float = 0.5, switch: Optional[int] = None):
+        self.period, self.samples, self.switch_samples = period, [], []
+        self.switch = switch
+        self._hz = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -39,11 +74,17 @@ class CpuSampler:
 
     def _loop(self) -> None:
         total0, idle0 = self._read()
+        ticks0, t0 = (thread_ticks(self.switch) if self.switch else {}), time.monotonic()
         while not self._stop.wait(self.period):
             total, idle = self._read()
             if total > total0:
                 self.samples.append(1.0 - (idle - idle0) / (total - total0))
             total0, idle0 = total, idle
+            if self.switch:
+                ticks, t = thread_ticks(self.switch), time.monotonic()
+                busiest = max((v - ticks0.get(k, v) for k, v in ticks.items()), default=0)
+                self.switch_samples.append(busiest / self._hz / max(t - t0, 1e-3))
+                ticks0, t0 = ticks, t
 
     def __enter__(self) -> "CpuSampler":
         self._thread.start()
@@ -55,9 +96,13 @@ class CpuSampler:
 
     def report(self) -> Dict[str, object]:
         """Mean busy share and the share of samples in which the CPU was saturated."""
-        s = self.samples
-        return {"samples": len(s), "busy_mean": round(statistics.mean(s), 4) if s else None,
-                "saturated_share": round(sum(v >= CPU_SATURATED for v in s) / len(s), 4) if s else None}
+        s, w = self.samples, self.switch_samples
+        out = {"samples": len(s), "busy_mean": round(statistics.mean(s), 4) if s else None,
+               "saturated_share": round(sum(v >= CPU_SATURATED for v in s) / len(s), 4) if s else None}
+        if w:
+            out["switch_thread_mean"] = round(statistics.mean(w), 4)
+            out["switch_saturated_share"] = round(sum(v >= SWITCH_SATURATED for v in w) / len(w), 4)
+        return out
 
 
 def union_length(intervals: List[Tuple[float, float]]) -> float:
@@ -283,6 +328,7 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     d = fid.get("decomposition_median_s") or {}
     cpu = fid.get("cpu") or {}
     cpu_saturated = (cpu.get("saturated_share") or 0) >= CPU_SATURATED_SAMPLES
+    switch_saturated = (cpu.get("switch_saturated_share") or 0) >= CPU_SATURATED_SAMPLES
     level_min = min((l["critical_fidelity"] for l in fid.get("levels", {}).values() if l.get("critical_fidelity")),
                     default=None)
     totals = fid.get("tcp_totals", {})
@@ -290,7 +336,11 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     share = emulator_s / theory_s if theory_s and d else None
     causes = []
     if cpu_saturated:
-        causes.append((3.0, f"CPU saturation: all cores busy in {cpu['saturated_share']:.0%} of samples"))
+        # Saturated resources are root causes; slow or idle links are what they look like from the network.
+        causes.append((1000.0 + cpu["saturated_share"], f"CPU saturation: all cores busy in {cpu['saturated_share']:.0%} of samples"))
+    if switch_saturated:
+        causes.append((1000.0 + cpu["switch_saturated_share"], f"software switch saturated: its forwarding thread used a full core in "
+                            f"{cpu['switch_saturated_share']:.0%} of samples (lower --bw or use --dilation)"))
     if level_min is not None and level_min < FAITHFUL_LEVEL:
         causes.append((2.0 + (FAITHFUL_LEVEL - level_min),
                        f"links reach only {level_min:.2f} of the shaped rate while sending"))
@@ -315,7 +365,7 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     if over_share > OVER_BUDGET_SHARE:
         causes.append((0.01 + over_share, f"real compute exceeded --compute-time in {over} of "
                                           f"{fid.get('compute_rank_iterations')} rank-iterations after warm-up"))
-    if cpu_saturated or (level_min is not None and level_min < DEGRADED_LEVEL) or \
+    if cpu_saturated or switch_saturated or (level_min is not None and level_min < DEGRADED_LEVEL) or \
             (share is not None and share > DEGRADED_EMULATION_SHARE):
         verdict = "not faithful"
     elif (level_min is not None and level_min < FAITHFUL_LEVEL) or (share is not None and share > FAITHFUL_EMULATION_SHARE) \
@@ -341,6 +391,8 @@ def one_line(fid: Dict[str, object]) -> str:
     cpu = fid.get("cpu") or {}
     if cpu.get("busy_mean") is not None:
         parts.append(f"CPU {cpu['busy_mean']:.0%}")
+    if cpu.get("switch_thread_mean") is not None:
+        parts.append(f"switch thread {cpu['switch_thread_mean']:.0%}")
     if fid.get("cause"):
         parts.append(f"cause: {fid['cause']}")
     return ", ".join(parts)

@@ -1,0 +1,31 @@
+"""The short form of `make benchmark` (root): every run measured, every target evaluated, overload flagged."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT
+
+pytestmark = pytest.mark.emulation
+
+
+def test_quick_benchmark_measures_every_target(tmp_path):
+    out = tmp_path / "bench"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--quick", "--out", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["runs"]) == {"ps-100-dilated", "bml-100", "overloaded-fattree"}
+    for key, run in report["runs"].items():
+        assert run["correct"], key
+        assert run["fidelity"] in ("faithful", "degraded", "not faithful"), key
+        assert run["gst_ratio"] > 0.9, key  # a GST below theory would mean the measurement is wrong
+        assert run["levels"] and all(v["shaped_mbps"] > 0 for v in run["levels"].values()), key
+    assert report["runs"]["bml-100"]["dilation"] == 2.0
+    assert report["runs"]["overloaded-fattree"]["fidelity"] == "not faithful"
+    assert report["runs"]["overloaded-fattree"]["fidelity_cause"]
+    assert all(isinstance(v, bool) for v in report["targets"].values())
+    assert 0 < report["bml_over_ps_gst"] < 1  # BML needs less than PS on the same hosts at any load
