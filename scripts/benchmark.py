@@ -18,7 +18,11 @@ sys.path.insert(0, ROOT)
 from emulation.orchestration.experiment import run  # noqa: E402
 from emulation.orchestration.options import RunConfig  # noqa: E402
 
-COMPUTE_TIME = 0.1  # the emulated device's forward+backward of LeNet-5, sub-minibatch 32 (same for every run)
+# The emulated device's forward+backward of LeNet-5, sub-minibatch 32, in emulated seconds. Nine torch processes
+# on 2 cores need up to ~0.26 s of real time for it (0.04 s of CPU each), so a device time is only unbendable
+# where S x dilation >= 0.3 s: real-time runs use 0.3, the dilated BML/PS pair (whose JCTs are compared) 0.15.
+COMPUTE_TIME = 0.3
+DILATED_COMPUTE_TIME = 0.15
 EQ9_SPEEDUP = 1.29  # BlueConnect eq. 9 vs one-level ring on tree:3,2,2 at 200,100,25 Mbit/s (LeNet-5)
 
 DILATION = 2.0     # the nearest faithful configuration for BML at 100 Mbit/s on 2 cores (see README)
@@ -75,11 +79,12 @@ def main() -> int:
         extra = dict(extra)
         iters = 4 if args.quick else extra.pop("iters", args.iters)
         extra.pop("iters", None)
+        compute = DILATED_COMPUTE_TIME if extra.get("dilation", 1) > 1 else COMPUTE_TIME
         cfg = RunConfig(topology=topo, algo=algo, model="lenet5", batch=32, iters=iters, bw=bw,
-                        compute_time=COMPUTE_TIME, out=os.path.join(args.out, key), **extra)
+                        compute_time=compute, out=os.path.join(args.out, key), **extra)
         summaries[key] = run(cfg, log=lambda m: print(f"[benchmark] {m}", file=sys.stderr), progress=True)
     net = net_check(args.out) if not args.quick and not args.only else None
-    report = {"compute_time_s": COMPUTE_TIME, "dilation_for_bml_100": DILATION, "iterations": args.iters,
+    report = {"compute_time_s": COMPUTE_TIME, "dilated_compute_time_s": DILATED_COMPUTE_TIME, "dilation_for_bml_100": DILATION, "iterations": args.iters,
               "duration_s": time.time() - started,
               "runs": {k: {"gst_median_s": s["gst_median_s"], "gst_theory_s": s["gst_theory_s"],
                            "gst_ratio": s["gst_ratio"], "gst_cv": cv(s), "jct_s": s["jct_s"],
@@ -99,7 +104,8 @@ def main() -> int:
         report["bml_over_ps_gst"] = runs["bml-100"]["gst_median_s"] / runs[ps]["gst_median_s"]
         report["bml_jct_reduction_vs_ps"] = 1 - runs["bml-100"]["jct_s"] / runs[ps]["jct_s"]
         targets["0.45 <= BML/PS GST <= 0.60 at 100"] = 0.45 <= report["bml_over_ps_gst"] <= 0.60
-        targets["BML JCT reduction vs PS >= 40% (same --compute-time)"] = report["bml_jct_reduction_vs_ps"] >= 0.40
+        jct = f"BML JCT reduction vs PS >= 40% (both --compute-time {DILATED_COMPUTE_TIME})"
+        targets[jct] = report["bml_jct_reduction_vs_ps"] >= 0.40
     if "ring-100" in runs and "gloo-100" in runs:
         report["ring_over_gloo_gst"] = runs["ring-100"]["gst_median_s"] / runs["gloo-100"]["gst_median_s"]
     if "blueconnect-tree" in runs and "ring-tree" in runs:
