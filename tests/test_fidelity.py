@@ -79,7 +79,11 @@ def test_verdicts():
     assert v["verdict"] == "degraded" and "retransmission timeouts" in v["cause"]
     busy = dict(fast, cpu={"saturated_share": 0.8})
     v = verdict_and_cause(busy, 10, 1.0)
-    assert v["verdict"] == "not faithful" and "CPU saturation" in v["cause"]
+    assert v["verdict"] == "degraded" and "CPU saturation" in v["cause"]
+    switch = dict(fast, cpu={"saturated_share": 0.0, "switch_saturated_share": 0.7},
+                  levels={"L0": {"critical_fidelity": 0.05}})
+    v = verdict_and_cause(switch, 10, 1.0)
+    assert v["verdict"] == "not faithful" and "software switch saturated" in v["cause"]  # the root cause first
     slow = dict(fast, levels={"L0": {"critical_fidelity": 0.5}})
     assert verdict_and_cause(slow, 10, 1.0)["verdict"] == "not faithful"
 

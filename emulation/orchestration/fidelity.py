@@ -365,11 +365,13 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     if over_share > OVER_BUDGET_SHARE:
         causes.append((0.01 + over_share, f"real compute exceeded --compute-time in {over} of "
                                           f"{fid.get('compute_rank_iterations')} rank-iterations after warm-up"))
-    if cpu_saturated or switch_saturated or (level_min is not None and level_min < DEGRADED_LEVEL) or \
+    # A saturated CPU or switch thread warns (degraded); a run is not faithful when the network shows the damage.
+    if (level_min is not None and level_min < DEGRADED_LEVEL) or \
             (share is not None and share > DEGRADED_EMULATION_SHARE):
         verdict = "not faithful"
-    elif (level_min is not None and level_min < FAITHFUL_LEVEL) or (share is not None and share > FAITHFUL_EMULATION_SHARE) \
-            or drop_share > DROP_SHARE or over_share > OVER_BUDGET_SHARE:
+    elif cpu_saturated or switch_saturated or (level_min is not None and level_min < FAITHFUL_LEVEL) or \
+            (share is not None and share > FAITHFUL_EMULATION_SHARE) or drop_share > DROP_SHARE or \
+            over_share > OVER_BUDGET_SHARE:
         verdict = "degraded"
     else:
         verdict = "faithful"
