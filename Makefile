@@ -8,7 +8,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(DMLBED) compare configs/demo.yaml --out results/demo
+	$(DMLBED) compare configs/demo.yaml --out results/demo --force
 
 test: setup
 	$(PY) -m pytest tests -v -rs
@@ -18,6 +18,7 @@ test-fast: setup
 
 benchmark: setup
 	$(PY) scripts/benchmark.py --out results/benchmark
+	$(PY) scripts/soak.py --runs 20 --out results/soak
 
 clean:
 	-$(DMLBED) clean

@@ -81,7 +81,7 @@ def main() -> int:
         extra.pop("iters", None)
         compute = DILATED_COMPUTE_TIME if extra.get("dilation", 1) > 1 else COMPUTE_TIME
         cfg = RunConfig(topology=topo, algo=algo, model="lenet5", batch=32, iters=iters, bw=bw,
-                        compute_time=compute, out=os.path.join(args.out, key), **extra)
+                        compute_time=compute, out=os.path.join(args.out, key), force=True, **extra)
         summaries[key] = run(cfg, log=lambda m: print(f"[benchmark] {m}", file=sys.stderr), progress=True)
     net = net_check(args.out) if not args.quick and not args.only else None
     net50 = net_check(args.out, "50") if not args.quick and not args.only else None

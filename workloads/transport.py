@@ -20,6 +20,15 @@ class TransportError(RuntimeError):
 Address = Tuple[str, int]
 
 
+def send_all(sock: socket.socket, view: memoryview) -> None:
+    """Send every byte; the socket's timeout bounds each wait for buffer space (inactivity), not the whole
+    transfer, unlike socket.sendall since Python 3.5 -- a slow healthy link must not time out."""
+    view = view.cast("B") if view.format != "B" else view
+    sent = 0
+    while sent < view.nbytes:
+        sent += sock.send(view[sent:])
+
+
 def _tune(sock: socket.socket, timeout: float, buffer: int) -> None:
     """No Nagle, the buffers, the timeout (the congestion control is set before connecting)."""
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -103,10 +112,10 @@ class Transport:
         sock = self.out[(peer, stream)]
         payload = memoryview(payload)
         try:
-            sock.sendall(HEADER.pack(step, piece, stream, payload.nbytes))
-            sock.sendall(payload)
+            send_all(sock, memoryview(HEADER.pack(step, piece, stream, payload.nbytes)))
+            send_all(sock, payload)
         except socket.timeout:
-            raise TransportError(f"sending piece {piece} to {self.name(peer)} timed out after "
+            raise TransportError(f"sending piece {piece} to {self.name(peer)}: no byte moved for "
                                  f"{self.timeout:.0f}s in step {step} of stream {stream}") from None
         except OSError as exc:
             raise TransportError(f"{self.name(peer)} vanished while we sent piece {piece} in step {step} "

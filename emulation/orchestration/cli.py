@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from typing import List, Optional
 
@@ -156,8 +155,10 @@ def cmd_net(args) -> int:
     report = {"topology": topo.spec, "hosts": len(topo.hosts), "switches": len(topo.switches),
               "links": len(topo.links), "shaped_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
               "bw_by_level": list(bw)}
-    with EmulatedNetwork(topo, bw, datapath=cfg.datapath, ingress_shaping=cfg.shape_ingress,
-                         log=log, tcp=tcp_settings(cfg)) as enet:
+    from emulation.net.lock import NetworkLock
+    with NetworkLock(wait=cfg.wait), EmulatedNetwork(topo, bw, datapath=cfg.datapath,
+                                                     ingress_shaping=cfg.shape_ingress, log=log,
+                                                     tcp=tcp_settings(cfg)) as enet:
         report.update(datapath=enet.datapath, shaping=enet.shaping, bring_up_s=round(enet.bring_up_s, 3),
                       tcp=enet.tcp_summary())
         if args.cli:
@@ -230,6 +231,7 @@ def cmd_run(args) -> int:
     try:
         cfg = from_args(args, RUN)
         validate(cfg)
+        experiment.check_output(cfg)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not cfg.local:
@@ -308,12 +310,15 @@ def cmd_compare(args) -> int:
     from emulation.orchestration import compare
     try:
         data = compare.load(args.config)
-        compare.expand(data, args.out or "results", args.local)
+        out_root = compare.output_root(data, args.config, args.out)
+        compare.expand(data, out_root, args.local)
+        compare.check_output(out_root, args.force)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not args.local:
         require_root("dmlbed compare")
-    result = compare.compare(args.config, args.out, args.local, log=log, progress=not args.json)
+    result = compare.compare(args.config, args.out, args.local, log=log, progress=not args.json, force=args.force,
+                             wait=args.wait)
     if args.json:
         print(json.dumps(result, indent=1, default=str))
     else:
@@ -369,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("config", help="YAML file: name, defaults, runs, sweep (see configs/)")
     cp.add_argument("--out", help="output folder (default results/NAME)")
     cp.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
+    cp.add_argument("--force", action="store_true", help="replace an earlier comparison in --out")
+    cp.add_argument("--wait", action="store_true", help="wait for another run's emulated network instead of refusing")
     cp.add_argument("--json", action="store_true")
     cp.set_defaults(func=cmd_compare)
     c = sub.add_parser("clean", help="remove what a crashed run left behind")
@@ -376,16 +383,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def terminate_on_sigterm() -> None:
-    """Turn SIGTERM into SystemExit so context managers tear the network down."""
-    def handler(signum, frame):
-        raise SystemExit(128 + signum)
-    signal.signal(signal.SIGTERM, handler)
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the `dmlbed` console script."""
-    terminate_on_sigterm()
+    from emulation.net.lock import NetworkBusy
+    from emulation.orchestration import signals
+    signals.install()
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "func", None):
@@ -394,9 +396,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (UsageError, TopologyError) as exc:
         print(f"dmlbed: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("dmlbed: interrupted; everything started was stopped", file=sys.stderr)
-        return 130
+    except NetworkBusy as exc:
+        print(f"dmlbed: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt as exc:
+        name = exc.name if isinstance(exc, signals.Interrupted) else "SIGINT"
+        print(f"dmlbed: interrupted by {name}; everything started was stopped", file=sys.stderr)
+        return exc.exit_code if isinstance(exc, signals.Interrupted) else 130
     except BrokenPipeError:  # e.g. `dmlbed rules ... | head`
         sys.stderr.close()
         return 0

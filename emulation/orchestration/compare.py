@@ -6,11 +6,12 @@ import csv
 import itertools
 import json
 import os
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import yaml
 
 from emulation.orchestration.experiment import run
+from emulation.orchestration.results import write_atomic
 from emulation.orchestration.options import OptionError, from_mapping, option_of, validate, yaml_key
 
 COLUMNS = ["label", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
@@ -53,7 +54,7 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
     except OptionError as exc:
         raise ConfigError(str(exc)) from None
     combos = [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())] if sweep else [{}]
-    out = []
+    out, names = [], {}
     for i, entry in enumerate(data["runs"]):
         if not isinstance(entry, dict):
             raise ConfigError(f"runs[{i}] must be a mapping")
@@ -65,8 +66,12 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
             suffix = "-".join(f"{k}{v}" for k, v in combo.items())
             name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{label}-{suffix}".strip("-"))
             where = f"runs[{i}] ({label})"
-            try:
-                cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local)
+            if name in names:
+                raise ConfigError(f"{where}: label '{label}' {('with ' + suffix + ' ') if suffix else ''}is also "
+                                  f"{names[name]}'s: each run needs its own label (its results folder)")
+            names[name] = where
+            try:  # compare owns its run folders: a rerun of the matrix replaces them
+                cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local, force=True)
                 validate(cfg, label=lambda n: f"{where}: {yaml_key(n, option_of(n))}", emulated=True)
             except ValueError as exc:
                 text = str(exc)
@@ -163,13 +168,37 @@ def plot_split(out_root: str, rows: List[dict], plt) -> str:
     return path
 
 
+def output_root(data: dict, path: str, out_root: Optional[str]) -> str:
+    """Where a compare writes: --out, or results/NAME."""
+    return out_root or os.path.join("results", data.get("name") or os.path.splitext(os.path.basename(path))[0])
+
+
+def check_output(out_root: str, force: bool) -> None:
+    """Refuse a folder holding another comparison unless --force."""
+    if os.path.exists(os.path.join(out_root, "comparison.json")) and not force:
+        raise ConfigError(f"--out {out_root} already holds a comparison (comparison.json): choose another folder "
+                          f"or pass --force to replace it")
+
+
 def compare(path: str, out_root: str = None, local: bool = False,
-            log: Callable[[str], None] = lambda m: None, progress: bool = True) -> Dict[str, object]:
-    """Run every configuration of a compare config; write comparison.csv/json and plots."""
+            log: Callable[[str], None] = lambda m: None, progress: bool = True, force: bool = False,
+            wait: bool = False) -> Dict[str, object]:
+    """Run every configuration of a compare config; write comparison.csv/json and plots (holding the network
+    lock for the whole matrix, so no other run slips in between two of its runs)."""
     data = load(path)
     name = data.get("name") or os.path.splitext(os.path.basename(path))[0]
-    out_root = out_root or os.path.join("results", name)
+    out_root = output_root(data, path, out_root)
     entries = expand(data, out_root, local)
+    check_output(out_root, force)
+    if local:
+        return _compare(name, data, entries, out_root, log, progress)
+    from emulation.net.lock import NetworkLock
+    with NetworkLock(wait=wait):
+        return _compare(name, data, entries, out_root, log, progress)
+
+
+def _compare(name: str, data: dict, entries: List[dict], out_root: str, log, progress) -> Dict[str, object]:
+    """compare() once checked."""
     sweep_keys = list((data.get("sweep") or {}).keys())
     os.makedirs(out_root, exist_ok=True)
     rows = []
@@ -179,7 +208,6 @@ def compare(path: str, out_root: str = None, local: bool = False,
         summary = run(cfg, log=log, progress=progress)
         rows.append(row(entry, summary))
         write_csv(os.path.join(out_root, "comparison.csv"), rows, sweep_keys)
-    with open(os.path.join(out_root, "comparison.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+    write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
     plots = plot(out_root, rows, sweep_keys)
     return {"name": name, "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys}

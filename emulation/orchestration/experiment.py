@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,10 +13,11 @@ from dataclasses import asdict
 from typing import Callable, Dict, List
 
 from emulation.net.controller import free_ports
-from emulation.orchestration.options import Checked, RunConfig, tcp_settings, validate, worker_options
-from emulation.orchestration import fidelity
+from emulation.orchestration.options import Checked, OptionError, RunConfig, tcp_settings, validate, worker_options
+from emulation.orchestration import fidelity, signals
 from emulation.orchestration.fidelity import CpuSampler
-from emulation.orchestration.results import dilate, per_iteration, read_finals, read_rows, summarize, write_csvs
+from emulation.orchestration.results import (dilate, per_iteration, read_finals, read_rows, summarize, write_atomic,
+                                             write_csvs)
 from workloads.records import read_traces
 from emulation.spec.topology import Topology
 from workloads.models import parameter_count_of
@@ -91,8 +93,10 @@ def worker_configs(cfg: RunConfig, checked: Checked, workdir: str) -> List[dict]
 
 
 def monitor(procs: Dict[int, subprocess.Popen], topo: Topology, cfg: RunConfig, workdir: str,
-            progress: bool) -> None:
-    """Wait for every worker, showing progress; raise RunError naming the worker that failed or stalled."""
+            progress: bool, stall_s: float = None) -> None:
+    """Wait for every worker, showing progress; raise RunError naming the worker that failed or stalled (no
+    iteration finished for stall_s: --timeout plus three theoretical GSTs, so a long healthy step is no stall)."""
+    stall_s = stall_s or cfg.timeout * cfg.dilation
     bar = None
     if progress:
         from tqdm import tqdm
@@ -118,7 +122,7 @@ def monitor(procs: Dict[int, subprocess.Popen], topo: Topology, cfg: RunConfig, 
                                    f"{len(rows[r])}: {last_line(workdir, r)}")
             if all(p.poll() == 0 for p in procs.values()):
                 return
-            allowed = cfg.timeout * cfg.dilation + (startup_grace if done <= 0 else 0)
+            allowed = stall_s + (startup_grace if done <= 0 else 0)
             if time.monotonic() - last_progress > allowed:
                 stuck = [topo.hosts[r].name for r in rows if len(rows[r]) == done]
                 raise RunError(f"no progress for {allowed:.0f}s in iteration {done}; waiting on "
@@ -154,15 +158,47 @@ def network_for(cfg: RunConfig, checked: Checked, log):
                            log=log, tcp=tcp_settings(cfg))
 
 
+RESULT_FILES = ("summary.json", "iterations.csv", "workers.csv")
+
+
+def check_output(cfg: RunConfig) -> None:
+    """Refuse an --out folder that holds another run's results unless --force (nothing is written here)."""
+    found = [f for f in RESULT_FILES if os.path.exists(os.path.join(cfg.out, f))]
+    if found and not cfg.force:
+        raise OptionError(f"--out {cfg.out} already holds a run's results ({', '.join(found)}): choose another "
+                          f"folder or pass --force to replace them")
+    if os.path.exists(cfg.out) and not os.path.isdir(cfg.out):
+        raise OptionError(f"--out {cfg.out} is a file, not a folder")
+
+
+def network_lock(cfg: RunConfig):
+    """The machine-wide network lock for an emulated run; nothing for a loopback run."""
+    if cfg.local:
+        return contextlib.nullcontext()
+    from emulation.net.lock import NetworkLock
+    return NetworkLock(wait=cfg.wait)
+
+
 def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> dict:
-    """Run one experiment end to end; always writes summary.json (with `error` on failure)."""
+    """Run one experiment end to end; always writes summary.json (with `error` on failure). Holds the network
+    lock from before bring-up to after teardown."""
     checked = validate(cfg)
+    check_output(cfg)
+    with network_lock(cfg):
+        return _run(cfg, checked, log, progress)
+
+
+def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress: bool) -> dict:
+    """run() once validated and holding the lock."""
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
     parameters = parameter_count_of(cfg.model)
     gradient_bytes = parameters * 4
     theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers)
     contributors = list(checked.contributors)
     os.makedirs(cfg.out, exist_ok=True)
+    for name in RESULT_FILES:  # --force: an earlier run's results must not sit beside this run's partial ones
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(cfg.out, name))
     workdir = os.path.join(cfg.out, "workers")
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
@@ -173,7 +209,7 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
                "batch": cfg.batch, "data": cfg.data, "codec": cfg.codec, "iterations_requested": cfg.iters,
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                "config": asdict(cfg)}
-    error = None
+    error, interruption = None, None
     started = time.time()
     cpu = CpuSampler(switch=None if cfg.local else fidelity.switch_pid())
     port_drops = {}
@@ -192,13 +228,13 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
             log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
             drops_before = hosts.port_drops()
             with cpu:
-                monitor(procs, topo, cfg, workdir, progress)
+                monitor(procs, topo, cfg, workdir, progress, stall_s=(cfg.timeout + 3 * theory.gst_s) * cfg.dilation)
             summary["packet_in"] = hosts.packet_ins()
             port_drops = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
-    except (RunError, RuntimeError, KeyboardInterrupt) as exc:
+    except (RunError, RuntimeError) as exc:
         error = str(exc) or type(exc).__name__
-        if isinstance(exc, KeyboardInterrupt):
-            error = "interrupted"
+    except KeyboardInterrupt as exc:  # SIGINT, SIGTERM or SIGHUP (see signals.py): the network is down by now
+        error, interruption = signals.error_of(exc), exc
     finally:
         rows = read_rows(workdir, len(topo.hosts))
         raw = per_iteration(rows, contributors, None if cfg.local else topo)
@@ -214,10 +250,8 @@ def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: b
                                               port_drops)
         log(fidelity.one_line(summary["fidelity"]))
         summary["duration_s"] = time.time() - started
-        path = os.path.join(cfg.out, "summary.json")
-        with open(path + ".tmp", "w") as f:
-            json.dump(summary, f, indent=1)
-        os.replace(path + ".tmp", path)
-    if error == "interrupted":
-        raise KeyboardInterrupt
+        summary["completed"] = error is None and summary.get("iterations") == cfg.iters
+        write_atomic(os.path.join(cfg.out, "summary.json"), json.dumps(summary, indent=1))
+    if interruption is not None:
+        raise interruption
     return summary

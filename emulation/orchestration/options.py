@@ -9,12 +9,13 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from emulation.spec.tcp import CONGESTION_CONTROLS, TcpSettings
+from emulation.orchestration.resources import check_memory
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
 from workloads.algorithms import ALGORITHMS, get as get_algorithm, names_with
 from workloads.compression import COMPRESSORS
 from workloads.data import check_data
 from workloads.ibatch import PULL_MODES
-from workloads.models import input_shape
+from workloads.models import input_shape, parameter_count_of
 from workloads.pflow import parse_dvf, parse_tree
 
 MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
@@ -113,6 +114,10 @@ class RunConfig:
                       commands=(RUN,), yaml=False, worker=False)
     local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
                          commands=(RUN, COMPARE), yaml=False, worker=False)
+    force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, commands=(RUN,),
+                         yaml=False, worker=False)
+    wait: bool = option(False, "wait for another run's emulated network instead of refusing", kind=bool,
+                        commands=(RUN, NET), yaml=False, worker=False)
     extra: Dict[str, object] = field(default_factory=dict)  # test hooks copied into the worker JSON
 
 
@@ -278,6 +283,7 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     algorithm.check(topo, cfg.servers, options)
     shape = input_shape(cfg.model)
     check_data(cfg.data, shape)
+    check_memory(len(topo.hosts), parameter_count_of(cfg.model) * 4, emulated and not cfg.local)
     servers = algorithm.resolve_servers(cfg.servers)
     return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)))
 

@@ -130,6 +130,16 @@ def write_csvs(out_dir: str, rows: Dict[int, List[dict]], iterations: List[dict]
                       for r, rank_rows in sorted(rows.items()) for row in rank_rows))
 
 
+def write_atomic(path: str, text: str) -> None:
+    """Write a text file through a temporary file and a rename (readers never see half a file)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def write_atomic_csv(path: str, header: List[str], rows) -> None:
     """Write a CSV to a temporary file and rename it into place (readers never see half a file)."""
     tmp = path + ".tmp"
