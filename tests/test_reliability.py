@@ -185,3 +185,20 @@ def test_send_timeout_measures_inactivity_not_the_whole_transfer():
         send_all(a, memoryview(bytes(8 << 20)))
     a.close()
     b.close()
+
+
+@pytest.mark.emulation
+def test_closing_the_terminal_tears_an_emulated_run_down(tmp_path):
+    from test_emulation import leftovers
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", "run", "--topo", "star:3", "--algo",
+                             "ring", "--model", "mlp:100K", "--iters", "500", "--bw", "50", "--json", "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_iterations(str(out), 0, 2, proc, timeout=180)
+    proc.send_signal(signal.SIGHUP)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGHUP
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["error"] == "interrupted by SIGHUP" and summary["completed"] is False
+    assert leftovers("star:3") == []
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and str(out) in _cmdline(p)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -401,7 +402,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         name = exc.name if isinstance(exc, signals.Interrupted) else "SIGINT"
-        print(f"dmlbed: interrupted by {name}; everything started was stopped", file=sys.stderr)
+        with contextlib.suppress(OSError, ValueError):  # after SIGHUP the terminal may be gone
+            print(f"dmlbed: interrupted by {name}; everything started was stopped", file=sys.stderr)
         return exc.exit_code if isinstance(exc, signals.Interrupted) else 130
     except BrokenPipeError:  # e.g. `dmlbed rules ... | head`
         sys.stderr.close()
