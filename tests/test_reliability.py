@@ -66,8 +66,8 @@ def test_wait_queues_behind_the_holder(tmp_path):
 
 @pytest.mark.emulation
 def test_second_emulated_run_refuses_while_one_holds_the_network(tmp_path):
-    from emulation.net.runstate import STATE_ROOT
-    holder = hold_lock(STATE_ROOT)
+    from emulation.net.lock import LOCK_ROOT
+    holder = hold_lock(LOCK_ROOT)
     try:
         for args in (["run", "--topo", "star:2", "--algo", "ring", "--iters", "2", "--out", str(tmp_path / "r")],
                      ["net", "star:2", "--bw", "50", "--check"]):

@@ -11,7 +11,8 @@ from typing import Optional
 
 from emulation.net.runstate import STATE_ROOT
 
-LOCK_NAME = "network.lock"
+LOCK_NAME = "dmlbed-network.lock"
+LOCK_ROOT = os.path.dirname(STATE_ROOT)  # beside the run records, not among them
 
 
 class NetworkBusy(RuntimeError):
@@ -27,13 +28,13 @@ def describe(holder: Optional[dict]) -> str:
 
 
 class NetworkLock:
-    """A machine-wide exclusive lock (flock on STATE_ROOT/network.lock); re-entrant within one process, released
+    """A machine-wide exclusive lock (flock on /run/dmlbed-network.lock); re-entrant within one process, released
     by the kernel when the holder dies, so a crashed run never blocks the next one."""
 
     _held = 0
     _file = None
 
-    def __init__(self, root: str = STATE_ROOT, wait: bool = False, timeout_s: Optional[float] = None):
+    def __init__(self, root: str = LOCK_ROOT, wait: bool = False, timeout_s: Optional[float] = None):
         self.path = os.path.join(root, LOCK_NAME)
         self.wait, self.timeout_s = wait, timeout_s
 

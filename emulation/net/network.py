@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from emulation.net.topos import SpecTopo, shaper_name
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 NET_STOP_TIMEOUT_S = 60.0
+SHELL_EXIT_TIMEOUT_S = 5.0  # node shells exit within a second once hung up
 
 
 class NetworkError(RuntimeError):
@@ -356,18 +358,31 @@ class EmulatedNetwork:
         return self.controller.packet_ins() if self.controller else 0
 
     def _stop_mininet(self, errors: List[str]) -> None:
+        shells = [n.shell for n in self.net.hosts + self.net.switches + self.net.controllers
+                  if getattr(n, "shell", None) is not None]
         try:
             self.net.stop()
         except Exception as exc:  # keep tearing down whatever fails
             errors.append(f"mininet stop: {exc}")
+        # Mininet hangs up its node shells without waiting for them: wait, so a finished run has left nothing.
+        deadline = time.monotonic() + SHELL_EXIT_TIMEOUT_S
+        for shell in shells:
+            try:
+                shell.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except Exception:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(shell.pid, signal.SIGKILL)
+                with contextlib.suppress(Exception):
+                    shell.wait(timeout=1.0)
 
     def _teardown(self) -> None:
         """Stop host processes, the network and the controller; runs on every exit path."""
         start = time.monotonic()
-        # Neither Ctrl-C nor SIGTERM may cut the teardown short: that is what leaks processes.
+        # No signal (Ctrl-C, SIGTERM, a closed terminal) may cut the teardown short: that is what leaks processes.
         main = threading.current_thread() is threading.main_thread()  # signals are main-thread only
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN) if main else None
+        previous_hup = signal.signal(signal.SIGHUP, signal.SIG_IGN) if main else None
         errors = []
         try:
             for proc in self.procs:
@@ -401,6 +416,7 @@ class EmulatedNetwork:
             if main:
                 signal.signal(signal.SIGINT, previous)
                 signal.signal(signal.SIGTERM, previous_term)
+                signal.signal(signal.SIGHUP, previous_hup)
             self.teardown_s = time.monotonic() - start
         if errors:
             self.log("teardown problems: " + "; ".join(errors))
