@@ -83,7 +83,10 @@ def main() -> int:
         cfg = RunConfig(topology=topo, algo=algo, model="mlp:100K", batch=8, iters=3, bw=bw, timeout=60,
                         out=os.path.join(args.out, f"run-{n:02d}"), force=True, **extra)
         t0 = time.time()
-        summary = run(cfg)
+        try:
+            summary = run(cfg)
+        except Exception as exc:  # noqa: BLE001  (a failed run is a soak finding, not the end of the soak)
+            summary = {"correct": False, "error": f"{type(exc).__name__}: {exc}"}
         left = leftovers(baseline)
         pid = switch_pid()
         rows.append({"run": n, "topology": topo, "algo": algo, "correct": summary["correct"],

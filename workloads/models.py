@@ -105,6 +105,18 @@ def layer_parameters(layer: Layer) -> int:
     return 0
 
 
+def tensor_sizes(name: str) -> List[int]:
+    """Elements of each parameter tensor (weight, then bias, layer by layer), as torch's model.parameters()."""
+    out = []
+    for layer in layers_of(name)[0]:
+        if layer[0] == "conv":
+            _, cin, cout, k = layer[:4]
+            out += [cin * cout * k * k, cout]
+        elif layer[0] == "linear":
+            out += [layer[1] * layer[2], layer[2]]
+    return out
+
+
 def parameter_count_of(name: str) -> int:
     """Trainable parameters of a model, counted from its layer list (no torch)."""
     return sum(layer_parameters(l) for l in layers_of(name)[0])

@@ -15,7 +15,7 @@ class PlanError(ValueError):
     """A plan is malformed, or an algorithm cannot run on a topology."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Transfer:
     """src sends its current value of `piece` to dst, which adds it (reduce) or overwrites with it (copy)."""
 
@@ -72,6 +72,15 @@ def validate(plan: Plan) -> None:
             race = sent & received
             if race:
                 raise PlanError(f"{plan.name}: stream {s} step {n} both sends and receives {sorted(race)[:3]}")
+
+
+def piece_sizes(layer_sizes: Sequence[int], pieces: int) -> List[int]:
+    """Elements per piece of PieceLayout(layer_sizes, pieces), without building its index."""
+    total = np.zeros(pieces, dtype=np.int64)
+    steps = np.arange(pieces + 1, dtype=np.int64)
+    for size in layer_sizes:
+        total += np.diff(int(size) * steps // pieces)
+    return [int(x) for x in total]
 
 
 class PieceLayout:

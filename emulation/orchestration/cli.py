@@ -12,7 +12,7 @@ from typing import List, Optional
 from emulation.spec.topology import Topology, TopologyError, parse, parse_bandwidth
 
 EXIT_USAGE = 2
-RUN, COMPARE, THEORY, NET = "run", "compare", "theory", "net"
+RUN, COMPARE, THEORY, NET, SIMULATE = "run", "compare", "theory", "net", "simulate"
 
 
 class UsageError(Exception):
@@ -246,6 +246,34 @@ def cmd_run(args) -> int:
     return 0 if summary["correct"] else 1
 
 
+def cmd_simulate(args) -> int:
+    """dmlbed simulate --topo SPEC --algo NAME ...: the run's plan in the flow-level model (any size)."""
+    from emulation.orchestration.options import from_args
+    from emulation.orchestration.simulate import check_simulable, simulate
+    from emulation.orchestration.experiment import check_output
+    try:
+        cfg = from_args(args, SIMULATE)
+        check_simulable(cfg)
+        check_output(cfg)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    summary = simulate(cfg, log=log)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(f"{summary['algo']} on {summary['topology']} (simulated), {summary['model']} "
+              f"({summary['gradient_bytes'] / 2**20:.1f} MiB gradient), {summary['ranks']} ranks, "
+              f"{summary['bw_mbps']} Mbit/s, goodput {cfg.goodput:.4f}, latency {cfg.latency_us:g} us")
+        print(f"  GST           {summary['gst_median_s']:.4f} s   theory {summary['gst_theory_s']:.4f} s "
+              f"({summary['gst_formula']})   ratio {summary['gst_ratio']:.3f}")
+        print("  links used    " + ", ".join(f"{k}: mean {v['mean']:.2f}, max {v['max']:.2f} of the shaped rate"
+                                             for k, v in summary["link_utilization"].items()))
+        print(f"  {summary['messages']} messages, {summary['events']} rate changes, "
+              f"{summary['duration_s']:.1f} s to simulate")
+        print(f"results: {os.path.join(cfg.out, 'summary.json')}, iterations.csv, links.csv")
+    return 0
+
+
 def theory_report(cfg) -> dict:
     """The closed-form GST of a configuration (no plan is built, no torch is imported)."""
     from emulation.orchestration.options import check_topology, check_values
@@ -312,11 +340,11 @@ def cmd_compare(args) -> int:
     try:
         data = compare.load(args.config)
         out_root = compare.output_root(data, args.config, args.out)
-        compare.expand(data, out_root, args.local)
+        entries = compare.expand(data, out_root, args.local)
         compare.check_output(out_root, args.force)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if not args.local:
+    if not args.local and any(e["config"].mode != "simulate" for e in entries):
         require_root("dmlbed compare")
     result = compare.compare(args.config, args.out, args.local, log=log, progress=not args.json, force=args.force,
                              wait=args.wait)
@@ -371,6 +399,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(th, THEORY)
     th.add_argument("--json", action="store_true")
     th.set_defaults(func=cmd_theory)
+    si = sub.add_parser("simulate", help="the same plan in a flow-level model (no packets; any size)")
+    add_arguments(si, SIMULATE)
+    si.add_argument("--json", action="store_true")
+    si.set_defaults(func=cmd_simulate)
     cp = sub.add_parser("compare", help="run a matrix of configurations from a YAML file")
     cp.add_argument("config", help="YAML file: name, defaults, runs, sweep (see configs/)")
     cp.add_argument("--out", help="output folder (default results/NAME)")
@@ -392,7 +424,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "func", None):
-            raise UsageError("a command is required: topo, rules, net, run, theory, compare, clean (see dmlbed --help)")
+            raise UsageError("a command is required: topo, rules, net, run, simulate, theory, compare, clean (see dmlbed --help)")
         return args.func(args)
     except (UsageError, TopologyError) as exc:
         print(f"dmlbed: error: {exc}", file=sys.stderr)

@@ -11,10 +11,11 @@ from typing import Callable, Dict, List, Optional
 import yaml
 
 from emulation.orchestration.experiment import run
+from emulation.orchestration.simulate import check_simulable, simulate
 from emulation.orchestration.results import write_atomic
 from emulation.orchestration.options import OptionError, from_mapping, option_of, validate, yaml_key
 
-COLUMNS = ["label", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
+COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
            "wire_ratio", "first_step_wire_ratio", "forward_phase_s", "overlapped_s", "comm_exposed_s",
            "compute_exposed_s", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
@@ -72,7 +73,10 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
             names[name] = where
             try:  # compare owns its run folders: a rerun of the matrix replaces them
                 cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local, force=True)
-                validate(cfg, label=lambda n: f"{where}: {yaml_key(n, option_of(n))}", emulated=True)
+                if cfg.mode == "simulate":
+                    check_simulable(cfg)
+                else:
+                    validate(cfg, label=lambda n: f"{where}: {yaml_key(n, option_of(n))}", emulated=True)
             except ValueError as exc:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
@@ -83,6 +87,7 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
 def row(entry: dict, summary: dict) -> dict:
     """One comparison.csv row (with the algorithm's own options, e.g. ibatch's pull schedule)."""
     r = {k: summary.get(k) for k in COLUMNS}
+    r["mode"] = summary.get("mode", "emulate")
     r.update(summary.get("split_median_s") or {})
     fid = summary.get("fidelity") or {}
     r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"))
@@ -190,7 +195,7 @@ def compare(path: str, out_root: str = None, local: bool = False,
     out_root = output_root(data, path, out_root)
     entries = expand(data, out_root, local)
     check_output(out_root, force)
-    if local:
+    if local or all(e["config"].mode == "simulate" for e in entries):
         return _compare(name, data, entries, out_root, log, progress)
     from emulation.net.lock import NetworkLock
     with NetworkLock(wait=wait):
@@ -205,7 +210,7 @@ def _compare(name: str, data: dict, entries: List[dict], out_root: str, log, pro
     for n, entry in enumerate(entries, 1):
         cfg = entry["config"]
         log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
-        summary = run(cfg, log=log, progress=progress)
+        summary = simulate(cfg, log=log) if cfg.mode == "simulate" else run(cfg, log=log, progress=progress)
         rows.append(row(entry, summary))
         write_csv(os.path.join(out_root, "comparison.csv"), rows, sweep_keys)
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))

@@ -235,6 +235,8 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
         error = str(exc) or type(exc).__name__
     except KeyboardInterrupt as exc:  # SIGINT, SIGTERM or SIGHUP (see signals.py): the network is down by now
         error, interruption = signals.error_of(exc), exc
+    except Exception as exc:  # a bug: summary.json still says what happened, then the traceback follows
+        error, interruption = f"{type(exc).__name__}: {exc}", exc
     finally:
         rows = read_rows(workdir, len(topo.hosts))
         raw = per_iteration(rows, contributors, None if cfg.local else topo)

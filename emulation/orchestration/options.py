@@ -18,8 +18,9 @@ from workloads.ibatch import PULL_MODES
 from workloads.models import input_shape, parameter_count_of
 from workloads.pflow import parse_dvf, parse_tree
 
+GOODPUT = 1448 / 1514  # TCP payload of a full 1500-byte-MTU frame with timestamps, over the frame HTB counts
 MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
-RUN, COMPARE, THEORY, NET = "run", "compare", "theory", "net"
+RUN, COMPARE, THEORY, NET, SIMULATE = "run", "compare", "theory", "net", "simulate"
 
 
 class OptionError(ValueError):
@@ -62,24 +63,24 @@ class RunConfig:
     """Everything one run needs; checked by validate() before anything starts."""
 
     topology: str = option(None, "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", flag="--topo",
-                           yaml_key="topo", required=True, commands=(RUN, COMPARE, THEORY))
+                           yaml_key="topo", required=True, commands=(RUN, COMPARE, THEORY, SIMULATE))
     algo: str = option(None, "synchronization algorithm", choices=tuple(ALGORITHMS), required=True,
-                       commands=(RUN, COMPARE, THEORY))
+                       commands=(RUN, COMPARE, THEORY, SIMULATE))
     model: str = option("lenet5", "lenet5 | vgg19 | alexnet | mlp:SIZE (e.g. mlp:12.5MB)",
-                        commands=(RUN, COMPARE, THEORY))
+                        commands=(RUN, COMPARE, THEORY, SIMULATE))
     bw: str = option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200)",
-                     commands=(RUN, COMPARE, THEORY, NET))
+                     commands=(RUN, COMPARE, THEORY, SIMULATE, NET))
     servers: int = option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
-                          kind=int, low=0, high=MAX_HOSTS, commands=(RUN, COMPARE, THEORY))
+                          kind=int, low=0, high=MAX_HOSTS, commands=(RUN, COMPARE, THEORY, SIMULATE))
     batch: int = option(32, "sub-minibatch per worker", kind=int, low=1, high=4096)
-    iters: int = option(10, "iterations", kind=int, low=1, high=100000)
+    iters: int = option(10, "iterations", kind=int, low=1, high=100000, commands=(RUN, COMPARE, SIMULATE))
     data: str = option("synthetic", "synthetic | digits | mnist:PATH")
     lr: float = option(0.01, "learning rate", kind=float, low=0, high=10, low_open=True)
     seed: int = option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1)
     timeout: float = option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600)
     codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS))
     compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
-                                 kind=float, low=0, high=3600)
+                                 kind=float, low=0, high=3600, commands=(RUN, COMPARE, SIMULATE))
     dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
                              "reported divided by F (for rates a 2-core machine cannot emulate in real time)",
                              kind=float, low=1, high=100)
@@ -110,11 +111,18 @@ class RunConfig:
                            choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET), worker=False)
     shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
                                  kind=bool, commands=(RUN, COMPARE, NET), worker=False)
+    mode: str = option("emulate", "emulate (real workers on Mininet) or simulate (flow-level, any size)",
+                       choices=("emulate", "simulate"), commands=(COMPARE,), worker=False)
+    latency_us: float = option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
+                               high=1e6, commands=(SIMULATE, COMPARE), worker=False)
+    goodput: float = option(GOODPUT, "simulate: share of a link's shaped rate that carries payload (TCP/IP and "
+                            "Ethernet headers: 1448 of 1514 bytes per full frame)", kind=float, low=0, high=1,
+                            low_open=True, commands=(SIMULATE, COMPARE), worker=False)
     out: str = option("results/run", "output folder (summary.json, iterations.csv, workers.csv)",
-                      commands=(RUN,), yaml=False, worker=False)
+                      commands=(RUN, SIMULATE), yaml=False, worker=False)
     local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
                          commands=(RUN, COMPARE), yaml=False, worker=False)
-    force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, commands=(RUN,),
+    force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, commands=(RUN, SIMULATE),
                          yaml=False, worker=False)
     wait: bool = option(False, "wait for another run's emulated network instead of refusing", kind=bool,
                         commands=(RUN, NET), yaml=False, worker=False)
@@ -267,9 +275,11 @@ def check_topology(spec: str, emulated: bool) -> Topology:
     return topo
 
 
-def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool = True) -> Checked:
+def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool = True,
+             workers: bool = True) -> Checked:
     """Check a run before anything starts: values, topology (host cap), bandwidth, algorithm and its options,
-    model and data. Raises OptionError / TopologyError / PlanError / ModelError (all ValueErrors)."""
+    model and data, and (when real worker processes will run) memory.
+    Raises OptionError / TopologyError / PlanError / ModelError (all ValueErrors)."""
     label = label or (lambda n: flag_of(n, option_of(n)))
     check_values(cfg, label)
     topo = check_topology(cfg.topology, emulated)
@@ -283,7 +293,8 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     algorithm.check(topo, cfg.servers, options)
     shape = input_shape(cfg.model)
     check_data(cfg.data, shape)
-    check_memory(len(topo.hosts), parameter_count_of(cfg.model) * 4, emulated and not cfg.local)
+    if workers:
+        check_memory(len(topo.hosts), parameter_count_of(cfg.model) * 4, emulated and not cfg.local)
     servers = algorithm.resolve_servers(cfg.servers)
     return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)))
 

@@ -43,6 +43,18 @@ def group_neighbours(rank: int, level: int, radices: Sequence[int]) -> List[int]
     return out
 
 
+def matching(digits: Sequence[int], fixed: Sequence[int], radices: Sequence[int]) -> List[int]:
+    """Ranks, ascending, whose digits at the `fixed` levels equal `digits` there (the others run free)."""
+    base, scale, offsets = 0, 1, [0]
+    for level, r in enumerate(radices):
+        if level in fixed:
+            base += digits[level] * scale
+        else:
+            offsets = [o + d * scale for d in range(r) for o in offsets]
+        scale *= r
+    return sorted(base + o for o in offsets)
+
+
 def hierarchical(name: str, radices: Sequence[int], threads: int, pin_levels: bool) -> Plan:
     """Aggregate digit by digit (k steps), broadcast back (k steps); `threads` concurrent streams.
 
@@ -53,21 +65,22 @@ def hierarchical(name: str, radices: Sequence[int], threads: int, pin_levels: bo
     for r in radices:
         ranks *= r
     digits = [to_digits(q, radices) for q in range(ranks)]
+    neighbours = [[group_neighbours(a, level, radices) for level in range(m)] for a in range(ranks)]
     streams = []
     for t in range(threads):
         order = [(t + w) % m for w in range(m)]
-        piece = lambda q, t=t: t * ranks + q  # noqa: E731
+        base = t * ranks
         steps = []
         for w, level in enumerate(order):
-            done = order[:w]
             tag = level if pin_levels else None
+            fixed = order[:w] + [level]
             step = []
             for a in range(ranks):
-                for s in group_neighbours(a, level, radices):
-                    for q in range(ranks):
-                        if all(digits[q][l] == digits[a][l] for l in done) and \
-                                digits[q][level] == digits[s][level]:
-                            step.append(Transfer(a, s, piece(q), REDUCE, tag))
+                for s in neighbours[a][level]:
+                    # pieces that share a's digits aggregated so far and belong to s's group at this level
+                    key = list(digits[a])
+                    key[level] = digits[s][level]
+                    step += [Transfer(a, s, base + q, REDUCE, tag) for q in matching(key, fixed, radices)]
             steps.append(tuple(step))
         for w in range(m):
             level = order[m - 1 - w]
@@ -75,10 +88,9 @@ def hierarchical(name: str, radices: Sequence[int], threads: int, pin_levels: bo
             tag = level if pin_levels else None
             step = []
             for a in range(ranks):
-                for s in group_neighbours(a, level, radices):
-                    for q in range(ranks):
-                        if all(digits[q][l] == digits[a][l] for l in fixed):
-                            step.append(Transfer(a, s, piece(q), COPY, tag))
+                pieces = [base + q for q in matching(digits[a], fixed, radices)]
+                for s in neighbours[a][level]:
+                    step += [Transfer(a, s, q, COPY, tag) for q in pieces]
             steps.append(tuple(step))
         streams.append(tuple(steps))
     return Plan(name, ranks, threads * ranks, tuple(streams), tuple(range(ranks)),

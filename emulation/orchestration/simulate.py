@@ -1,0 +1,114 @@
+"""`dmlbed simulate`: a run's plan on its topology in the flow-level model, with a run's summary schema."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import asdict
+from typing import Callable, Dict, List
+
+from emulation.orchestration.experiment import RESULT_FILES, check_output
+from emulation.orchestration.options import OptionError, RunConfig, validate
+from emulation.orchestration.results import WARMUP, write_atomic, write_atomic_csv
+from emulation.simulation.flows import FlowResult, simulate_plan
+from emulation.simulation.routes import Router
+from workloads.algorithms import names_with
+from workloads.models import parameter_count_of, tensor_sizes
+from workloads.plan import piece_sizes
+
+SIMULATED_FILES = ("summary.json", "iterations.csv", "links.csv")
+
+
+def check_simulable(cfg: RunConfig):
+    """Validation for a simulated run: the run's own checks (no host cap, no memory for workers), a plan
+    algorithm, fp32 payloads."""
+    checked = validate(cfg, emulated=False, workers=False)
+    if checked.algorithm.plan is None:
+        raise OptionError(f"simulate runs the plan algorithms ({', '.join(names_with(lambda a: a.plan is not None))})"
+                          f", not {cfg.algo}")
+    if cfg.codec != "none":
+        raise OptionError(f"codec {cfg.codec} cannot be simulated: the flow model moves fp32 payloads (codec none)")
+    if cfg.dilation != 1:
+        raise OptionError("dilation applies to emulated runs only: a simulation has no real time to stretch")
+    return checked
+
+
+def link_rows(topo_levels: Dict, result: FlowResult, rates: Dict[int, float]) -> List[dict]:
+    """Per directed link: level, payload bytes, busy time and utilization over the GST."""
+    rows = []
+    for hop, sent in sorted(result.link_bytes.items()):
+        level = topo_levels[hop]
+        rows.append({"link": ">".join(hop), "level": level, "payload_bytes": sent,
+                     "busy_s": result.link_busy_s[hop],
+                     "utilization": sent / (rates[level] * result.gst_s) if result.gst_s else None})
+    return rows
+
+
+def level_utilization(rows: List[dict]) -> Dict[str, dict]:
+    """Mean and max utilization of the links that carried data, per level."""
+    out: Dict[str, dict] = {}
+    for level in sorted({r["level"] for r in rows}):
+        values = [r["utilization"] for r in rows if r["level"] == level and r["utilization"] is not None]
+        if values:
+            out[f"L{level}"] = {"links": len(values), "mean": sum(values) / len(values), "max": max(values)}
+    return out
+
+
+def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dict:
+    """Simulate one configuration; writes summary.json, iterations.csv and links.csv to cfg.out."""
+    checked = check_simulable(cfg)
+    check_output(cfg)
+    started = time.time()
+    topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
+    parameters = parameter_count_of(cfg.model)
+    gradient_bytes = parameters * 4
+    theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers)
+    log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
+    plan = algorithm.build_plan(topo, checked.servers)
+    pieces = [n * 4 for n in piece_sizes(tensor_sizes(cfg.model), plan.pieces)]
+    rates = {level: b * 1e6 / 8 * cfg.goodput for level, b in enumerate(bw)}
+    router = Router(topo)
+    log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
+    result = simulate_plan(plan, pieces, router, rates, latency_s=cfg.latency_us * 1e-6)
+    gst = result.gst_s
+    by_level: Dict[str, float] = {}
+    for (_, level), sent in result.host_tx_bytes.items():
+        by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / cfg.goodput * cfg.iters
+    links = link_rows(router.level_of, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
+    iteration_s = cfg.compute_time + gst
+    iterations = [{"iteration": i, "gst_s": gst, "compute_s": cfg.compute_time, "iteration_s": iteration_s}
+                  for i in range(cfg.iters)]
+    summary = {"mode": "simulate", "topology": topo.spec, "algo": cfg.algo, "model": cfg.model,
+               "workers": len(checked.contributors), "ranks": len(topo.hosts), "servers": checked.servers,
+               "parameters": parameters, "gradient_bytes": gradient_bytes,
+               "bw_mbps": bw[0] if len(set(bw)) == 1 else list(bw), "shaped_mbps": list(bw),
+               "batch": cfg.batch, "codec": cfg.codec, "iterations_requested": cfg.iters,
+               "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
+               "config": asdict(cfg),
+               "model_settings": {"goodput": cfg.goodput, "latency_us": cfg.latency_us, "ecmp": "hash per flow",
+                                  "unit": "one message per connection and step", "sharing": "max-min fair"},
+               "iterations": cfg.iters, "gst_median_s": gst, "compute_median_s": cfg.compute_time,
+               "iteration_median_s": iteration_s, "jct_s": iteration_s * cfg.iters,
+               "gst_ratio": gst / theory.gst_s if theory.gst_s else None,
+               "bytes_by_level": by_level, "payload_fp32_bytes": sum(result.host_tx_bytes.values()) * cfg.iters,
+               "link_utilization": level_utilization(links),
+               "messages": result.messages, "events": result.events,
+               "rank_done_s": {"min": min(result.rank_done_s), "max": max(result.rank_done_s)},
+               "correct": None, "sum_verified": None, "replicas_identical": None, "error": None,
+               "fidelity": {"verdict": "simulated", "cause": "flow-level model: no packets moved"},
+               "completed": True, "warmup": WARMUP}
+    summary["duration_s"] = time.time() - started
+    os.makedirs(cfg.out, exist_ok=True)
+    for name in set(RESULT_FILES + SIMULATED_FILES):  # --force: nothing of an earlier run stays beside these
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(cfg.out, name))
+    write_atomic_csv(os.path.join(cfg.out, "iterations.csv"), ["iteration", "gst_s", "compute_s", "iteration_s"],
+                     ([it["iteration"], f"{gst:.9f}", f"{cfg.compute_time:.6f}", f"{iteration_s:.9f}"]
+                      for it in iterations))
+    write_atomic_csv(os.path.join(cfg.out, "links.csv"), ["link", "level", "payload_bytes", "busy_s", "utilization"],
+                     ([r["link"], r["level"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",
+                       "" if r["utilization"] is None else f"{r['utilization']:.4f}"] for r in links))
+    write_atomic(os.path.join(cfg.out, "summary.json"), json.dumps(summary, indent=1))
+    return summary

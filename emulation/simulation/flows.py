@@ -1,0 +1,250 @@
+"""Run one synchronization of a Plan as flows: the engine's execution rules, max-min fair links.
+
+The unit is a message: everything rank src sends to dst in one step of one stream (the engine carries it on
+one connection, chunk after chunk). Each message has a send side (at src) and a receive side (at dst), and
+each side starts under the engine's rules (workloads/engine.py):
+- a rank's connection carries its messages in plan order (one after the other);
+- a side waits until this rank finished every earlier-step operation on the pieces it carries;
+- a send waits until this rank's earlier-step sends on the same link level are out (any stream).
+A send side starts its flow; the flow shares every directed link of its path max-min fairly with the other
+flows and arrives `latency_s` after its last byte left. A receive side ends when it is ready and its flow
+arrived; a send side when its flow arrived.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from emulation.simulation.fairshare import max_min_rates
+from emulation.simulation.routes import Router
+from workloads.plan import Plan
+
+TIME_TOLERANCE = 1e-9
+
+
+@dataclass
+class FlowResult:
+    """What one simulated synchronization did."""
+
+    gst_s: float
+    messages: int
+    link_bytes: Dict[Tuple[str, str], float]  # payload bytes per directed link
+    link_busy_s: Dict[Tuple[str, str], float]  # time with at least one flow on the link
+    host_tx_bytes: Dict[Tuple[int, int], float]  # (rank, interface level) -> payload bytes sent
+    rank_done_s: List[float]
+    events: int
+    timeline: List[dict] = field(default_factory=list)  # per message: src, dst, stream, step, bytes, start, end
+
+
+def _messages(plan: Plan, piece_bytes: Sequence[int]):
+    """Aggregate the plan's transfers per (stream, step, src, dst): bytes, pieces, level."""
+    msgs: Dict[Tuple[int, int, int, int], list] = {}
+    for s, stream in enumerate(plan.streams):
+        for n, step in enumerate(stream):
+            for t in step:
+                m = msgs.get((s, n, t.src, t.dst))
+                if m is None:
+                    msgs[(s, n, t.src, t.dst)] = [piece_bytes[t.piece], [t.piece], t.level]
+                else:
+                    m[0] += piece_bytes[t.piece]
+                    m[1].append(t.piece)
+                    if m[2] is None:
+                        m[2] = t.level
+    return msgs
+
+
+class _Graph:
+    """Nodes and their dependencies: two sides per message (send 2m, receive 2m+1), then join nodes that stand
+    for a group of sides (all receives of a piece in one step), so a wide step costs edges, not their square."""
+
+    def __init__(self, plan: Plan, piece_bytes: Sequence[int]):
+        msgs = _messages(plan, piece_bytes)
+        self.keys = list(msgs)  # message id -> (stream, step, src, dst)
+        self.bytes = [msgs[k][0] for k in self.keys]
+        self.sides = 2 * len(self.keys)
+        pinned: Dict[Tuple[int, int, int], int] = {}  # (rank, peer, stream) -> level pinned by any transfer
+        for (s, n, src, dst), m in msgs.items():
+            if m[2] is not None:
+                pinned.setdefault((src, dst, s), m[2])
+                pinned.setdefault((dst, src, s), m[2])
+        self.level = [pinned.get((k[2], k[3], k[0]), 0) for k in self.keys]
+        self.deps: List[set] = [set() for _ in range(self.sides)]
+        self.joins: Dict[Tuple[int, ...], int] = {}
+        by_step: Dict[Tuple[int, int], List[int]] = {}
+        for m, (s, n, _, _) in enumerate(self.keys):
+            by_step.setdefault((s, n), []).append(m)
+        last: Dict[Tuple[int, int], int] = {}  # (rank, piece) -> node that says its latest step is done
+        for s in range(len(plan.streams)):
+            for n in range(len(plan.streams[s])):
+                touched: Dict[Tuple[int, int], List[int]] = {}
+                for m in by_step.get((s, n), ()):
+                    _, _, src, dst = self.keys[m]
+                    pieces = msgs[self.keys[m]][1]
+                    for side, rank in ((2 * m, src), (2 * m + 1, dst)):
+                        d = self.deps[side]
+                        for p in pieces:
+                            before = last.get((rank, p))
+                            if before is not None:
+                                d.add(before)
+                            touched.setdefault((rank, p), []).append(side)
+                for key, sides in touched.items():
+                    last[key] = self.join(sides)
+        sends: Dict[Tuple[int, int], Dict[int, List[int]]] = {}
+        queues: Dict[Tuple[int, int, int, int], List[Tuple[int, int]]] = {}  # (dir, rank, peer, stream)
+        for m, (s, n, src, dst) in enumerate(self.keys):
+            sends.setdefault((src, self.level[m]), {}).setdefault(n, []).append(2 * m)
+            queues.setdefault((0, src, dst, s), []).append((n, 2 * m))
+            queues.setdefault((1, dst, src, s), []).append((n, 2 * m + 1))
+        for steps in sends.values():  # link order: after this rank's sends of the latest earlier step
+            order = sorted(steps)
+            for a, b in zip(order, order[1:]):
+                done = self.join(steps[a])
+                for side in steps[b]:
+                    self.deps[side].add(done)
+        for sides in queues.values():  # a connection carries its messages one after the other
+            sides.sort()
+            for (_, a), (_, b) in zip(sides, sides[1:]):
+                self.deps[b].add(a)
+        self.pending = [len(d) for d in self.deps]
+        self.dependents: List[List[int]] = [[] for _ in self.deps]
+        for node, d in enumerate(self.deps):
+            for x in d:
+                self.dependents[x].append(node)
+        self.deps = None
+
+    def join(self, members: List[int]) -> int:
+        """A node done when every member is (the member itself when there is one)."""
+        if len(members) == 1:
+            return members[0]
+        key = tuple(members)
+        node = self.joins.get(key)
+        if node is None:
+            node = self.joins[key] = len(self.deps)
+            self.deps.append(set(members))
+        return node
+
+
+def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
+                  latency_s: float = 0.0, timeline: bool = False) -> FlowResult:
+    """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level."""
+    g = _Graph(plan, piece_bytes)
+    count = len(g.keys)
+    link_ids: Dict[Tuple[str, str], int] = {}
+    paths: List[np.ndarray] = []
+    for m, (s, _, src, dst) in enumerate(g.keys):
+        hops = router.path(src, dst, g.level[m], key=s)
+        paths.append(np.array([link_ids.setdefault(h, len(link_ids)) for h in hops], dtype=np.int64))
+    hops_by_id = list(link_ids)
+    capacity = np.array([rates[router.capacity_level(h)] for h in hops_by_id], dtype=float)
+    link_bytes = np.zeros(len(hops_by_id))
+    busy = np.zeros(len(hops_by_id))
+    remaining = np.array(g.bytes, dtype=float)
+    pending, dependents = g.pending, g.dependents
+    arrived = [False] * count
+    recv_ready = [False] * count
+    start = [None] * count
+    end = [None] * count
+    rank_done = [0.0] * plan.ranks
+    active: List[int] = []
+    arrivals: List[Tuple[float, int]] = []
+    now = 0.0
+    events = 0
+
+    def complete(node: int, t: float) -> None:
+        stack = [node]
+        while stack:
+            x = stack.pop()
+            if x < g.sides:
+                m = x >> 1
+                rank = g.keys[m][3] if x & 1 else g.keys[m][2]
+                rank_done[rank] = max(rank_done[rank], t)
+            for y in dependents[x]:
+                pending[y] -= 1
+                if pending[y] == 0:
+                    stack.extend(ready(y, t))
+
+    def ready(side: int, t: float) -> List[int]:
+        """Start what a node can start once its dependencies are done; returns the nodes completed now."""
+        if side >= g.sides:
+            return [side]
+        m = side >> 1
+        if side & 1:
+            if arrived[m]:
+                return [side]
+            recv_ready[m] = True
+            return []
+        start[m] = t
+        if remaining[m] <= 0:
+            return arrive_transmitted(m, t, arrivals, arrived, recv_ready, end, latency_s)
+        active.append(m)
+        return []
+
+    for side in range(len(pending)):
+        if pending[side] == 0:
+            for x in ready(side, 0.0):
+                complete(x, 0.0)
+    while active or arrivals:
+        events += 1
+        if active:
+            flow_of = np.concatenate([np.full(len(paths[m]), i, dtype=np.int64) for i, m in enumerate(active)])
+            link_of = np.concatenate([paths[m] for m in active])
+            rate = max_min_rates(flow_of, link_of, capacity, len(active))
+            left = remaining[active]
+            finish = left / rate
+            dt = float(finish.min())
+        else:
+            dt = float("inf")
+        if arrivals and arrivals[0][0] - now < dt:
+            dt = arrivals[0][0] - now
+        if active:
+            remaining[active] = left - rate * dt
+            used = np.unique(link_of)
+            busy[used] += dt
+            np.add.at(link_bytes, link_of, np.repeat(np.minimum(rate * dt, left), [len(paths[m]) for m in active]))
+        now += dt
+        done_now = []
+        if active:
+            finished = finish <= dt * (1 + 1e-9) + TIME_TOLERANCE
+            done_now = [m for m, f in zip(active, finished) if f]
+            active[:] = [m for m, f in zip(active, finished) if not f]
+            for m in done_now:
+                remaining[m] = 0.0
+        completed = []
+        for m in done_now:
+            completed += arrive_transmitted(m, now, arrivals, arrived, recv_ready, end, latency_s)
+        while arrivals and arrivals[0][0] <= now + TIME_TOLERANCE:
+            _, m = heapq.heappop(arrivals)
+            arrived[m] = True
+            completed += [2 * m] + ([2 * m + 1] if recv_ready[m] else [])
+        for x in completed:
+            complete(x, now)
+    host_tx: Dict[Tuple[int, int], float] = {}
+    names = {h.name: h.index for h in router.topo.hosts}
+    for m in range(count):
+        for lid in paths[m]:
+            a, b = hops_by_id[lid]
+            if a in names:
+                key = (names[a], router.capacity_level((a, b)))
+                host_tx[key] = host_tx.get(key, 0.0) + g.bytes[m]
+    trace = [{"src": k[2], "dst": k[3], "stream": k[0], "step": k[1], "bytes": g.bytes[m], "start": start[m],
+              "end": end[m]} for m, k in enumerate(g.keys)] if timeline else []
+    unfinished = sum(1 for p in pending if p > 0)
+    if unfinished:
+        raise RuntimeError(f"{plan.name}: {unfinished} operations never became ready (a dependency cycle)")
+    return FlowResult(now, count, dict(zip(hops_by_id, link_bytes)), dict(zip(hops_by_id, busy)), host_tx,
+                      rank_done, events, trace)
+
+
+def arrive_transmitted(m: int, t: float, arrivals, arrived, recv_ready, end, latency_s: float) -> List[int]:
+    """A flow's last byte left at t: it arrives latency_s later (now when there is no latency)."""
+    if latency_s > 0:
+        heapq.heappush(arrivals, (t + latency_s, m))
+        end[m] = t + latency_s
+        return []
+    end[m] = t
+    arrived[m] = True
+    return [2 * m] + ([2 * m + 1] if recv_ready[m] else [])
