@@ -19,6 +19,7 @@ test-fast: setup
 benchmark: setup
 	$(PY) scripts/benchmark.py --out results/benchmark
 	$(PY) scripts/soak.py --runs 20 --out results/soak
+	$(PY) scripts/scale.py --out results/scale
 
 clean:
 	-$(DMLBED) clean

@@ -13,9 +13,10 @@ LAYERS = {
     "spec": ({"spec"}, set()),
     "rules": ({"spec", "rules"}, set()),
     "workloads": ({"spec", "workloads"}, {"torch", "scipy", "lz4", "sklearn"}),
+    "simulation": ({"spec", "rules", "workloads", "simulation"}, {"scipy"}),
     "net": ({"spec", "rules", "net"}, {"mininet"}),
     "ryu-app": ({"spec", "rules", "ryu-app"}, {"ryu", "eventlet"}),
-    "orchestration": ({"spec", "rules", "workloads", "net", "orchestration"},
+    "orchestration": ({"spec", "rules", "workloads", "simulation", "net", "orchestration"},
                       {"torch", "scipy", "yaml", "matplotlib", "tqdm"}),
 }
 THIRD_PARTY_WATCHED = {"torch", "scipy", "lz4", "sklearn", "mininet", "ryu", "eventlet", "yaml", "matplotlib", "tqdm"}
@@ -25,7 +26,8 @@ def layer_of(module: str) -> str:
     """The layer a project module belongs to (None for third-party and stdlib)."""
     parts = module.split(".")
     if parts[0] == "emulation" and len(parts) > 1:
-        return {"spec": "spec", "net": "net", "orchestration": "orchestration"}.get(parts[1])
+        return {"spec": "spec", "net": "net", "simulation": "simulation",
+                "orchestration": "orchestration"}.get(parts[1])
     if parts[0] == "controllers":
         return "rules" if len(parts) > 1 and parts[1] in ("rules", "trace") else "ryu-app"
     if parts[0] == "workloads":

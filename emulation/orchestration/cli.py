@@ -352,7 +352,7 @@ def cmd_compare(args) -> int:
         print(json.dumps(result, indent=1, default=str))
     else:
         print_comparison(result)
-    return 0 if all(r["correct"] for r in result["rows"]) else 1
+    return 0 if all(r["correct"] is not False for r in result["rows"]) else 1  # None: a simulated row
 
 
 def cmd_clean(args) -> int:

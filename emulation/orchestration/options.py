@@ -8,6 +8,7 @@ import math
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from emulation.simulation.routes import ECMP_MODES
 from emulation.spec.tcp import CONGESTION_CONTROLS, TcpSettings
 from emulation.orchestration.resources import check_memory
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
@@ -118,6 +119,9 @@ class RunConfig:
     goodput: float = option(GOODPUT, "simulate: share of a link's shaped rate that carries payload (TCP/IP and "
                             "Ethernet headers: 1448 of 1514 bytes per full frame)", kind=float, low=0, high=1,
                             low_open=True, commands=(SIMULATE, COMPARE), worker=False)
+    ecmp: str = option("spread", "simulate: ECMP as an even split of every flow over its equal-cost paths (spread) "
+                       "or one hashed path per flow, as a switch picks (hash)", choices=ECMP_MODES,
+                       commands=(SIMULATE, COMPARE), worker=False)
     out: str = option("results/run", "output folder (summary.json, iterations.csv, workers.csv)",
                       commands=(RUN, SIMULATE), yaml=False, worker=False)
     local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,

@@ -35,14 +35,15 @@ def check_simulable(cfg: RunConfig):
     return checked
 
 
-def link_rows(topo_levels: Dict, result: FlowResult, rates: Dict[int, float]) -> List[dict]:
-    """Per directed link: level, payload bytes, busy time and utilization over the GST."""
+def link_rows(router: Router, result: FlowResult, rates: Dict[int, float]) -> List[dict]:
+    """Per directed link (or group of parallel links, with ECMP spread): level, payload bytes, busy time and
+    utilization of the shaped rate over the GST."""
     rows = []
     for hop, sent in sorted(result.link_bytes.items()):
-        level = topo_levels[hop]
-        rows.append({"link": ">".join(hop), "level": level, "payload_bytes": sent,
-                     "busy_s": result.link_busy_s[hop],
-                     "utilization": sent / (rates[level] * result.gst_s) if result.gst_s else None})
+        capacity = router.capacity(hop, rates)
+        rows.append({"link": ">".join(hop), "level": router.level_of[hop], "links": router.width.get(hop, 1),
+                     "payload_bytes": sent, "busy_s": result.link_busy_s[hop],
+                     "utilization": sent / (capacity * result.gst_s) if result.gst_s else None})
     return rows
 
 
@@ -69,14 +70,14 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     plan = algorithm.build_plan(topo, checked.servers)
     pieces = [n * 4 for n in piece_sizes(tensor_sizes(cfg.model), plan.pieces)]
     rates = {level: b * 1e6 / 8 * cfg.goodput for level, b in enumerate(bw)}
-    router = Router(topo)
+    router = Router(topo, cfg.ecmp)
     log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
     result = simulate_plan(plan, pieces, router, rates, latency_s=cfg.latency_us * 1e-6)
     gst = result.gst_s
     by_level: Dict[str, float] = {}
     for (_, level), sent in result.host_tx_bytes.items():
         by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / cfg.goodput * cfg.iters
-    links = link_rows(router.level_of, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
+    links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     iteration_s = cfg.compute_time + gst
     iterations = [{"iteration": i, "gst_s": gst, "compute_s": cfg.compute_time, "iteration_s": iteration_s}
                   for i in range(cfg.iters)]
@@ -87,7 +88,7 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
                "batch": cfg.batch, "codec": cfg.codec, "iterations_requested": cfg.iters,
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                "config": asdict(cfg),
-               "model_settings": {"goodput": cfg.goodput, "latency_us": cfg.latency_us, "ecmp": "hash per flow",
+               "model_settings": {"goodput": cfg.goodput, "latency_us": cfg.latency_us, "ecmp": cfg.ecmp,
                                   "unit": "one message per connection and step", "sharing": "max-min fair"},
                "iterations": cfg.iters, "gst_median_s": gst, "compute_median_s": cfg.compute_time,
                "iteration_median_s": iteration_s, "jct_s": iteration_s * cfg.iters,
@@ -107,8 +108,9 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     write_atomic_csv(os.path.join(cfg.out, "iterations.csv"), ["iteration", "gst_s", "compute_s", "iteration_s"],
                      ([it["iteration"], f"{gst:.9f}", f"{cfg.compute_time:.6f}", f"{iteration_s:.9f}"]
                       for it in iterations))
-    write_atomic_csv(os.path.join(cfg.out, "links.csv"), ["link", "level", "payload_bytes", "busy_s", "utilization"],
-                     ([r["link"], r["level"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",
+    write_atomic_csv(os.path.join(cfg.out, "links.csv"), ["link", "level", "links", "payload_bytes", "busy_s",
+                                                                   "utilization"],
+                     ([r["link"], r["level"], r["links"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",
                        "" if r["utilization"] is None else f"{r['utilization']:.4f}"] for r in links))
     write_atomic(os.path.join(cfg.out, "summary.json"), json.dumps(summary, indent=1))
     return summary

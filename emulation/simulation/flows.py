@@ -72,7 +72,7 @@ class _Graph:
                 pinned.setdefault((src, dst, s), m[2])
                 pinned.setdefault((dst, src, s), m[2])
         self.level = [pinned.get((k[2], k[3], k[0]), 0) for k in self.keys]
-        self.deps: List[set] = [set() for _ in range(self.sides)]
+        self.deps: List[list] = [[] for _ in range(self.sides)]
         self.joins: Dict[Tuple[int, ...], int] = {}
         by_step: Dict[Tuple[int, int], List[int]] = {}
         for m, (s, n, _, _) in enumerate(self.keys):
@@ -88,8 +88,8 @@ class _Graph:
                         d = self.deps[side]
                         for p in pieces:
                             before = last.get((rank, p))
-                            if before is not None:
-                                d.add(before)
+                            if before is not None and (not d or d[-1] != before):
+                                d.append(before)
                             touched.setdefault((rank, p), []).append(side)
                 for key, sides in touched.items():
                     last[key] = self.join(sides)
@@ -104,11 +104,11 @@ class _Graph:
             for a, b in zip(order, order[1:]):
                 done = self.join(steps[a])
                 for side in steps[b]:
-                    self.deps[side].add(done)
+                    self.deps[side].append(done)
         for sides in queues.values():  # a connection carries its messages one after the other
             sides.sort()
             for (_, a), (_, b) in zip(sides, sides[1:]):
-                self.deps[b].add(a)
+                self.deps[b].append(a)
         self.pending = [len(d) for d in self.deps]
         self.dependents: List[List[int]] = [[] for _ in self.deps]
         for node, d in enumerate(self.deps):
@@ -124,7 +124,7 @@ class _Graph:
         node = self.joins.get(key)
         if node is None:
             node = self.joins[key] = len(self.deps)
-            self.deps.append(set(members))
+            self.deps.append(list(members))
         return node
 
 
@@ -134,22 +134,25 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     g = _Graph(plan, piece_bytes)
     count = len(g.keys)
     link_ids: Dict[Tuple[str, str], int] = {}
-    paths: List[np.ndarray] = []
+    path_ids: List[Tuple[int, ...]] = []
     for m, (s, _, src, dst) in enumerate(g.keys):
         hops = router.path(src, dst, g.level[m], key=s)
-        paths.append(np.array([link_ids.setdefault(h, len(link_ids)) for h in hops], dtype=np.int64))
+        path_ids.append(tuple([link_ids.setdefault(h, len(link_ids)) for h in hops]))
     hops_by_id = list(link_ids)
-    capacity = np.array([rates[router.capacity_level(h)] for h in hops_by_id], dtype=float)
+    capacity = np.array([router.capacity(h, rates) for h in hops_by_id], dtype=float)
+    lengths = np.fromiter((len(p) for p in path_ids), dtype=np.int64, count=count)
+    flat_links = np.fromiter((l for p in path_ids for l in p), dtype=np.int64, count=int(lengths.sum()))
+    owner = np.repeat(np.arange(count, dtype=np.int64), lengths)
     link_bytes = np.zeros(len(hops_by_id))
     busy = np.zeros(len(hops_by_id))
     remaining = np.array(g.bytes, dtype=float)
+    sending = np.zeros(count, dtype=bool)
     pending, dependents = g.pending, g.dependents
     arrived = [False] * count
     recv_ready = [False] * count
     start = [None] * count
     end = [None] * count
     rank_done = [0.0] * plan.ranks
-    active: List[int] = []
     arrivals: List[Tuple[float, int]] = []
     now = 0.0
     events = 0
@@ -161,7 +164,8 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
             if x < g.sides:
                 m = x >> 1
                 rank = g.keys[m][3] if x & 1 else g.keys[m][2]
-                rank_done[rank] = max(rank_done[rank], t)
+                if t > rank_done[rank]:
+                    rank_done[rank] = t
             for y in dependents[x]:
                 pending[y] -= 1
                 if pending[y] == 0:
@@ -180,42 +184,43 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
         start[m] = t
         if remaining[m] <= 0:
             return arrive_transmitted(m, t, arrivals, arrived, recv_ready, end, latency_s)
-        active.append(m)
+        sending[m] = True
         return []
 
     for side in range(len(pending)):
         if pending[side] == 0:
             for x in ready(side, 0.0):
                 complete(x, 0.0)
-    while active or arrivals:
+    while sending.any() or arrivals:
         events += 1
-        if active:
-            flow_of = np.concatenate([np.full(len(paths[m]), i, dtype=np.int64) for i, m in enumerate(active)])
-            link_of = np.concatenate([paths[m] for m in active])
-            rate = max_min_rates(flow_of, link_of, capacity, len(active))
-            left = remaining[active]
+        idx = np.flatnonzero(sending)
+        if len(idx):
+            in_use = sending[owner]
+            link_of = flat_links[in_use]
+            position = np.cumsum(sending) - 1
+            flow_of = position[owner[in_use]]
+            rate = max_min_rates(flow_of, link_of, capacity, len(idx))
+            left = remaining[idx]
             finish = left / rate
             dt = float(finish.min())
         else:
             dt = float("inf")
         if arrivals and arrivals[0][0] - now < dt:
             dt = arrivals[0][0] - now
-        if active:
-            remaining[active] = left - rate * dt
-            used = np.unique(link_of)
-            busy[used] += dt
-            np.add.at(link_bytes, link_of, np.repeat(np.minimum(rate * dt, left), [len(paths[m]) for m in active]))
-        now += dt
-        done_now = []
-        if active:
-            finished = finish <= dt * (1 + 1e-9) + TIME_TOLERANCE
-            done_now = [m for m, f in zip(active, finished) if f]
-            active[:] = [m for m, f in zip(active, finished) if not f]
-            for m in done_now:
-                remaining[m] = 0.0
-        completed = []
-        for m in done_now:
-            completed += arrive_transmitted(m, now, arrivals, arrived, recv_ready, end, latency_s)
+        completed: List[int] = []
+        if len(idx):
+            moved = np.minimum(rate * dt, left)
+            remaining[idx] = left - moved
+            link_bytes += np.bincount(link_of, weights=moved[flow_of], minlength=len(hops_by_id))
+            busy[np.bincount(link_of, minlength=len(hops_by_id)) > 0] += dt
+            finished = idx[finish <= dt * (1 + 1e-9) + TIME_TOLERANCE]
+            sending[finished] = False
+            remaining[finished] = 0.0
+            now += dt
+            for m in finished.tolist():
+                completed += arrive_transmitted(m, now, arrivals, arrived, recv_ready, end, latency_s)
+        else:
+            now += dt
         while arrivals and arrivals[0][0] <= now + TIME_TOLERANCE:
             _, m = heapq.heappop(arrivals)
             arrived[m] = True
@@ -225,7 +230,7 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     host_tx: Dict[Tuple[int, int], float] = {}
     names = {h.name: h.index for h in router.topo.hosts}
     for m in range(count):
-        for lid in paths[m]:
+        for lid in path_ids[m]:
             a, b = hops_by_id[lid]
             if a in names:
                 key = (names[a], router.capacity_level((a, b)))

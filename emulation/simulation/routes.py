@@ -1,6 +1,12 @@
 """The directed links a transfer crosses, as the controller's rules and the hosts' routes send it: BCube's
-level pinning and digit-correcting relays, up/down routing with ECMP hashing on trees and Fat-Trees. Built
-from the topology's structure, so it stays fast at 1024+ hosts; tests check it against controllers.trace."""
+level pinning and digit-correcting relays, up/down routing on trees and Fat-Trees. Built from the topology's
+structure, so it stays fast at 1024+ hosts; tests check it against controllers.trace.
+
+ECMP (the select groups of Fat-Tree switches) in one of two ways: "hash" puts each flow on one path by a
+stable hash of its identity, as a switch does (which flows collide depends on the hash, so no two switches
+agree on them); "spread" splits every flow evenly over all its equal-cost paths (the fluid limit many flows
+approach). Spread is exact with group links: the parallel links a flow spreads over carry equal loads, so
+they act as one link of their summed capacity."""
 
 from __future__ import annotations
 
@@ -19,11 +25,17 @@ def ecmp_choice(ports: List[int], key: Tuple[object, ...]) -> int:
     return ports[zlib.crc32(repr(key).encode()) % len(ports)]
 
 
+ECMP_MODES = ("spread", "hash")
+
+
 class Router:
     """Paths of transfers (src rank -> dst rank's interface on `level`), one path per flow."""
 
-    def __init__(self, topo: Topology):
-        self.topo = topo
+    def __init__(self, topo: Topology, ecmp: str = "spread"):
+        if ecmp not in ECMP_MODES:
+            raise ValueError(f"ecmp {ecmp!r} is unknown: valid are {', '.join(ECMP_MODES)}")
+        self.topo, self.ecmp = topo, ecmp
+        self.width: Dict[Hop, int] = {}  # group links: how many parallel links one hop stands for
         self.level_of: Dict[Hop, int] = {}
         self.switch_of: Dict[Tuple[str, int], str] = {}  # (host, level) -> the switch that interface joins
         self.up: Dict[str, List[Tuple[int, str]]] = {}  # switch -> [(up port, upper switch)]
@@ -41,10 +53,13 @@ class Router:
             for sw in self.up:
                 self.up[sw].sort()
         self.cache: Dict[Tuple[int, int, int, object], Tuple[Hop, ...]] = {}
+        self.middles: Dict[Tuple[str, str], Tuple[Hop, ...]] = {}
 
     def path(self, src: int, dst: int, level: Optional[int] = 0, key: object = None) -> Tuple[Hop, ...]:
         """Directed links from rank src to rank dst's level-`level` interface; key tells ECMP flows apart."""
         level = level or 0
+        if self.topo.kind != "bcube" and self.ecmp == "spread":
+            return self._spread(src, dst)
         cached = self.cache.get((src, dst, level, key))
         if cached is None:
             cached = self._bcube(src, dst, level) if self.topo.kind == "bcube" else self._up_down(src, dst, key)
@@ -61,6 +76,51 @@ class Router:
         return tuple(hops)
 
     def _up_down(self, src: int, dst: int, key: object) -> Tuple[Hop, ...]:
+        if self.ecmp == "spread":
+            return self._spread(src, dst)
+        return self._hashed(src, dst, key)
+
+    def _group(self, lower: Tuple[str, ...], upper: Tuple[str, ...], links: int) -> Hop:
+        """The hop between two layers of switches, as one link when it is one."""
+        if len(lower) == 1 and len(upper) == 1:
+            return lower[0], upper[0]
+        hop = ("{" + ",".join(lower) + "}", "{" + ",".join(upper) + "}")
+        if hop not in self.width:
+            self.width[hop] = links
+            self.level_of[hop] = self.level_of[(lower[0], upper[0])] if (lower[0], upper[0]) in self.level_of \
+                else self._level_between(lower, upper)
+        return hop
+
+    def _level_between(self, lower: Tuple[str, ...], upper: Tuple[str, ...]) -> int:
+        return next(self.level_of[(a, b)] for a in lower for b in upper if (a, b) in self.level_of)
+
+    def _spread(self, src: int, dst: int) -> Tuple[Hop, ...]:
+        """Up through every equal-cost switch layer at once, then down towards dst (the switch part is the same
+        for every pair of hosts under the same two edge switches)."""
+        a, b = self.topo.hosts[src].name, self.topo.hosts[dst].name
+        first, last = self.switch_of[(a, 0)], self.switch_of[(b, 0)]
+        middle = self.middles.get((first, last))
+        if middle is None:
+            middle = self.middles[(first, last)] = self._spread_between(first, b)
+        return ((a, first),) + middle + ((last, b),)
+
+    def _spread_between(self, first: str, b: str) -> Tuple[Hop, ...]:
+        """The switch-to-switch hops from `first` to the edge switch of host b."""
+        layer = (first,)
+        hops = []
+        while b not in self.down[layer[0]]:
+            links = sum(len(self.up[n]) for n in layer)
+            upper = tuple(sorted({u for n in layer for _, u in self.up[n]}))
+            hops.append(self._group(layer, upper, links))
+            layer = upper
+        while True:
+            lower = tuple(sorted({self.down[n][b] for n in layer}))
+            if lower == (b,):
+                return tuple(hops)
+            hops.append(self._group(layer, lower, len(layer)))
+            layer = lower
+
+    def _hashed(self, src: int, dst: int, key: object) -> Tuple[Hop, ...]:
         a, b = self.topo.hosts[src].name, self.topo.hosts[dst].name
         node = self.switch_of[(a, 0)]
         hops = [(a, node)]
@@ -78,3 +138,7 @@ class Router:
     def capacity_level(self, hop: Hop) -> int:
         """The link level whose shaped rate a directed link has."""
         return self.level_of[hop]
+
+    def capacity(self, hop: Hop, rates: Dict[int, float]) -> float:
+        """A hop's rate: its level's, times the parallel links a group hop stands for."""
+        return rates[self.level_of[hop]] * self.width.get(hop, 1)

@@ -1,0 +1,218 @@
+"""The flow-level simulator: routes as the controller installs them, max-min fair sharing, the engine's rules,
+exact closed forms on an ideal network, the CLI and compare's mode: simulate (no root, seconds)."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from controllers.rules import compute_rules
+from controllers.trace import trace
+from emulation.simulation.fairshare import max_min_rates
+from emulation.simulation.flows import simulate_plan
+from emulation.simulation.routes import Router
+from emulation.spec.addressing import all_host_configs
+from emulation.spec.topology import parse, parse_bandwidth
+from helpers import ROOT
+from workloads.algorithms import get
+from workloads.models import tensor_sizes
+from workloads.plan import COPY, REDUCE, Plan, PieceLayout, Transfer, piece_sizes
+
+DMLBED = [sys.executable, "-m", "emulation.orchestration.cli"]
+
+
+def traced_paths(topo, src, dst, level):
+    tr = trace(topo, compute_rules(topo), all_host_configs(topo), topo.hosts[src].name,
+               topo.hosts[dst].interface(level).ip)
+    assert tr.ok, tr.problems
+    return [tuple(zip(p, p[1:])) for p in tr.paths]
+
+
+@pytest.mark.parametrize("spec", ["bcube:3,2", "bcube:2,3", "fattree:4", "tree:3,2,2", "star:4"])
+def test_hashed_routes_are_paths_the_rules_allow(spec):
+    topo = parse(spec)
+    router = Router(topo, "hash")
+    for src in range(len(topo.hosts)):
+        for dst in range(len(topo.hosts)):
+            for level in range(len(topo.hosts[dst].interfaces)) if src != dst else ():
+                assert router.path(src, dst, level, key=(src, dst)) in traced_paths(topo, src, dst, level)
+
+
+@pytest.mark.parametrize("spec", ["fattree:4", "tree:3,2,2"])
+def test_spread_routes_group_every_equal_cost_path(spec):
+    topo = parse(spec)
+    router = Router(topo, "spread")
+    for src in range(len(topo.hosts)):
+        for dst in range(len(topo.hosts)):
+            if src == dst:
+                continue
+            paths = traced_paths(topo, src, dst, 0)
+            hops = router.path(src, dst)
+            assert len(hops) == len(paths[0])
+            for i, hop in enumerate(hops):
+                physical = {p[i] for p in paths}
+                if len(physical) == 1:
+                    assert hop == next(iter(physical))
+                else:
+                    lower, upper = ({a for a, _ in physical}, {b for _, b in physical})
+                    assert hop == ("{" + ",".join(sorted(lower)) + "}", "{" + ",".join(sorted(upper)) + "}")
+                    assert router.width[hop] == len({(a, b) for a in lower for b in upper
+                                                     if (a, b) in router.level_of})
+
+
+def test_max_min_rates_known_case_and_properties():
+    # f0 crosses L0 and L1, f1 only L0, f2 only L1: L1 (4) is shared by f0 and f2, L0 (10) gives f1 the rest
+    rates = max_min_rates(np.array([0, 0, 1, 2]), np.array([0, 1, 0, 1]), np.array([10.0, 4.0]), 3)
+    assert rates.tolist() == pytest.approx([2.0, 8.0, 2.0])
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        flows, links = 30, 8
+        pairs = {(f, l) for f in range(flows) for l in rng.choice(links, size=rng.integers(1, 4), replace=False)}
+        flow_of = np.array([f for f, _ in sorted(pairs)])
+        link_of = np.array([l for _, l in sorted(pairs)])
+        cap = rng.uniform(1, 10, links)
+        r = max_min_rates(flow_of, link_of, cap, flows)
+        load = np.bincount(link_of, weights=r[flow_of], minlength=links)
+        assert (load <= cap * (1 + 1e-9)).all()
+        for f in range(flows):  # every flow has a full link on which no flow gets more than it
+            mine = link_of[flow_of == f]
+            assert any(load[l] >= cap[l] * (1 - 1e-9) and r[flow_of[link_of == l]].max() <= r[f] * (1 + 1e-9)
+                       for l in mine)
+
+
+def simulated(spec, bw, algo, servers=0, latency_s=0.0, model="lenet5", ecmp="spread"):
+    topo = parse(spec)
+    b = parse_bandwidth(bw, topo)
+    a = get(algo)
+    plan = a.build_plan(topo, servers)
+    pieces = [n * 4 for n in piece_sizes(tensor_sizes(model), plan.pieces)]
+    result = simulate_plan(plan, pieces, Router(topo, ecmp), {l: v * 1e6 / 8 for l, v in enumerate(b)}, latency_s)
+    return result, a.gst_theory(topo, sum(pieces), b, servers), plan
+
+
+@pytest.mark.parametrize("spec,bw,algo,servers", [
+    ("star:9", "100", "ps", 0), ("star:9", "100", "ps", 2), ("star:9", "100", "ring", 0),
+    ("star:8", "100", "hd", 0), ("bcube:3,2", "100", "bml", 0), ("bcube:2,3", "100", "bml", 0),
+    ("bcube:3,2", "100", "blueconnect", 0), ("bcube:2,3", "100", "ring", 0), ("fattree:4", "100", "hier", 0),
+    ("fattree:4", "100", "ps", 0), ("fattree:4", "100", "blueconnect", 0), ("fattree:4", "100", "twolevel", 0),
+    ("tree:3,2,2", "200,100,25", "blueconnect", 0), ("tree:3,2,2", "200,100,25", "ring", 0),
+    ("tree:3,2,2", "200,100,25", "twolevel", 0), ("tree:2,2", "100,50", "hier", 0)])
+def test_ideal_network_gives_the_closed_form(spec, bw, algo, servers):
+    result, theory, _ = simulated(spec, bw, algo, servers)
+    # pieces split every layer, so they differ by a few bytes: the slowest piece sets the time
+    assert result.gst_s == pytest.approx(theory.gst_s, rel=1e-4)
+
+
+def test_where_the_closed_form_ignores_the_topology_the_simulation_says_so():
+    # PS on BCube relays over both NICs (faster than the one-NIC formula); on an oversubscribed tree it is slower
+    result, theory, _ = simulated("bcube:3,2", "100", "ps")
+    assert result.gst_s == pytest.approx(0.75 * theory.gst_s, rel=1e-4)
+    result, theory, _ = simulated("tree:3,2,2", "200,100,25", "ps")
+    assert result.gst_s > 3 * theory.gst_s
+
+
+def test_latency_adds_once_per_dependent_step():
+    base, _, plan = simulated("star:4", "100", "ring")
+    delayed, _, _ = simulated("star:4", "100", "ring", latency_s=0.01)
+    steps = len(plan.streams[0])  # 2(N-1) dependent steps, one message latency each
+    assert delayed.gst_s - base.gst_s == pytest.approx(steps * 0.01, rel=1e-6)
+
+
+def test_hashed_ecmp_collisions_slow_a_fat_tree_and_spread_does_not():
+    spread, theory, _ = simulated("fattree:4", "100", "ps", ecmp="spread")
+    hashed, _, _ = simulated("fattree:4", "100", "ps", ecmp="hash")
+    assert spread.gst_s == pytest.approx(theory.gst_s, rel=1e-4)
+    assert hashed.gst_s > spread.gst_s
+
+
+def test_bytes_and_link_accounting():
+    result, _, plan = simulated("bcube:3,2", "100", "bml")
+    sent = sum(result.host_tx_bytes.values())
+    pieces = [n * 4 for n in piece_sizes(tensor_sizes("lenet5"), plan.pieces)]
+    assert sent == pytest.approx(sum(pieces[t.piece] for t in plan.transfers()))
+    for hop, b in result.link_bytes.items():  # no link carried more than its rate allows in the time it was busy
+        assert b <= 100e6 / 8 * result.link_busy_s[hop] * (1 + 1e-6)
+
+
+def test_engine_rules_a_later_step_waits_for_the_earlier_one_on_its_link():
+    # rank 0 sends piece 0 to 1 (step 0) and piece 1 to 2 (step 1, another stream but the same link):
+    # the link order makes them sequential, so the sync takes both transfer times, not the larger
+    plan = Plan("t", 3, 2, (((Transfer(0, 1, 0, REDUCE),),), ((), (Transfer(0, 2, 1, COPY),))), (0, 1, 2))
+    result = simulate_plan(plan, [1000, 1000], Router(parse("star:3")), {0: 1000.0})
+    assert result.gst_s == pytest.approx(2.0)
+
+
+def test_piece_sizes_match_the_layout_workers_use():
+    sizes = tensor_sizes("lenet5")
+    for pieces in (1, 7, 18, 64):
+        assert piece_sizes(sizes, pieces) == PieceLayout(sizes, pieces).piece_sizes()
+
+
+def test_cli_simulate_writes_a_run_summary(tmp_path):
+    out = tmp_path / "sim"
+    proc = subprocess.run(DMLBED + ["simulate", "--topo", "bcube:3,2", "--algo", "bml", "--bw", "100", "--iters",
+                                    "5", "--compute-time", "0.2", "--out", str(out), "--json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout)
+    assert s == json.load(open(out / "summary.json"))
+    assert s["mode"] == "simulate" and s["completed"] and s["iterations"] == 5
+    assert s["gst_ratio"] == pytest.approx(1514 / 1448, rel=1e-3)  # headers are the only gap on this network
+    assert s["jct_s"] == pytest.approx(5 * (0.2 + s["gst_median_s"]))
+    assert set(s["bytes_by_level"]) == {"L0", "L1"}
+    assert all(0.9 < v["mean"] <= 1.0 for v in s["link_utilization"].values())
+    rows = list(csv.DictReader(open(out / "links.csv")))
+    assert len(rows) == 4 * 9  # 9 hosts x 2 levels, both directions
+    again = subprocess.run(DMLBED + ["simulate", "--topo", "star:4", "--algo", "ring", "--out", str(out)],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert again.returncode == 2 and "--force" in again.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--topo", "star:4", "--algo", "gloo"], "plan algorithms"),
+    (["--topo", "star:4", "--algo", "ring", "--latency-us", "-1"], "--latency-us"),
+    (["--topo", "star:4", "--algo", "ring", "--goodput", "0"], "--goodput"),
+    (["--topo", "star:4", "--algo", "ring", "--ecmp", "random"], "--ecmp"),
+    (["--topo", "bcube:3,2", "--algo", "hier"], "valid combinations"),
+])
+def test_cli_simulate_refuses_bad_input_in_one_line(args, needle, tmp_path):
+    proc = subprocess.run(DMLBED + ["simulate"] + args + ["--out", str(tmp_path / "x")], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not os.path.exists(tmp_path / "x")
+
+
+def test_compare_mixes_simulated_rows_without_root(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("name: s\ndefaults: {mode: simulate, bw: 100, iters: 3}\nruns:\n"
+                   "  - {label: ps, topo: 'bcube:3,2', algo: ps}\n  - {label: bml, topo: 'bcube:3,2', algo: bml}\n")
+    proc = subprocess.run(DMLBED + ["compare", str(cfg), "--out", str(tmp_path / "out"), "--json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(open(tmp_path / "out" / "comparison.csv")))
+    assert [r["mode"] for r in rows] == ["simulate", "simulate"]
+    bml, ps = (float(r["gst_median_s"]) for r in sorted(rows, key=lambda r: r["label"]))
+    assert bml / ps == pytest.approx(0.5 / 0.75, rel=1e-3)  # BML 1/k of the one-NIC bound; PS relays over 2 NICs
+
+
+def test_hierarchical_plan_builds_fast_at_scale():
+    import time
+    t = time.time()
+    plan = get("bml").build_plan(parse("bcube:16,2"))
+    assert time.time() - t < 10
+    # per thread, 256 ranks x 15 peers per step: 16 pieces, then 1 (aggregation); 1, then 16 (broadcast)
+    assert len(plan.transfers()) == 2 * 256 * 15 * (16 + 1 + 1 + 16)
+
+
+def test_scale_script_quick_form(tmp_path):
+    proc = subprocess.run([sys.executable, "scripts/scale.py", "--quick", "--out", str(tmp_path)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.load(open(tmp_path / "scale.json"))
+    assert report["ok"] and [c["ranks"] for c in report["cases"]] == [64, 128, 128]
+    assert all(abs(c["gst_ratio"] - 1514 / 1448) < 1e-2 for c in report["cases"])

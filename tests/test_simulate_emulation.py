@@ -1,0 +1,33 @@
+"""Simulation against emulation on small cases: the same configuration run both ways in one compare matrix."""
+
+import csv
+
+import pytest
+
+from helpers import run_dmlbed
+from test_emulation import leftovers
+
+pytestmark = pytest.mark.emulation
+
+CASES = [("ring", "star:4"), ("bml", "bcube:2,2"), ("ps", "star:4")]
+
+
+def test_simulated_gst_within_ten_percent_of_emulated(tmp_path):
+    config = tmp_path / "sim-vs-emu.yaml"
+    lines = ["name: sim-vs-emu", "defaults: {model: lenet5, bw: 50, iters: 5, batch: 8, compute_time: 0.3}", "runs:"]
+    for algo, topo in CASES:
+        for mode in ("emulate", "simulate"):
+            lines.append(f"  - {{label: '{algo} {topo} {mode}', topo: '{topo}', algo: {algo}, mode: {mode}}}")
+    config.write_text("\n".join(lines) + "\n")
+    r = run_dmlbed("compare", str(config), "--out", str(tmp_path / "out"), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {row["label"]: row for row in csv.DictReader(open(tmp_path / "out" / "comparison.csv"))}
+    for algo, topo in CASES:
+        emulated, simulated = rows[f"{algo} {topo} emulate"], rows[f"{algo} {topo} simulate"]
+        assert emulated["correct"] == "True" and simulated["mode"] == "simulate"
+        ratio = float(simulated["gst_median_s"]) / float(emulated["gst_median_s"])
+        if emulated["fidelity"] == "faithful":  # a run the emulator could not keep up with says so instead
+            assert 0.9 <= ratio <= 1.1, (algo, topo, ratio)
+        else:
+            assert emulated["fidelity_cause"], emulated
+    assert leftovers("star:4") == [] and leftovers("bcube:2,2") == []
