@@ -95,26 +95,24 @@ def input_shape(name: str) -> Tuple[int, ...]:
     return layers_of(name)[1]
 
 
-def layer_parameters(layer: Layer) -> int:
-    """Trainable parameters of one layer (weights and bias)."""
+def layer_tensors(layer: Layer) -> List[int]:
+    """Elements of one layer's parameter tensors: [weight, bias], or none."""
     if layer[0] == "conv":
         _, cin, cout, k = layer[:4]
-        return cin * cout * k * k + cout
+        return [cin * cout * k * k, cout]
     if layer[0] == "linear":
-        return layer[1] * layer[2] + layer[2]
-    return 0
+        return [layer[1] * layer[2], layer[2]]
+    return []
+
+
+def layer_parameters(layer: Layer) -> int:
+    """Trainable parameters of one layer (weights and bias)."""
+    return sum(layer_tensors(layer))
 
 
 def tensor_sizes(name: str) -> List[int]:
     """Elements of each parameter tensor (weight, then bias, layer by layer), as torch's model.parameters()."""
-    out = []
-    for layer in layers_of(name)[0]:
-        if layer[0] == "conv":
-            _, cin, cout, k = layer[:4]
-            out += [cin * cout * k * k, cout]
-        elif layer[0] == "linear":
-            out += [layer[1] * layer[2], layer[2]]
-    return out
+    return [n for layer in layers_of(name)[0] for n in layer_tensors(layer)]
 
 
 def parameter_count_of(name: str) -> int:

@@ -223,6 +223,7 @@ def print_summary(s: dict) -> None:
           f"first sum verified: {s['sum_verified']})")
     if s.get("error"):
         print(f"  error         {s['error']}")
+    print(f"results: {os.path.join(s['config']['out'], 'summary.json')}, iterations.csv, workers.csv")
 
 
 def cmd_run(args) -> int:
@@ -238,11 +239,7 @@ def cmd_run(args) -> int:
     if not cfg.local:
         require_root("dmlbed run")
     summary = experiment.run(cfg, log=log, progress=not args.json)
-    if args.json:
-        print(json.dumps(summary, indent=1))
-    else:
-        print_summary(summary)
-        print(f"results: {os.path.join(cfg.out, 'summary.json')}, iterations.csv, workers.csv")
+    emit(args, summary, print_summary)
     return 0 if summary["correct"] else 1
 
 
@@ -257,21 +254,30 @@ def cmd_simulate(args) -> int:
         check_output(cfg)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    summary = simulate(cfg, log=log)
-    if args.json:
-        print(json.dumps(summary, indent=1))
-    else:
-        print(f"{summary['algo']} on {summary['topology']} (simulated), {summary['model']} "
-              f"({summary['gradient_bytes'] / 2**20:.1f} MiB gradient), {summary['ranks']} ranks, "
-              f"{summary['bw_mbps']} Mbit/s, goodput {cfg.goodput:.4f}, latency {cfg.latency_us:g} us")
-        print(f"  GST           {summary['gst_median_s']:.4f} s   theory {summary['gst_theory_s']:.4f} s "
-              f"({summary['gst_formula']})   ratio {summary['gst_ratio']:.3f}")
-        print("  links used    " + ", ".join(f"{k}: mean {v['mean']:.2f}, max {v['max']:.2f} of the shaped rate"
-                                             for k, v in summary["link_utilization"].items()))
-        print(f"  {summary['messages']} messages, {summary['events']} rate changes, "
-              f"{summary['duration_s']:.1f} s to simulate")
-        print(f"results: {os.path.join(cfg.out, 'summary.json')}, iterations.csv, links.csv")
+    emit(args, simulate(cfg, log=log), print_simulation)
     return 0
+
+
+def print_simulation(s: dict) -> None:
+    """Human-readable summary of a simulated run."""
+    model = s["model_settings"]
+    print(f"{s['algo']} on {s['topology']} (simulated), {s['model']} ({s['gradient_bytes'] / 2**20:.1f} MiB "
+          f"gradient), {s['ranks']} ranks, {s['bw_mbps']} Mbit/s, goodput {model['goodput']:.4f}, "
+          f"latency {model['latency_us']:g} us")
+    print(f"  GST           {s['gst_median_s']:.4f} s   theory {s['gst_theory_s']:.4f} s ({s['gst_formula']})   "
+          f"ratio {s['gst_ratio']:.3f}")
+    print("  links used    " + ", ".join(f"{k}: mean {v['mean']:.2f}, max {v['max']:.2f} of the shaped rate"
+                                         for k, v in s["link_utilization"].items()))
+    print(f"  {s['messages']} messages, {s['events']} rate changes, {s['duration_s']:.1f} s to simulate")
+    print(f"results: {os.path.join(s['config']['out'], 'summary.json')}, iterations.csv, links.csv")
+
+
+def emit(args, data: dict, show) -> None:
+    """The result as JSON with --json, else as `show` prints it."""
+    if args.json:
+        print(json.dumps(data, indent=1))
+    else:
+        show(data)
 
 
 def theory_report(cfg) -> dict:
@@ -299,12 +305,9 @@ def cmd_theory(args) -> int:
         out = theory_report(from_args(args, THEORY))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if args.json:
-        print(json.dumps(out, indent=1))
-    else:
-        print(f"{out['algo']} on {out['topology']}, {out['model']} ({out['gradient_bytes'] / 2**20:.2f} MiB): "
-              f"GST = {out['formula']} = {out['gst_theory_s']:.4f} s (TF = {out['tf_s']:.4f} s at "
-              f"{min(out['bw_mbps']):g} Mbit/s)")
+    emit(args, out, lambda o: print(f"{o['algo']} on {o['topology']}, {o['model']} ({o['gradient_bytes'] / 2**20:.2f} "
+                                    f"MiB): GST = {o['formula']} = {o['gst_theory_s']:.4f} s (TF = {o['tf_s']:.4f} s "
+                                    f"at {min(o['bw_mbps']):g} Mbit/s)"))
     return 0
 
 

@@ -173,9 +173,14 @@ def plot_split(out_root: str, rows: List[dict], plt) -> str:
     return path
 
 
+def config_name(data: dict, path: str) -> str:
+    """A compare config's name: its `name`, else its file name."""
+    return data.get("name") or os.path.splitext(os.path.basename(path))[0]
+
+
 def output_root(data: dict, path: str, out_root: Optional[str]) -> str:
     """Where a compare writes: --out, or results/NAME."""
-    return out_root or os.path.join("results", data.get("name") or os.path.splitext(os.path.basename(path))[0])
+    return out_root or os.path.join("results", config_name(data, path))
 
 
 def check_output(out_root: str, force: bool) -> None:
@@ -191,7 +196,7 @@ def compare(path: str, out_root: str = None, local: bool = False,
     """Run every configuration of a compare config; write comparison.csv/json and plots (holding the network
     lock for the whole matrix, so no other run slips in between two of its runs)."""
     data = load(path)
-    name = data.get("name") or os.path.splitext(os.path.basename(path))[0]
+    name = config_name(data, path)
     out_root = output_root(data, path, out_root)
     entries = expand(data, out_root, local)
     check_output(out_root, force)

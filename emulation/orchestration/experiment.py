@@ -158,7 +158,7 @@ def network_for(cfg: RunConfig, checked: Checked, log):
                            log=log, tcp=tcp_settings(cfg))
 
 
-RESULT_FILES = ("summary.json", "iterations.csv", "workers.csv")
+RESULT_FILES = ("summary.json", "iterations.csv", "workers.csv", "links.csv")  # links.csv: simulated runs
 
 
 def check_output(cfg: RunConfig) -> None:
@@ -169,6 +169,13 @@ def check_output(cfg: RunConfig) -> None:
                           f"folder or pass --force to replace them")
     if os.path.exists(cfg.out) and not os.path.isdir(cfg.out):
         raise OptionError(f"--out {cfg.out} is a file, not a folder")
+
+
+def clear_results(out: str) -> None:
+    """Remove an earlier run's result files (--force): they must not sit beside this run's partial ones."""
+    for name in RESULT_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(out, name))
 
 
 def network_lock(cfg: RunConfig):
@@ -196,9 +203,7 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
     theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers)
     contributors = list(checked.contributors)
     os.makedirs(cfg.out, exist_ok=True)
-    for name in RESULT_FILES:  # --force: an earlier run's results must not sit beside this run's partial ones
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(cfg.out, name))
+    clear_results(cfg.out)
     workdir = os.path.join(cfg.out, "workers")
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
 from dataclasses import asdict
 from typing import Callable, Dict, List
 
-from emulation.orchestration.experiment import RESULT_FILES, check_output
+from emulation.orchestration.experiment import check_output, clear_results
 from emulation.orchestration.options import OptionError, RunConfig, validate
 from emulation.orchestration.results import WARMUP, write_atomic, write_atomic_csv
 from emulation.simulation.flows import FlowResult, simulate_plan
@@ -17,9 +16,6 @@ from emulation.simulation.routes import Router
 from workloads.algorithms import names_with
 from workloads.models import parameter_count_of, tensor_sizes
 from workloads.plan import piece_sizes
-
-SIMULATED_FILES = ("summary.json", "iterations.csv", "links.csv")
-
 
 def check_simulable(cfg: RunConfig):
     """Validation for a simulated run: the run's own checks (no host cap, no memory for workers), a plan
@@ -79,8 +75,6 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
         by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / cfg.goodput * cfg.iters
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     iteration_s = cfg.compute_time + gst
-    iterations = [{"iteration": i, "gst_s": gst, "compute_s": cfg.compute_time, "iteration_s": iteration_s}
-                  for i in range(cfg.iters)]
     summary = {"mode": "simulate", "topology": topo.spec, "algo": cfg.algo, "model": cfg.model,
                "workers": len(checked.contributors), "ranks": len(topo.hosts), "servers": checked.servers,
                "parameters": parameters, "gradient_bytes": gradient_bytes,
@@ -102,12 +96,9 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
                "completed": True, "warmup": WARMUP}
     summary["duration_s"] = time.time() - started
     os.makedirs(cfg.out, exist_ok=True)
-    for name in set(RESULT_FILES + SIMULATED_FILES):  # --force: nothing of an earlier run stays beside these
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(cfg.out, name))
+    clear_results(cfg.out)
     write_atomic_csv(os.path.join(cfg.out, "iterations.csv"), ["iteration", "gst_s", "compute_s", "iteration_s"],
-                     ([it["iteration"], f"{gst:.9f}", f"{cfg.compute_time:.6f}", f"{iteration_s:.9f}"]
-                      for it in iterations))
+                     ([i, f"{gst:.9f}", f"{cfg.compute_time:.6f}", f"{iteration_s:.9f}"] for i in range(cfg.iters)))
     write_atomic_csv(os.path.join(cfg.out, "links.csv"), ["link", "level", "links", "payload_bytes", "busy_s",
                                                                    "utilization"],
                      ([r["link"], r["level"], r["links"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",

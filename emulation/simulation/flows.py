@@ -14,7 +14,7 @@ arrived; a send side when its flow arrived.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -37,7 +37,6 @@ class FlowResult:
     host_tx_bytes: Dict[Tuple[int, int], float]  # (rank, interface level) -> payload bytes sent
     rank_done_s: List[float]
     events: int
-    timeline: List[dict] = field(default_factory=list)  # per message: src, dst, stream, step, bytes, start, end
 
 
 def _messages(plan: Plan, piece_bytes: Sequence[int]):
@@ -129,7 +128,7 @@ class _Graph:
 
 
 def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
-                  latency_s: float = 0.0, timeline: bool = False) -> FlowResult:
+                  latency_s: float = 0.0) -> FlowResult:
     """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level."""
     g = _Graph(plan, piece_bytes)
     count = len(g.keys)
@@ -150,8 +149,6 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     pending, dependents = g.pending, g.dependents
     arrived = [False] * count
     recv_ready = [False] * count
-    start = [None] * count
-    end = [None] * count
     rank_done = [0.0] * plan.ranks
     arrivals: List[Tuple[float, int]] = []
     now = 0.0
@@ -171,6 +168,18 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
                 if pending[y] == 0:
                     stack.extend(ready(y, t))
 
+    def landed(m: int) -> List[int]:
+        """Message m arrived: its send side is done, and its receive side if that was waiting for it."""
+        arrived[m] = True
+        return [2 * m] + ([2 * m + 1] if recv_ready[m] else [])
+
+    def transmitted(m: int, t: float) -> List[int]:
+        """Message m's last byte left at t: it lands latency_s later (now when there is no latency)."""
+        if latency_s > 0:
+            heapq.heappush(arrivals, (t + latency_s, m))
+            return []
+        return landed(m)
+
     def ready(side: int, t: float) -> List[int]:
         """Start what a node can start once its dependencies are done; returns the nodes completed now."""
         if side >= g.sides:
@@ -181,9 +190,8 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
                 return [side]
             recv_ready[m] = True
             return []
-        start[m] = t
         if remaining[m] <= 0:
-            return arrive_transmitted(m, t, arrivals, arrived, recv_ready, end, latency_s)
+            return transmitted(m, t)
         sending[m] = True
         return []
 
@@ -207,7 +215,7 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
             dt = float("inf")
         if arrivals and arrivals[0][0] - now < dt:
             dt = arrivals[0][0] - now
-        completed: List[int] = []
+        finished = idx
         if len(idx):
             moved = np.minimum(rate * dt, left)
             remaining[idx] = left - moved
@@ -216,15 +224,12 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
             finished = idx[finish <= dt * (1 + 1e-9) + TIME_TOLERANCE]
             sending[finished] = False
             remaining[finished] = 0.0
-            now += dt
-            for m in finished.tolist():
-                completed += arrive_transmitted(m, now, arrivals, arrived, recv_ready, end, latency_s)
-        else:
-            now += dt
+        now += dt
+        completed: List[int] = []
+        for m in finished.tolist():
+            completed += transmitted(m, now)
         while arrivals and arrivals[0][0] <= now + TIME_TOLERANCE:
-            _, m = heapq.heappop(arrivals)
-            arrived[m] = True
-            completed += [2 * m] + ([2 * m + 1] if recv_ready[m] else [])
+            completed += landed(heapq.heappop(arrivals)[1])
         for x in completed:
             complete(x, now)
     host_tx: Dict[Tuple[int, int], float] = {}
@@ -233,23 +238,11 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
         for lid in path_ids[m]:
             a, b = hops_by_id[lid]
             if a in names:
-                key = (names[a], router.capacity_level((a, b)))
+                key = (names[a], router.level_of[(a, b)])
                 host_tx[key] = host_tx.get(key, 0.0) + g.bytes[m]
-    trace = [{"src": k[2], "dst": k[3], "stream": k[0], "step": k[1], "bytes": g.bytes[m], "start": start[m],
-              "end": end[m]} for m, k in enumerate(g.keys)] if timeline else []
     unfinished = sum(1 for p in pending if p > 0)
     if unfinished:
         raise RuntimeError(f"{plan.name}: {unfinished} operations never became ready (a dependency cycle)")
     return FlowResult(now, count, dict(zip(hops_by_id, link_bytes)), dict(zip(hops_by_id, busy)), host_tx,
-                      rank_done, events, trace)
+                      rank_done, events)
 
-
-def arrive_transmitted(m: int, t: float, arrivals, arrived, recv_ready, end, latency_s: float) -> List[int]:
-    """A flow's last byte left at t: it arrives latency_s later (now when there is no latency)."""
-    if latency_s > 0:
-        heapq.heappush(arrivals, (t + latency_s, m))
-        end[m] = t + latency_s
-        return []
-    end[m] = t
-    arrived[m] = True
-    return [2 * m] + ([2 * m + 1] if recv_ready[m] else [])

@@ -52,18 +52,17 @@ class Router:
                 self.down[sw] = {h: children[(sw, port)] for port, hosts in ports.items() for h in hosts}
             for sw in self.up:
                 self.up[sw].sort()
-        self.cache: Dict[Tuple[int, int, int, object], Tuple[Hop, ...]] = {}
+        self.cache: Dict[Tuple[int, int, int], Tuple[Hop, ...]] = {}  # BCube paths
         self.middles: Dict[Tuple[str, str], Tuple[Hop, ...]] = {}
 
     def path(self, src: int, dst: int, level: Optional[int] = 0, key: object = None) -> Tuple[Hop, ...]:
         """Directed links from rank src to rank dst's level-`level` interface; key tells ECMP flows apart."""
+        if self.topo.kind != "bcube":
+            return self._spread(src, dst) if self.ecmp == "spread" else self._hashed(src, dst, key)
         level = level or 0
-        if self.topo.kind != "bcube" and self.ecmp == "spread":
-            return self._spread(src, dst)
-        cached = self.cache.get((src, dst, level, key))
+        cached = self.cache.get((src, dst, level))
         if cached is None:
-            cached = self._bcube(src, dst, level) if self.topo.kind == "bcube" else self._up_down(src, dst, key)
-            self.cache[(src, dst, level, key)] = cached
+            cached = self.cache[(src, dst, level)] = self._bcube(src, dst, level)
         return cached
 
     def _bcube(self, src: int, dst: int, level: int) -> Tuple[Hop, ...]:
@@ -75,11 +74,6 @@ class Router:
             here = nxt
         return tuple(hops)
 
-    def _up_down(self, src: int, dst: int, key: object) -> Tuple[Hop, ...]:
-        if self.ecmp == "spread":
-            return self._spread(src, dst)
-        return self._hashed(src, dst, key)
-
     def _group(self, lower: Tuple[str, ...], upper: Tuple[str, ...], links: int) -> Hop:
         """The hop between two layers of switches, as one link when it is one."""
         if len(lower) == 1 and len(upper) == 1:
@@ -87,12 +81,8 @@ class Router:
         hop = ("{" + ",".join(lower) + "}", "{" + ",".join(upper) + "}")
         if hop not in self.width:
             self.width[hop] = links
-            self.level_of[hop] = self.level_of[(lower[0], upper[0])] if (lower[0], upper[0]) in self.level_of \
-                else self._level_between(lower, upper)
+            self.level_of[hop] = next(self.level_of[(a, b)] for a in lower for b in upper if (a, b) in self.level_of)
         return hop
-
-    def _level_between(self, lower: Tuple[str, ...], upper: Tuple[str, ...]) -> int:
-        return next(self.level_of[(a, b)] for a in lower for b in upper if (a, b) in self.level_of)
 
     def _spread(self, src: int, dst: int) -> Tuple[Hop, ...]:
         """Up through every equal-cost switch layer at once, then down towards dst (the switch part is the same
@@ -134,10 +124,6 @@ class Router:
             hops.append((node, child))
             node = child
         return tuple(hops)
-
-    def capacity_level(self, hop: Hop) -> int:
-        """The link level whose shaped rate a directed link has."""
-        return self.level_of[hop]
 
     def capacity(self, hop: Hop, rates: Dict[int, float]) -> float:
         """A hop's rate: its level's, times the parallel links a group hop stands for."""
