@@ -39,7 +39,7 @@ def test_config_errors(tmp_path, text, fragment):
 
 
 def test_shipped_configs_are_valid():
-    for name in ("demo", "bml-fig5", "bml-fig6"):
+    for name in ("demo", "bml-fig5", "bml-fig6", "sim-vs-emu"):
         entries = expand(load(f"{ROOT}/configs/{name}.yaml"), "/tmp/unused")
         assert entries
 
@@ -56,3 +56,67 @@ def test_local_compare_writes_csv_and_plots(tmp_path):
     for png in ("jct.png", "gst.png"):
         assert (tmp_path / "out" / png).stat().st_size > 5000
     assert len(result["plots"]) == 2
+
+
+def test_a_run_can_narrow_the_sweep(tmp_path):
+    data = load(write(tmp_path, "defaults: {model: 'mlp:100K'}\nsweep: {mode: [emulate, simulate]}\nruns:\n"
+                                " - {label: S, topo: 'star:4', algo: ps}\n"
+                                " - {label: L, topo: 'bcube:32,2', algo: bml, sweep: {mode: [simulate]}}\n"))
+    entries = expand(data, str(tmp_path / "out"))
+    assert [(e["label"], e["config"].mode) for e in entries] == [("S", "emulate"), ("S", "simulate"),
+                                                                  ("L", "simulate")]
+    with pytest.raises(ConfigError, match=r"runs\[0\]: 'sweep' must be a mapping over the config's sweep keys"):
+        expand(load(write(tmp_path, "sweep: {mode: [simulate]}\nruns:\n"
+                                    " - {topo: 'star:4', algo: ps, sweep: {batch: [4]}}\n")), str(tmp_path))
+
+
+PAPER = ("name: p\ndefaults: {model: 'mlp:1M', bw: 100, mode: simulate}\nsweep: {batch: [4]}\nruns:\n"
+         " - {label: PS, topo: 'star:4', algo: ps}\n - {label: RING, topo: 'star:4', algo: ring}\n"
+         " - {label: H, topo: 'tree:2,2', algo: hier}\n")
+
+
+@pytest.mark.parametrize("claims,fragment", [
+    ("paper: {source: s}\n", "non-empty 'claims'"),
+    ("paper: {claims: [{what: w, row: NOPE, metric: gst_ratio, paper: 1}]}\n", "row 'NOPE' is not a run label"),
+    ("paper: {claims: [{what: w, row: PS, metric: speed, paper: 1}]}\n", "metric 'speed' is not one of"),
+    ("paper: {claims: [{what: w, row: PS, metric: gst_ratio, paper: 1, relation: ratio}]}\n",
+     "relation 'ratio' needs 'relative_to'"),
+    ("paper: {claims: [{what: w, row: PS, metric: gst_ratio, paper: [2, 1]}]}\n", "a number or [low, high]"),
+    ("paper: {claims: [{what: w, row: PS, metric: gst_ratio, paper: 1, figure: 5}]}\n", "unknown key 'figure'"),
+])
+def test_paper_block_errors(tmp_path, claims, fragment):
+    r = run_dmlbed("compare", write(tmp_path, PAPER + claims), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and fragment in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_paper_table_relations():
+    from emulation.orchestration.paper import table
+    rows = [{"label": "A", "mode": m, "gst_median_s": g, "jct_s": j} for m, g, j in
+            (("emulate", 2.0, 10.0), ("simulate", 1.0, 8.0))] + \
+           [{"label": "B", "mode": m, "gst_median_s": g, "jct_s": j} for m, g, j in
+            (("emulate", 1.0, 5.0), ("simulate", 1.0, None))]
+    claims = [{"what": "ratio", "row": "B", "relative_to": "A", "relation": "ratio", "metric": "gst_median_s",
+               "paper": 0.5, "from": "f"},
+              {"what": "reduction", "row": "B", "relative_to": "A", "relation": "reduction", "metric": "jct_s",
+               "paper": (0.4, 0.6), "from": "f"}]
+    out = table(claims, rows, ["mode"])
+    got = [(c["what"], c["mode"], c["ours"], c["agrees"]) for c in out]
+    assert got == [("ratio", "emulate", 0.5, True), ("ratio", "simulate", 1.0, False),
+                   ("reduction", "emulate", 0.5, True), ("reduction", "simulate", None, None)]
+    assert out[1]["ours_over_paper"] == 2.0 and out[2]["paper"] == "0.4-0.6"
+
+
+def test_simulated_compare_prints_paper_beside_ours(tmp_path):
+    cfg = write(tmp_path, PAPER + "paper:\n  source: 'test paper'\n  claims:\n"
+                "    - {what: 'ring / PS', row: RING, relative_to: PS, metric: gst_median_s, paper: 1.0}\n"
+                "    - {what: 'PS against its formula', row: PS, metric: gst_ratio, paper: 1.0}\n")
+    r = run_dmlbed("compare", cfg, "--out", str(tmp_path / "out"), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "paper vs ours (test paper)" in r.stdout and "ring / PS" in r.stdout
+    rows = list(csv.DictReader(open(tmp_path / "out" / "paper.csv")))
+    assert [row["what"] for row in rows] == ["ring / PS", "PS against its formula"]
+    # On a simulated star both are 2(N-1)/N TF, up to the TCP/IP header overhead the simulator counts (1514/1448).
+    assert float(rows[0]["ours"]) == pytest.approx(1.0, abs=0.01)
+    assert float(rows[1]["ours"]) == pytest.approx(1514 / 1448, abs=0.01)
+    assert all(row["agrees"] == "True" for row in rows)

@@ -334,20 +334,32 @@ def print_comparison(result: dict) -> None:
                 print(f"  {base} vs {r['label']} " + " ".join(f"{k}={r.get(k)}" for k in keys) +
                       f": GST {ref['gst_median_s']:.3f}/{r['gst_median_s']:.3f} = "
                       f"{ref['gst_median_s'] / r['gst_median_s']:.3f}, JCT reduction {1 - ref['jct_s'] / r['jct_s']:.1%}")
+    if result.get("paper"):
+        print_paper(result)
     print(f"\nresults: {result['out']}/comparison.csv; plots: {', '.join(result['plots'])}")
+
+
+def print_paper(result: dict) -> None:
+    """The paper's values beside ours (ours/paper within 10% counts as agreeing; a range must contain ours)."""
+    keys = result["sweep_keys"]
+    print(f"\npaper vs ours ({result.get('source') or 'the paper'}):")
+    print(f"  {'claim':<46} " + " ".join(f"{k:>8}" for k in keys) + f" {'paper':>11} {'ours':>8} {'ours/paper':>10}")
+    for c in result["paper"]:
+        ours = "-" if c["ours"] is None else f"{c['ours']:.3f}"
+        over = "-" if c["ours_over_paper"] is None else f"{c['ours_over_paper']:.2f}"
+        mark = {True: "", False: "  differs", None: "  no value"}[c["agrees"]]
+        print(f"  {c['what']:<46} " + " ".join(f"{str(c.get(k)):>8}" for k in keys) +
+              f" {c['paper']:>11} {ours:>8} {over:>10}{mark}")
 
 
 def cmd_compare(args) -> int:
     """dmlbed compare CONFIG.yaml: run a matrix of configurations, write CSV and plots."""
     from emulation.orchestration import compare
     try:
-        data = compare.load(args.config)
-        out_root = compare.output_root(data, args.config, args.out)
-        entries = compare.expand(data, out_root, args.local)
-        compare.check_output(out_root, args.force)
+        job = compare.prepare(args.config, args.out, args.local, args.force)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if not args.local and any(e["config"].mode != "simulate" for e in entries):
+    if job["emulated"]:
         require_root("dmlbed compare")
     result = compare.compare(args.config, args.out, args.local, log=log, progress=not args.json, force=args.force,
                              wait=args.wait)

@@ -10,6 +10,7 @@ from typing import Callable, Dict, List, Optional
 
 import yaml
 
+from emulation.orchestration import paper
 from emulation.orchestration.experiment import run
 from emulation.orchestration.simulate import check_simulable, simulate
 from emulation.orchestration.results import write_atomic
@@ -54,12 +55,12 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
         from_mapping({k: v[0] for k, v in sweep.items()}, "sweep")
     except OptionError as exc:
         raise ConfigError(str(exc)) from None
-    combos = [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())] if sweep else [{}]
     out, names = [], {}
     for i, entry in enumerate(data["runs"]):
         if not isinstance(entry, dict):
             raise ConfigError(f"runs[{i}] must be a mapping")
-        for combo in combos:
+        entry = dict(entry)
+        for combo in combinations(sweep, entry.pop("sweep", None), f"runs[{i}]"):
             merged = {**defaults, **combo, **entry}
             if "topo" not in merged or "algo" not in merged:
                 raise ConfigError(f"runs[{i}] needs 'topo' and 'algo'")
@@ -84,6 +85,20 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
     return out
 
 
+def combinations(sweep: dict, override, where: str) -> List[dict]:
+    """The sweep values one run takes: the config's sweep, with the run's own `sweep:` replacing some keys' lists
+    (e.g. a 1024-server run only simulated in a matrix that also emulates)."""
+    if override is not None:
+        if not isinstance(override, dict) or not set(override) <= set(sweep):
+            raise ConfigError(f"{where}: 'sweep' must be a mapping over the config's sweep keys "
+                              f"({', '.join(sweep) or 'none'})")
+        for key, values in override.items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"{where}: sweep '{key}' needs a non-empty list of values")
+        sweep = {**sweep, **override}
+    return [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())] if sweep else [{}]
+
+
 def row(entry: dict, summary: dict) -> dict:
     """One comparison.csv row (with the algorithm's own options, e.g. ibatch's pull schedule)."""
     r = {k: summary.get(k) for k in COLUMNS}
@@ -99,9 +114,9 @@ def row(entry: dict, summary: dict) -> dict:
     return r
 
 
-def write_csv(path: str, rows: List[dict], sweep_keys: List[str]) -> None:
-    """comparison.csv with one row per run."""
-    cols = COLUMNS[:1] + sweep_keys + [c for c in COLUMNS[1:] if c not in sweep_keys]
+def write_csv(path: str, rows: List[dict], sweep_keys: List[str], columns: List[str] = COLUMNS) -> None:
+    """A CSV with one row per run (comparison.csv) or per claim (paper.csv)."""
+    cols = columns[:1] + sweep_keys + [c for c in columns[1:] if c not in sweep_keys]
     cols += sorted({k for r in rows for k in r} - set(cols))
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as f:
@@ -190,25 +205,36 @@ def check_output(out_root: str, force: bool) -> None:
                           f"or pass --force to replace it")
 
 
+def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False) -> dict:
+    """Everything a compare needs, checked before anything starts: config, entries, paper claims, output."""
+    data = load(path)
+    out_root = output_root(data, path, out_root)
+    entries = expand(data, out_root, local)
+    try:
+        claims = paper.claims(data, list(dict.fromkeys(e["label"] for e in entries)))
+    except paper.PaperError as exc:
+        raise ConfigError(str(exc)) from None
+    check_output(out_root, force)
+    return {"name": config_name(data, path), "data": data, "entries": entries, "claims": claims, "out": out_root,
+            "emulated": not local and any(e["config"].mode != "simulate" for e in entries)}
+
+
 def compare(path: str, out_root: str = None, local: bool = False,
             log: Callable[[str], None] = lambda m: None, progress: bool = True, force: bool = False,
             wait: bool = False) -> Dict[str, object]:
-    """Run every configuration of a compare config; write comparison.csv/json and plots (holding the network
-    lock for the whole matrix, so no other run slips in between two of its runs)."""
-    data = load(path)
-    name = config_name(data, path)
-    out_root = output_root(data, path, out_root)
-    entries = expand(data, out_root, local)
-    check_output(out_root, force)
-    if local or all(e["config"].mode == "simulate" for e in entries):
-        return _compare(name, data, entries, out_root, log, progress)
+    """Run every configuration of a compare config; write comparison.csv/json, paper.csv and plots (holding the
+    network lock for the whole matrix, so no other run slips in between two of its runs)."""
+    job = prepare(path, out_root, local, force)
+    if not job["emulated"]:
+        return _compare(job, log, progress)
     from emulation.net.lock import NetworkLock
     with NetworkLock(wait=wait):
-        return _compare(name, data, entries, out_root, log, progress)
+        return _compare(job, log, progress)
 
 
-def _compare(name: str, data: dict, entries: List[dict], out_root: str, log, progress) -> Dict[str, object]:
+def _compare(job: dict, log, progress) -> Dict[str, object]:
     """compare() once checked."""
+    data, entries, out_root = job["data"], job["entries"], job["out"]
     sweep_keys = list((data.get("sweep") or {}).keys())
     os.makedirs(out_root, exist_ok=True)
     rows = []
@@ -220,4 +246,8 @@ def _compare(name: str, data: dict, entries: List[dict], out_root: str, log, pro
         write_csv(os.path.join(out_root, "comparison.csv"), rows, sweep_keys)
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
     plots = plot(out_root, rows, sweep_keys)
-    return {"name": name, "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys}
+    claims = paper.table(job["claims"], rows, sweep_keys)
+    if claims:
+        write_csv(os.path.join(out_root, "paper.csv"), claims, [], list(claims[0]))
+    return {"name": job["name"], "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys,
+            "paper": claims, "source": (data.get("paper") or {}).get("source")}
