@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES="mininet openvswitch-switch iperf3 ethtool iputils-ping iproute2 python3-venv python3-dev"
+APT_PACKAGES="mininet openvswitch-switch iperf3 ethtool iputils-ping iproute2 python3-venv python3-dev openssh-client openssh-server sudo"
 VENV=.venv
 say() { printf '[setup] %s\n' "$*"; }
 

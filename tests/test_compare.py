@@ -120,3 +120,17 @@ def test_simulated_compare_prints_paper_beside_ours(tmp_path):
     assert float(rows[0]["ours"]) == pytest.approx(1.0, abs=0.01)
     assert float(rows[1]["ours"]) == pytest.approx(1514 / 1448, abs=0.01)
     assert all(row["agrees"] == "True" for row in rows)
+
+
+def test_sim_vs_emu_pairs_rows_run_both_ways():
+    from emulation.orchestration.compare import sim_vs_emu
+    rows = [{"label": "ps", "mode": "emulate", "bw": 50, "gst_median_s": 2.0, "fidelity": "faithful"},
+            {"label": "ps", "mode": "simulate", "bw": 50, "gst_median_s": 2.1, "fidelity": None},
+            {"label": "ps", "mode": "simulate", "bw": 25, "gst_median_s": 4.0, "fidelity": None},
+            {"label": "bml", "mode": "emulate", "bw": 50, "gst_median_s": 1.0, "fidelity": "degraded"},
+            {"label": "bml", "mode": "simulate", "bw": 50, "gst_median_s": 0.8, "fidelity": None}]
+    pairs = sim_vs_emu(rows, ["mode", "bw"])
+    assert [(p["label"], p["bw"]) for p in pairs] == [("ps", 50), ("bml", 50)]  # ps at 25 was not emulated
+    assert pairs[0]["sim_over_emu"] == pytest.approx(1.05) and pairs[0]["agrees"] is True
+    assert pairs[1]["sim_over_emu"] == pytest.approx(0.8) and pairs[1]["agrees"] is False
+    assert pairs[1]["emulation_fidelity"] == "degraded"

@@ -216,3 +216,31 @@ def test_scale_script_quick_form(tmp_path):
     report = json.load(open(tmp_path / "scale.json"))
     assert report["ok"] and [c["ranks"] for c in report["cases"]] == [64, 128, 128]
     assert all(abs(c["gst_ratio"] - 1514 / 1448) < 1e-2 for c in report["cases"])
+
+
+def test_chunks_go_on_before_their_whole_message_arrives():
+    # rank 0 sends a 2-chunk piece to 1, which forwards it to 2 on its own link: whole messages take two
+    # transfer times; chunks pipeline (chunk 0 is forwarded while chunk 1 arrives): 1.5 transfer times
+    plan = Plan("t", 3, 1, (((Transfer(0, 1, 0, COPY),), (Transfer(1, 2, 0, COPY),)),), (0, 1, 2))
+    router, rate = Router(parse("star:3")), {0: 1000.0}
+    assert simulate_plan(plan, [2000], router, rate).gst_s == pytest.approx(4.0)
+    assert simulate_plan(plan, [2000], router, rate, chunk_bytes=1000).gst_s == pytest.approx(3.0)
+    # small pieces are joined into one unit up to a chunk: 4 pieces of 250 bytes move as one 1000-byte unit
+    plan4 = Plan("t", 3, 4, (tuple(tuple(Transfer(a, b, p, COPY) for p in range(4)) for a, b in ((0, 1), (1, 2))),),
+                 (0, 1, 2))
+    joined = simulate_plan(plan4, [250] * 4, router, rate, chunk_bytes=1000)
+    assert joined.messages == 2 and joined.gst_s == pytest.approx(2.0)
+
+
+def test_chunk_granularity_finds_blueconnects_overlap_of_levels_on_bcube():
+    # BlueConnect's stages on BCube use different NICs: the engine forwards each chunk to the next stage as
+    # soon as it is reduced, so the levels overlap and the sync beats the sequential closed form (eq. 9)
+    from workloads.engine import CHUNK_BYTES
+    topo = parse("bcube:3,2")
+    plan = get("blueconnect").build_plan(topo, 0)
+    pieces = [n * 4 for n in piece_sizes(tensor_sizes("lenet5"), plan.pieces)]
+    rates = {0: 100e6 / 8, 1: 100e6 / 8}
+    whole = simulate_plan(plan, pieces, Router(topo), rates)
+    chunked = simulate_plan(plan, pieces, Router(topo), rates, chunk_bytes=CHUNK_BYTES)
+    assert chunked.gst_s < 0.9 * whole.gst_s
+    assert sum(chunked.host_tx_bytes.values()) == pytest.approx(sum(whole.host_tx_bytes.values()))

@@ -27,6 +27,7 @@ class Flow:
     dst_ip: str
     level: int
     shaped_mbps: float
+    path: Tuple[str, ...] = ()
 
 
 def neighbours_on_level(topo: Topology, host, level: int):
@@ -98,8 +99,24 @@ def fidelity_flows(topo: Topology, bw: Tuple[float, ...]) -> List[Flow]:
     for src, src_ip, dst, dst_ip, level in planned:
         hops = paths[(src.name, dst_ip)]
         share = min(bw[lvl] / load[(a, b)] for a, b, lvl in hops)
-        flows.append(Flow(src.name, src_ip, dst.name, dst_ip, level, round(share, 3)))
+        path = (src.name,) + tuple(b for _a, b, _lvl in hops)
+        flows.append(Flow(src.name, src_ip, dst.name, dst_ip, level, round(share, 3), path))
     return flows
+
+
+def mark_tunnels(rows: List[Dict[str, object]], placement: Dict[str, str]) -> Dict[str, object]:
+    """With the emulation spread over machines: mark each measured flow whose path crosses machines (a tunnel)
+    and summarise those flows' fidelity apart; {} on one machine."""
+    if not placement:
+        return {}
+    for row in rows:
+        path = row["path"]
+        row["tunnel"] = any(placement[a] != placement[b] for a, b in zip(path, path[1:]))
+    tunnel = [r["fidelity"] for r in rows if r["tunnel"]]
+    return {"servers": sorted(set(placement.values()), key=lambda s: (s != "localhost", s)),
+            "tunnel_flows": len(tunnel), "local_flows": len(rows) - len(tunnel),
+            "tunnel_fidelity_min": min(tunnel) if tunnel else None,
+            "tunnel_fidelity_median": round(statistics.median(tunnel), 4) if tunnel else None}
 
 
 def run_reachability(enet, pairs: List[Tuple[str, str]], timeout_s: int = 2) -> Dict[str, object]:

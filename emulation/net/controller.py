@@ -1,4 +1,5 @@
-"""Start and stop the Ryu controller as its own ryu-manager process on 127.0.0.1."""
+"""Start and stop the Ryu controller as its own ryu-manager process (on 127.0.0.1 unless switches on other
+machines must reach it)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def free_ports(n: int) -> List[int]:
 class ControllerProcess:
     """A ryu-manager running dmlbed's app for one topology; its status file reports installs and PacketIns."""
 
-    def __init__(self, topo: Topology, workdir: str, port: Optional[int] = None):
+    def __init__(self, topo: Topology, workdir: str, port: Optional[int] = None, host: str = "127.0.0.1"):
         self.topo = topo
+        self.host = host
         self.workdir = workdir
         self.port = port or free_ports(1)[0]
         self.topology_path = os.path.join(workdir, "topology.json")
@@ -47,7 +49,7 @@ class ControllerProcess:
         with open(self.topology_path, "w") as f:
             f.write(self.topo.to_json())
         env = dict(os.environ, DMLBED_TOPOLOGY=self.topology_path, DMLBED_STATUS=self.status_path)
-        cmd = [sys.executable, "-m", "controllers.launch", "--ofp-listen-host", "127.0.0.1",
+        cmd = [sys.executable, "-m", "controllers.launch", "--ofp-listen-host", self.host,
                "--ofp-tcp-listen-port", str(self.port), "controllers.app"]
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -60,11 +62,11 @@ class ControllerProcess:
                 raise ControllerError(f"ryu-manager exited with code {self.proc.returncode}: "
                                       f"{self.log_tail()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                with socket.create_connection((self.host, self.port), timeout=0.5):
                     return self.proc.pid
             except OSError:
                 time.sleep(0.2)
-        raise ControllerError(f"ryu-manager did not listen on 127.0.0.1:{self.port} within {timeout:.0f}s: "
+        raise ControllerError(f"ryu-manager did not listen on {self.host}:{self.port} within {timeout:.0f}s: "
                               f"{self.log_tail()}")
 
     def log_tail(self, lines: int = 5) -> str:

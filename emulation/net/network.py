@@ -27,6 +27,7 @@ from emulation.spec.tcp import TcpSettings
 from emulation.net.topos import SpecTopo, shaper_name
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NET_STOP_TIMEOUT_S = 60.0
 SHELL_EXIT_TIMEOUT_S = 5.0  # node shells exit within a second once hung up
 
@@ -44,6 +45,9 @@ class NetworkError(RuntimeError):
     """The emulated network could not be brought up."""
 
 
+KILL_NAMESPACE_PROCESSES = ('me=$(readlink /proc/$$/ns/net); for p in /proc/[0-9]*; do q=${p#/proc/}; '
+                            '[ "$q" != $$ ] && [ "$(readlink $p/ns/net 2>/dev/null)" = "$me" ] && kill -9 $q 2>/dev/null; '
+                            'done; true')
 NO_IPV6 = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
 
 
@@ -185,8 +189,12 @@ class EmulatedNetwork:
 
     def __init__(self, topo: Topology, bw: Sequence[float], datapath: str = "auto",
                  ingress_shaping: bool = False, install_timeout: float = 90.0,
-                 log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings()):
+                 log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings(),
+                 cluster: Sequence[str] = (), tunnel: str = "ssh"):
         self.topo = topo
+        self.servers = list(cluster)  # [] = this machine only; else 'localhost' first, then SSH servers
+        self.tunnel = tunnel
+        self.placement: Dict[str, str] = {}
         self.bw = tuple(bw)
         self.tcp = tcp
         self.tcp_report: dict = {}
@@ -200,6 +208,8 @@ class EmulatedNetwork:
         self.state: Optional[RunState] = None
         self.workdir: Optional[str] = None
         self.procs: List[subprocess.Popen] = []
+        self.server_ips: Dict[str, str] = {}
+        self.tunnel_link = None
         self.bring_up_s = 0.0
         self.teardown_s = 0.0
 
@@ -221,25 +231,34 @@ class EmulatedNetwork:
             self.log(f"clean: {action}")
         ensure_ovs()
         self.datapath = choose_datapath(self.requested_datapath)
+        listen = "127.0.0.1"
+        if self.servers:  # every server must be ready before anything starts
+            from emulation.net import cluster
+            self.server_ips = cluster.server_ips(self.servers)
+            self.tunnel_link = cluster.link_class(self.tunnel, self.server_ips)
+            cluster.precheck(self.servers, self.server_ips, PROJECT)
+            listen = cluster.controller_address(self.servers, self.server_ips)
         self.state = RunState().create()
         self.workdir = tempfile.mkdtemp(prefix="dmlbed-")
         self.log(f"starting controller ({self.topo.spec}, datapath {self.datapath})")
-        self.controller = ControllerProcess(self.topo, self.workdir)
+        self.controller = ControllerProcess(self.topo, self.workdir, host=listen)
         self.state.add_pid(self.controller.start(), "ryu-manager")
         setLogLevel(os.environ.get("DMLBED_MININET_LOG", "warning"))
         afxdp = self.datapath == "user"
         if self.tcp.congestion_control not in available_congestion_controls():
             raise NetworkError(f"congestion control {self.tcp.congestion_control} is not in this kernel: "
                                f"valid are {', '.join(available_congestion_controls())}")
+        link, host, switch = ShapedLink, QuietHost, DmlSwitch
+        if self.servers:
+            link, host, switch = self._cluster_classes(afxdp)
         self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, shaper_boxes=afxdp,
                                          host_queue=self.tcp.host_queue_packets,
                                          switch_queue=self.tcp.switch_queue_packets),
-                           link=ShapedLink, host=QuietHost,
-                           switch=lambda name, **p: DmlSwitch(name, datapath=self.datapath,
-                                                               afxdp=afxdp, **p),
+                           link=link, host=host,
+                           switch=lambda name, **p: switch(name, datapath=self.datapath, afxdp=afxdp, **p),
                            controller=None, autoSetMacs=False, autoStaticArp=False,
                            build=False, waitConnected=False)
-        self.net.addController("c0", controller=ListeningController, ip="127.0.0.1",
+        self.net.addController("c0", controller=ListeningController, ip=self.controller.host,
                                port=self.controller.port)
         self.state.add_bridges([s.name for s in self.topo.switches])
         self.state.add_interfaces(switch_side_interfaces(self.topo))
@@ -247,7 +266,13 @@ class EmulatedNetwork:
                  f"{len(self.topo.links)} links")
         self.net.build()
         for host in self.net.hosts:
-            self.state.add_pid(host.pid, f"host {host.name}")
+            if getattr(host, "isRemote", False):  # its pid is on the server; the local end is the ssh client
+                self.state.add_pid(host.shell.pid, f"ssh shell of {host.name} on {host.server}")
+            else:
+                self.state.add_pid(host.pid, f"host {host.name}")
+        for link in self.net.links:
+            if hasattr(getattr(link, "tunnel", None), "pid"):
+                self.state.add_pid(link.tunnel.pid, f"ssh tunnel {link.intf1}-{link.intf2}")
         self.net.start()
         self._quiet_switch_ports()
         self._configure_hosts(ingress_shaping=afxdp and self.ingress_shaping)
@@ -255,6 +280,28 @@ class EmulatedNetwork:
             self._configure_shapers()
         self.log("waiting for every switch to be programmed")
         self.controller.wait_installed(self.install_timeout)
+
+    def _cluster_classes(self, afxdp: bool):
+        """Link, host and switch constructors placing every node on its server (Mininet's Cluster Edition)."""
+        from emulation.net import cluster
+        from emulation.spec.placement import place
+        self.placement = place(self.topo, self.servers)
+        for i, l in enumerate(self.topo.links):
+            if afxdp and not self.topo.is_host(l.lower):
+                self.placement[shaper_name(i)] = self.placement[l.lower]
+        user = cluster.ssh_user()
+        for server in self.servers[1:]:
+            ssh = [c for c in cluster.ssh_base() if c != "-tt"] + ["-n", f"{user}@{self.server_ips[server]}"]
+            self.state.add_remote(server, ssh, [s.name for s in self.topo.switches if self.placement[s.name] == server])
+
+        def on_server(cls):
+            return lambda name, **p: cls(name, server=self.placement[name],
+                                         serverIP=self.server_ips[self.placement[name]], user=user, **p)
+        self.log("placement: " + "; ".join(
+            f"{s}: {sum(self.placement[h.name] == s for h in self.topo.hosts)} hosts, "
+            f"{sum(self.placement[w.name] == s for w in self.topo.switches)} switches" for s in self.servers))
+        return (self.tunnel_link, on_server(cluster.ClusterHost),
+                on_server(cluster.ClusterSwitch))
 
     def _quiet_switch_ports(self) -> None:
         """IPv6 off on root-namespace switch ports and bridge-local ports, so the kernel sends nothing into the switches."""
@@ -367,6 +414,12 @@ class EmulatedNetwork:
         return self.controller.packet_ins() if self.controller else 0
 
     def _stop_mininet(self, errors: List[str]) -> None:
+        for host in self.net.hosts:
+            if getattr(host, "isRemote", False):  # processes started over ssh are not ours to signal locally
+                try:
+                    host.cmd(KILL_NAMESPACE_PROCESSES)
+                except Exception as exc:  # keep tearing down whatever fails
+                    errors.append(f"stopping processes in {host.name}: {exc}")
         shells = [n.shell for n in self.net.hosts + self.net.switches + self.net.controllers
                   if getattr(n, "shell", None) is not None]
         try:

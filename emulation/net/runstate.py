@@ -82,6 +82,11 @@ class RunState:
         self.data["interfaces"] = sorted(set(self.data["interfaces"]) | set(names))
         self.save()
 
+    def add_remote(self, server: str, ssh: List[str], bridges: List[str]) -> None:
+        """Record OVS bridges this run creates on another machine, and the ssh command reaching it."""
+        self.data.setdefault("remote", []).append({"server": server, "ssh": ssh, "bridges": sorted(bridges)})
+        self.save()
+
     def owner_alive(self) -> bool:
         """True while the run that wrote this record is still running."""
         return pid_alive(self.owner, self.data.get("owner_start"))
@@ -112,11 +117,27 @@ class RunState:
             if os.path.exists(f"/sys/class/net/{intf}"):
                 subprocess.run(["ip", "link", "del", intf], capture_output=True)
                 done.append(f"deleted interface {intf}")
+        for remote in self.data.get("remote", []):
+            if remote["bridges"]:
+                done.append(undo_remote(remote))
         return done
 
     def remove(self) -> None:
         """Delete the record (after a clean teardown)."""
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def undo_remote(remote: dict, timeout_s: float = 20.0) -> str:
+    """Delete a run's bridges on another machine over ssh; returns what happened."""
+    vsctl = " -- ".join(f"--if-exists del-br {b}" for b in remote["bridges"])
+    try:
+        r = subprocess.run(remote["ssh"] + [f"sudo -n ovs-vsctl -t 5 {vsctl}"], capture_output=True, text=True,
+                           timeout=timeout_s)
+        ok = r.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    what = f"{len(remote['bridges'])} bridges on {remote['server']}"
+    return f"deleted {what}" if ok else f"could not delete {what}: run `dmlbed clean` there"
 
 
 def list_bridges() -> List[str]:

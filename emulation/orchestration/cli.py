@@ -140,9 +140,15 @@ def print_net_report(report: dict) -> None:
         print(f"\n{'src':<6} {'dst':<6} {'level':>5} {'shaped':>8} {'measured':>9} {'fidelity':>9}")
         for f in report["flows"]:
             print(f"{f['src']:<6} {f['dst']:<6} {f['level']:>5} {f['shaped_mbps']:>8.1f} "
-                  f"{f['measured_mbps']:>9.1f} {f['fidelity']:>9.3f}" + (f"  {f['error']}" if "error" in f else ""))
+                  f"{f['measured_mbps']:>9.1f} {f['fidelity']:>9.3f}" + ("  tunnel" if f.get("tunnel") else "") +
+                  (f"  {f['error']}" if "error" in f else ""))
         print(f"\nfidelity (measured/shaped): min {report['fidelity_min']}, median {report['fidelity_median']}; "
               f"{report['verdict']}" + (f" ({report['cause']})" if report.get("cause") else ""))
+    if report.get("cluster"):
+        c = report["cluster"]
+        per = ", ".join(f"{s}: {n} hosts" for s, n in c["hosts_per_server"].items())
+        print(f"cluster ({c['tunnel']} tunnels): {per}; {c['tunnel_flows']} flows through tunnels, fidelity min "
+              f"{c['tunnel_fidelity_min']}, median {c['tunnel_fidelity_median']}")
     print(f"data-plane PacketIns: {report['packet_in']}")
 
 
@@ -152,14 +158,15 @@ def cmd_net(args) -> int:
     from emulation.net import checks
     from emulation.net.network import EmulatedNetwork
     from emulation.orchestration.fidelity import CpuSampler, switch_pid
-    from emulation.orchestration.options import tcp_settings
+    from emulation.orchestration.options import cluster_servers, tcp_settings
     report = {"topology": topo.spec, "hosts": len(topo.hosts), "switches": len(topo.switches),
               "links": len(topo.links), "shaped_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
               "bw_by_level": list(bw)}
     from emulation.net.lock import NetworkLock
     with NetworkLock(wait=cfg.wait), EmulatedNetwork(topo, bw, datapath=cfg.datapath,
                                                      ingress_shaping=cfg.shape_ingress, log=log,
-                                                     tcp=tcp_settings(cfg)) as enet:
+                                                     tcp=tcp_settings(cfg), cluster=cluster_servers(cfg),
+                                                     tunnel=cfg.tunnel) as enet:
         report.update(datapath=enet.datapath, shaping=enet.shaping, bring_up_s=round(enet.bring_up_s, 3),
                       tcp=enet.tcp_summary())
         if args.cli:
@@ -174,6 +181,10 @@ def cmd_net(args) -> int:
             report["flows"] = checks.run_fidelity(enet, flows, args.duration)
         report["cpu"] = cpu.report()
         report.update(checks.summarize_fidelity(report["flows"], report["cpu"]))
+        if enet.placement:
+            per_server = {s: sum(enet.placement[h.name] == s for h in topo.hosts) for s in enet.servers}
+            report["cluster"] = dict(checks.mark_tunnels(report["flows"], enet.placement), tunnel=enet.tunnel,
+                                     hosts_per_server=per_server, placement=enet.placement)
         report["packet_in"] = enet.packet_ins()
         if report["packet_in"]:
             report["packet_in_samples"] = enet.controller.status().get("packet_in_samples", [])
@@ -334,6 +345,8 @@ def print_comparison(result: dict) -> None:
                 print(f"  {base} vs {r['label']} " + " ".join(f"{k}={r.get(k)}" for k in keys) +
                       f": GST {ref['gst_median_s']:.3f}/{r['gst_median_s']:.3f} = "
                       f"{ref['gst_median_s'] / r['gst_median_s']:.3f}, JCT reduction {1 - ref['jct_s'] / r['jct_s']:.1%}")
+    if result.get("sim_vs_emu"):
+        print_sim_vs_emu(result["sim_vs_emu"])
     if result.get("paper"):
         print_paper(result)
     print(f"\nresults: {result['out']}/comparison.csv; plots: {', '.join(result['plots'])}")
@@ -350,6 +363,21 @@ def print_paper(result: dict) -> None:
         mark = {True: "", False: "  differs", None: "  no value"}[c["agrees"]]
         print(f"  {c['what']:<46} " + " ".join(f"{str(c.get(k)):>8}" for k in keys) +
               f" {c['paper']:>11} {ours:>8} {over:>10}{mark}")
+
+
+def print_sim_vs_emu(pairs: List[dict]) -> None:
+    """Simulated beside emulated GST for every configuration run both ways."""
+    print("\nsimulated vs emulated GST (agree within 10%):")
+    print(f"  {'configuration':<34} {'emulated':>9} {'simulated':>9} {'sim/emu':>8}  emulation fidelity")
+    for p in pairs:
+        name = " ".join([p["label"]] + [f"{k}={v}" for k, v in p.items() if k not in SIM_VS_EMU_FIELDS])
+        ratio = "-" if p["sim_over_emu"] is None else f"{p['sim_over_emu']:.3f}"
+        emu = "-" if p["emulated_gst_s"] is None else f"{p['emulated_gst_s']:.3f}"
+        mark = {True: "", False: "  differs", None: "  no value"}[p["agrees"]]
+        print(f"  {name:<34} {emu:>9} {p['simulated_gst_s']:>9.3f} {ratio:>8}  {p['emulation_fidelity']}{mark}")
+
+
+SIM_VS_EMU_FIELDS = ("label", "emulated_gst_s", "simulated_gst_s", "sim_over_emu", "agrees", "emulation_fidelity")
 
 
 def cmd_compare(args) -> int:

@@ -114,6 +114,27 @@ def row(entry: dict, summary: dict) -> dict:
     return r
 
 
+SIM_AGREES = 0.10  # simulated GST within 10% of emulated
+
+
+def sim_vs_emu(rows: List[dict], sweep_keys: List[str]) -> List[dict]:
+    """Rows that ran both emulated and simulated (same label and sweep values but mode): GSTs, their ratio,
+    whether they agree within 10%, and the emulated run's fidelity verdict."""
+    keys = [k for k in sweep_keys if k != "mode"]
+    emulated = {(r["label"], *(r.get(k) for k in keys)): r for r in rows if r["mode"] != "simulate"}
+    out = []
+    for r in rows:
+        e = emulated.get((r["label"], *(r.get(k) for k in keys))) if r["mode"] == "simulate" else None
+        if e is None:
+            continue
+        ratio = r["gst_median_s"] / e["gst_median_s"] if r.get("gst_median_s") and e.get("gst_median_s") else None
+        out.append({"label": r["label"], **{k: r.get(k) for k in keys}, "emulated_gst_s": e.get("gst_median_s"),
+                    "simulated_gst_s": r.get("gst_median_s"), "sim_over_emu": ratio,
+                    "agrees": None if ratio is None else abs(ratio - 1) <= SIM_AGREES,
+                    "emulation_fidelity": e.get("fidelity")})
+    return out
+
+
 def write_csv(path: str, rows: List[dict], sweep_keys: List[str], columns: List[str] = COLUMNS) -> None:
     """A CSV with one row per run (comparison.csv) or per claim (paper.csv)."""
     cols = columns[:1] + sweep_keys + [c for c in columns[1:] if c not in sweep_keys]
@@ -249,5 +270,8 @@ def _compare(job: dict, log, progress) -> Dict[str, object]:
     claims = paper.table(job["claims"], rows, sweep_keys)
     if claims:
         write_csv(os.path.join(out_root, "paper.csv"), claims, [], list(claims[0]))
+    pairs = sim_vs_emu(rows, sweep_keys)
+    if pairs:
+        write_csv(os.path.join(out_root, "sim_vs_emu.csv"), pairs, [], list(pairs[0]))
     return {"name": job["name"], "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys,
-            "paper": claims, "source": (data.get("paper") or {}).get("source")}
+            "paper": claims, "source": (data.get("paper") or {}).get("source"), "sim_vs_emu": pairs}

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import Callable, Dict, List
 
 from emulation.net.controller import free_ports
-from emulation.orchestration.options import Checked, OptionError, RunConfig, tcp_settings, validate, worker_options
+from emulation.orchestration.options import Checked, OptionError, RunConfig, cluster_servers, tcp_settings, validate, worker_options
 from emulation.orchestration import fidelity, signals
 from emulation.orchestration.fidelity import CpuSampler
 from emulation.orchestration.results import (dilate, per_iteration, read_finals, read_rows, summarize, write_atomic,
@@ -155,7 +155,7 @@ def network_for(cfg: RunConfig, checked: Checked, log):
     from emulation.net.network import EmulatedNetwork
     return EmulatedNetwork(checked.topo, real_bw(checked.bw, cfg), datapath=cfg.datapath,
                            ingress_shaping=cfg.shape_ingress,
-                           log=log, tcp=tcp_settings(cfg))
+                           log=log, tcp=tcp_settings(cfg), cluster=cluster_servers(cfg), tunnel=cfg.tunnel)
 
 
 RESULT_FILES = ("summary.json", "iterations.csv", "workers.csv", "links.csv")  # links.csv: simulated runs
@@ -217,10 +217,14 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
     error, interruption = None, None
     started = time.time()
     cpu = CpuSampler(switch=None if cfg.local else fidelity.switch_pid())
-    port_drops = {}
+    port_drops, placement = {}, {}
     try:
         with network_for(cfg, checked, log) as hosts:
             summary.update(datapath=hosts.datapath, shaping=hosts.shaping, tcp=hosts.tcp_summary())
+            placement = getattr(hosts, "placement", {})
+            if placement:
+                summary["cluster"] = {"servers": hosts.servers, "tunnel": hosts.tunnel, "hosts_per_server": {
+                    s: sum(placement[h.name] == s for h in topo.hosts) for s in hosts.servers}}
             procs = {}
             for c in worker_configs(cfg, checked, os.path.abspath(workdir)):
                 path = os.path.join(workdir, f"rank-{c['rank']}.config.json")
@@ -254,7 +258,7 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
         summary["fidelity"] = fidelity.report(topo, real_bw(bw, cfg), theory.gst_s * cfg.dilation, raw, rows,
                                               read_traces(workdir, len(topo.hosts)),
                                               read_finals(workdir, len(topo.hosts)), cpu.report(), not cfg.local,
-                                              port_drops)
+                                              port_drops, placement)
         log(fidelity.one_line(summary["fidelity"]))
         summary["duration_s"] = time.time() - started
         summary["completed"] = error is None and summary.get("iterations") == cfg.iters

@@ -266,10 +266,21 @@ def host_counters(topo: Optional[Topology], rows: Dict[int, List[dict]], finals:
     return out
 
 
+def link_group(acc: Dict[str, float], shaped_mbps: Optional[float]) -> Dict[str, object]:
+    """Shaped, available and achieved rate and fidelity of a group of links (a level, or the tunnels)."""
+    return {"shaped_mbps": shaped_mbps,
+            "available_mbps": round(acc["wire"] * 8 / acc["need"] / 1e6, 3) if acc["need"] else None,
+            "achieved_mbps": round(acc["wire"] * 8 / acc["busy"] / 1e6, 3) if acc["busy"] else None,
+            "fidelity": round(acc["need"] / acc["busy"], 4) if acc["busy"] else None,
+            "critical_fidelity": round(acc["crit_need"] / acc["crit_busy"], 4) if acc["crit_busy"] else None}
+
+
 def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, iterations: List[dict],
            rows: Dict[int, List[dict]], traces: List[dict], finals: Dict[int, dict], cpu: Dict[str, object],
-           emulated: bool, switch_port_drops: Optional[Dict[str, int]] = None) -> Dict[str, object]:
-    """The fidelity section of summary.json, with a verdict and its dominant cause."""
+           emulated: bool, switch_port_drops: Optional[Dict[str, int]] = None,
+           placement: Optional[Dict[str, str]] = None) -> Dict[str, object]:
+    """The fidelity section of summary.json, with a verdict and its dominant cause; with a placement over
+    several machines, also the links through tunnels on their own."""
     kept = [it for it in iterations[WARMUP:]] or iterations
     gsts = [it["gst_s"] for it in kept]
     out: Dict[str, object] = {
@@ -288,26 +299,25 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
         links = iteration_links(topo, rows, traces, it["iteration"], bw, paths)
         longest = max((l["need_s"] for l in links), default=0.0)
         for l in links:
-            acc = per_level.setdefault(l["level"], dict.fromkeys(("wire", "busy", "need", "crit_busy", "crit_need"), 0.0))
-            acc["wire"] += l["wire"]
-            acc["busy"] += l["busy_s"]
-            acc["need"] += l["need_s"]
-            if l["need_s"] >= CRITICAL_NEED * longest:
-                acc["crit_busy"] += l["busy_s"]
-                acc["crit_need"] += l["need_s"]
+            a, b = l["link"].split(">")
+            groups = [l["level"]] + (["tunnels"] if placement and placement[a] != placement[b] else [])
+            for group in groups:
+                acc = per_level.setdefault(group, dict.fromkeys(("wire", "busy", "need", "crit_busy", "crit_need"),
+                                                                0.0))
+                acc["wire"] += l["wire"]
+                acc["busy"] += l["busy_s"]
+                acc["need"] += l["need_s"]
+                if l["need_s"] >= CRITICAL_NEED * longest:
+                    acc["crit_busy"] += l["busy_s"]
+                    acc["crit_need"] += l["need_s"]
         d = decompose(it, links, theory_s)
         if d:
             parts.append(d)
         skews += step_skew(traces, it["iteration"])
-    levels = {}
-    for level, acc in sorted(per_level.items()):
-        levels[f"L{level}"] = {
-            "shaped_mbps": bw[level],
-            "available_mbps": round(acc["wire"] * 8 / acc["need"] / 1e6, 3) if acc["need"] else None,
-            "achieved_mbps": round(acc["wire"] * 8 / acc["busy"] / 1e6, 3) if acc["busy"] else None,
-            "fidelity": round(acc["need"] / acc["busy"], 4) if acc["busy"] else None,
-            "critical_fidelity": round(acc["crit_need"] / acc["crit_busy"], 4) if acc["crit_busy"] else None}
-    out["levels"] = levels
+    tunnels = per_level.pop("tunnels", None)
+    out["levels"] = {f"L{level}": link_group(acc, bw[level]) for level, acc in sorted(per_level.items())}
+    if placement:
+        out["tunnels"] = link_group(tunnels, None) if tunnels else {"note": "no data crossed machines"}
     out["step_skew_s"] = {"median": statistics.median(skews) if skews else None, "max": max(skews) if skews else None}
     if parts:
         out["decomposition_median_s"] = {k: median_of(parts, k) for k in

@@ -8,7 +8,9 @@ import math
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
+from emulation.spec.placement import parse_servers
 from emulation.spec.tcp import CONGESTION_CONTROLS, TcpSettings
 from emulation.orchestration.resources import check_memory
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
@@ -112,6 +114,12 @@ class RunConfig:
                            choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET), worker=False)
     shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
                                  kind=bool, commands=(RUN, COMPARE, NET), worker=False)
+    cluster: str = option(None, "emulate across machines: SERVER[,SERVER...] reached over SSH, this machine "
+                          "first (Mininet Cluster Edition; see README, Several machines)", parse=parse_servers,
+                          commands=(RUN, COMPARE, NET), worker=False)
+    tunnel: str = option("ssh", "--cluster: links between machines as SSH Ethernet tunnels (any kernel) or GRE "
+                         "(faster; needs ip_gre)", choices=("ssh", "gre"), commands=(RUN, COMPARE, NET),
+                         worker=False)
     mode: str = option("emulate", "emulate (real workers on Mininet) or simulate (flow-level, any size)",
                        choices=("emulate", "simulate"), commands=(COMPARE,), worker=False)
     latency_us: float = option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
@@ -122,6 +130,9 @@ class RunConfig:
     ecmp: str = option("spread", "simulate: ECMP as an even split of every flow over its equal-cost paths (spread) "
                        "or one hashed path per flow, as a switch picks (hash)", choices=ECMP_MODES,
                        commands=(SIMULATE, COMPARE), worker=False)
+    granularity: str = option("chunk", "simulate: data moves in the engine's chunks, each going on once its own "
+                              "earlier steps are done (chunk), or in whole step messages, as the closed forms "
+                              "assume (message)", choices=GRANULARITIES, commands=(SIMULATE, COMPARE), worker=False)
     out: str = option("results/run", "output folder (summary.json, iterations.csv, workers.csv)",
                       commands=(RUN, SIMULATE), yaml=False, worker=False)
     local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
@@ -270,6 +281,11 @@ class Checked:
     contributors: Tuple[int, ...]
 
 
+def cluster_servers(cfg: RunConfig) -> List[str]:
+    """The machines an emulation spans: [] for this one only, else 'localhost' then the --cluster servers."""
+    return parse_servers(cfg.cluster) if cfg.cluster else []
+
+
 def check_topology(spec: str, emulated: bool) -> Topology:
     """Parse a topology; emulated networks (and local runs, one process per host) stay within the host cap."""
     topo = parse(spec)
@@ -287,6 +303,9 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     label = label or (lambda n: flag_of(n, option_of(n)))
     check_values(cfg, label)
     topo = check_topology(cfg.topology, emulated)
+    if cfg.local and cfg.cluster:
+        raise OptionError(f"{label('local')} runs without emulation and {label('cluster')} emulates across machines: "
+                          f"give one of them")
     bw = parse_bandwidth(cfg.bw, topo)
     algorithm = get_algorithm(cfg.algo)
     for name, opt, default in described():

@@ -12,6 +12,7 @@ from emulation.orchestration.experiment import check_output, clear_results
 from emulation.orchestration.options import OptionError, RunConfig, validate
 from emulation.orchestration.results import WARMUP, write_atomic, write_atomic_csv
 from emulation.simulation.flows import FlowResult, simulate_plan
+from workloads.engine import CHUNK_BYTES
 from emulation.simulation.routes import Router
 from workloads.algorithms import names_with
 from workloads.models import parameter_count_of, tensor_sizes
@@ -68,7 +69,8 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     rates = {level: b * 1e6 / 8 * cfg.goodput for level, b in enumerate(bw)}
     router = Router(topo, cfg.ecmp)
     log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
-    result = simulate_plan(plan, pieces, router, rates, latency_s=cfg.latency_us * 1e-6)
+    result = simulate_plan(plan, pieces, router, rates, latency_s=cfg.latency_us * 1e-6,
+                           chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None)
     gst = result.gst_s
     by_level: Dict[str, float] = {}
     for (_, level), sent in result.host_tx_bytes.items():
@@ -83,7 +85,9 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                "config": asdict(cfg),
                "model_settings": {"goodput": cfg.goodput, "latency_us": cfg.latency_us, "ecmp": cfg.ecmp,
-                                  "unit": "one message per connection and step", "sharing": "max-min fair"},
+                                  "granularity": cfg.granularity,
+                                  "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
+                                  "one message per connection and step", "sharing": "max-min fair"},
                "iterations": cfg.iters, "gst_median_s": gst, "compute_median_s": cfg.compute_time,
                "iteration_median_s": iteration_s, "jct_s": iteration_s * cfg.iters,
                "gst_ratio": gst / theory.gst_s if theory.gst_s else None,

@@ -1,10 +1,11 @@
 """Run one synchronization of a Plan as flows: the engine's execution rules, max-min fair links.
 
-The unit is a message: everything rank src sends to dst in one step of one stream (the engine carries it on
-one connection, chunk after chunk). Each message has a send side (at src) and a receive side (at dst), and
-each side starts under the engine's rules (workloads/engine.py):
-- a rank's connection carries its messages in plan order (one after the other);
-- a side waits until this rank finished every earlier-step operation on the pieces it carries;
+A message is everything rank src sends to dst in one step of one stream (the engine carries it on one
+connection, chunk after chunk). The unit that moves is the message itself, or (chunk granularity) each of
+the engine's chunks, consecutive small ones joined. Each unit has a send side (at src) and a receive side (at
+dst), and each side starts under the engine's rules (workloads/engine.py):
+- a rank's connection carries its units in plan order (one after the other);
+- a side waits until this rank finished every earlier-step operation on the data it carries;
 - a send waits until this rank's earlier-step sends on the same link level are out (any stream).
 A send side starts its flow; the flow shares every directed link of its path max-min fairly with the other
 flows and arrives `latency_s` after its last byte left. A receive side ends when it is ready and its flow
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from emulation.simulation.routes import Router
 from workloads.plan import Plan
 
 TIME_TOLERANCE = 1e-9
+GRANULARITIES = ("chunk", "message")
 
 
 @dataclass
@@ -40,11 +42,11 @@ class FlowResult:
 
 
 def _messages(plan: Plan, piece_bytes: Sequence[int]):
-    """Aggregate the plan's transfers per (stream, step, src, dst): bytes, pieces, level."""
+    """Aggregate the plan's transfers per (stream, step, src, dst): bytes, pieces (in wire order), level."""
     msgs: Dict[Tuple[int, int, int, int], list] = {}
     for s, stream in enumerate(plan.streams):
         for n, step in enumerate(stream):
-            for t in step:
+            for t in sorted(step, key=lambda t: (t.piece, t.src, t.dst)):
                 m = msgs.get((s, n, t.src, t.dst))
                 if m is None:
                     msgs[(s, n, t.src, t.dst)] = [piece_bytes[t.piece], [t.piece], t.level]
@@ -56,40 +58,66 @@ def _messages(plan: Plan, piece_bytes: Sequence[int]):
     return msgs
 
 
+def _units(pieces: List[int], piece_bytes: Sequence[int], chunk_bytes: Optional[int]):
+    """A message as the units that move as a whole: [(bytes, regions)]. Without chunk_bytes, the message itself
+    (every piece a region); with it, the engine's chunks (each piece cut every chunk_bytes, region (piece, j)),
+    consecutive chunks smaller than chunk_bytes joined up to chunk_bytes so tiny pieces cost no extra events."""
+    if not chunk_bytes:
+        return [(sum(piece_bytes[p] for p in pieces), [(p, 0) for p in pieces])]
+    units: List[Tuple[float, list]] = []
+    size, regions = 0, []
+    for p in pieces:
+        b = piece_bytes[p]
+        for j in range(max(1, -(-b // chunk_bytes))):
+            c = min(chunk_bytes, b - j * chunk_bytes) if b else 0
+            if regions and size + c > chunk_bytes:
+                units.append((size, regions))
+                size, regions = 0, []
+            size += c
+            regions.append((p, j))
+    units.append((size, regions))
+    return units
+
+
 class _Graph:
     """Nodes and their dependencies: two sides per message (send 2m, receive 2m+1), then join nodes that stand
     for a group of sides (all receives of a piece in one step), so a wide step costs edges, not their square."""
 
-    def __init__(self, plan: Plan, piece_bytes: Sequence[int]):
+    def __init__(self, plan: Plan, piece_bytes: Sequence[int], chunk_bytes: Optional[int] = None):
         msgs = _messages(plan, piece_bytes)
-        self.keys = list(msgs)  # message id -> (stream, step, src, dst)
-        self.bytes = [msgs[k][0] for k in self.keys]
-        self.sides = 2 * len(self.keys)
         pinned: Dict[Tuple[int, int, int], int] = {}  # (rank, peer, stream) -> level pinned by any transfer
         for (s, n, src, dst), m in msgs.items():
             if m[2] is not None:
                 pinned.setdefault((src, dst, s), m[2])
                 pinned.setdefault((dst, src, s), m[2])
+        self.keys: List[Tuple[int, int, int, int]] = []  # unit id -> (stream, step, src, dst) of its message
+        self.bytes: List[float] = []
+        regions_of: List[list] = []
+        for key, m in msgs.items():
+            for size, regions in _units(m[1], piece_bytes, chunk_bytes):
+                self.keys.append(key)
+                self.bytes.append(size)
+                regions_of.append(regions)
+        self.sides = 2 * len(self.keys)
         self.level = [pinned.get((k[2], k[3], k[0]), 0) for k in self.keys]
         self.deps: List[list] = [[] for _ in range(self.sides)]
         self.joins: Dict[Tuple[int, ...], int] = {}
         by_step: Dict[Tuple[int, int], List[int]] = {}
         for m, (s, n, _, _) in enumerate(self.keys):
             by_step.setdefault((s, n), []).append(m)
-        last: Dict[Tuple[int, int], int] = {}  # (rank, piece) -> node that says its latest step is done
+        last: Dict[Tuple[int, tuple], int] = {}  # (rank, region) -> node that says its latest step is done
         for s in range(len(plan.streams)):
             for n in range(len(plan.streams[s])):
                 touched: Dict[Tuple[int, int], List[int]] = {}
                 for m in by_step.get((s, n), ()):
                     _, _, src, dst = self.keys[m]
-                    pieces = msgs[self.keys[m]][1]
                     for side, rank in ((2 * m, src), (2 * m + 1, dst)):
                         d = self.deps[side]
-                        for p in pieces:
-                            before = last.get((rank, p))
+                        for region in regions_of[m]:
+                            before = last.get((rank, region))
                             if before is not None and (not d or d[-1] != before):
                                 d.append(before)
-                            touched.setdefault((rank, p), []).append(side)
+                            touched.setdefault((rank, region), []).append(side)
                 for key, sides in touched.items():
                     last[key] = self.join(sides)
         sends: Dict[Tuple[int, int], Dict[int, List[int]]] = {}
@@ -128,9 +156,11 @@ class _Graph:
 
 
 def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
-                  latency_s: float = 0.0) -> FlowResult:
-    """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level."""
-    g = _Graph(plan, piece_bytes)
+                  latency_s: float = 0.0, chunk_bytes: Optional[int] = None) -> FlowResult:
+    """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level; chunk_bytes:
+    move data in the engine's chunks (a chunk goes on once its own earlier steps are done), else in whole
+    messages (a step's message waits for all its pieces, as the closed forms assume)."""
+    g = _Graph(plan, piece_bytes, chunk_bytes)
     count = len(g.keys)
     link_ids: Dict[Tuple[str, str], int] = {}
     path_ids: List[Tuple[int, ...]] = []
