@@ -46,7 +46,7 @@ def _messages(plan: Plan, piece_bytes: Sequence[int]):
     msgs: Dict[Tuple[int, int, int, int], list] = {}
     for s, stream in enumerate(plan.streams):
         for n, step in enumerate(stream):
-            for t in sorted(step, key=lambda t: (t.piece, t.src, t.dst)):
+            for t in step:
                 m = msgs.get((s, n, t.src, t.dst))
                 if m is None:
                     msgs[(s, n, t.src, t.dst)] = [piece_bytes[t.piece], [t.piece], t.level]
@@ -55,26 +55,32 @@ def _messages(plan: Plan, piece_bytes: Sequence[int]):
                     m[1].append(t.piece)
                     if m[2] is None:
                         m[2] = t.level
+    for m in msgs.values():
+        if len(m[1]) > 1:
+            m[1].sort()  # the engine sends a message's chunks in piece order
     return msgs
 
 
 def _units(pieces: List[int], piece_bytes: Sequence[int], chunk_bytes: Optional[int]):
     """A message as the units that move as a whole: [(bytes, regions)]. Without chunk_bytes, the message itself
-    (every piece a region); with it, the engine's chunks (each piece cut every chunk_bytes, region (piece, j)),
-    consecutive chunks smaller than chunk_bytes joined up to chunk_bytes so tiny pieces cost no extra events."""
-    if not chunk_bytes:
-        return [(sum(piece_bytes[p] for p in pieces), [(p, 0) for p in pieces])]
+    (every piece a region); with it, the engine's chunks (each piece cut every chunk_bytes: region (piece, j),
+    or the piece itself when it is one chunk), consecutive chunks joined up to chunk_bytes so tiny pieces cost
+    no extra events."""
+    total = sum(piece_bytes[p] for p in pieces)
+    if not chunk_bytes or total <= chunk_bytes:  # one unit either way: the message's own piece list
+        return [(total, pieces)]
     units: List[Tuple[float, list]] = []
     size, regions = 0, []
     for p in pieces:
         b = piece_bytes[p]
-        for j in range(max(1, -(-b // chunk_bytes))):
+        chunks = max(1, -(-b // chunk_bytes))
+        for j in range(chunks):
             c = min(chunk_bytes, b - j * chunk_bytes) if b else 0
             if regions and size + c > chunk_bytes:
                 units.append((size, regions))
                 size, regions = 0, []
             size += c
-            regions.append((p, j))
+            regions.append(p if chunks == 1 else (p, j))
     units.append((size, regions))
     return units
 
@@ -105,7 +111,7 @@ class _Graph:
         by_step: Dict[Tuple[int, int], List[int]] = {}
         for m, (s, n, _, _) in enumerate(self.keys):
             by_step.setdefault((s, n), []).append(m)
-        last: Dict[Tuple[int, tuple], int] = {}  # (rank, region) -> node that says its latest step is done
+        last: Dict[Tuple[int, object], int] = {}  # (rank, region) -> node that says its latest step is done
         for s in range(len(plan.streams)):
             for n in range(len(plan.streams[s])):
                 touched: Dict[Tuple[int, int], List[int]] = {}
