@@ -20,6 +20,8 @@ benchmark: setup
 	$(PY) scripts/benchmark.py --out results/benchmark
 	$(PY) scripts/soak.py --runs 20 --out results/soak
 	$(PY) scripts/scale.py --out results/scale
+	$(PY) labs/handouts.py
+	$(DMLBED) bench --topo star:4 --algo ring,ps --sizes 1M:64M:x4 --bw 100 --out results/bench --force
 
 clean:
 	-$(DMLBED) clean

@@ -66,7 +66,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results/benchmark")
     ap.add_argument("--iters", type=int, default=12)
-    ap.add_argument("--quick", action="store_true", help="4 iterations of the PS and BML runs at 100 (dilated) and the overloaded run (the test suite)")
+    ap.add_argument("--quick", action="store_true", help="3 iterations of the PS and BML runs at 100 (dilated) and the overloaded run (the test suite)")
     ap.add_argument("--only", help="comma-separated run keys")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -77,7 +77,7 @@ def main() -> int:
     for key in keys:
         topo, algo, bw, extra = RUNS[key]
         extra = dict(extra)
-        iters = 4 if args.quick else extra.pop("iters", args.iters)
+        iters = 3 if args.quick else extra.pop("iters", args.iters)
         extra.pop("iters", None)
         compute = DILATED_COMPUTE_TIME if extra.get("dilation", 1) > 1 else COMPUTE_TIME
         cfg = RunConfig(topology=topo, algo=algo, model="lenet5", batch=32, iters=iters, bw=bw,

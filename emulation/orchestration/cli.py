@@ -12,7 +12,7 @@ from typing import List, Optional
 from emulation.spec.topology import Topology, TopologyError, parse, parse_bandwidth
 
 EXIT_USAGE = 2
-RUN, COMPARE, THEORY, NET, SIMULATE = "run", "compare", "theory", "net", "simulate"
+RUN, COMPARE, THEORY, NET, SIMULATE, BENCH = "run", "compare", "theory", "net", "simulate", "bench"
 
 
 class UsageError(Exception):
@@ -409,6 +409,58 @@ def cmd_clean(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    """dmlbed bench --topo SPEC --algo A[,B...] --sizes MIN:MAX:xF: nccl-tests-style sweep on one network."""
+    from emulation.orchestration import bench
+    from emulation.orchestration.options import check_values, from_args
+    try:
+        base = from_args(args, BENCH, algo="ring", out=args.out or "results/bench")
+        check_values(base, only=BENCH)
+        sizes = bench.parse_sizes(args.sizes)
+        algos = [a.strip() for a in args.algo.split(",") if a.strip()]
+        if not algos or len(set(algos)) != len(algos):
+            raise UsageError(f"--algo '{args.algo}' is invalid: give one or more distinct algorithms, e.g. ring,ps")
+        if not 0 <= args.warmup <= 100 or not 1 <= args.reps <= 1000:
+            raise UsageError("--warmup must be in [0, 100] and --reps in [1, 1000]")
+        bench.configs(base, algos)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not base.local:
+        require_root("dmlbed bench")
+    report = bench.bench(base, algos, sizes, args.warmup, args.reps, log=log)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(f"bench on {report['topology']} at {report['bw_mbps']} Mbit/s ({report['datapath']}); busbw = algbw x "
+              f"{report['busbw_factor']}; {report['busbw_note']}")
+        print(f"{'algo':<12} {'size':>10} {'time_s':>9} {'algbw':>9} {'busbw':>9} {'theory_s':>9} {'ratio':>6} "
+              f"{'#wrong':>6}")
+        for r in report["rows"]:
+            print(f"{r['algo']:<12} {r['size_bytes']:>10} {r['time_s']:>9.4f} {r['algbw_mbps']:>9.2f} "
+                  f"{r['busbw_mbps']:>9.2f} {r['theory_s']:>9.4f} {r['ratio']:>6.2f} {r['wrong']:>6}")
+        print(f"results: {base.out}/bench.csv, bench.json; plot: {report['plot']}")
+    return 0 if all(r["wrong"] == 0 for r in report["rows"]) else 1
+
+
+def cmd_timeline(args) -> int:
+    """dmlbed timeline RUN_DIR: draw a run's trace.json as a PNG."""
+    from emulation.orchestration.timeline import plot_timeline
+    path = os.path.join(args.run_dir, "trace.json")
+    if not os.path.isfile(path):
+        raise UsageError(f"{args.run_dir} has no trace.json: give the --out folder of a `dmlbed run` "
+                         f"(every run writes one)")
+    if args.iterations is not None and args.iterations < 1:
+        raise UsageError(f"--iterations {args.iterations} is out of range: give 1 or more")
+    with open(path) as f:
+        try:
+            trace = json.load(f)
+        except ValueError:
+            raise UsageError(f"{path} is not valid JSON: was the run interrupted while writing it?") from None
+    out = plot_timeline(trace, args.out or os.path.join(args.run_dir, "timeline.png"), args.iterations)
+    print(out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand (run options come from the option schema)."""
     from emulation.orchestration.options import add_arguments
@@ -456,6 +508,20 @@ def build_parser() -> argparse.ArgumentParser:
     cp.set_defaults(func=cmd_compare)
     c = sub.add_parser("clean", help="remove what a crashed run left behind")
     c.set_defaults(func=cmd_clean)
+    be = sub.add_parser("bench", help="collective benchmark: message-size sweep, algbw/busbw (like nccl-tests)")
+    add_arguments(be, BENCH, skip=("out",))
+    be.add_argument("--algo", required=True, help="comma-separated plan algorithms, e.g. ring,ps")
+    be.add_argument("--sizes", default="1M:64M:x4", help="MIN:MAX:xFACTOR or a list (bytes, K/M/G), default 1M:64M:x4")
+    be.add_argument("--warmup", type=int, default=2, help="untimed repetitions per size (default 2)")
+    be.add_argument("--reps", type=int, default=5, help="timed repetitions per size (default 5)")
+    be.add_argument("--out", help="output folder (default results/bench)")
+    be.add_argument("--json", action="store_true")
+    be.set_defaults(func=cmd_bench)
+    tl = sub.add_parser("timeline", help="draw a run's trace.json (compute and sends per rank) as a PNG")
+    tl.add_argument("run_dir", help="a run's --out folder")
+    tl.add_argument("--out", help="PNG path (default RUN_DIR/timeline.png)")
+    tl.add_argument("--iterations", type=int, help="only the first N iterations")
+    tl.set_defaults(func=cmd_timeline)
     return p
 
 
@@ -467,7 +533,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "func", None):
-            raise UsageError("a command is required: topo, rules, net, run, simulate, theory, compare, clean (see dmlbed --help)")
+            raise UsageError("a command is required: topo, rules, net, run, simulate, theory, compare, bench, clean, timeline "
+                             "(see dmlbed --help)")
         return args.func(args)
     except (UsageError, TopologyError) as exc:
         print(f"dmlbed: error: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ from emulation.orchestration import fidelity, signals
 from emulation.orchestration.fidelity import CpuSampler
 from emulation.orchestration.results import (dilate, per_iteration, read_finals, read_rows, summarize, write_atomic,
                                              write_csvs)
+from emulation.orchestration.timeline import write_trace
 from workloads.records import read_traces
 from emulation.spec.topology import Topology
 from workloads.models import parameter_count_of
@@ -158,7 +159,7 @@ def network_for(cfg: RunConfig, checked: Checked, log):
                            log=log, tcp=tcp_settings(cfg), cluster=cluster_servers(cfg), tunnel=cfg.tunnel)
 
 
-RESULT_FILES = ("summary.json", "iterations.csv", "workers.csv", "links.csv")  # links.csv: simulated runs
+RESULT_FILES = ("summary.json", "iterations.csv", "workers.csv", "links.csv", "trace.json", "timeline.png")
 
 
 def check_output(cfg: RunConfig) -> None:
@@ -251,6 +252,8 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
         raw = per_iteration(rows, contributors, None if cfg.local else topo)
         iterations = dilate(raw, cfg.dilation)
         write_csvs(cfg.out, rows, iterations, None if cfg.local else topo)
+        write_trace(cfg.out, workdir, len(topo.hosts), [h.name for h in topo.hosts], cfg.dilation,
+                    list(real_bw(bw, cfg)))
         checks = verify(workdir) if error is None else {}
         summary.update(summarize(iterations, read_finals(workdir, len(topo.hosts)), contributors, checks, error,
                                  cfg.dilation))

@@ -1,0 +1,215 @@
+"""`dmlbed bench`: a collective benchmark in the style of nccl-tests -- a sweep of message sizes per algorithm,
+raw fp32 buffers, the network brought up once; time, algorithm and bus bandwidth, theory, and a sum check."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from typing import Callable, Dict, List
+
+from emulation.orchestration.experiment import PLAN_PORT, PROJECT, network_for, network_lock, worker_configs
+from emulation.orchestration.options import OptionError, RunConfig, validate
+from emulation.orchestration.resources import check_memory
+from emulation.orchestration.results import write_atomic
+from workloads.algorithms import names_with
+
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+MAX_SIZE = 1 << 30
+BUSBW_FACTOR = "2(n-1)/n"  # all-reduce, as nccl-tests: n = ranks that contribute
+COLUMNS = ["algo", "size_bytes", "time_s", "algbw_mbps", "busbw_mbps", "theory_s", "ratio", "wrong", "reps"]
+PORT_STRIDE = 10  # each algorithm's workers listen on their own ports (no TIME_WAIT clash with the last one's)
+
+
+def parse_size(text: str) -> int:
+    """'64K' -> 65536 (binary units, as nccl-tests)."""
+    m = re.fullmatch(r"(\d+)([KMG]?)B?", text.strip().upper())
+    if not m:
+        raise OptionError(f"--sizes value '{text}' is invalid: give bytes with an optional K, M or G (e.g. 64K)")
+    return int(m.group(1)) * UNITS[m.group(2)]
+
+
+def parse_sizes(text: str) -> List[int]:
+    """'1M:64M:x4' (min:max:xFACTOR) or '64K,1M,16M' -> sizes in bytes, each a multiple of 4 (fp32)."""
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) != 3 or not re.fullmatch(r"x\d+", parts[2]):
+            raise OptionError(f"--sizes '{text}' is invalid: give MIN:MAX:xFACTOR (e.g. 64K:256M:x4) or a list")
+        low, high, factor = parse_size(parts[0]), parse_size(parts[1]), int(parts[2][1:])
+        if factor < 2 or low > high:
+            raise OptionError(f"--sizes '{text}' is invalid: MIN <= MAX and a factor of 2 or more")
+        sizes = []
+        while low <= high:
+            sizes.append(low)
+            low *= factor
+    else:
+        sizes = [parse_size(s) for s in text.split(",")]
+    for size in sizes:
+        if size < 4 or size % 4 or size > MAX_SIZE:
+            raise OptionError(f"--sizes {size} bytes is invalid: give multiples of 4 bytes (fp32) from 4 to 1G")
+    return sizes
+
+
+def configs(base: RunConfig, algos: List[str]) -> List[RunConfig]:
+    """One checked RunConfig per algorithm (plan all-reduce algorithms only)."""
+    plans = names_with(lambda a: a.plan is not None)
+    out = []
+    for algo in algos:
+        if algo not in plans:
+            raise OptionError(f"--algo {algo} cannot be benchmarked: bench runs the plan all-reduce algorithms "
+                              f"({', '.join(plans)})")
+        cfg = replace(base, algo=algo, model="mlp:1K")
+        validate(cfg, workers=False)
+        out.append(cfg)
+    return out
+
+
+def rep_times(records: List[dict]) -> Dict[int, List[float]]:
+    """Per size, each timed repetition's time: from the last rank starting it to the last rank finishing it."""
+    by_rep: Dict[tuple, List[dict]] = {}
+    for r in records:
+        if not r["warmup"]:
+            by_rep.setdefault((r["size"], r["rep"]), []).append(r)
+    out: Dict[int, List[float]] = {}
+    for (size, _), rs in sorted(by_rep.items()):
+        out.setdefault(size, []).append(max(r["end"] for r in rs) - max(r["start"] for r in rs))
+    return out
+
+
+def table(algo: str, records: List[dict], contributors: int, theory: Callable[[int], float]) -> List[dict]:
+    """nccl-tests' columns for one algorithm: median time, algbw = size/time, busbw = algbw x 2(n-1)/n."""
+    factor = 2 * (contributors - 1) / contributors if contributors > 1 else 1.0
+    times = rep_times(records)
+    rows = []
+    for size, ts in times.items():
+        t = statistics.median(ts)
+        algbw = size * 8 / t / 1e6
+        th = theory(size)
+        wrong = sum(r["wrong"] for r in records if r["size"] == size and not r["warmup"])
+        rows.append({"algo": algo, "size_bytes": size, "time_s": t, "algbw_mbps": algbw, "busbw_mbps": algbw * factor,
+                     "theory_s": th, "ratio": t / th if th else None, "wrong": wrong, "reps": len(ts),
+                     "time_min_s": min(ts), "time_max_s": max(ts),
+                     "theory_busbw_mbps": size * 8 / th / 1e6 * factor if th else None})
+    return rows
+
+
+def read_records(workdir: str, ranks: int) -> List[dict]:
+    """Every rank's complete bench lines."""
+    out = []
+    for r in range(ranks):
+        path = os.path.join(workdir, f"rank-{r}.bench.jsonl")
+        if os.path.exists(path):
+            with open(path) as f:
+                out += [json.loads(line) for line in f if line.endswith("\n")]
+    return out
+
+
+def run_algorithm(hosts, cfg: RunConfig, checked, sizes: List[int], warmup: int, reps: int, workdir: str,
+                  port: int, log) -> List[dict]:
+    """Start one bench worker per host for one algorithm, wait for them, return their records."""
+    os.makedirs(workdir)
+    procs = []
+    for c in worker_configs(cfg, checked, os.path.abspath(workdir)):
+        c.update(algo=cfg.algo, sizes=sizes, warmup=warmup, reps=reps, port=port)
+        path = os.path.join(workdir, f"rank-{c['rank']}.config.json")
+        with open(path, "w") as f:
+            json.dump(c, f)
+        err = open(os.path.join(workdir, f"rank-{c['rank']}.stderr"), "w")
+        procs.append(hosts.popen(c["host"], [sys.executable, "-m", "workloads.bench_worker", "--config",
+                                             os.path.abspath(path)], stdout=subprocess.DEVNULL, stderr=err,
+                                 cwd=PROJECT))
+        err.close()
+    log(f"{cfg.algo}: {len(procs)} ranks, {len(sizes)} sizes x ({warmup} warm-up + {reps} timed)")
+    deadline = time.monotonic() + cfg.timeout * (len(sizes) * (warmup + reps) + 1)
+    for rank, proc in enumerate(procs):
+        try:
+            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"bench {cfg.algo}: rank {rank} did not finish in time") from None
+        if code != 0:
+            with open(os.path.join(workdir, f"rank-{rank}.stderr")) as f:
+                tail = [l.strip() for l in f if l.strip()][-1:] or ["(no output)"]
+            raise RuntimeError(f"bench {cfg.algo}: rank {rank} exited with code {code}: {tail[0]}")
+    return read_records(workdir, len(procs))
+
+
+def bench(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, reps: int = 5,
+          log: Callable[[str], None] = lambda m: None) -> dict:
+    """Run the sweep for every algorithm on one network; write bench.csv, bench.json and busbw.png to base.out."""
+    cfgs = configs(base, algos)
+    checks = [validate(c, workers=False) for c in cfgs]
+    check_memory(len(checks[0].topo.hosts), 3 * max(sizes) // 2, not base.local)
+    found = [f for f in ("bench.json", "bench.csv") if os.path.exists(os.path.join(base.out, f))]
+    if found and not base.force:
+        raise OptionError(f"--out {base.out} already holds a benchmark ({', '.join(found)}): choose another folder "
+                          f"or pass --force to replace it")
+    os.makedirs(base.out, exist_ok=True)
+    rows: List[dict] = []
+    report = {"topology": checks[0].topo.spec, "bw_mbps": list(checks[0].bw), "sizes": sizes, "warmup": warmup,
+              "reps": reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(checks[0].topo),
+              "local": base.local}
+    with network_lock(base), network_for(cfgs[0], checks[0], log) as hosts:
+        report.update(datapath=hosts.datapath, shaping=hosts.shaping)
+        for i, (cfg, checked) in enumerate(zip(cfgs, checks)):
+            workdir = os.path.join(base.out, "workers", cfg.algo)
+            shutil.rmtree(workdir, ignore_errors=True)
+            records = run_algorithm(hosts, cfg, checked, sizes, warmup, reps, workdir, PLAN_PORT + PORT_STRIDE * i,
+                                    log)
+            theory = lambda size, c=checked: c.algorithm.gst_theory(c.topo, size, c.bw, c.servers).gst_s  # noqa
+            rows += table(cfg.algo, records, len(checked.contributors), theory)
+    report["rows"] = rows
+    write_atomic(os.path.join(base.out, "bench.json"), json.dumps(report, indent=1))
+    write_csv(os.path.join(base.out, "bench.csv"), rows)
+    report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, checks[0])
+    return report
+
+
+def busbw_note(topo) -> str:
+    """What bus bandwidth means on this topology."""
+    nics = max(len(h.interfaces) for h in topo.hosts)
+    if nics > 1:
+        return (f"hosts have {nics} NICs: busbw counts the data each host moves, so it can reach {nics}x one link's "
+                f"rate (BML and BlueConnect use every NIC; ring and PS use the level the rules pin)")
+    return "one NIC per host: busbw near the link rate means the links are saturated"
+
+
+def write_csv(path: str, rows: List[dict]) -> None:
+    """bench.csv: one row per algorithm and size."""
+    import csv
+    cols = COLUMNS + [c for c in (rows[0] if rows else {}) if c not in COLUMNS]
+    with open(path + ".tmp", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(path + ".tmp", path)
+
+
+def plot(path: str, rows: List[dict], checked) -> str:
+    """busbw against size per algorithm, with the theoretical curve dashed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for n, algo in enumerate(dict.fromkeys(r["algo"] for r in rows)):
+        mine = [r for r in rows if r["algo"] == algo]
+        colour = plt.get_cmap("tab10")(n)
+        ax.plot([r["size_bytes"] for r in mine], [r["busbw_mbps"] for r in mine], "o-", color=colour,
+                label=f"{algo} measured")
+        ax.plot([r["size_bytes"] for r in mine], [r["theory_busbw_mbps"] for r in mine], "--", color=colour,
+                label=f"{algo} theory")
+    ax.axhline(min(checked.bw), color="0.5", lw=0.8, label="link rate")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(f"bus bandwidth (Mbit/s, algbw x {BUSBW_FACTOR})")
+    ax.set_title(f"dmlbed bench on {checked.topo.spec}")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
