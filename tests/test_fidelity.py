@@ -134,3 +134,16 @@ def test_compute_clock_without_device_time_measures_only():
         sum(range(100000))
     clock.finish(rec)
     assert rec.compute_s == pytest.approx(rec.compute_real_s) and rec.compute_cpu_s > 0
+
+
+def test_switch_queue_drops_are_reported_as_the_networks_not_judged():
+    from emulation.net.network import leaf_drops
+    tc = ("qdisc htb 5: root refcnt 2 r2q 10 default 0x1\n Sent 9 bytes 4 pkt (dropped 7, overlimits 0 requeues 0)\n"
+          "qdisc pfifo 10: parent 5:1 limit 100p\n Sent 9 bytes 4 pkt (dropped 7, overlimits 0 requeues 0)\n"
+          "qdisc noqueue 0: dev lo root refcnt 2\n Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)")
+    assert leaf_drops(tc) == 7  # the HTB above the FIFO counts the same drops again
+    fast = {"decomposition_median_s": {"below_rate_s": 0.01, "idle_s": 0.02},
+            "levels": {"L0": {"critical_fidelity": 0.95}}, "cpu": {}, "tcp_totals": {}}
+    v = verdict_and_cause(dict(fast, switch_port_drops={"switch_queue_drops": 40}), 10, 1.0)
+    assert v["verdict"] == "faithful" and "40 packets dropped at switch-to-switch queues" in v["network_note"]
+    assert "network_note" not in verdict_and_cause(fast, 10, 1.0)

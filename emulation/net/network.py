@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -400,7 +401,19 @@ class EmulatedNetwork:
             for key, value in stats[1]:
                 if "drop" in key or "error" in key:
                     totals[key] = totals.get(key, 0) + int(value)
+        totals["switch_queue_drops"] = self.queue_drops()
         return totals
+
+    def queue_drops(self) -> int:
+        """Packets the shaped switch-side queues dropped so far: the switch-to-switch links' queues (in their
+        shaping namespaces on the userspace datapath; on the switch ports with the kernel datapath)."""
+        if self.datapath == "user":
+            outs = [self.net.get(shaper_name(i)).cmd("tc -s qdisc show") for i, link in enumerate(self.topo.links)
+                    if not self.topo.is_host(link.lower)]
+        else:
+            outs = [subprocess.run(["tc", "-s", "qdisc", "show", "dev", name], capture_output=True,
+                                   text=True).stdout for name in switch_side_interfaces(self.topo)]
+        return sum(leaf_drops(out) for out in outs)
 
     def tcp_summary(self) -> dict:
         """The TCP settings asked for, what a host reports having, and ECN availability (for results)."""
@@ -482,6 +495,16 @@ class EmulatedNetwork:
             self.teardown_s = time.monotonic() - start
         if errors:
             self.log("teardown problems: " + "; ".join(errors))
+
+
+def leaf_drops(tc_output: str) -> int:
+    """Drops of the FIFO leaves in `tc -s qdisc show` output (HTB above them counts the same drops again)."""
+    total = 0
+    for block in re.split(r"\n(?=qdisc )", tc_output):
+        if re.match(r"\s*qdisc [pb]fifo ", block):
+            m = re.search(r"dropped (\d+)", block)
+            total += int(m.group(1)) if m else 0
+    return total
 
 
 def switch_side_interfaces(topo: Topology) -> List[str]:

@@ -386,7 +386,13 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     else:
         verdict = "faithful"
     cause = max(causes)[1] if causes and verdict != "faithful" else None
-    return {"verdict": verdict, "cause": cause, "emulator_share": round(share, 4) if share is not None else None}
+    out = {"verdict": verdict, "cause": cause, "emulator_share": round(share, 4) if share is not None else None}
+    queue_drops = (fid.get("switch_port_drops") or {}).get("switch_queue_drops") or 0
+    if queue_drops:  # congestion inside the network: part of what is studied, so it informs, it does not judge
+        out["network_note"] = (f"{queue_drops} packets dropped at switch-to-switch queues: congestion in the "
+                               f"network under study (ECMP collisions, incast), which a flow model without loss "
+                               f"does not show")
+    return out
 
 
 def one_line(fid: Dict[str, object]) -> str:
@@ -407,4 +413,6 @@ def one_line(fid: Dict[str, object]) -> str:
         parts.append(f"switch thread {cpu['switch_thread_mean']:.0%}")
     if fid.get("cause"):
         parts.append(f"cause: {fid['cause']}")
+    if fid.get("network_note"):
+        parts.append(f"network: {fid['network_note']}")
     return ", ".join(parts)
