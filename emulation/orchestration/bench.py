@@ -205,6 +205,7 @@ def plot(path: str, rows: List[dict], checked) -> str:
                 label=f"{algo} theory")
     ax.axhline(min(checked.bw), color="0.5", lw=0.8, label="link rate")
     ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel(f"bus bandwidth (Mbit/s, algbw x {BUSBW_FACTOR})")
     ax.set_title(f"dmlbed bench on {checked.topo.spec}")
