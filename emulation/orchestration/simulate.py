@@ -11,7 +11,8 @@ from typing import Callable, Dict, List
 from emulation.orchestration.experiment import check_output, clear_results
 from emulation.orchestration.options import OptionError, RunConfig, validate
 from emulation.orchestration.results import WARMUP, write_atomic, write_atomic_csv
-from emulation.simulation.flows import FlowResult, simulate_plan
+from emulation.orchestration.timeline import chrome_trace
+from emulation.simulation.flows import TRACE_UNITS, FlowResult, simulate_plan
 from workloads.engine import CHUNK_BYTES
 from emulation.simulation.routes import Router
 from workloads.algorithms import names_with
@@ -107,5 +108,26 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
                                                                    "utilization"],
                      ([r["link"], r["level"], r["links"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",
                        "" if r["utilization"] is None else f"{r['utilization']:.4f}"] for r in links))
+    if result.units is not None:
+        write_atomic(os.path.join(cfg.out, "trace.json"), json.dumps(simulated_trace(result, topo, cfg, bw)))
+        summary["trace"] = "trace.json: one synchronization, simulated"
+    else:
+        summary["trace"] = f"omitted: {result.messages} transfers (a timeline keeps up to {TRACE_UNITS})"
     write_atomic(os.path.join(cfg.out, "summary.json"), json.dumps(summary, indent=1))
     return summary
+
+
+def simulated_trace(result: FlowResult, topo, cfg: RunConfig, bw) -> dict:
+    """The timeline of one simulated iteration (compute, then the synchronization's transfers), in the same
+    trace event format as a real run's."""
+    compute, latency = cfg.compute_time, cfg.latency_us * 1e-6
+    rows = {r: [{"iteration": 0, "start": 0.0, "end": compute + result.gst_s, "compute_s": compute,
+                 "sync_start": compute, "sync_end": compute + done}] for r, done in enumerate(result.rank_done_s)}
+    traces = []
+    for stream, step, src, dst, size, start, end, level in result.units:
+        common = {"iteration": 0, "stream": stream, "step": step, "level": level, "bytes": size,
+                  "wire_bytes": size, "phase": "simulated"}
+        traces.append(dict(common, rank=src, peer=dst, dir="send", start=compute + start, end=compute + end))
+        traces.append(dict(common, rank=dst, peer=src, dir="recv", start=compute + start,
+                           end=compute + end + latency))
+    return chrome_trace(rows, traces, [h.name for h in topo.hosts], 1.0, list(bw))

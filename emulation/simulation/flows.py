@@ -26,6 +26,7 @@ from workloads.plan import Plan
 
 TIME_TOLERANCE = 1e-9
 GRANULARITIES = ("chunk", "message")
+TRACE_UNITS = 200_000  # a simulation keeps its transfers for a timeline up to this many
 
 
 @dataclass
@@ -39,6 +40,9 @@ class FlowResult:
     host_tx_bytes: Dict[Tuple[int, int], float]  # (rank, interface level) -> payload bytes sent
     rank_done_s: List[float]
     events: int
+    # per unit, for timelines (None past TRACE_UNITS): stream, step, src, dst, bytes, first byte sent,
+    # last byte left, link level
+    units: Optional[List[Tuple[int, int, int, int, float, float, float, int]]] = None
 
 
 def _messages(plan: Plan, piece_bytes: Sequence[int]):
@@ -187,6 +191,8 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     recv_ready = [False] * count
     rank_done = [0.0] * plan.ranks
     arrivals: List[Tuple[float, int]] = []
+    started_at = np.zeros(count)
+    sent_at = np.zeros(count)
     now = 0.0
     events = 0
 
@@ -211,6 +217,7 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
 
     def transmitted(m: int, t: float) -> List[int]:
         """Message m's last byte left at t: it lands latency_s later (now when there is no latency)."""
+        sent_at[m] = t
         if latency_s > 0:
             heapq.heappush(arrivals, (t + latency_s, m))
             return []
@@ -226,6 +233,7 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
                 return [side]
             recv_ready[m] = True
             return []
+        started_at[m] = t
         if remaining[m] <= 0:
             return transmitted(m, t)
         sending[m] = True
@@ -279,6 +287,8 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     unfinished = sum(1 for p in pending if p > 0)
     if unfinished:
         raise RuntimeError(f"{plan.name}: {unfinished} operations never became ready (a dependency cycle)")
+    units = [(*g.keys[m], g.bytes[m], float(started_at[m]), float(sent_at[m]), g.level[m]) for m in range(count)] \
+        if count <= TRACE_UNITS else None
     return FlowResult(now, count, dict(zip(hops_by_id, link_bytes)), dict(zip(hops_by_id, busy)), host_tx,
-                      rank_done, events)
+                      rank_done, events, units)
 
