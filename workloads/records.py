@@ -155,11 +155,12 @@ def read_finals(out_dir: str, ranks: int) -> Dict[int, dict]:
     return finals
 
 
-def read_traces(out_dir: str, ranks: int) -> List[dict]:
-    """Every transfer every rank traced (complete lines only)."""
+def read_traces(out_dir: str, ranks: int, kind: str = "trace") -> List[dict]:
+    """Every line every rank wrote to rank-R.KIND.jsonl (complete lines only): transfers for "trace", a
+    benchmark's repetitions for "bench"."""
     out = []
     for r in range(ranks):
-        path = os.path.join(out_dir, f"rank-{r}.trace.jsonl")
+        path = os.path.join(out_dir, f"rank-{r}.{kind}.jsonl")
         if os.path.exists(path):
             with open(path) as f:
                 for line in f:

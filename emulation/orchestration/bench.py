@@ -19,6 +19,7 @@ from emulation.orchestration.options import OptionError, RunConfig, validate
 from emulation.orchestration.resources import check_memory
 from emulation.orchestration.results import write_atomic
 from workloads.algorithms import names_with
+from workloads.records import read_traces
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_SIZE = 1 << 30
@@ -99,17 +100,6 @@ def table(algo: str, records: List[dict], contributors: int, theory: Callable[[i
     return rows
 
 
-def read_records(workdir: str, ranks: int) -> List[dict]:
-    """Every rank's complete bench lines."""
-    out = []
-    for r in range(ranks):
-        path = os.path.join(workdir, f"rank-{r}.bench.jsonl")
-        if os.path.exists(path):
-            with open(path) as f:
-                out += [json.loads(line) for line in f if line.endswith("\n")]
-    return out
-
-
 def run_algorithm(hosts, cfg: RunConfig, checked, sizes: List[int], warmup: int, reps: int, workdir: str,
                   port: int, log) -> List[dict]:
     """Start one bench worker per host for one algorithm, wait for them, return their records."""
@@ -136,7 +126,7 @@ def run_algorithm(hosts, cfg: RunConfig, checked, sizes: List[int], warmup: int,
             with open(os.path.join(workdir, f"rank-{rank}.stderr")) as f:
                 tail = [l.strip() for l in f if l.strip()][-1:] or ["(no output)"]
             raise RuntimeError(f"bench {cfg.algo}: rank {rank} exited with code {code}: {tail[0]}")
-    return read_records(workdir, len(procs))
+    return read_traces(workdir, len(procs), kind="bench")
 
 
 def bench(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, reps: int = 5,
