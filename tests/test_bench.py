@@ -51,6 +51,10 @@ def test_bench_refuses_bad_input_in_one_line(tmp_path):
                          (["--algo", "ring", "--reps", "0"], "--reps")):
         r = run_dmlbed("bench", "--topo", "star:4", "--local", "--out", str(tmp_path), *args)
         assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    (tmp_path / "bench.json").write_text("{}")  # another benchmark's results: refused unless --force
+    r = run_dmlbed("bench", "--topo", "star:4", "--algo", "ring", "--local", "--out", str(tmp_path))
+    assert r.returncode == 2 and "already holds a benchmark" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "bench.json").read_text() == "{}"
 
 
 @pytest.mark.emulation

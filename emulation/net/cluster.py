@@ -4,6 +4,7 @@ over SSH, joined by SSH or GRE tunnels where a link crosses machines."""
 from __future__ import annotations
 
 import os
+import pwd
 import shlex
 import subprocess
 from typing import Dict, List, Sequence, Tuple
@@ -11,12 +12,11 @@ from typing import Dict, List, Sequence, Tuple
 from mininet.examples.cluster import RemoteGRELink, RemoteLink, RemoteMixin, RemoteOVSSwitch
 from mininet.util import quietRun
 
-from emulation.net.network import DmlSwitch, NetworkError, QuietHost, QuietTCIntf
+from emulation.net.network import DmlSwitch, NetworkError, QuietHost, ShapedEnds
 from emulation.spec.placement import LOCAL
 
 SSH_OPTIONS_ENV = "DMLBED_SSH_OPTIONS"  # extra ssh arguments, e.g. "-F /path/ssh_config" (like GIT_SSH_COMMAND)
 TAP_BASE = 9100  # SSH tunnel tap numbers start here (renamed once moved into their node)
-TUNNELS = ("ssh", "gre")
 FORWARDED_ENV = ("PYTHONPATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -24,6 +24,11 @@ def ssh_base() -> List[str]:
     """Mininet's ssh command for remote nodes, with the user's extra options from DMLBED_SSH_OPTIONS."""
     base = list(RemoteMixin.sshbase)
     return base[:1] + shlex.split(os.environ.get(SSH_OPTIONS_ENV, "")) + base[1:]
+
+
+def ssh_batch() -> List[str]:
+    """ssh_base() without a terminal (-tt): for commands whose output is read, and for tunnels."""
+    return [c for c in ssh_base() if c != "-tt"]
 
 
 class ClusterNodeMixin:
@@ -55,28 +60,16 @@ class ClusterSwitch(ClusterNodeMixin, RemoteOVSSwitch, DmlSwitch):
     """dmlbed's OVS switch (OpenFlow 1.3, AF_XDP ports on the userspace datapath) on any machine."""
 
 
-class ShapedGRELink(RemoteGRELink):
+class ShapedGRELink(ShapedEnds, RemoteGRELink):
     """An HTB-shaped link: a veth pair on one machine, Mininet's GRE tunnel (MTU 1450) between two."""
 
-    def __init__(self, node1, node2, **kwargs):
-        kwargs.setdefault("cls1", QuietTCIntf)
-        kwargs.setdefault("cls2", QuietTCIntf)
-        kwargs.update(txo=False, rxo=False)
-        super().__init__(node1, node2, **kwargs)
 
-
-class ShapedSSHLink(RemoteLink):
+class ShapedSSHLink(ShapedEnds, RemoteLink):
     """An HTB-shaped link: a veth pair on one machine, Mininet's SSH Ethernet tunnel between two. Mininet names
     both tunnel ends tap9, which collide when both "servers" are this machine (a test over SSH to 127.0.0.1),
     so each tunnel here gets its own pair of tap numbers; ssh also gets dmlbed's options."""
 
     next_tap = TAP_BASE
-
-    def __init__(self, node1, node2, **kwargs):
-        kwargs.setdefault("cls1", QuietTCIntf)
-        kwargs.setdefault("cls2", QuietTCIntf)
-        kwargs.update(txo=False, rxo=False)
-        super().__init__(node1, node2, **kwargs)
 
     @classmethod
     def _free_taps(cls) -> Tuple[int, int]:
@@ -97,8 +90,8 @@ class ShapedSSHLink(RemoteLink):
             out = node.rcmd(f"ip tuntap add dev tap{tap} mode tap user {node.user}")
             if out.strip():
                 raise NetworkError(f"creating tap{tap} on {node.server} failed: {out.strip()}")
-        cmd = [c for c in ssh_base() if c != "-tt"] + ["-n", "-o", "Tunnel=Ethernet", "-w", f"{taps[0]}:{taps[1]}",
-                                                       f"{node2.user}@{node2.serverIP}", "echo @"]
+        cmd = ssh_batch() + ["-n", "-o", "Tunnel=Ethernet", "-w", f"{taps[0]}:{taps[1]}",
+                             f"{node2.user}@{node2.serverIP}", "echo @"]
         self.cmd = cmd
         tunnel = node1.rpopen(cmd, sudo=False)
         first = tunnel.stdout.read(1).decode(errors="replace")
@@ -150,8 +143,7 @@ def precheck(servers: Sequence[str], server_ips: Dict[str, str], project: str, t
     for server in servers:
         if server == LOCAL:
             continue
-        cmd = ssh_base() + ["-n", f"{ssh_user()}@{server_ips[server]}", probe]
-        cmd.remove("-tt")
+        cmd = ssh_batch() + ["-n", f"{ssh_user()}@{server_ips[server]}", probe]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
             ok, detail = "dmlbed-ok" in r.stdout, (r.stderr.strip() or r.stdout.strip())[-200:]
@@ -189,5 +181,4 @@ def link_class(tunnel: str, server_ips: Dict[str, str]):
 
 def ssh_user() -> str:
     """Whom to log in as on the servers: the user behind sudo, else the current user (as Mininet does)."""
-    import pwd
     return os.environ.get("SUDO_USER") or pwd.getpwuid(os.getuid()).pw_name

@@ -80,14 +80,18 @@ class QuietTCIntf(TCIntf):
         return "\n".join(l for l in out.splitlines() if "quantum of class" not in l)
 
 
-class ShapedLink(TCLink):
-    """HTB-shaped veth link with checksum offload off on both ends."""
+class ShapedEnds:
+    """Link mix-in: both ends HTB-shaped (QuietTCIntf), checksum offload off on both."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("cls1", QuietTCIntf)
         kwargs.setdefault("cls2", QuietTCIntf)
         kwargs.update(txo=False, rxo=False)
         super().__init__(*args, **kwargs)
+
+
+class ShapedLink(ShapedEnds, TCLink):
+    """HTB-shaped veth link with checksum offload off on both ends."""
 
 
 class QuietHost(Host):
@@ -297,17 +301,22 @@ class EmulatedNetwork:
                 self.placement[shaper_name(i)] = self.placement[l.lower]
         user = cluster.ssh_user()
         for server in self.servers[1:]:
-            ssh = [c for c in cluster.ssh_base() if c != "-tt"] + ["-n", f"{user}@{self.server_ips[server]}"]
+            ssh = cluster.ssh_batch() + ["-n", f"{user}@{self.server_ips[server]}"]
             self.state.add_remote(server, ssh, [s.name for s in self.topo.switches if self.placement[s.name] == server])
 
         def on_server(cls):
             return lambda name, **p: cls(name, server=self.placement[name],
                                          serverIP=self.server_ips[self.placement[name]], user=user, **p)
+        hosts = self.hosts_per_server()
         self.log("placement: " + "; ".join(
-            f"{s}: {sum(self.placement[h.name] == s for h in self.topo.hosts)} hosts, "
-            f"{sum(self.placement[w.name] == s for w in self.topo.switches)} switches" for s in self.servers))
+            f"{s}: {hosts[s]} hosts, {sum(self.placement[w.name] == s for w in self.topo.switches)} switches"
+            for s in self.servers))
         return (self.tunnel_link, on_server(cluster.ClusterHost),
                 on_server(cluster.ClusterSwitch))
+
+    def hosts_per_server(self) -> Dict[str, int]:
+        """How many hosts each server runs ({} on one machine)."""
+        return {s: sum(self.placement[h.name] == s for h in self.topo.hosts) for s in self.servers}
 
     def _quiet_switch_ports(self) -> None:
         """IPv6 off on root-namespace switch ports and bridge-local ports, so the kernel sends nothing into the switches."""

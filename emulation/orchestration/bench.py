@@ -12,10 +12,11 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
+from emulation.orchestration.compare import write_csv
 from emulation.orchestration.experiment import PLAN_PORT, PROJECT, network_for, network_lock, worker_configs
-from emulation.orchestration.options import OptionError, RunConfig, validate
+from emulation.orchestration.options import Checked, OptionError, RunConfig, validate
 from emulation.orchestration.resources import check_memory
 from emulation.orchestration.results import write_atomic
 from workloads.algorithms import names_with
@@ -57,18 +58,23 @@ def parse_sizes(text: str) -> List[int]:
     return sizes
 
 
-def configs(base: RunConfig, algos: List[str]) -> List[RunConfig]:
-    """One checked RunConfig per algorithm (plan all-reduce algorithms only)."""
+def prepare(base: RunConfig, algos: List[str], sizes: List[int]) -> List[Tuple[RunConfig, Checked]]:
+    """Everything a benchmark needs, checked before anything starts: one validated configuration per algorithm
+    (plan all-reduce algorithms only), memory for the largest size, and an --out free of another benchmark."""
     plans = names_with(lambda a: a.plan is not None)
-    out = []
+    runs = []
     for algo in algos:
         if algo not in plans:
             raise OptionError(f"--algo {algo} cannot be benchmarked: bench runs the plan all-reduce algorithms "
                               f"({', '.join(plans)})")
         cfg = replace(base, algo=algo, model="mlp:1K")
-        validate(cfg, workers=False)
-        out.append(cfg)
-    return out
+        runs.append((cfg, validate(cfg, workers=False)))
+    check_memory(len(runs[0][1].topo.hosts), 3 * max(sizes) // 2, not base.local)
+    found = [f for f in ("bench.json", "bench.csv") if os.path.exists(os.path.join(base.out, f))]
+    if found and not base.force:
+        raise OptionError(f"--out {base.out} already holds a benchmark ({', '.join(found)}): choose another folder "
+                          f"or pass --force to replace it")
+    return runs
 
 
 def rep_times(records: List[dict]) -> Dict[int, List[float]]:
@@ -129,24 +135,19 @@ def run_algorithm(hosts, cfg: RunConfig, checked, sizes: List[int], warmup: int,
     return read_traces(workdir, len(procs), kind="bench")
 
 
-def bench(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, reps: int = 5,
-          log: Callable[[str], None] = lambda m: None) -> dict:
-    """Run the sweep for every algorithm on one network; write bench.csv, bench.json and busbw.png to base.out."""
-    cfgs = configs(base, algos)
-    checks = [validate(c, workers=False) for c in cfgs]
-    check_memory(len(checks[0].topo.hosts), 3 * max(sizes) // 2, not base.local)
-    found = [f for f in ("bench.json", "bench.csv") if os.path.exists(os.path.join(base.out, f))]
-    if found and not base.force:
-        raise OptionError(f"--out {base.out} already holds a benchmark ({', '.join(found)}): choose another folder "
-                          f"or pass --force to replace it")
+def bench(base: RunConfig, runs: List[Tuple[RunConfig, Checked]], sizes: List[int], warmup: int = 2,
+          reps: int = 5, log: Callable[[str], None] = lambda m: None) -> dict:
+    """Run the sweep for every prepared algorithm on one network; write bench.csv, bench.json and busbw.png to
+    base.out."""
+    first = runs[0][1]
     os.makedirs(base.out, exist_ok=True)
     rows: List[dict] = []
-    report = {"topology": checks[0].topo.spec, "bw_mbps": list(checks[0].bw), "sizes": sizes, "warmup": warmup,
-              "reps": reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(checks[0].topo),
+    report = {"topology": first.topo.spec, "bw_mbps": list(first.bw), "sizes": sizes, "warmup": warmup,
+              "reps": reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(first.topo),
               "local": base.local}
-    with network_lock(base), network_for(cfgs[0], checks[0], log) as hosts:
+    with network_lock(base), network_for(runs[0][0], first, log) as hosts:
         report.update(datapath=hosts.datapath, shaping=hosts.shaping)
-        for i, (cfg, checked) in enumerate(zip(cfgs, checks)):
+        for i, (cfg, checked) in enumerate(runs):
             workdir = os.path.join(base.out, "workers", cfg.algo)
             shutil.rmtree(workdir, ignore_errors=True)
             records = run_algorithm(hosts, cfg, checked, sizes, warmup, reps, workdir, PLAN_PORT + PORT_STRIDE * i,
@@ -155,8 +156,8 @@ def bench(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, 
             rows += table(cfg.algo, records, len(checked.contributors), theory)
     report["rows"] = rows
     write_atomic(os.path.join(base.out, "bench.json"), json.dumps(report, indent=1))
-    write_csv(os.path.join(base.out, "bench.csv"), rows)
-    report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, checks[0])
+    write_csv(os.path.join(base.out, "bench.csv"), rows, [], COLUMNS)
+    report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, first)
     return report
 
 
@@ -167,17 +168,6 @@ def busbw_note(topo) -> str:
         return (f"hosts have {nics} NICs: busbw counts the data each host moves, so it can reach {nics}x one link's "
                 f"rate (BML and BlueConnect use every NIC; ring and PS use the level the rules pin)")
     return "one NIC per host: busbw near the link rate means the links are saturated"
-
-
-def write_csv(path: str, rows: List[dict]) -> None:
-    """bench.csv: one row per algorithm and size."""
-    import csv
-    cols = COLUMNS + [c for c in (rows[0] if rows else {}) if c not in COLUMNS]
-    with open(path + ".tmp", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(path + ".tmp", path)
 
 
 def plot(path: str, rows: List[dict], checked) -> str:

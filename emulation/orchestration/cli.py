@@ -182,9 +182,8 @@ def cmd_net(args) -> int:
         report["cpu"] = cpu.report()
         report.update(checks.summarize_fidelity(report["flows"], report["cpu"]))
         if enet.placement:
-            per_server = {s: sum(enet.placement[h.name] == s for h in topo.hosts) for s in enet.servers}
             report["cluster"] = dict(checks.mark_tunnels(report["flows"], enet.placement), tunnel=enet.tunnel,
-                                     hosts_per_server=per_server, placement=enet.placement)
+                                     hosts_per_server=enet.hosts_per_server(), placement=enet.placement)
         report["packet_in"] = enet.packet_ins()
         if report["packet_in"]:
             report["packet_in_samples"] = enet.controller.status().get("packet_in_samples", [])
@@ -352,6 +351,9 @@ def print_comparison(result: dict) -> None:
     print(f"\nresults: {result['out']}/comparison.csv; plots: {', '.join(result['plots'])}")
 
 
+AGREEMENT = {True: "", False: "  differs", None: "  no value"}  # after a row that agrees, differs, has no value
+
+
 def print_paper(result: dict) -> None:
     """The paper's values beside ours (ours/paper within 10% counts as agreeing; a range must contain ours)."""
     keys = result["sweep_keys"]
@@ -360,9 +362,8 @@ def print_paper(result: dict) -> None:
     for c in result["paper"]:
         ours = "-" if c["ours"] is None else f"{c['ours']:.3f}"
         over = "-" if c["ours_over_paper"] is None else f"{c['ours_over_paper']:.2f}"
-        mark = {True: "", False: "  differs", None: "  no value"}[c["agrees"]]
         print(f"  {c['what']:<46} " + " ".join(f"{str(c.get(k)):>8}" for k in keys) +
-              f" {c['paper']:>11} {ours:>8} {over:>10}{mark}")
+              f" {c['paper']:>11} {ours:>8} {over:>10}{AGREEMENT[c['agrees']]}")
 
 
 def print_sim_vs_emu(pairs: List[dict]) -> None:
@@ -373,8 +374,8 @@ def print_sim_vs_emu(pairs: List[dict]) -> None:
         name = " ".join([p["label"]] + [f"{k}={v}" for k, v in p.items() if k not in SIM_VS_EMU_FIELDS])
         ratio = "-" if p["sim_over_emu"] is None else f"{p['sim_over_emu']:.3f}"
         emu = "-" if p["emulated_gst_s"] is None else f"{p['emulated_gst_s']:.3f}"
-        mark = {True: "", False: "  differs", None: "  no value"}[p["agrees"]]
-        print(f"  {name:<34} {emu:>9} {p['simulated_gst_s']:>9.3f} {ratio:>8}  {p['emulation_fidelity']}{mark}")
+        print(f"  {name:<34} {emu:>9} {p['simulated_gst_s']:>9.3f} {ratio:>8}  {p['emulation_fidelity']}"
+              f"{AGREEMENT[p['agrees']]}")
 
 
 SIM_VS_EMU_FIELDS = ("label", "emulated_gst_s", "simulated_gst_s", "sim_over_emu", "agrees", "emulation_fidelity")
@@ -422,12 +423,12 @@ def cmd_bench(args) -> int:
             raise UsageError(f"--algo '{args.algo}' is invalid: give one or more distinct algorithms, e.g. ring,ps")
         if not 0 <= args.warmup <= 100 or not 1 <= args.reps <= 1000:
             raise UsageError("--warmup must be in [0, 100] and --reps in [1, 1000]")
-        bench.configs(base, algos)
+        runs = bench.prepare(base, algos, sizes)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not base.local:
         require_root("dmlbed bench")
-    report = bench.bench(base, algos, sizes, args.warmup, args.reps, log=log)
+    report = bench.bench(base, runs, sizes, args.warmup, args.reps, log=log)
     if args.json:
         print(json.dumps(report, indent=1))
     else:

@@ -224,8 +224,8 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
             summary.update(datapath=hosts.datapath, shaping=hosts.shaping, tcp=hosts.tcp_summary())
             placement = getattr(hosts, "placement", {})
             if placement:
-                summary["cluster"] = {"servers": hosts.servers, "tunnel": hosts.tunnel, "hosts_per_server": {
-                    s: sum(placement[h.name] == s for h in topo.hosts) for s in hosts.servers}}
+                summary["cluster"] = {"servers": hosts.servers, "tunnel": hosts.tunnel,
+                                      "hosts_per_server": hosts.hosts_per_server()}
             procs = {}
             for c in worker_configs(cfg, checked, os.path.abspath(workdir)):
                 path = os.path.join(workdir, f"rank-{c['rank']}.config.json")

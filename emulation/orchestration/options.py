@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
-from emulation.spec.placement import parse_servers
+from emulation.spec.placement import TUNNELS, parse_servers
 from emulation.spec.tcp import CONGESTION_CONTROLS, TcpSettings
 from emulation.orchestration.resources import check_memory
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
@@ -119,7 +119,7 @@ class RunConfig:
                           "first (Mininet Cluster Edition; see README, Several machines)", parse=parse_servers,
                           commands=(RUN, COMPARE, NET, BENCH), worker=False)
     tunnel: str = option("ssh", "--cluster: links between machines as SSH Ethernet tunnels (any kernel) or GRE "
-                         "(faster; needs ip_gre)", choices=("ssh", "gre"), commands=(RUN, COMPARE, NET, BENCH),
+                         "(faster; needs ip_gre)", choices=TUNNELS, commands=(RUN, COMPARE, NET, BENCH),
                          worker=False)
     mode: str = option("emulate", "emulate (real workers on Mininet) or simulate (flow-level, any size)",
                        choices=("emulate", "simulate"), commands=(COMPARE,), worker=False)

@@ -9,6 +9,7 @@ from typing import Dict, List, Sequence
 from emulation.spec.topology import Topology
 
 LOCAL = "localhost"  # Mininet Cluster Edition's name for the machine dmlbed runs on
+TUNNELS = ("ssh", "gre")  # how links between machines are carried (Mininet's RemoteLink, RemoteGRELink)
 _SERVER = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
 
 
