@@ -54,6 +54,8 @@ def test_local_run_writes_trace_and_timeline_draws_it(tmp_path):
     assert t.returncode == 0, t.stderr
     png = out / "timeline.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    first = run_dmlbed("timeline", str(out), "--iterations", "1", "--out", str(tmp_path / "first.png"))
+    assert first.returncode == 0 and (tmp_path / "first.png").read_bytes()[:4] == b"\x89PNG", first.stderr
 
 
 def test_timeline_refuses_a_folder_without_a_trace(tmp_path):

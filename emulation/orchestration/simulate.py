@@ -13,9 +13,9 @@ from emulation.orchestration.options import OptionError, RunConfig, validate
 from emulation.orchestration.results import WARMUP, write_atomic, write_atomic_csv
 from emulation.orchestration.timeline import chrome_trace
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, simulate_plan
-from workloads.engine import CHUNK_BYTES
 from emulation.simulation.routes import Router
 from workloads.algorithms import names_with
+from workloads.engine import CHUNK_BYTES
 from workloads.models import parameter_count_of, tensor_sizes
 from workloads.plan import piece_sizes
 

@@ -40,7 +40,7 @@ def chrome_trace(rows: Dict[int, List[dict]], traces: List[dict], hosts: List[st
             i = r["iteration"]
             events.append({"ph": "X", "pid": rank, "tid": TRACK_ITERATION, "name": f"iteration {i}",
                            "ts": _us(r["start"], origin), "dur": _us(r["end"], r["start"]),
-                           "args": {"gst_s": r.get("gst_s"), "loss": r.get("loss")}})
+                           "args": {"iteration": i, "gst_s": r.get("gst_s"), "loss": r.get("loss")}})
             if r.get("compute_s") is not None:
                 events.append({"ph": "X", "pid": rank, "tid": TRACK_COMPUTE, "name": "compute",
                                "ts": _us(r["start"], origin), "dur": round(r["compute_s"] * 1e6, 1),
@@ -119,8 +119,7 @@ def plot_timeline(trace: dict, path: str, iterations: Optional[int] = None) -> s
     import matplotlib.pyplot as plt
     x = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     if iterations is not None:
-        x = [e for e in x if e.get("args", {}).get("iteration", 0) < iterations
-             and not (e["tid"] == TRACK_ITERATION and int(e["name"].split()[-1]) >= iterations)]
+        x = [e for e in x if e["args"].get("iteration", 0) < iterations]  # iteration events: drawn by rank only
     ranks = sorted({e["pid"] for e in x})
     levels = sorted({e["args"]["level"] for e in x if e["tid"] >= 10})
     colours = plt.get_cmap("tab10")
