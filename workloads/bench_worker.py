@@ -1,5 +1,5 @@
-"""One rank of `dmlbed bench`: the algorithm's plan all-reducing raw fp32 buffers of every size (no model),
-warm-up then timed repetitions, each checked against the exact sum."""
+"""One rank of `dmlbed bench` (and of `dmlbed calibrate`'s probes): a plan moving raw fp32 buffers of every
+size (no model), warm-up then timed repetitions, each checked against the exact result."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import numpy as np
 from emulation.spec.topology import parse
 from workloads.algorithms import get
 from workloads.channel import Channel
-from workloads.plan import PieceLayout
+from workloads.plan import PieceLayout, simulate
+from workloads.probes import build as build_probe
 
 PATTERN_PERIOD = 251  # values 0..250 times (rank + 1): every sum of up to 256 ranks is an exact fp32 integer
 
@@ -24,9 +25,10 @@ def main() -> int:
     ap.add_argument("--config", required=True)
     cfg = json.load(open(ap.parse_args().config))
     topo, rank = parse(cfg["topology"]), cfg["rank"]
-    plan = get(cfg["algo"]).build_plan(topo, cfg["servers"])
+    probe = cfg.get("probe")
+    plan = build_probe(topo, *probe) if probe else get(cfg["algo"]).build_plan(topo, cfg["servers"])
     contributors = set(plan.contributors)
-    total = sum(r + 1 for r in contributors)
+    involved = any(rank in (t.src, t.dst) for t in plan.transfers())
     layouts = {size: PieceLayout([size // 4], plan.pieces) for size in cfg["sizes"]}
     channel = Channel(cfg, plan, layouts[cfg["sizes"][0]])
     path = os.path.join(cfg["out_dir"], f"rank-{rank}.bench.jsonl")
@@ -34,21 +36,32 @@ def main() -> int:
         with open(path, "a") as out:
             for size in cfg["sizes"]:
                 pattern = (np.arange(size // 4, dtype=np.int64) % PATTERN_PERIOD).astype(np.float32)
-                mine = pattern * (rank + 1) if rank in contributors else np.zeros_like(pattern)
-                expected = pattern * total
+                mine = pattern * (rank + 1) if probe or rank in contributors else np.zeros_like(pattern)
+                expected = expected_result(plan, rank, pattern, layouts[size], bool(probe))
                 buf = np.empty_like(pattern)
                 for rep in range(cfg["warmup"] + cfg["reps"]):
                     buf[:] = mine
                     start = time.time()
                     channel.run(buf, layout=layouts[size])
                     end = time.time()
-                    wrong = rank in contributors and not np.array_equal(buf, expected)
+                    if not involved:  # a probe's bystander: its instant no-op would skew the timing
+                        continue
+                    wrong = (probe or rank in contributors) and not np.array_equal(buf, expected)
                     out.write(json.dumps({"rank": rank, "size": size, "rep": rep, "warmup": rep < cfg["warmup"],
                                           "start": start, "end": end, "wrong": bool(wrong)}) + "\n")
                     out.flush()
     finally:
         channel.close()
     return 0
+
+
+def expected_result(plan, rank: int, pattern: np.ndarray, layout: PieceLayout, probe: bool) -> np.ndarray:
+    """What this rank must hold after the plan, when rank r starts from pattern x (r + 1): the exact sum for
+    an all-reduce (every partial sum is an fp32 integer), the in-memory reference for a probe (one layer, so
+    the buffer is already piece-major)."""
+    if probe:
+        return simulate(plan, {r: pattern * (r + 1) for r in range(plan.ranks)}, layout, zero_others=False)[rank]
+    return pattern * sum(r + 1 for r in plan.contributors)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ from emulation.orchestration.experiment import PLAN_PORT, PROJECT, network_for, 
 from emulation.orchestration.options import Checked, OptionError, RunConfig, validate
 from emulation.orchestration.resources import check_memory
 from emulation.orchestration.results import write_atomic
+from emulation.simulation.calibrated import calibrated_gst
+from emulation.spec.calibration import load as load_calibration
 from workloads.algorithms import names_with
 from workloads.records import read_traces
 
@@ -26,6 +28,7 @@ UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_SIZE = 1 << 30
 BUSBW_FACTOR = "2(n-1)/n"  # all-reduce, as nccl-tests: n = ranks that contribute
 COLUMNS = ["algo", "size_bytes", "time_s", "algbw_mbps", "busbw_mbps", "theory_s", "ratio", "wrong", "reps"]
+CALIBRATED_COLUMNS = ["theory_cal_s", "ratio_cal"]
 PORT_STRIDE = 10  # each algorithm's workers listen on their own ports (no TIME_WAIT clash with the last one's)
 
 
@@ -89,8 +92,10 @@ def rep_times(records: List[dict]) -> Dict[int, List[float]]:
     return out
 
 
-def table(algo: str, records: List[dict], contributors: int, theory: Callable[[int], float]) -> List[dict]:
-    """nccl-tests' columns for one algorithm: median time, algbw = size/time, busbw = algbw x 2(n-1)/n."""
+def table(algo: str, records: List[dict], contributors: int, theory: Callable[[int], float],
+          calibrated: Callable[[int], float] = None) -> List[dict]:
+    """nccl-tests' columns for one algorithm: median time, algbw = size/time, busbw = algbw x 2(n-1)/n (and the
+    calibrated theory when there is a calibration)."""
     factor = 2 * (contributors - 1) / contributors if contributors > 1 else 1.0
     times = rep_times(records)
     rows = []
@@ -103,16 +108,20 @@ def table(algo: str, records: List[dict], contributors: int, theory: Callable[[i
                      "theory_s": th, "ratio": t / th if th else None, "wrong": wrong, "reps": len(ts),
                      "time_min_s": min(ts), "time_max_s": max(ts),
                      "theory_busbw_mbps": size * 8 / th / 1e6 * factor if th else None})
+        if calibrated:
+            cal = calibrated(size)
+            rows[-1].update(theory_cal_s=cal, ratio_cal=t / cal if cal else None)
     return rows
 
 
 def run_algorithm(hosts, cfg: RunConfig, checked, sizes: List[int], warmup: int, reps: int, workdir: str,
-                  port: int, log) -> List[dict]:
-    """Start one bench worker per host for one algorithm, wait for them, return their records."""
+                  port: int, log, probe: Tuple[str, int] = None) -> List[dict]:
+    """Start one bench worker per host for one algorithm (or calibration probe), wait for them, return their
+    records."""
     os.makedirs(workdir)
     procs = []
     for c in worker_configs(cfg, checked, os.path.abspath(workdir)):
-        c.update(algo=cfg.algo, sizes=sizes, warmup=warmup, reps=reps, port=port)
+        c.update(algo=cfg.algo, sizes=sizes, warmup=warmup, reps=reps, port=port, probe=probe)
         path = os.path.join(workdir, f"rank-{c['rank']}.config.json")
         with open(path, "w") as f:
             json.dump(c, f)
@@ -121,17 +130,18 @@ def run_algorithm(hosts, cfg: RunConfig, checked, sizes: List[int], warmup: int,
                                              os.path.abspath(path)], stdout=subprocess.DEVNULL, stderr=err,
                                  cwd=PROJECT))
         err.close()
-    log(f"{cfg.algo}: {len(procs)} ranks, {len(sizes)} sizes x ({warmup} warm-up + {reps} timed)")
+    what = f"{probe[0]} across level {probe[1]}" if probe else cfg.algo
+    log(f"{what}: {len(procs)} ranks, {len(sizes)} sizes x ({warmup} warm-up + {reps} timed)")
     deadline = time.monotonic() + cfg.timeout * (len(sizes) * (warmup + reps) + 1)
     for rank, proc in enumerate(procs):
         try:
             code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            raise RuntimeError(f"bench {cfg.algo}: rank {rank} did not finish in time") from None
+            raise RuntimeError(f"bench {what}: rank {rank} did not finish in time") from None
         if code != 0:
             with open(os.path.join(workdir, f"rank-{rank}.stderr")) as f:
                 tail = [l.strip() for l in f if l.strip()][-1:] or ["(no output)"]
-            raise RuntimeError(f"bench {cfg.algo}: rank {rank} exited with code {code}: {tail[0]}")
+            raise RuntimeError(f"bench {what}: rank {rank} exited with code {code}: {tail[0]}")
     return read_traces(workdir, len(procs), kind="bench")
 
 
@@ -144,7 +154,7 @@ def bench(base: RunConfig, runs: List[Tuple[RunConfig, Checked]], sizes: List[in
     rows: List[dict] = []
     report = {"topology": first.topo.spec, "bw_mbps": list(first.bw), "sizes": sizes, "warmup": warmup,
               "reps": reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(first.topo),
-              "local": base.local}
+              "local": base.local, "calibration": base.calibration}
     with network_lock(base), network_for(runs[0][0], first, log) as hosts:
         report.update(datapath=hosts.datapath, shaping=hosts.shaping)
         for i, (cfg, checked) in enumerate(runs):
@@ -153,10 +163,15 @@ def bench(base: RunConfig, runs: List[Tuple[RunConfig, Checked]], sizes: List[in
             records = run_algorithm(hosts, cfg, checked, sizes, warmup, reps, workdir, PLAN_PORT + PORT_STRIDE * i,
                                     log)
             theory = lambda size, c=checked: c.algorithm.gst_theory(c.topo, size, c.bw, c.servers).gst_s  # noqa
-            rows += table(cfg.algo, records, len(checked.contributors), theory)
+            calibrated = None
+            if base.calibration:
+                cal = load_calibration(base.calibration, first.topo.spec, first.bw)
+                calibrated = lambda size, c=checked: calibrated_gst(c.algorithm, c.topo, c.servers,  # noqa
+                                                                    [size // 4], cal)
+            rows += table(cfg.algo, records, len(checked.contributors), theory, calibrated)
     report["rows"] = rows
     write_atomic(os.path.join(base.out, "bench.json"), json.dumps(report, indent=1))
-    write_csv(os.path.join(base.out, "bench.csv"), rows, [], COLUMNS)
+    write_csv(os.path.join(base.out, "bench.csv"), rows, [], COLUMNS + (CALIBRATED_COLUMNS if base.calibration else []))
     report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, first)
     return report
 

@@ -7,12 +7,12 @@ import contextlib
 import json
 import os
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from emulation.spec.topology import Topology, TopologyError, parse, parse_bandwidth
 
 EXIT_USAGE = 2
-RUN, COMPARE, THEORY, NET, SIMULATE, BENCH = "run", "compare", "theory", "net", "simulate", "bench"
+RUN, COMPARE, THEORY, NET, SIMULATE, BENCH, CALIBRATE = "run", "compare", "theory", "net", "simulate", "bench", "calibrate"
 
 
 class UsageError(Exception):
@@ -303,9 +303,14 @@ def theory_report(cfg) -> dict:
     input_shape(cfg.model)
     params = parameter_count_of(cfg.model)
     t = algorithm.gst_theory(topo, params * 4, bw, cfg.servers)
-    return {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "parameters": params,
-            "gradient_bytes": params * 4, "bw_mbps": list(bw), "servers": algorithm.resolve_servers(cfg.servers),
-            "tf_s": t.tf_s, "gst_theory_s": t.gst_s, "formula": t.formula}
+    out = {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "parameters": params,
+           "gradient_bytes": params * 4, "bw_mbps": list(bw), "servers": algorithm.resolve_servers(cfg.servers),
+           "tf_s": t.tf_s, "gst_theory_s": t.gst_s, "formula": t.formula}
+    if cfg.calibration:
+        from emulation.simulation.calibrated import calibrated_fields
+        from workloads.models import tensor_sizes
+        out.update(calibrated_fields(cfg.calibration, algorithm, topo, out["servers"], tensor_sizes(cfg.model), bw))
+    return out
 
 
 def cmd_theory(args) -> int:
@@ -315,10 +320,18 @@ def cmd_theory(args) -> int:
         out = theory_report(from_args(args, THEORY))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    emit(args, out, lambda o: print(f"{o['algo']} on {o['topology']}, {o['model']} ({o['gradient_bytes'] / 2**20:.2f} "
-                                    f"MiB): GST = {o['formula']} = {o['gst_theory_s']:.4f} s (TF = {o['tf_s']:.4f} s "
-                                    f"at {min(o['bw_mbps']):g} Mbit/s)"))
+    emit(args, out, print_theory)
     return 0
+
+
+def print_theory(o: dict) -> None:
+    """The paper's formula, and the calibrated model's GST when a calibration was given."""
+    print(f"{o['algo']} on {o['topology']}, {o['model']} ({o['gradient_bytes'] / 2**20:.2f} MiB): GST = {o['formula']} "
+          f"= {o['gst_theory_s']:.4f} s (TF = {o['tf_s']:.4f} s at {min(o['bw_mbps']):g} Mbit/s)")
+    if "gst_theory_calibrated_s" in o:
+        cal = o["gst_theory_calibrated_s"]
+        print(f"calibrated ({o['calibration']}): " + (f"GST = {cal:.4f} s, {o['gst_formula_calibrated']}"
+                                                       if cal is not None else o["gst_formula_calibrated"]))
 
 
 def print_comparison(result: dict) -> None:
@@ -399,6 +412,48 @@ def cmd_compare(args) -> int:
     return 0 if all(r["correct"] is not False for r in result["rows"]) else 1  # None: a simulated row
 
 
+def reproducible() -> Dict[str, str]:
+    """Name -> path of every shipped config with a `paper:` block (what `dmlbed reproduce` can run)."""
+    import yaml
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs")
+    out = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".yaml"):
+            with open(os.path.join(folder, name)) as f:
+                if "paper" in (yaml.safe_load(f) or {}):
+                    out[name[:-5]] = os.path.join(folder, name)
+    return out
+
+
+def cmd_reproduce(args) -> int:
+    """dmlbed reproduce NAME: run a paper's shipped config and print the paper's values beside ours."""
+    from emulation.orchestration import compare
+    configs = reproducible()
+    if args.list or not args.name:
+        if not args.list:
+            raise UsageError(f"a name is required: {', '.join(configs)} (or --list)")
+        for name, path in configs.items():
+            print(f"{name:<12} {os.path.relpath(path)}")
+        return 0
+    if args.name not in configs:
+        raise UsageError(f"no paper config named '{args.name}': valid are {', '.join(configs)}")
+    try:
+        job = compare.prepare(configs[args.name], args.out, args.local, args.force)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if job["emulated"]:
+        require_root("dmlbed reproduce")
+    result = compare.compare(configs[args.name], args.out, args.local, log=log, progress=not args.json,
+                             force=args.force, wait=args.wait)
+    if args.json:
+        print(json.dumps({"name": args.name, "out": result["out"], "paper": result["paper"],
+                          "source": result.get("source")}, indent=1, default=str))
+    else:
+        print_paper(result)
+        print(f"\nevery run: {result['out']}/comparison.csv (paper.csv holds the table above)")
+    return 0 if all(r["correct"] is not False for r in result["rows"]) else 1
+
+
 def cmd_clean(args) -> int:
     """dmlbed clean: undo what crashed runs left behind."""
     require_root("dmlbed clean")
@@ -434,13 +489,46 @@ def cmd_bench(args) -> int:
     else:
         print(f"bench on {report['topology']} at {report['bw_mbps']} Mbit/s ({report['datapath']}); busbw = algbw x "
               f"{report['busbw_factor']}; {report['busbw_note']}")
+        cal = bool(report.get("calibration"))
         print(f"{'algo':<12} {'size':>10} {'time_s':>9} {'algbw':>9} {'busbw':>9} {'theory_s':>9} {'ratio':>6} "
-              f"{'#wrong':>6}")
+              + (f"{'cal_s':>9} {'ratio':>6} " if cal else "") + f"{'#wrong':>6}")
         for r in report["rows"]:
+            extra = (f"{r['theory_cal_s']:>9.4f} {r['ratio_cal']:>6.2f} " if cal else "")
             print(f"{r['algo']:<12} {r['size_bytes']:>10} {r['time_s']:>9.4f} {r['algbw_mbps']:>9.2f} "
-                  f"{r['busbw_mbps']:>9.2f} {r['theory_s']:>9.4f} {r['ratio']:>6.2f} {r['wrong']:>6}")
+                  f"{r['busbw_mbps']:>9.2f} {r['theory_s']:>9.4f} {r['ratio']:>6.2f} {extra}{r['wrong']:>6}")
         print(f"results: {base.out}/bench.csv, bench.json; plot: {report['plot']}")
     return 0 if all(r["wrong"] == 0 for r in report["rows"]) else 1
+
+
+def cmd_calibrate(args) -> int:
+    """dmlbed calibrate --topo SPEC --bw BW: fit per-level latency and bandwidth on the emulated network."""
+    from emulation.orchestration import calibrate
+    from emulation.orchestration.options import check_values, from_args
+    try:
+        base = from_args(args, CALIBRATE, out=args.out or "results/calibration")
+        check_values(base, only=CALIBRATE)
+        if not 0 <= args.warmup <= 100 or not 1 <= args.reps <= 1000:
+            raise UsageError("--warmup must be in [0, 100] and --reps in [1, 1000]")
+        cfg, checked = calibrate.prepare(base)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not base.local:
+        require_root("dmlbed calibrate")
+    report = calibrate.calibrate(cfg, checked, warmup=args.warmup, reps=args.reps, log=log)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(f"calibration of {report['topology']} at {report['bw_mbps']} Mbit/s ({report['datapath']}): one message "
+              f"takes alpha + bytes / rate")
+        print(f"{'level':>5} {'shaped':>8} {'idle alpha':>11} {'idle rate':>10} {'loaded alpha':>13} {'loaded rate':>12}")
+        shaped = report["bw_mbps"]
+        for idle, loaded in zip(report["idle"], report["loaded"]):
+            level = loaded["level"]
+            print(f"{level:>5} {shaped[min(level, len(shaped) - 1)]:>8g} {idle['alpha_s'] * 1e3:>8.3f} ms "
+                  f"{idle['rate_mbps']:>10.2f} {loaded['alpha_s'] * 1e3:>10.3f} ms {loaded['rate_mbps']:>12.2f}")
+        print(f"rates in Mbit/s of payload; idle = ping-pong of two hosts, loaded = every host sending across the "
+              f"level at once (the model theory, bench and simulate use with --calibration {report['path']})")
+    return 0 if report["meta"]["wrong"] == 0 else 1
 
 
 def cmd_timeline(args) -> int:
@@ -507,6 +595,15 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--wait", action="store_true", help="wait for another run's emulated network instead of refusing")
     cp.add_argument("--json", action="store_true")
     cp.set_defaults(func=cmd_compare)
+    rp = sub.add_parser("reproduce", help="run a paper's config and print the paper's values beside ours")
+    rp.add_argument("name", nargs="?", help="bml-fig5, bml-fig6, terngrad, blueconnect, pflow, ibatch (see --list)")
+    rp.add_argument("--list", action="store_true", help="list the paper configs")
+    rp.add_argument("--out", help="output folder (default results/NAME)")
+    rp.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
+    rp.add_argument("--force", action="store_true", help="replace an earlier reproduction in --out")
+    rp.add_argument("--wait", action="store_true", help="wait for another run's emulated network instead of refusing")
+    rp.add_argument("--json", action="store_true")
+    rp.set_defaults(func=cmd_reproduce)
     c = sub.add_parser("clean", help="remove what a crashed run left behind")
     c.set_defaults(func=cmd_clean)
     be = sub.add_parser("bench", help="collective benchmark: message-size sweep, algbw/busbw (like nccl-tests)")
@@ -518,6 +615,13 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--out", help="output folder (default results/bench)")
     be.add_argument("--json", action="store_true")
     be.set_defaults(func=cmd_bench)
+    ca = sub.add_parser("calibrate", help="fit per-level latency and bandwidth (ping-pong and exchange probes)")
+    add_arguments(ca, CALIBRATE, skip=("out",))
+    ca.add_argument("--warmup", type=int, default=2, help="untimed repetitions per size (default 2)")
+    ca.add_argument("--reps", type=int, default=7, help="timed repetitions per size (default 7)")
+    ca.add_argument("--out", help="output folder (default results/calibration)")
+    ca.add_argument("--json", action="store_true")
+    ca.set_defaults(func=cmd_calibrate)
     tl = sub.add_parser("timeline", help="draw a run's trace.json (compute and sends per rank) as a PNG")
     tl.add_argument("run_dir", help="a run's --out folder")
     tl.add_argument("--out", help="PNG path (default RUN_DIR/timeline.png)")
@@ -534,8 +638,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "func", None):
-            raise UsageError("a command is required: topo, rules, net, run, simulate, theory, compare, bench, clean, timeline "
-                             "(see dmlbed --help)")
+            raise UsageError("a command is required: topo, rules, net, run, simulate, theory, compare, reproduce, bench, calibrate, "
+                             "clean, "
+                             "timeline (see dmlbed --help)")
         return args.func(args)
     except (UsageError, TopologyError) as exc:
         print(f"dmlbed: error: {exc}", file=sys.stderr)

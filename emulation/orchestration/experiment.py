@@ -19,9 +19,10 @@ from emulation.orchestration.fidelity import CpuSampler
 from emulation.orchestration.results import (dilate, per_iteration, read_finals, read_rows, summarize, write_atomic,
                                              write_csvs)
 from emulation.orchestration.timeline import write_trace
-from workloads.records import read_traces
+from emulation.simulation.calibrated import calibrated_fields, calibrated_ratio
 from emulation.spec.topology import Topology
-from workloads.models import parameter_count_of
+from workloads.models import parameter_count_of, tensor_sizes
+from workloads.records import read_traces
 from workloads.verify import verify
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -214,6 +215,7 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
                "dilation": cfg.dilation, "shaped_mbps": list(real_bw(bw, cfg)),
                "batch": cfg.batch, "data": cfg.data, "codec": cfg.codec, "iterations_requested": cfg.iters,
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
+               **calibrated_fields(cfg.calibration, algorithm, topo, checked.servers, tensor_sizes(cfg.model), bw),
                "config": asdict(cfg)}
     error, interruption = None, None
     started = time.time()
@@ -258,6 +260,8 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
         summary.update(summarize(iterations, read_finals(workdir, len(topo.hosts)), contributors, checks, error,
                                  cfg.dilation))
         summary["gst_ratio"] = (summary["gst_median_s"] / theory.gst_s) if summary["gst_median_s"] else None
+        if cfg.calibration:
+            summary["gst_ratio_calibrated"] = calibrated_ratio(summary)
         summary["fidelity"] = fidelity.report(topo, real_bw(bw, cfg), theory.gst_s * cfg.dilation, raw, rows,
                                               read_traces(workdir, len(topo.hosts)),
                                               read_finals(workdir, len(topo.hosts)), cpu.report(), not cfg.local,

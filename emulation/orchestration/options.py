@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
 from emulation.spec.placement import TUNNELS, parse_servers
+from emulation.spec.calibration import load as load_calibration
 from emulation.spec.tcp import CONGESTION_CONTROLS, TcpSettings
 from emulation.orchestration.resources import check_memory
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
@@ -23,7 +24,7 @@ from workloads.pflow import parse_dvf, parse_tree
 
 GOODPUT = 1448 / 1514  # TCP payload of a full 1500-byte-MTU frame with timestamps, over the frame HTB counts
 MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
-RUN, COMPARE, THEORY, NET, SIMULATE, BENCH = "run", "compare", "theory", "net", "simulate", "bench"
+RUN, COMPARE, THEORY, NET, SIMULATE, BENCH, CALIBRATE = "run", "compare", "theory", "net", "simulate", "bench", "calibrate"
 
 
 class OptionError(ValueError):
@@ -66,13 +67,13 @@ class RunConfig:
     """Everything one run needs; checked by validate() before anything starts."""
 
     topology: str = option(None, "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", flag="--topo",
-                           yaml_key="topo", required=True, commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH))
+                           yaml_key="topo", required=True, commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH, CALIBRATE))
     algo: str = option(None, "synchronization algorithm", choices=tuple(ALGORITHMS), required=True,
                        commands=(RUN, COMPARE, THEORY, SIMULATE))
     model: str = option("lenet5", "lenet5 | vgg19 | alexnet | mlp:SIZE (e.g. mlp:12.5MB)",
                         commands=(RUN, COMPARE, THEORY, SIMULATE))
     bw: str = option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200)",
-                     commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH))
+                     commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE))
     servers: int = option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
                           kind=int, low=0, high=MAX_HOSTS, commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH))
     batch: int = option(32, "sub-minibatch per worker", kind=int, low=1, high=4096)
@@ -81,7 +82,7 @@ class RunConfig:
     lr: float = option(0.01, "learning rate", kind=float, low=0, high=10, low_open=True)
     seed: int = option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1)
     timeout: float = option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
-                     commands=(RUN, COMPARE, BENCH))
+                     commands=(RUN, COMPARE, BENCH, CALIBRATE))
     codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS))
     compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
                                  kind=float, low=0, high=3600, commands=(RUN, COMPARE, SIMULATE))
@@ -99,28 +100,31 @@ class RunConfig:
     pf_blocks: int = option(8, "pflow: blocks streamed down the tree", kind=int, low=1, high=1024,
                             algorithm_option=True)
     tcp_cc: str = option(TcpSettings.congestion_control, "TCP congestion control of every emulated host",
-                         choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH), worker=False)
+                         choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     rto_min: int = option(TcpSettings.rto_min_ms, "minimum TCP retransmission timeout on host routes, ms "
-                          "(0 = the kernel's 200 ms)", kind=int, low=0, high=1000, commands=(RUN, COMPARE, NET, BENCH),
+                          "(0 = the kernel's 200 ms)", kind=int, low=0, high=1000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE),
                           worker=False)
     tsq: int = option(TcpSettings.tsq_bytes, "TCP Small Queues bytes per socket in a host's NIC queue",
-                      kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET, BENCH), worker=False)
+                      kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     socket_buffer: int = option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
-                                kind=int, low=16384, high=64 << 20, commands=(RUN, COMPARE, BENCH), worker=False)
+                                kind=int, low=16384, high=64 << 20, commands=(RUN, COMPARE, BENCH, CALIBRATE), worker=False)
     host_queue: int = option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
-                             low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH), worker=False)
+                             low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     queue: int = option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
-                        kind=int, low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH), worker=False)
+                        kind=int, low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     datapath: str = option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
-                           choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET, BENCH), worker=False)
+                           choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
-                                 kind=bool, commands=(RUN, COMPARE, NET, BENCH), worker=False)
+                                 kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     cluster: str = option(None, "emulate across machines: SERVER[,SERVER...] reached over SSH, this machine "
                           "first (Mininet Cluster Edition; see README, Several machines)", parse=parse_servers,
-                          commands=(RUN, COMPARE, NET, BENCH), worker=False)
+                          commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     tunnel: str = option("ssh", "--cluster: links between machines as SSH Ethernet tunnels (any kernel) or GRE "
-                         "(faster; needs ip_gre)", choices=TUNNELS, commands=(RUN, COMPARE, NET, BENCH),
+                         "(faster; needs ip_gre)", choices=TUNNELS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE),
                          worker=False)
+    calibration: str = option(None, "a `dmlbed calibrate` calibration.json of this topology and rate: theory, bench "
+                              "and simulate add its fitted latency-bandwidth model beside the paper's formula",
+                              commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH), worker=False)
     mode: str = option("emulate", "emulate (real workers on Mininet) or simulate (flow-level, any size)",
                        choices=("emulate", "simulate"), commands=(COMPARE,), worker=False)
     latency_us: float = option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
@@ -137,11 +141,11 @@ class RunConfig:
     out: str = option("results/run", "output folder (summary.json, iterations.csv, workers.csv)",
                       commands=(RUN, SIMULATE), yaml=False, worker=False)
     local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
-                         commands=(RUN, COMPARE, BENCH), yaml=False, worker=False)
-    force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, commands=(RUN, SIMULATE, BENCH),
+                         commands=(RUN, COMPARE, BENCH, CALIBRATE), yaml=False, worker=False)
+    force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, commands=(RUN, SIMULATE, BENCH, CALIBRATE),
                          yaml=False, worker=False)
     wait: bool = option(False, "wait for another run's emulated network instead of refusing", kind=bool,
-                        commands=(RUN, NET, BENCH), yaml=False, worker=False)
+                        commands=(RUN, NET, BENCH, CALIBRATE), yaml=False, worker=False)
     extra: Dict[str, object] = field(default_factory=dict)  # test hooks copied into the worker JSON
 
 
@@ -319,6 +323,8 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     check_data(cfg.data, shape)
     if workers:
         check_memory(len(topo.hosts), parameter_count_of(cfg.model) * 4, emulated and not cfg.local)
+    if cfg.calibration:
+        load_calibration(cfg.calibration, topo.spec, bw)
     servers = algorithm.resolve_servers(cfg.servers)
     return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)))
 

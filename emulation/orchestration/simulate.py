@@ -14,6 +14,7 @@ from emulation.orchestration.results import WARMUP, write_atomic, write_atomic_c
 from emulation.orchestration.timeline import chrome_trace
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, simulate_plan
 from emulation.simulation.routes import Router
+from emulation.spec.calibration import load as load_calibration
 from workloads.algorithms import names_with
 from workloads.engine import CHUNK_BYTES
 from workloads.models import parameter_count_of, tensor_sizes
@@ -68,9 +69,14 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     plan = algorithm.build_plan(topo, checked.servers)
     pieces = [n * 4 for n in piece_sizes(tensor_sizes(cfg.model), plan.pieces)]
     rates = {level: b * 1e6 / 8 * cfg.goodput for level, b in enumerate(bw)}
+    latency = cfg.latency_us * 1e-6
+    if cfg.calibration:  # the fitted model replaces goodput and latency
+        cal = load_calibration(cfg.calibration, topo.spec, bw)
+        rates = {level: cal.fit_of(level).rate_Bps for level in range(len(bw))}
+        latency = {level: cal.fit_of(level).alpha_s for level in range(len(bw))}
     router = Router(topo, cfg.ecmp)
     log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
-    result = simulate_plan(plan, pieces, router, rates, latency_s=cfg.latency_us * 1e-6,
+    result = simulate_plan(plan, pieces, router, rates, latency_s=latency,
                            chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None)
     gst = result.gst_s
     by_level: Dict[str, float] = {}
@@ -86,6 +92,8 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                "config": asdict(cfg),
                "model_settings": {"goodput": cfg.goodput, "latency_us": cfg.latency_us, "ecmp": cfg.ecmp,
+                                  "calibration": cfg.calibration,
+                                  "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in rates.items()},
                                   "granularity": cfg.granularity,
                                   "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
                                   "one message per connection and step", "sharing": "max-min fair"},

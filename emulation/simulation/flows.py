@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -166,8 +166,9 @@ class _Graph:
 
 
 def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
-                  latency_s: float = 0.0, chunk_bytes: Optional[int] = None) -> FlowResult:
-    """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level; chunk_bytes:
+                  latency_s: Union[float, Dict[int, float]] = 0.0, chunk_bytes: Optional[int] = None) -> FlowResult:
+    """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level; latency_s: one
+    value, or per link level (a unit takes the latency of the highest level its path crosses); chunk_bytes:
     move data in the engine's chunks (a chunk goes on once its own earlier steps are done), else in whole
     messages (a step's message waits for all its pieces, as the closed forms assume)."""
     g = _Graph(plan, piece_bytes, chunk_bytes)
@@ -178,6 +179,11 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
         hops = router.path(src, dst, g.level[m], key=s)
         path_ids.append(tuple([link_ids.setdefault(h, len(link_ids)) for h in hops]))
     hops_by_id = list(link_ids)
+    if isinstance(latency_s, dict):
+        top = [max((router.level_of[hops_by_id[l]] for l in p), default=0) for p in path_ids]
+        latency = [latency_s.get(level, max(latency_s.values())) for level in top]
+    else:
+        latency = [latency_s] * count
     capacity = np.array([router.capacity(h, rates) for h in hops_by_id], dtype=float)
     lengths = np.fromiter((len(p) for p in path_ids), dtype=np.int64, count=count)
     flat_links = np.fromiter((l for p in path_ids for l in p), dtype=np.int64, count=int(lengths.sum()))
@@ -216,10 +222,10 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
         return [2 * m] + ([2 * m + 1] if recv_ready[m] else [])
 
     def transmitted(m: int, t: float) -> List[int]:
-        """Message m's last byte left at t: it lands latency_s later (now when there is no latency)."""
+        """Message m's last byte left at t: it lands its latency later (now when there is none)."""
         sent_at[m] = t
-        if latency_s > 0:
-            heapq.heappush(arrivals, (t + latency_s, m))
+        if latency[m] > 0:
+            heapq.heappush(arrivals, (t + latency[m], m))
             return []
         return landed(m)
 

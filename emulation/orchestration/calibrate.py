@@ -1,0 +1,81 @@
+"""`dmlbed calibrate`: measure per-message latency and achieved bandwidth per hierarchy level on the emulated
+network, through the same engine and transport the algorithms use, and fit the alpha-beta model.
+
+Per level two probes, each a sweep of message sizes: a ping-pong between host 0 and its neighbour across
+the level (one-way time = round trip / 2, messages up to one engine chunk so the reply cannot overlap the
+request: the idle network's textbook alpha and beta), and an exchange in
+which every host sends one message to its neighbour across the level at once (the load a collective's step
+puts on every host, its CPU and the switch: the fit the model uses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+from dataclasses import replace
+from typing import Callable, Dict, List, Tuple
+
+from emulation.orchestration.bench import PORT_STRIDE, run_algorithm
+from emulation.orchestration.experiment import PLAN_PORT, network_for, network_lock
+from emulation.orchestration.options import Checked, OptionError, RunConfig, validate
+from emulation.orchestration.results import write_atomic
+from emulation.spec.calibration import Calibration, fit
+from workloads.engine import CHUNK_BYTES
+from workloads.probes import build, probe_levels
+
+MESSAGE_SIZES = (64, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
+CALIBRATION_FILE = "calibration.json"
+
+
+def prepare(base: RunConfig) -> Tuple[RunConfig, Checked]:
+    """The checked configuration (any plan algorithm validates the topology and rates; probes need no model)."""
+    cfg = replace(base, algo="ring", model="mlp:1K")
+    checked = validate(cfg, workers=False)
+    path = os.path.join(base.out, CALIBRATION_FILE)
+    if os.path.exists(path) and not base.force:
+        raise OptionError(f"--out {base.out} already holds {CALIBRATION_FILE}: choose another folder or pass --force")
+    return cfg, checked
+
+
+def one_way_times(records: List[dict], kind: str, pieces: int) -> List[Tuple[int, float]]:
+    """(message bytes, median one-way seconds) per size: a ping-pong is two messages in a row."""
+    by_rep: Dict[Tuple[int, int], List[dict]] = {}
+    for r in records:
+        if not r["warmup"]:
+            by_rep.setdefault((r["size"], r["rep"]), []).append(r)
+    times: Dict[int, List[float]] = {}
+    for (size, _), rs in sorted(by_rep.items()):
+        times.setdefault(size, []).append(max(r["end"] for r in rs) - max(r["start"] for r in rs))
+    per_message = 2 if kind == "pingpong" else 1
+    return [(size // pieces, statistics.median(ts) / per_message) for size, ts in sorted(times.items())]
+
+
+def calibrate(cfg: RunConfig, checked: Checked, sizes=MESSAGE_SIZES, warmup: int = 2, reps: int = 7,
+              log: Callable[[str], None] = lambda m: None) -> dict:
+    """Run every probe on one network; write calibration.json to cfg.out and return its contents."""
+    topo = checked.topo
+    os.makedirs(cfg.out, exist_ok=True)
+    fits: Dict[str, list] = {"pingpong": [], "exchange": []}
+    wrong = 0
+    with network_lock(cfg), network_for(cfg, checked, log) as hosts:
+        datapath = getattr(hosts, "datapath", "loopback")
+        for i, level in enumerate(probe_levels(topo)):
+            for j, kind in enumerate(("pingpong", "exchange")):
+                plan = build(topo, kind, level)
+                # a ping-pong message of more than one engine chunk would overlap its own reply
+                messages = [m for m in sizes if kind == "exchange" or m <= CHUNK_BYTES]
+                buffers = [m * plan.pieces for m in messages]
+                workdir = os.path.join(cfg.out, "workers", f"{kind}-L{level}")
+                shutil.rmtree(workdir, ignore_errors=True)
+                records = run_algorithm(hosts, cfg, checked, buffers, warmup, reps, workdir,
+                                        PLAN_PORT + PORT_STRIDE * (2 * i + j), log, probe=(kind, level))
+                wrong += sum(r["wrong"] for r in records)
+                fits[kind].append(fit(level, one_way_times(records, kind, plan.pieces)))
+    cal = Calibration(topo.spec, tuple(checked.bw), datapath, tuple(fits["exchange"]), tuple(fits["pingpong"]),
+                      {"sizes": list(sizes), "warmup": warmup, "reps": reps, "wrong": wrong, "local": cfg.local,
+                       "dilation": cfg.dilation})
+    report = cal.to_dict()
+    write_atomic(os.path.join(cfg.out, CALIBRATION_FILE), json.dumps(report, indent=1))
+    report["path"] = os.path.join(cfg.out, CALIBRATION_FILE)
+    return report

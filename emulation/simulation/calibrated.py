@@ -1,0 +1,48 @@
+"""The calibrated theory: an algorithm's plan in the flow model with the fitted per-level latency and bandwidth
+of a `dmlbed calibrate` run, beside the paper's closed form."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from emulation.simulation.flows import simulate_plan
+from emulation.simulation.routes import Router
+from emulation.spec.calibration import Calibration, load
+from emulation.spec.topology import Topology
+from workloads.engine import CHUNK_BYTES
+from workloads.plan import piece_sizes
+
+FORMULA = "plan in the flow model at the calibrated rate and alpha of each level (engine chunks, max-min fair)"
+
+
+def calibrated_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
+                   calibration: Calibration) -> Optional[float]:
+    """Seconds of one synchronization under the calibrated alpha-beta model (None: not a single plan)."""
+    if algorithm.plan is None:
+        return None
+    plan = algorithm.build_plan(topo, servers)
+    pieces = [n * 4 for n in piece_sizes(layer_sizes, plan.pieces)]
+    levels = range(topo.levels)
+    rates = {level: calibration.fit_of(level).rate_Bps for level in levels}
+    latency = {level: calibration.fit_of(level).alpha_s for level in levels}
+    return simulate_plan(plan, pieces, Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES).gst_s
+
+
+def calibrated_fields(path: Optional[str], algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
+                      bw: Sequence[float]) -> dict:
+    """The summary keys of the calibrated theory ({} without a calibration file)."""
+    if not path:
+        return {}
+    cal = load(path, topo.spec, bw)
+    gst = calibrated_gst(algorithm, topo, servers, layer_sizes, cal)
+    return {"calibration": path, "gst_theory_calibrated_s": gst,
+            "gst_formula_calibrated": FORMULA if gst is not None else
+            f"none: {algorithm.name} is not a single plan (the calibrated model runs plans)",
+            "calibrated_levels": {f"L{f.level}": {"alpha_s": f.alpha_s, "rate_mbps": f.rate_mbps}
+                                  for f in cal.loaded}}
+
+
+def calibrated_ratio(summary: dict) -> Optional[float]:
+    """Measured GST over the calibrated theory (None when either is missing)."""
+    gst, cal = summary.get("gst_median_s"), summary.get("gst_theory_calibrated_s")
+    return gst / cal if gst and cal else None
