@@ -58,3 +58,28 @@ def test_shared_scaler_sum_has_at_most_2n_plus_1_levels(workers):
     for layer, s in zip(codecs[0].layers(averaged), shared):
         assert len(np.unique(np.round(layer / s * workers))) <= 2 * workers + 1
     assert np.abs(total).max() <= workers
+
+
+def test_terngrad_wire_fraction_follows_the_packed_widths():
+    from emulation.spec.topology import parse
+    from workloads.algorithms import get
+    from workloads.compression import partial_sum_width, terngrad_wire_fraction
+    assert [partial_sum_width(c) for c in (1, 2, 7, 8, 127, 128)] == [2, 4, 4, 8, 8, 16]
+    ps = get("ps").build_plan(parse("star:4"), 0)
+    # push: ternaries (2 bits); pull: sums of 4 workers (9 levels: 4 bits); busiest sender sends both equally
+    assert terngrad_wire_fraction(ps, [100] * ps.pieces) == pytest.approx((2 + 4) / 2 / 32)
+    ring = get("ring").build_plan(parse("star:9"), 0)
+    # reduce-scatter carries sums of 1..8 (2, 4 x6, 8 bits), all-gather sums of 9 (8 bits)
+    assert terngrad_wire_fraction(ring, [100] * 9) == pytest.approx((2 + 6 * 4 + 8 + 8 * 8) / 16 / 32)
+
+
+def test_terngrad_theory_scales_the_formula_by_the_wire_fraction():
+    import json
+    from helpers import run_dmlbed
+    out = {}
+    for codec in ("none", "terngrad"):
+        r = run_dmlbed("theory", "--topo", "star:4", "--algo", "ps", "--bw", "50", "--codec", codec, "--json")
+        assert r.returncode == 0, r.stderr
+        out[codec] = json.loads(r.stdout)
+    assert out["terngrad"]["gst_theory_s"] == pytest.approx(out["none"]["gst_theory_s"] * 6 / 64, rel=1e-3)
+    assert "TernGrad" in out["terngrad"]["formula"]

@@ -79,6 +79,40 @@ def width_for(values: np.ndarray) -> int:
     raise CodecError(f"integer {m} does not fit in {WIDTHS[-1]} bits")
 
 
+def partial_sum_width(contributors: int) -> int:
+    """Bits per value the packed codec needs, at most, for a partial sum of `contributors` ternary gradients."""
+    for w in WIDTHS:
+        if 2 * contributors + 1 <= 2 ** w:
+            return w
+    raise CodecError(f"a sum of {contributors} ternaries does not fit in {WIDTHS[-1]} bits")
+
+
+def terngrad_wire_fraction(plan, piece_elems: Sequence[int]) -> float:
+    """Wire bytes over fp32 bytes of the plan's busiest sender when TernGrad's integers travel packed: each
+    transfer carries a partial sum of c gradients in partial_sum_width(c) bits (2 while ternary)."""
+    contributors = set(plan.contributors)
+    counts: Dict[Tuple[int, int], int] = {}
+    fp32: Dict[int, float] = {}
+    wire: Dict[int, float] = {}
+    for stream in plan.streams:
+        for step in stream:
+            moved = []
+            for t in step:
+                c = counts.get((t.src, t.piece), 1 if t.src in contributors else 0)
+                size = piece_elems[t.piece] * 4
+                fp32[t.src] = fp32.get(t.src, 0.0) + size
+                wire[t.src] = wire.get(t.src, 0.0) + size * partial_sum_width(max(c, 1)) / 32
+                moved.append((t, c))
+            for t, c in moved:
+                key = (t.dst, t.piece)
+                mine = counts.get(key, 1 if t.dst in contributors else 0)
+                counts[key] = mine + c if t.op == "reduce" else c
+    if not fp32:
+        return 1.0
+    busiest = max(fp32, key=lambda r: (fp32[r], wire[r]))
+    return wire[busiest] / fp32[busiest]
+
+
 class PackedIntCodec:
     """Wire codec for float32 arrays holding small integers: 1 header byte (width), then packed values."""
 

@@ -302,7 +302,7 @@ def theory_report(cfg) -> dict:
     algorithm.check(topo, cfg.servers, {"codec": cfg.codec})
     input_shape(cfg.model)
     params = parameter_count_of(cfg.model)
-    t = algorithm.gst_theory(topo, params * 4, bw, cfg.servers)
+    t = algorithm.gst_theory(topo, params * 4, bw, cfg.servers, cfg.codec)
     out = {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "parameters": params,
            "gradient_bytes": params * 4, "bw_mbps": list(bw), "servers": algorithm.resolve_servers(cfg.servers),
            "tf_s": t.tf_s, "gst_theory_s": t.gst_s, "formula": t.formula}

@@ -202,7 +202,7 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
     parameters = parameter_count_of(cfg.model)
     gradient_bytes = parameters * 4
-    theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers)
+    theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers, cfg.codec)
     contributors = list(checked.contributors)
     os.makedirs(cfg.out, exist_ok=True)
     clear_results(cfg.out)

@@ -83,7 +83,8 @@ class RunConfig:
     seed: int = option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1)
     timeout: float = option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
                      commands=(RUN, COMPARE, BENCH, CALIBRATE))
-    codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS))
+    codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS),
+                        commands=(RUN, COMPARE, THEORY))
     compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
                                  kind=float, low=0, high=3600, commands=(RUN, COMPARE, SIMULATE))
     dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "

@@ -83,6 +83,18 @@ class Algorithm:
             raise PlanError(f"{self.name} is not a single all-reduce plan")
         return self.plan(topo, self.resolve_servers(servers))
 
-    def gst_theory(self, topo: Topology, gradient_bytes: float, bw: Sequence[float], servers: int = 0) -> Theory:
-        """The paper's GST for this algorithm (closed form: no plan is built)."""
-        return self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers))
+    def gst_theory(self, topo: Topology, gradient_bytes: float, bw: Sequence[float], servers: int = 0,
+                   codec: str = "none") -> Theory:
+        """The paper's GST for this algorithm (closed form: no plan is built); with codec terngrad, TernGrad's
+        performance model (sec. 5, App. B: communication time scales with the gradient size on the wire) on
+        top of it: the formula times the busiest sender's wire fraction, from the plan."""
+        base = self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers))
+        if codec == "none" or self.plan is None:
+            return base
+        from workloads.compression import terngrad_wire_fraction
+        from workloads.plan import piece_sizes
+        plan = self.build_plan(topo, servers)
+        elements = max(1, int(gradient_bytes // 4))
+        f = terngrad_wire_fraction(plan, piece_sizes([elements], plan.pieces))
+        return Theory(base.gst_s * f, f"{base.formula} x {f:.4f} (TernGrad: |g| on the wire, 2-bit ternaries, partial "
+                      f"sums in 4/8/16 bits)", base.tf_s)
