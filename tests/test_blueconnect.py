@@ -64,3 +64,55 @@ def test_equations_on_the_blueconnect_tree():
     assert two_level_time(topo, n, bw) == pytest.approx(2 * (2 / 3 * n / w[0]) * 2 + 2 * 3 / 4 * n / w[1])
     assert theory("blueconnect", topo, n, bw).gst_s < theory("ring", topo, n, bw).gst_s < \
         theory("twolevel", topo, n, bw).gst_s
+
+
+def test_decompositions_join_consecutive_levels_in_every_stage_order():
+    from emulation.spec.theory import best_decomposition, decomposition_time, decompositions, parse_decomposition
+    topo = parse("tree:3,2,2")
+    assert len(decompositions(topo)) == 6 + 2 + 2 + 1  # 3,2,2 in 3! orders; 6,2 and 3,4 in 2; 12
+    assert parse_decomposition("topology", topo) is None and parse_decomposition("auto", topo) == "auto"
+    assert parse_decomposition("3,4@1,0", topo) == (((0, 0), (1, 2)), (1, 0))
+    for bad, needle in (("2,6", "valid: 12; 3,2,2; 3,4; 6,2"), ("3,4@0,0", "permutation"), ("x", "is invalid")):
+        with pytest.raises(ValueError, match=needle):
+            parse_decomposition(bad, topo)
+    # one factor per level, in order, is eq. 9 as before
+    assert decomposition_time(topo, 1e6, (100, 20, 40), ((0, 0), (1, 1), (2, 2)), (0, 1, 2)) == pytest.approx(
+        blueconnect_time(topo, 1e6, (100, 20, 40)))
+    # the search finds the least eq. 9 time (ties: fewer stages): here 3 x 4 equals one factor per level
+    spans, order = best_decomposition(topo, 1e6, (1000, 100, 50))
+    assert spans == ((0, 0), (1, 2)) and order == (0, 1)
+    times = [decomposition_time(topo, 1e6, (1000, 100, 50), *d) for d in decompositions(topo)]
+    assert decomposition_time(topo, 1e6, (1000, 100, 50), spans, order) == pytest.approx(min(times))
+    assert min(times) < max(times)
+    # going up first costs more: the slow levels then carry the whole gradient
+    assert decomposition_time(topo, 1e6, (1000, 100, 50), spans, (1, 0)) > decomposition_time(
+        topo, 1e6, (1000, 100, 50), spans, (0, 1))
+
+
+@pytest.mark.parametrize("spec,decomposition", [("tree:3,2,2", "3,4"), ("tree:3,2,2", "3,4@1,0"),
+                                                 ("tree:3,2,2", "6,2@1,0"), ("tree:3,2,2", "12"),
+                                                 ("tree:2,2,2", "2,2,2@2,0,1"), ("bcube:3,2", "3,3@1,0"),
+                                                 ("fattree:4", "2,8@1,0")])
+def test_every_decomposition_and_order_gives_the_exact_sum(spec, decomposition):
+    from workloads.algorithms.blueconnect import blueconnect_plan
+    topo = parse(spec)
+    plan = blueconnect_plan(topo, 0, decomposition)
+    for shape in ([37], [5, 100, 3]):
+        layout = PieceLayout(shape, plan.pieces)
+        rng = np.random.default_rng(1)
+        check_sum(plan, {r: rng.standard_normal(layout.total).astype(np.float32) for r in range(plan.ranks)}, layout)
+
+
+def test_decomposition_reaches_theory_and_the_workers(tmp_path):
+    import json
+    from helpers import run_dmlbed
+    r = run_dmlbed("theory", "--topo", "tree:3,2,2", "--algo", "blueconnect", "--bw", "1000,100,50",
+                   "--decomposition", "auto", "--json")
+    assert r.returncode == 0 and "factors 3,4 in stage order 3,4" in json.loads(r.stdout)["formula"], r.stderr
+    r = run_dmlbed("theory", "--topo", "tree:3,2,2", "--algo", "ring", "--decomposition", "3,4")
+    assert r.returncode == 2 and "applies to blueconnect only" in r.stderr
+    r = run_dmlbed("run", "--topo", "tree:3,2,2", "--algo", "blueconnect", "--decomposition", "3,4@1,0", "--local",
+                   "--model", "mlp:2K", "--iters", "2", "--bw", "1000,100,50", "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["correct"] is True and "stage order 4,3" in summary["gst_formula"]

@@ -299,17 +299,21 @@ def theory_report(cfg) -> dict:
     topo = check_topology(cfg.topology, emulated=False)
     bw = parse_bandwidth(cfg.bw, topo)
     algorithm = get(cfg.algo)
-    algorithm.check(topo, cfg.servers, {"codec": cfg.codec})
+    if cfg.decomposition != "topology" and "decomposition" not in algorithm.options:
+        raise UsageError(f"--decomposition applies to blueconnect only, not {algorithm.name}")
+    algorithm.check(topo, cfg.servers, {"codec": cfg.codec, "decomposition": cfg.decomposition})
     input_shape(cfg.model)
     params = parameter_count_of(cfg.model)
-    t = algorithm.gst_theory(topo, params * 4, bw, cfg.servers, cfg.codec)
+    from emulation.orchestration.options import worker_options
+    t = algorithm.gst_theory(topo, params * 4, bw, cfg.servers, cfg.codec, worker_options(cfg))
     out = {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "parameters": params,
            "gradient_bytes": params * 4, "bw_mbps": list(bw), "servers": algorithm.resolve_servers(cfg.servers),
            "tf_s": t.tf_s, "gst_theory_s": t.gst_s, "formula": t.formula}
     if cfg.calibration:
         from emulation.simulation.calibrated import calibrated_fields
         from workloads.models import tensor_sizes
-        out.update(calibrated_fields(cfg.calibration, algorithm, topo, out["servers"], tensor_sizes(cfg.model), bw))
+        out.update(calibrated_fields(cfg.calibration, algorithm, topo, out["servers"], tensor_sizes(cfg.model), bw,
+                                     worker_options(cfg)))
     return out
 
 

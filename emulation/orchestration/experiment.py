@@ -202,7 +202,7 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
     parameters = parameter_count_of(cfg.model)
     gradient_bytes = parameters * 4
-    theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers, cfg.codec)
+    theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers, cfg.codec, worker_options(cfg))
     contributors = list(checked.contributors)
     os.makedirs(cfg.out, exist_ok=True)
     clear_results(cfg.out)
@@ -215,7 +215,8 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
                "dilation": cfg.dilation, "shaped_mbps": list(real_bw(bw, cfg)),
                "batch": cfg.batch, "data": cfg.data, "codec": cfg.codec, "iterations_requested": cfg.iters,
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
-               **calibrated_fields(cfg.calibration, algorithm, topo, checked.servers, tensor_sizes(cfg.model), bw),
+               **calibrated_fields(cfg.calibration, algorithm, topo, checked.servers, tensor_sizes(cfg.model), bw,
+                                   worker_options(cfg)),
                "config": asdict(cfg)}
     error, interruption = None, None
     started = time.time()

@@ -12,6 +12,7 @@ from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
 from emulation.spec.placement import TUNNELS, parse_servers
 from emulation.spec.calibration import load as load_calibration
+from emulation.spec.theory import DECOMPOSITION_HELP
 from emulation.spec.tcp import CONGESTION_CONTROLS, TcpSettings
 from emulation.orchestration.resources import check_memory
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
@@ -98,6 +99,9 @@ class RunConfig:
                           algorithm_option=True)
     pf_dvf: str = option("1e-5,2e-5", "pflow: DVF thresholds LOW,UP or none", parse=parse_dvf,
                          algorithm_option=True)
+    decomposition: str = option("topology", "blueconnect: " + DECOMPOSITION_HELP + " (factors join consecutive "
+                                "levels, lowest first; '@' gives a stage order, e.g. 3,4@1,0)",
+                                algorithm_option=True, commands=(RUN, COMPARE, THEORY, SIMULATE))
     pf_blocks: int = option(8, "pflow: blocks streamed down the tree", kind=int, low=1, high=1024,
                             algorithm_option=True)
     tcp_cc: str = option(TcpSettings.congestion_control, "TCP congestion control of every emulated host",

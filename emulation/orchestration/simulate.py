@@ -9,7 +9,7 @@ from dataclasses import asdict
 from typing import Callable, Dict, List
 
 from emulation.orchestration.experiment import check_output, clear_results
-from emulation.orchestration.options import OptionError, RunConfig, validate
+from emulation.orchestration.options import OptionError, RunConfig, validate, worker_options
 from emulation.orchestration.results import WARMUP, write_atomic, write_atomic_csv
 from emulation.orchestration.timeline import chrome_trace
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, simulate_plan
@@ -64,9 +64,9 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
     parameters = parameter_count_of(cfg.model)
     gradient_bytes = parameters * 4
-    theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers)
+    theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers, options=worker_options(cfg))
     log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
-    plan = algorithm.build_plan(topo, checked.servers)
+    plan = algorithm.build_plan(topo, checked.servers, worker_options(cfg))
     pieces = [n * 4 for n in piece_sizes(tensor_sizes(cfg.model), plan.pieces)]
     rates = {level: b * 1e6 / 8 * cfg.goodput for level, b in enumerate(bw)}
     latency = cfg.latency_us * 1e-6

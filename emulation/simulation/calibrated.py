@@ -16,11 +16,11 @@ FORMULA = "plan in the flow model at the calibrated rate and alpha of each level
 
 
 def calibrated_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
-                   calibration: Calibration) -> Optional[float]:
+                   calibration: Calibration, options=None) -> Optional[float]:
     """Seconds of one synchronization under the calibrated alpha-beta model (None: not a single plan)."""
     if algorithm.plan is None:
         return None
-    plan = algorithm.build_plan(topo, servers)
+    plan = algorithm.build_plan(topo, servers, options)
     pieces = [n * 4 for n in piece_sizes(layer_sizes, plan.pieces)]
     levels = range(topo.levels)
     rates = {level: calibration.fit_of(level).rate_Bps for level in levels}
@@ -29,12 +29,12 @@ def calibrated_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequenc
 
 
 def calibrated_fields(path: Optional[str], algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
-                      bw: Sequence[float]) -> dict:
+                      bw: Sequence[float], options=None) -> dict:
     """The summary keys of the calibrated theory ({} without a calibration file)."""
     if not path:
         return {}
     cal = load(path, topo.spec, bw)
-    gst = calibrated_gst(algorithm, topo, servers, layer_sizes, cal)
+    gst = calibrated_gst(algorithm, topo, servers, layer_sizes, cal, options)
     return {"calibration": path, "gst_theory_calibrated_s": gst,
             "gst_formula_calibrated": FORMULA if gst is not None else
             f"none: {algorithm.name} is not a single plan (the calibrated model runs plans)",

@@ -5,9 +5,10 @@ Each algorithm's own formula lives with its descriptor in workloads/algorithms/ 
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from emulation.spec.topology import Topology
 
@@ -103,3 +104,89 @@ def two_level_time(topo: Topology, gradient_bytes: float, bw: Sequence[float], a
 def one_level_time(topo: Topology, gradient_bytes: float, bw: Sequence[float], alpha: float = 0.0) -> float:
     """Eq. 5/6: ring over all learners, gated by the slowest link."""
     return 2 * t_ring(len(topo.hosts), gradient_bytes, alpha, min(bw) * 1e6 / 8)
+
+
+DECOMPOSITION_HELP = "topology (one factor per level), auto (eq. 9's best factorization and stage order) or p0,p1,..."
+
+
+def coarsenings(radices: Sequence[int]) -> List[List[Tuple[int, int]]]:
+    """Every way to group consecutive hierarchy digits: lists of (first digit, last digit) spans."""
+    n = len(radices)
+    if n == 0:
+        return [[]]
+    out = []
+    for end in range(n):
+        for rest in coarsenings(radices[end + 1:]):
+            out.append([(0, end)] + [(a + end + 1, b + end + 1) for a, b in rest])
+    return out
+
+
+def stage_rate(topo: Topology, rates: Sequence[float], span: Tuple[int, int]) -> float:
+    """w of eq. 9 for a stage whose groups differ in hierarchy digits span=(a, b), every group at once: on a
+    tree, the uplink of a level-l subtree carries one ring flow per host below it while l < a, one per group
+    (prod of the digits below a) while a <= l < b; BCube has its own link per digit; a Fat-Tree is not
+    oversubscribed."""
+    a, b = span
+    radices = topo.radices()
+    if topo.kind == "bcube":
+        return min(rates[a:b + 1])
+    if topo.kind != "tree":
+        return min(rates[:b + 1])
+    below = math.prod(radices[:a])
+    w, hosts = rates[0], 1
+    for l in range(b):
+        hosts *= radices[l]
+        flows = hosts if l < a else below
+        w = min(w, rates[l + 1] / flows)
+    return w
+
+
+def decomposition_time(topo: Topology, gradient_bytes: float, bw: Sequence[float], spans: Sequence[Tuple[int, int]],
+                       order: Sequence[int], alpha: float = 0.0) -> float:
+    """Eq. 9 for factors over the given digit spans, reduce-scatter stages in `order` (all-gather reversed)."""
+    radices, rates = level_rates(topo, bw)
+    total, below = 0.0, 1
+    for j in order:
+        a, b = spans[j]
+        p = math.prod(radices[a:b + 1])
+        total += 2 * t_best(p, gradient_bytes / below, alpha, stage_rate(topo, rates, spans[j]))
+        below *= p
+    return total
+
+
+def decompositions(topo: Topology) -> List[Tuple[Tuple[Tuple[int, int], ...], Tuple[int, ...]]]:
+    """Every (digit spans, stage order) BlueConnect can run on topo: groupings of consecutive levels (BCube:
+    one factor per level, each pinned to its own links) in every order."""
+    radices = topo.radices()
+    groupings = [[(i, i) for i in range(len(radices))]] if topo.kind == "bcube" else coarsenings(radices)
+    return [(tuple(g), order) for g in groupings for order in itertools.permutations(range(len(g)))]
+
+
+def best_decomposition(topo: Topology, gradient_bytes: float, bw: Sequence[float], alpha: float = 0.0):
+    """The (spans, order) of least eq. 9 time (ties: fewer stages, then hierarchy order)."""
+    return min(decompositions(topo), key=lambda d: (decomposition_time(topo, gradient_bytes, bw, d[0], d[1], alpha),
+                                                    len(d[0]), d[1]))
+
+
+def parse_decomposition(text: str, topo: Topology) -> Optional[Tuple[Tuple[Tuple[int, int], ...], Tuple[int, ...]]]:
+    """'topology' -> None (one factor per level in order), 'auto' -> 'auto', 'p0,p1,...' -> the spans of those
+    factors (each a product of consecutive hierarchy radices, lowest level first) in hierarchy order; a stage
+    order follows after '@' (e.g. '3,4@1,0': the factor 4 first). ValueError naming the valid factors."""
+    if text in ("topology", "auto"):
+        return None if text == "topology" else "auto"
+    radices = topo.radices()
+    valid = sorted({",".join(str(math.prod(radices[a:b + 1])) for a, b in g) for g, _ in decompositions(topo)})
+    factors_text, _, order_text = text.partition("@")
+    try:
+        factors = [int(x) for x in factors_text.split(",")]
+        order = tuple(int(x) for x in order_text.split(",")) if order_text else tuple(range(len(factors)))
+    except ValueError:
+        raise ValueError(f"--decomposition '{text}' is invalid: give {DECOMPOSITION_HELP}") from None
+    for spans, _ in decompositions(topo):
+        if [math.prod(radices[a:b + 1]) for a, b in spans] == factors:
+            if sorted(order) != list(range(len(factors))):
+                raise ValueError(f"--decomposition '{text}': the order after @ must be a permutation of "
+                                 f"0..{len(factors) - 1}")
+            return spans, order
+    raise ValueError(f"--decomposition '{text}' does not fit {topo.spec}: each factor must join consecutive levels "
+                     f"(valid: {'; '.join(valid)}), or give topology or auto")

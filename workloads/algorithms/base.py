@@ -77,23 +77,36 @@ class Algorithm:
             raise ValueError(f"--codec {codec} does not apply to {self.name}: it takes {', '.join(self.codecs)}")
         self.check_options(topo, used, options)
 
-    def build_plan(self, topo: Topology, servers: int = 0) -> Plan:
-        """The all-reduce plan (PlanError when this algorithm is not a single plan)."""
+    def build_plan(self, topo: Topology, servers: int = 0, options: Optional[Mapping[str, object]] = None) -> Plan:
+        """The all-reduce plan (PlanError when this algorithm is not a single plan); options: run options, of
+        which the plan gets the ones this algorithm reads (and the bandwidth, which 'auto' choices need)."""
         if self.plan is None:
             raise PlanError(f"{self.name} is not a single all-reduce plan")
-        return self.plan(topo, self.resolve_servers(servers))
+        return self.plan(topo, self.resolve_servers(servers), **self.plan_options(topo, options))
+
+    def plan_options(self, topo: Topology, options: Optional[Mapping[str, object]]) -> Dict[str, object]:
+        """The keyword arguments this algorithm's plan and theory take from a run's options."""
+        if not options or not self.options:
+            return {}
+        out = {k: options[k] for k in self.options if options.get(k) is not None}
+        if out and options.get("bw") is not None:
+            from emulation.spec.topology import parse_bandwidth
+            bw = options["bw"]
+            out["bw"] = parse_bandwidth(bw, topo) if isinstance(bw, str) else tuple(bw)
+        return out
 
     def gst_theory(self, topo: Topology, gradient_bytes: float, bw: Sequence[float], servers: int = 0,
-                   codec: str = "none") -> Theory:
+                   codec: str = "none", options: Optional[Mapping[str, object]] = None) -> Theory:
         """The paper's GST for this algorithm (closed form: no plan is built); with codec terngrad, TernGrad's
         performance model (sec. 5, App. B: communication time scales with the gradient size on the wire) on
         top of it: the formula times the busiest sender's wire fraction, from the plan."""
-        base = self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers))
+        extra = {k: v for k, v in self.plan_options(topo, options).items() if k != "bw"} if self.plan else {}
+        base = self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers), **extra)
         if codec == "none" or self.plan is None:
             return base
         from workloads.compression import terngrad_wire_fraction
         from workloads.plan import piece_sizes
-        plan = self.build_plan(topo, servers)
+        plan = self.build_plan(topo, servers, dict(options or {}, bw=tuple(bw)))
         elements = max(1, int(gradient_bytes // 4))
         f = terngrad_wire_fraction(plan, piece_sizes([elements], plan.pieces))
         return Theory(base.gst_s * f, f"{base.formula} x {f:.4f} (TernGrad: |g| on the wire, 2-bit ternaries, partial "

@@ -6,9 +6,11 @@ group (same level-i switch). Piece q (one of P) is also read as digits: after re
 learner a holds the pieces whose digits 0..i equal a's, reduced over a's stage-0..i groups.
 """
 
+import math
 from typing import List, Sequence
 
-from emulation.spec.theory import Theory, blueconnect_time, host_tf, is_power_of_two, two_level_time
+from emulation.spec.theory import (Theory, best_decomposition, blueconnect_time, decomposition_time, host_tf,
+                                   is_power_of_two, parse_decomposition, two_level_time)
 from emulation.spec.topology import Topology
 from workloads.algorithms.base import Algorithm
 from workloads.algorithms.hierarchical import from_digits, to_digits
@@ -49,10 +51,13 @@ def _pairs_halving(p: int, step: int, reduce_scatter: bool):
         yield v, partner, list(range(base, base + d))
 
 
-def blueconnect(radices: Sequence[int], pin_levels: bool = False, recursive: bool = True) -> Plan:
+def blueconnect(radices: Sequence[int], pin_levels: bool = False, recursive: bool = True,
+                order: Sequence[int] = None) -> Plan:
     """Concurrent reduce-scatter stages up the hierarchy, all-gather stages back down (eq. 3: recursive
-    halving/doubling inside power-of-two groups, ring otherwise)."""
+    halving/doubling inside power-of-two groups, ring otherwise). radices: the factors p0, p1, ... (lowest
+    digits first); order: the reduce-scatter stage order (default 0, 1, ...; the all-gather runs it back)."""
     radices = list(radices)
+    order = list(order) if order is not None else list(range(len(radices)))
     P = 1
     for r in radices:
         P *= r
@@ -61,7 +66,7 @@ def blueconnect(radices: Sequence[int], pin_levels: bool = False, recursive: boo
 
     def stage(level: int, reduce_scatter: bool) -> List[tuple]:
         p = radices[level]
-        done = list(range(level))
+        done = order[:order.index(level)]
         halving = recursive and is_power_of_two(p) and p > 2
         n_steps = (p.bit_length() - 1) if halving else p - 1
         out = []
@@ -82,11 +87,11 @@ def blueconnect(radices: Sequence[int], pin_levels: bool = False, recursive: boo
             out.append(tuple(step))
         return out
 
-    for level in range(len(radices)):
+    for level in order:
         steps += stage(level, True)
-    for level in reversed(range(len(radices))):
+    for level in reversed(order):
         steps += stage(level, False)
-    return Plan("blueconnect", P, P, (tuple(steps),), tuple(range(P)), {"radices": radices})
+    return Plan("blueconnect", P, P, (tuple(steps),), tuple(range(P)), {"radices": radices, "order": order})
 
 
 def two_level(radices: Sequence[int]) -> Plan:
@@ -119,9 +124,44 @@ def two_level(radices: Sequence[int]) -> Plan:
     return Plan("twolevel", P, P, (tuple(steps),), tuple(range(P)), {"radices": list(radices)})
 
 
-def blueconnect_theory(topo: Topology, gradient_bytes, bw, servers: int) -> Theory:
-    """BlueConnect eq. 9 over the topology's levels."""
-    return Theory(blueconnect_time(topo, gradient_bytes, bw), "BlueConnect eq. 9", host_tf(gradient_bytes, bw))
+def decomposition_of(topo: Topology, decomposition: str, gradient_bytes: float = 1.0, bw=(1.0,)):
+    """(factors, stage order) of a --decomposition value on topo ('auto': eq. 9's best at this size and rate)."""
+    parsed = parse_decomposition(decomposition, topo)
+    if parsed is None:
+        return topo.radices(), list(range(len(topo.radices())))
+    spans, order = best_decomposition(topo, gradient_bytes, bw) if parsed == "auto" else parsed
+    radices = topo.radices()
+    return [math.prod(radices[a:b + 1]) for a, b in spans], list(order)
+
+
+def blueconnect_theory(topo: Topology, gradient_bytes, bw, servers: int, decomposition: str = "topology") -> Theory:
+    """BlueConnect eq. 9 over the chosen factors and stage order."""
+    return _theory(topo, gradient_bytes, bw, decomposition)
+
+
+def _theory(topo: Topology, gradient_bytes, bw, decomposition: str) -> Theory:
+    """Eq. 9 of a --decomposition value."""
+    parsed = parse_decomposition(decomposition, topo)
+    if parsed is None:
+        return Theory(blueconnect_time(topo, gradient_bytes, bw), "BlueConnect eq. 9", host_tf(gradient_bytes, bw))
+    spans, order = best_decomposition(topo, gradient_bytes, bw) if parsed == "auto" else parsed
+    radices = topo.radices()
+    factors = [math.prod(radices[a:b + 1]) for a, b in spans]
+    return Theory(decomposition_time(topo, gradient_bytes, bw, spans, order),
+                  f"BlueConnect eq. 9, factors {','.join(map(str, factors))} in stage order "
+                  f"{','.join(str(factors[j]) for j in order)}", host_tf(gradient_bytes, bw))
+
+
+def blueconnect_plan(topo: Topology, servers: int, decomposition: str = "topology", bw=None) -> Plan:
+    """The plan of a --decomposition (BCube transfers pinned to their digit's level); 'auto' needs the rates
+    (eq. 9 without latency ranks decompositions the same at every gradient size)."""
+    factors, order = decomposition_of(topo, decomposition, 1.0, bw or (1.0,) * topo.levels)
+    return blueconnect(factors, pin_levels=topo.kind == "bcube", order=order)
+
+
+def check_options(topo: Topology, servers: int, options) -> None:
+    """--decomposition must fit the topology."""
+    parse_decomposition(str(options.get("decomposition", "topology")), topo)
 
 
 def two_level_theory(topo: Topology, gradient_bytes, bw, servers: int) -> Theory:
@@ -132,8 +172,8 @@ def two_level_theory(topo: Topology, gradient_bytes, bw, servers: int) -> Theory
 BLUECONNECT = Algorithm(
     name="blueconnect", summary="BlueConnect Algorithm 1: reduce-scatter up the levels, all-gather down",
     paper="BlueConnect (Cho et al., SysML 2019)", topologies=("bcube", "fattree", "star", "tree"),
-    theory=blueconnect_theory, codecs=("none", "terngrad"),
-    plan=lambda topo, servers: blueconnect(topo.radices(), pin_levels=topo.kind == "bcube"))
+    theory=blueconnect_theory, codecs=("none", "terngrad"), options=("decomposition",), check_options=check_options,
+    plan=blueconnect_plan)
 
 TWOLEVEL = Algorithm(
     name="twolevel", summary="reduce to each level-0 group's master, ring among masters, broadcast back",

@@ -22,7 +22,7 @@ class PlanAllReduce(Strategy):
 
     def __init__(self, ctx: RankContext, state: ModelState):
         super().__init__(ctx, state)
-        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers)
+        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.cfg)
         self.layout = PieceLayout(state.sizes, self.plan.pieces)
         self.scaler_layout = PieceLayout([len(state.sizes)], self.plan.pieces)
         self.channel = ctx.channel(self.plan, self.layout)
