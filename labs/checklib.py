@@ -15,7 +15,7 @@ from typing import List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads.algorithms import theory as gst_theory  # noqa: E402
+from workloads.algorithms import get as get_algorithm  # noqa: E402
 from emulation.spec.topology import parse, parse_bandwidth  # noqa: E402
 
 REL = 1e-6
@@ -112,7 +112,8 @@ def check_run(c: Checker, run_dir: str) -> dict:
     c.expect(close(s["gst_median_s"], statistics.median(kept), rel=1e-4), f"{run_dir}: gst_median_s from iterations.csv")
     topo = parse(s["topology"])
     bw = parse_bandwidth(s["config"]["bw"], topo)
-    theory = gst_theory(s["algo"], topo, s["gradient_bytes"], bw, s.get("servers", 0))
+    theory = get_algorithm(s["algo"]).gst_theory(topo, s["gradient_bytes"], bw, s.get("servers", 0),
+                                                 s.get("codec", "none"), s["config"])
     c.expect(close(s["gst_theory_s"], theory.gst_s), f"{run_dir}: gst_theory_s is the paper's formula")
     c.expect(close(s["gst_ratio"], s["gst_median_s"] / s["gst_theory_s"]), f"{run_dir}: gst_ratio = measured/theory")
     c.expect(s["gradient_bytes"] == 4 * s["parameters"], f"{run_dir}: fp32 gradient size")

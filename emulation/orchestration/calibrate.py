@@ -20,7 +20,7 @@ from emulation.orchestration.bench import PORT_STRIDE, run_algorithm
 from emulation.orchestration.experiment import PLAN_PORT, network_for, network_lock
 from emulation.orchestration.options import Checked, OptionError, RunConfig, validate
 from emulation.orchestration.results import write_atomic
-from emulation.spec.calibration import Calibration, fit
+from emulation.spec.calibration import Calibration, CalibrationError, fit
 from workloads.engine import CHUNK_BYTES
 from workloads.probes import build, probe_levels
 
@@ -58,6 +58,7 @@ def calibrate(cfg: RunConfig, checked: Checked, sizes=MESSAGE_SIZES, warmup: int
     os.makedirs(cfg.out, exist_ok=True)
     fits: Dict[str, list] = {"pingpong": [], "exchange": []}
     wrong = 0
+    unresolved: List[dict] = []
     with network_lock(cfg), network_for(cfg, checked, log) as hosts:
         datapath = getattr(hosts, "datapath", "loopback")
         for i, level in enumerate(probe_levels(topo)):
@@ -71,10 +72,17 @@ def calibrate(cfg: RunConfig, checked: Checked, sizes=MESSAGE_SIZES, warmup: int
                 records = run_algorithm(hosts, cfg, checked, buffers, warmup, reps, workdir,
                                         PLAN_PORT + PORT_STRIDE * (2 * i + j), log, probe=(kind, level))
                 wrong += sum(r["wrong"] for r in records)
-                fits[kind].append(fit(level, one_way_times(records, kind, plan.pieces)))
+                points = one_way_times(records, kind, plan.pieces)
+                try:
+                    fits[kind].append(fit(level, points))
+                except CalibrationError as exc:
+                    if kind == "exchange":  # the model needs it: say so in one line
+                        raise RuntimeError(f"calibration failed: {exc} (rerun with more --reps)") from None
+                    # a ping-pong whose time does not grow up to one chunk (loopback) resolves no rate
+                    unresolved.append({"level": level, "points": points, "reason": str(exc)})
     cal = Calibration(topo.spec, tuple(checked.bw), datapath, tuple(fits["exchange"]), tuple(fits["pingpong"]),
                       {"sizes": list(sizes), "warmup": warmup, "reps": reps, "wrong": wrong, "local": cfg.local,
-                       "dilation": cfg.dilation})
+                       "dilation": cfg.dilation, "idle_unresolved": unresolved})
     report = cal.to_dict()
     write_atomic(os.path.join(cfg.out, CALIBRATION_FILE), json.dumps(report, indent=1))
     report["path"] = os.path.join(cfg.out, CALIBRATION_FILE)

@@ -526,10 +526,13 @@ def cmd_calibrate(args) -> int:
               f"takes alpha + bytes / rate")
         print(f"{'level':>5} {'shaped':>8} {'idle alpha':>11} {'idle rate':>10} {'loaded alpha':>13} {'loaded rate':>12}")
         shaped = report["bw_mbps"]
-        for idle, loaded in zip(report["idle"], report["loaded"]):
-            level = loaded["level"]
-            print(f"{level:>5} {shaped[min(level, len(shaped) - 1)]:>8g} {idle['alpha_s'] * 1e3:>8.3f} ms "
-                  f"{idle['rate_mbps']:>10.2f} {loaded['alpha_s'] * 1e3:>10.3f} ms {loaded['rate_mbps']:>12.2f}")
+        idle_by_level = {f["level"]: f for f in report["idle"]}
+        for loaded in report["loaded"]:
+            level, idle = loaded["level"], idle_by_level.get(loaded["level"])
+            idle_text = (f"{idle['alpha_s'] * 1e3:>8.3f} ms {idle['rate_mbps']:>10.2f}" if idle else
+                         f"{'-':>11} {'unresolved':>10}")
+            print(f"{level:>5} {shaped[min(level, len(shaped) - 1)]:>8g} {idle_text} "
+                  f"{loaded['alpha_s'] * 1e3:>10.3f} ms {loaded['rate_mbps']:>12.2f}")
         print(f"rates in Mbit/s of payload; idle = ping-pong of two hosts, loaded = every host sending across the "
               f"level at once (the model theory, bench and simulate use with --calibration {report['path']})")
     return 0 if report["meta"]["wrong"] == 0 else 1
