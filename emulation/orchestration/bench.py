@@ -155,6 +155,7 @@ def bench(base: RunConfig, runs: List[Tuple[RunConfig, Checked]], sizes: List[in
     report = {"topology": first.topo.spec, "bw_mbps": list(first.bw), "sizes": sizes, "warmup": warmup,
               "reps": reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(first.topo),
               "local": base.local, "calibration": base.calibration}
+    cal = load_calibration(base.calibration, first.topo.spec, first.bw) if base.calibration else None
     with network_lock(base), network_for(runs[0][0], first, log) as hosts:
         report.update(datapath=hosts.datapath, shaping=hosts.shaping)
         for i, (cfg, checked) in enumerate(runs):
@@ -163,11 +164,8 @@ def bench(base: RunConfig, runs: List[Tuple[RunConfig, Checked]], sizes: List[in
             records = run_algorithm(hosts, cfg, checked, sizes, warmup, reps, workdir, PLAN_PORT + PORT_STRIDE * i,
                                     log)
             theory = lambda size, c=checked: c.algorithm.gst_theory(c.topo, size, c.bw, c.servers).gst_s  # noqa
-            calibrated = None
-            if base.calibration:
-                cal = load_calibration(base.calibration, first.topo.spec, first.bw)
-                calibrated = lambda size, c=checked: calibrated_gst(c.algorithm, c.topo, c.servers,  # noqa
-                                                                    [size // 4], cal)
+            calibrated = None if cal is None else \
+                lambda size, c=checked: calibrated_gst(c.algorithm, c.topo, c.servers, [size // 4], cal)  # noqa
             rows += table(cfg.algo, records, len(checked.contributors), theory, calibrated)
     report["rows"] = rows
     write_atomic(os.path.join(base.out, "bench.json"), json.dumps(report, indent=1))

@@ -16,7 +16,7 @@ import statistics
 from dataclasses import replace
 from typing import Callable, Dict, List, Tuple
 
-from emulation.orchestration.bench import PORT_STRIDE, run_algorithm
+from emulation.orchestration.bench import PORT_STRIDE, rep_times, run_algorithm
 from emulation.orchestration.experiment import PLAN_PORT, network_for, network_lock
 from emulation.orchestration.options import Checked, OptionError, RunConfig, validate
 from emulation.orchestration.results import write_atomic
@@ -40,13 +40,7 @@ def prepare(base: RunConfig) -> Tuple[RunConfig, Checked]:
 
 def one_way_times(records: List[dict], kind: str, pieces: int) -> List[Tuple[int, float]]:
     """(message bytes, median one-way seconds) per size: a ping-pong is two messages in a row."""
-    by_rep: Dict[Tuple[int, int], List[dict]] = {}
-    for r in records:
-        if not r["warmup"]:
-            by_rep.setdefault((r["size"], r["rep"]), []).append(r)
-    times: Dict[int, List[float]] = {}
-    for (size, _), rs in sorted(by_rep.items()):
-        times.setdefault(size, []).append(max(r["end"] for r in rs) - max(r["start"] for r in rs))
+    times = rep_times(records)
     per_message = 2 if kind == "pingpong" else 1
     return [(size // pieces, statistics.median(ts) / per_message) for size, ts in sorted(times.items())]
 

@@ -292,15 +292,14 @@ def emit(args, data: dict, show) -> None:
 
 def theory_report(cfg) -> dict:
     """The closed-form GST of a configuration (no plan is built, no torch is imported)."""
-    from emulation.orchestration.options import check_topology, check_values
+    from emulation.orchestration.options import check_algorithm_options, check_topology, check_values
     from workloads.algorithms import get
     from workloads.models import input_shape, parameter_count_of
     check_values(cfg, only=THEORY)
     topo = check_topology(cfg.topology, emulated=False)
     bw = parse_bandwidth(cfg.bw, topo)
     algorithm = get(cfg.algo)
-    if cfg.decomposition != "topology" and "decomposition" not in algorithm.options:
-        raise UsageError(f"--decomposition applies to blueconnect only, not {algorithm.name}")
+    check_algorithm_options(cfg, algorithm)
     algorithm.check(topo, cfg.servers, {"codec": cfg.codec, "decomposition": cfg.decomposition})
     input_shape(cfg.model)
     params = parameter_count_of(cfg.model)
@@ -557,6 +556,16 @@ def cmd_timeline(args) -> int:
     return 0
 
 
+def add_matrix_arguments(parser, what: str) -> None:
+    """The flags of a command that runs a config's matrix (compare, reproduce)."""
+    parser.add_argument("--out", help="output folder (default results/NAME)")
+    parser.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
+    parser.add_argument("--force", action="store_true", help=f"replace an earlier {what} in --out")
+    parser.add_argument("--wait", action="store_true",
+                        help="wait for another run's emulated network instead of refusing")
+    parser.add_argument("--json", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand (run options come from the option schema)."""
     from emulation.orchestration.options import add_arguments
@@ -596,20 +605,12 @@ def build_parser() -> argparse.ArgumentParser:
     si.set_defaults(func=cmd_simulate)
     cp = sub.add_parser("compare", help="run a matrix of configurations from a YAML file")
     cp.add_argument("config", help="YAML file: name, defaults, runs, sweep (see configs/)")
-    cp.add_argument("--out", help="output folder (default results/NAME)")
-    cp.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
-    cp.add_argument("--force", action="store_true", help="replace an earlier comparison in --out")
-    cp.add_argument("--wait", action="store_true", help="wait for another run's emulated network instead of refusing")
-    cp.add_argument("--json", action="store_true")
+    add_matrix_arguments(cp, "comparison")
     cp.set_defaults(func=cmd_compare)
     rp = sub.add_parser("reproduce", help="run a paper's config and print the paper's values beside ours")
     rp.add_argument("name", nargs="?", help="bml-fig5, bml-fig6, terngrad, blueconnect, pflow, ibatch (see --list)")
     rp.add_argument("--list", action="store_true", help="list the paper configs")
-    rp.add_argument("--out", help="output folder (default results/NAME)")
-    rp.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
-    rp.add_argument("--force", action="store_true", help="replace an earlier reproduction in --out")
-    rp.add_argument("--wait", action="store_true", help="wait for another run's emulated network instead of refusing")
-    rp.add_argument("--json", action="store_true")
+    add_matrix_arguments(rp, "reproduction")
     rp.set_defaults(func=cmd_reproduce)
     c = sub.add_parser("clean", help="remove what a crashed run left behind")
     c.set_defaults(func=cmd_clean)

@@ -318,10 +318,7 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
                           f"give one of them")
     bw = parse_bandwidth(cfg.bw, topo)
     algorithm = get_algorithm(cfg.algo)
-    for name, opt, default in described():
-        if opt.algorithm_option and getattr(cfg, name) != default and name not in algorithm.options:
-            users = names_with(lambda a: name in a.options)
-            raise OptionError(f"{label(name)} applies to {', '.join(users)} only, not {algorithm.name}")
+    check_algorithm_options(cfg, algorithm, label)
     options = {name: getattr(cfg, name) for name, _, _ in described()}
     algorithm.check(topo, cfg.servers, options)
     shape = input_shape(cfg.model)
@@ -332,6 +329,15 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
         load_calibration(cfg.calibration, topo.spec, bw)
     servers = algorithm.resolve_servers(cfg.servers)
     return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)))
+
+
+def check_algorithm_options(cfg: RunConfig, algorithm, label: Callable[[str], str] = None) -> None:
+    """OptionError when an option only other algorithms read is changed from its default."""
+    label = label or (lambda n: flag_of(n, option_of(n)))
+    for name, opt, default in described():
+        if opt.algorithm_option and getattr(cfg, name) != default and name not in algorithm.options:
+            users = names_with(lambda a: name in a.options)
+            raise OptionError(f"{label(name)} applies to {', '.join(users)} only, not {algorithm.name}")
 
 
 def tcp_settings(cfg: RunConfig) -> TcpSettings:

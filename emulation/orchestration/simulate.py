@@ -71,9 +71,7 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     rates = {level: b * 1e6 / 8 * cfg.goodput for level, b in enumerate(bw)}
     latency = cfg.latency_us * 1e-6
     if cfg.calibration:  # the fitted model replaces goodput and latency
-        cal = load_calibration(cfg.calibration, topo.spec, bw)
-        rates = {level: cal.fit_of(level).rate_Bps for level in range(len(bw))}
-        latency = {level: cal.fit_of(level).alpha_s for level in range(len(bw))}
+        rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
     router = Router(topo, cfg.ecmp)
     log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
     result = simulate_plan(plan, pieces, router, rates, latency_s=latency,

@@ -22,9 +22,7 @@ def calibrated_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequenc
         return None
     plan = algorithm.build_plan(topo, servers, options)
     pieces = [n * 4 for n in piece_sizes(layer_sizes, plan.pieces)]
-    levels = range(topo.levels)
-    rates = {level: calibration.fit_of(level).rate_Bps for level in levels}
-    latency = {level: calibration.fit_of(level).alpha_s for level in levels}
+    rates, latency = calibration.link_model(topo.levels)
     return simulate_plan(plan, pieces, Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES).gst_s
 
 

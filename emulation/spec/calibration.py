@@ -89,9 +89,10 @@ class Calibration:
         """Hierarchy level -> alpha seconds."""
         return {f.level: f.alpha_s for f in self.loaded}
 
-    def rate_by_level(self) -> Dict[int, float]:
-        """Hierarchy level -> payload bytes/s."""
-        return {f.level: f.rate_Bps for f in self.loaded}
+    def link_model(self, levels: int) -> Tuple[Dict[int, float], Dict[int, float]]:
+        """(payload bytes/s, alpha seconds) per link level 0..levels-1, as the flow model takes them."""
+        fits = [self.fit_of(level) for level in range(levels)]
+        return {i: f.rate_Bps for i, f in enumerate(fits)}, {i: f.alpha_s for i, f in enumerate(fits)}
 
 
 def from_dict(d: dict) -> Calibration:

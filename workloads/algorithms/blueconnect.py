@@ -124,29 +124,26 @@ def two_level(radices: Sequence[int]) -> Plan:
     return Plan("twolevel", P, P, (tuple(steps),), tuple(range(P)), {"radices": list(radices)})
 
 
-def decomposition_of(topo: Topology, decomposition: str, gradient_bytes: float = 1.0, bw=(1.0,)):
-    """(factors, stage order) of a --decomposition value on topo ('auto': eq. 9's best at this size and rate)."""
+def decomposition_of(topo: Topology, decomposition: str, gradient_bytes: float, bw):
+    """(digit spans, stage order) of a --decomposition value on topo, None for 'topology' ('auto': eq. 9's best
+    at this size and rate)."""
     parsed = parse_decomposition(decomposition, topo)
-    if parsed is None:
-        return topo.radices(), list(range(len(topo.radices())))
-    spans, order = best_decomposition(topo, gradient_bytes, bw) if parsed == "auto" else parsed
+    return best_decomposition(topo, gradient_bytes, bw) if parsed == "auto" else parsed
+
+
+def factors_of(topo: Topology, spans) -> List[int]:
+    """The factor p_j of each digit span."""
     radices = topo.radices()
-    return [math.prod(radices[a:b + 1]) for a, b in spans], list(order)
+    return [math.prod(radices[a:b + 1]) for a, b in spans]
 
 
 def blueconnect_theory(topo: Topology, gradient_bytes, bw, servers: int, decomposition: str = "topology") -> Theory:
     """BlueConnect eq. 9 over the chosen factors and stage order."""
-    return _theory(topo, gradient_bytes, bw, decomposition)
-
-
-def _theory(topo: Topology, gradient_bytes, bw, decomposition: str) -> Theory:
-    """Eq. 9 of a --decomposition value."""
-    parsed = parse_decomposition(decomposition, topo)
-    if parsed is None:
+    chosen = decomposition_of(topo, decomposition, gradient_bytes, bw)
+    if chosen is None:
         return Theory(blueconnect_time(topo, gradient_bytes, bw), "BlueConnect eq. 9", host_tf(gradient_bytes, bw))
-    spans, order = best_decomposition(topo, gradient_bytes, bw) if parsed == "auto" else parsed
-    radices = topo.radices()
-    factors = [math.prod(radices[a:b + 1]) for a, b in spans]
+    spans, order = chosen
+    factors = factors_of(topo, spans)
     return Theory(decomposition_time(topo, gradient_bytes, bw, spans, order),
                   f"BlueConnect eq. 9, factors {','.join(map(str, factors))} in stage order "
                   f"{','.join(str(factors[j]) for j in order)}", host_tf(gradient_bytes, bw))
@@ -155,7 +152,8 @@ def _theory(topo: Topology, gradient_bytes, bw, decomposition: str) -> Theory:
 def blueconnect_plan(topo: Topology, servers: int, decomposition: str = "topology", bw=None) -> Plan:
     """The plan of a --decomposition (BCube transfers pinned to their digit's level); 'auto' needs the rates
     (eq. 9 without latency ranks decompositions the same at every gradient size)."""
-    factors, order = decomposition_of(topo, decomposition, 1.0, bw or (1.0,) * topo.levels)
+    chosen = decomposition_of(topo, decomposition, 1.0, bw or (1.0,) * topo.levels)
+    factors, order = (topo.radices(), None) if chosen is None else (factors_of(topo, chosen[0]), chosen[1])
     return blueconnect(factors, pin_levels=topo.kind == "bcube", order=order)
 
 
