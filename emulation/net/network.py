@@ -24,6 +24,7 @@ from emulation.net.controller import ControllerProcess, stop_process_group
 from emulation.net.runstate import RunState, clean as clean_stale
 from emulation.spec.topology import Topology
 from emulation.spec.shaping import bridge_commands, ingress_commands, leaf_queue_command, offloads_off_command
+from emulation.spec.impairment import Impairment, ingress_netem_commands
 from emulation.spec.tcp import TcpSettings
 from emulation.net.topos import SpecTopo, shaper_name
 
@@ -61,16 +62,18 @@ class QuietTCIntf(TCIntf):
     """TCIntf with a bounded FIFO of `leaf_packets` under HTB (a host NIC queue or a switch port buffer, as
     the link end asks) and without HTB's harmless 'quantum of class ... is big' warnings in the tc output."""
 
-    def config(self, leaf_packets: int = TcpSettings().switch_queue_packets, **params):
-        """Mininet's configuration with this end's leaf queue size."""
+    def config(self, leaf_packets: int = TcpSettings().switch_queue_packets, netem: Optional[str] = None,
+               **params):
+        """Mininet's configuration with this end's leaf queue size (and netem delay/loss as the leaf)."""
         self.leaf_packets = leaf_packets
+        self.netem = netem
         return super().config(**params)
 
     def bwCmds(self, *args, **kwargs):
-        """Mininet's HTB commands plus a pfifo leaf of leaf_packets packets."""
+        """Mininet's HTB commands plus a pfifo (or netem) leaf of leaf_packets packets."""
         cmds, parent = super().bwCmds(*args, **kwargs)
         if cmds and parent.strip() == "parent 5:1":
-            cmds.append(leaf_queue_command("%s", "%s", self.leaf_packets))
+            cmds.append(leaf_queue_command("%s", "%s", self.leaf_packets, self.netem))
             parent = " parent 10: "
         return cmds, parent
 
@@ -200,8 +203,9 @@ class EmulatedNetwork:
     def __init__(self, topo: Topology, bw: Sequence[float], datapath: str = "auto",
                  ingress_shaping: bool = False, install_timeout: float = 90.0,
                  log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings(),
-                 cluster: Sequence[str] = (), tunnel: str = "ssh"):
+                 cluster: Sequence[str] = (), tunnel: str = "ssh", impairment: Optional[Impairment] = None):
         self.topo = topo
+        self.impairment = impairment if impairment is not None and impairment.active else None
         self.servers = list(cluster)  # [] = this machine only; else 'localhost' first, then SSH servers
         self.tunnel = tunnel
         self.placement: Dict[str, str] = {}
@@ -258,12 +262,15 @@ class EmulatedNetwork:
         if self.tcp.congestion_control not in available_congestion_controls():
             raise NetworkError(f"congestion control {self.tcp.congestion_control} is not in this kernel: "
                                f"valid are {', '.join(available_congestion_controls())}")
+        if self.impairment and not netem_available():
+            raise NetworkError("link delay/loss needs the kernel's netem qdisc (sch_netem), which this kernel lacks")
         link, host, switch = ShapedLink, QuietHost, DmlSwitch
         if self.servers:
             link, host, switch = self._cluster_classes(afxdp)
         self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, shaper_boxes=afxdp,
                                          host_queue=self.tcp.host_queue_packets,
-                                         switch_queue=self.tcp.switch_queue_packets),
+                                         switch_queue=self.tcp.switch_queue_packets,
+                                         impairment=self.impairment),
                            link=link, host=host,
                            switch=lambda name, **p: switch(name, datapath=self.datapath, afxdp=afxdp, **p),
                            controller=None, autoSetMacs=False, autoStaticArp=False,
@@ -333,9 +340,13 @@ class EmulatedNetwork:
             cmds = self.tcp.sysctl_commands() + config_commands(configs[spec_host.name], self.tcp.route_options())
             for intf in spec_host.interfaces:
                 cmds.append(offloads_off_command(intf.name))
+                netem = self.impairment.netem(intf.level) if self.impairment else None
                 if ingress_shaping:
                     cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level],
-                                             self.tcp.switch_queue_packets)
+                                             self.tcp.switch_queue_packets, netem)
+                elif netem and self.datapath == "user":  # AF_XDP sends switch->host around the switch's netem
+                    cmds += ingress_netem_commands(intf.name, f"ifb{intf.port}", self.tcp.switch_queue_packets,
+                                                   netem)
             self._run_in(spec_host.name, cmds)
         self.tcp_report = self._read_tcp(self.topo.hosts[0].name)
         wanted = {"slow_start_after_idle": self.tcp.slow_start_after_idle, "tsq_bytes": self.tcp.tsq_bytes,
@@ -428,6 +439,15 @@ class EmulatedNetwork:
             outs = [subprocess.run(["tc", "-s", "qdisc", "show", "dev", name], capture_output=True,
                                    text=True).stdout for name in switch_side_interfaces(self.topo)]
         return sum(leaf_drops(out) for out in outs)
+
+    def impairment_summary(self) -> dict:
+        """The link delay and loss this network applies (for results)."""
+        if self.impairment is None:
+            return {"delay_ms": [0.0] * self.topo.levels, "loss_pct": [0.0] * self.topo.levels, "applied": "none"}
+        out = self.impairment.to_dict()
+        if self.datapath == "user" and not self.ingress_shaping:
+            out["applied"] += "; switch->host at the host's ingress (IFB with netem)"
+        return out
 
     def tcp_summary(self) -> dict:
         """The TCP settings asked for, what a host reports having, and ECN availability (for results)."""

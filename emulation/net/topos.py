@@ -32,11 +32,12 @@ class SpecTopo(Topo):
     """Hosts, switches (explicit dpids) and links of a Topology, with per-level link options."""
 
     def build(self, spec: Topology, bw=None, shaper_boxes=False, configure_hosts=False, host_queue=None,
-              switch_queue=None):
+              switch_queue=None, impairment=None):
         """spec: the dmlbed Topology; bw: Mbit/s per link level (None = unshaped);
         shaper_boxes: run switch-to-switch links through a bridging namespace x<i> that shapes them;
         configure_hosts: hosts configure themselves (for `mn --custom`; dmlbed's own runs do it later);
-        host_queue / switch_queue: HTB leaf packets at a host's egress / at switch-side queues."""
+        host_queue / switch_queue: HTB leaf packets at a host's egress / at switch-side queues;
+        impairment: per-level netem delay/loss as the leaf of every shaped end (None: none)."""
         configs = all_host_configs(spec) if configure_hosts else {}
         for host in spec.hosts:
             opts = {}
@@ -51,20 +52,21 @@ class SpecTopo(Topo):
         switch_q = {"leaf_packets": switch_queue} if switch_queue else {}
         for i, link in enumerate(spec.links):
             opts = {"bw": bw[link.level]} if bw else {}
+            netem = impairment.netem(link.level) if impairment is not None and bw else None
+            # every shaped end gets netem: an end that AF_XDP transmits around never delays twice
+            hq, sq = (dict(host_q, netem=netem), dict(switch_q, netem=netem)) if netem else (host_q, switch_q)
             if spec.is_host(link.lower):
                 intf = spec.node(link.lower).interface(link.level)
                 self.addLink(link.lower, link.upper, port1=link.lower_port, port2=link.upper_port,
-                             intfName1=intf.name, addr1=intf.mac, params1=host_q, params2=switch_q, **opts)
+                             intfName1=intf.name, addr1=intf.mac, params1=hq, params2=sq, **opts)
             elif shaper_boxes:
                 box = shaper_name(i)
                 self.addHost(box, ip=None)
-                self.addLink(link.lower, box, port1=link.lower_port, port2=0, params1=switch_q, params2=switch_q,
-                             **opts)
-                self.addLink(box, link.upper, port1=1, port2=link.upper_port, params1=switch_q, params2=switch_q,
-                             **opts)
+                self.addLink(link.lower, box, port1=link.lower_port, port2=0, params1=sq, params2=sq, **opts)
+                self.addLink(box, link.upper, port1=1, port2=link.upper_port, params1=sq, params2=sq, **opts)
             else:
                 self.addLink(link.lower, link.upper, port1=link.lower_port, port2=link.upper_port,
-                             params1=switch_q, params2=switch_q, **opts)
+                             params1=sq, params2=sq, **opts)
 
 
 def shaper_name(link_index: int) -> str:

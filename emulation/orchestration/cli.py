@@ -107,24 +107,19 @@ def require_root(what: str) -> None:
 
 def validate_net_args(args):
     """Parse and check everything `net` needs before starting anything."""
-    from emulation.orchestration.options import check_topology, check_values, from_args
+    from emulation.orchestration.options import check_impairment, check_topology, check_values, from_args
     try:
         cfg = from_args(args, NET)
         check_values(cfg, only=NET)
         topo = check_topology(args.spec, emulated=True)
         bw = parse_bandwidth(cfg.bw, topo)
+        if not 0 < args.duration <= 600:
+            raise UsageError(f"--duration {args.duration:g} is out of range: give seconds in (0, 600]")
+        require_root("dmlbed net")
+        impairment = check_impairment(cfg, topo, emulated=True)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if not 0 < args.duration <= 600:
-        raise UsageError(f"--duration {args.duration:g} is out of range: give seconds in (0, 600]")
-    require_root("dmlbed net")
-    if args.delay or args.loss:
-        from emulation.net.network import netem_available
-        if not netem_available():
-            raise UsageError("--delay/--loss need the kernel's netem qdisc (sch_netem), which this kernel "
-                             "lacks: only bandwidth shaping (--bw) is available here")
-        raise UsageError("--delay/--loss are not supported yet: only bandwidth shaping (--bw)")
-    return topo, bw, cfg
+    return topo, bw, cfg, impairment
 
 
 def print_net_report(report: dict) -> None:
@@ -154,7 +149,7 @@ def print_net_report(report: dict) -> None:
 
 def cmd_net(args) -> int:
     """dmlbed net SPEC --bw MBPS (--check | --cli)."""
-    topo, bw, cfg = validate_net_args(args)
+    topo, bw, cfg, impairment = validate_net_args(args)
     from emulation.net import checks
     from emulation.net.network import EmulatedNetwork
     from emulation.orchestration.fidelity import CpuSampler, switch_pid
@@ -166,9 +161,9 @@ def cmd_net(args) -> int:
     with NetworkLock(wait=cfg.wait), EmulatedNetwork(topo, bw, datapath=cfg.datapath,
                                                      ingress_shaping=cfg.shape_ingress, log=log,
                                                      tcp=tcp_settings(cfg), cluster=cluster_servers(cfg),
-                                                     tunnel=cfg.tunnel) as enet:
+                                                     tunnel=cfg.tunnel, impairment=impairment) as enet:
         report.update(datapath=enet.datapath, shaping=enet.shaping, bring_up_s=round(enet.bring_up_s, 3),
-                      tcp=enet.tcp_summary())
+                      tcp=enet.tcp_summary(), impairment=enet.impairment_summary())
         if args.cli:
             log("Mininet CLI: the controller is running; type exit to tear down")
             enet.interactive()
@@ -295,6 +290,7 @@ def theory_report(cfg) -> dict:
     from emulation.orchestration.options import check_algorithm_options, check_topology, check_values
     from workloads.algorithms import get
     from workloads.models import input_shape, parameter_count_of
+    from emulation.spec.impairment import parse_impairment
     check_values(cfg, only=THEORY)
     topo = check_topology(cfg.topology, emulated=False)
     bw = parse_bandwidth(cfg.bw, topo)
@@ -308,11 +304,15 @@ def theory_report(cfg) -> dict:
     out = {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "parameters": params,
            "gradient_bytes": params * 4, "bw_mbps": list(bw), "servers": algorithm.resolve_servers(cfg.servers),
            "tf_s": t.tf_s, "gst_theory_s": t.gst_s, "formula": t.formula}
-    if cfg.calibration:
-        from emulation.simulation.calibrated import calibrated_fields
+    impairment = parse_impairment(cfg.delay, cfg.loss, topo)
+    if cfg.calibration or impairment.active:
+        from emulation.simulation.calibrated import calibrated_fields, delay_fields
         from workloads.models import tensor_sizes
         out.update(calibrated_fields(cfg.calibration, algorithm, topo, out["servers"], tensor_sizes(cfg.model), bw,
                                      worker_options(cfg)))
+        out.update(delay_fields(impairment, algorithm, topo, out["servers"], tensor_sizes(cfg.model), bw,
+                                worker_options(cfg)))
+        out["delay_ms"] = list(impairment.delay_ms)
     return out
 
 
@@ -335,6 +335,10 @@ def print_theory(o: dict) -> None:
         cal = o["gst_theory_calibrated_s"]
         print(f"calibrated ({o['calibration']}): " + (f"GST = {cal:.4f} s, {o['gst_formula_calibrated']}"
                                                        if cal is not None else o["gst_formula_calibrated"]))
+    if "gst_theory_delay_s" in o:
+        d = o["gst_theory_delay_s"]
+        print(f"with link delay {','.join(f'{v:g}' for v in o['delay_ms'])} ms: " +
+              (f"GST = {d:.4f} s, {o['gst_formula_delay']}" if d is not None else o["gst_formula_delay"]))
 
 
 def print_comparison(result: dict) -> None:
@@ -587,8 +591,6 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--cli", action="store_true", help="open the Mininet CLI")
     n.add_argument("--all-pairs", action="store_true", help="BCube: also test relayed (multi-hop) pairs")
     n.add_argument("--duration", type=float, default=5.0, help="iperf3 seconds per flow (default 5)")
-    n.add_argument("--delay", help="link delay (needs netem)")
-    n.add_argument("--loss", help="link loss %% (needs netem)")
     n.add_argument("--json", action="store_true")
     n.set_defaults(func=cmd_net)
     r = sub.add_parser("run", help="train with real workers on an emulated network")

@@ -19,7 +19,7 @@ from emulation.orchestration.fidelity import CpuSampler
 from emulation.orchestration.results import (dilate, per_iteration, read_finals, read_rows, summarize, write_atomic,
                                              write_csvs)
 from emulation.orchestration.timeline import write_trace
-from emulation.simulation.calibrated import calibrated_fields, calibrated_ratio
+from emulation.simulation.calibrated import calibrated_fields, calibrated_ratio, delay_fields
 from emulation.spec.topology import Topology
 from workloads.models import parameter_count_of, tensor_sizes
 from workloads.records import read_traces
@@ -69,6 +69,10 @@ class LocalHosts:
     def tcp_summary(self) -> dict:
         """Loopback runs use the machine's own TCP."""
         return {"congestion_control": "machine default (loopback)"}
+
+    def impairment_summary(self) -> dict:
+        """Loopback has no links to delay."""
+        return {"applied": "none (loopback)"}
 
 
 def worker_configs(cfg: RunConfig, checked: Checked, workdir: str) -> List[dict]:
@@ -157,7 +161,8 @@ def network_for(cfg: RunConfig, checked: Checked, log):
     from emulation.net.network import EmulatedNetwork
     return EmulatedNetwork(checked.topo, real_bw(checked.bw, cfg), datapath=cfg.datapath,
                            ingress_shaping=cfg.shape_ingress,
-                           log=log, tcp=tcp_settings(cfg), cluster=cluster_servers(cfg), tunnel=cfg.tunnel)
+                           log=log, tcp=tcp_settings(cfg), cluster=cluster_servers(cfg), tunnel=cfg.tunnel,
+                           impairment=checked.impairment)
 
 
 RESULT_FILES = ("summary.json", "iterations.csv", "workers.csv", "links.csv", "trace.json", "timeline.png")
@@ -217,6 +222,8 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                **calibrated_fields(cfg.calibration, algorithm, topo, checked.servers, tensor_sizes(cfg.model), bw,
                                    worker_options(cfg)),
+               **delay_fields(checked.impairment, algorithm, topo, checked.servers, tensor_sizes(cfg.model), bw,
+                              worker_options(cfg)),
                "config": asdict(cfg)}
     error, interruption = None, None
     started = time.time()
@@ -224,7 +231,8 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
     port_drops, placement = {}, {}
     try:
         with network_for(cfg, checked, log) as hosts:
-            summary.update(datapath=hosts.datapath, shaping=hosts.shaping, tcp=hosts.tcp_summary())
+            summary.update(datapath=hosts.datapath, shaping=hosts.shaping, tcp=hosts.tcp_summary(),
+                           impairment=hosts.impairment_summary())
             placement = getattr(hosts, "placement", {})
             if placement:
                 summary["cluster"] = {"servers": hosts.servers, "tunnel": hosts.tunnel,

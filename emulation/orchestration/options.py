@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -12,8 +13,9 @@ from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
 from emulation.spec.placement import TUNNELS, parse_servers
 from emulation.spec.calibration import load as load_calibration
+from emulation.spec.impairment import Impairment, parse_impairment
 from emulation.spec.theory import DECOMPOSITION_HELP
-from emulation.spec.tcp import CONGESTION_CONTROLS, TcpSettings
+from emulation.spec.tcp import CONGESTION_CONTROLS, GOODPUT, TcpSettings
 from emulation.orchestration.resources import check_memory
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
 from workloads.algorithms import ALGORITHMS, get as get_algorithm, names_with
@@ -23,7 +25,6 @@ from workloads.ibatch import PULL_MODES
 from workloads.models import input_shape, parameter_count_of
 from workloads.pflow import parse_dvf, parse_tree
 
-GOODPUT = 1448 / 1514  # TCP payload of a full 1500-byte-MTU frame with timestamps, over the frame HTB counts
 MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
 RUN, COMPARE, THEORY, NET, SIMULATE, BENCH, CALIBRATE = "run", "compare", "theory", "net", "simulate", "bench", "calibrate"
 
@@ -88,6 +89,11 @@ class RunConfig:
                         commands=(RUN, COMPARE, THEORY))
     compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
                                  kind=float, low=0, high=3600, commands=(RUN, COMPARE, SIMULATE))
+    delay: str = option("0", "one-way delay of every link, ms, or one value per link level (netem under the "
+                        "shaping; theory and simulate add it as latency)",
+                        commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE), worker=False)
+    loss: str = option("0", "packet loss of every link, percent, or one value per link level (netem)",
+                       commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
                              "reported divided by F (for rates a 2-core machine cannot emulate in real time)",
                              kind=float, low=1, high=100)
@@ -289,6 +295,7 @@ class Checked:
     algorithm: object
     servers: int
     contributors: Tuple[int, ...]
+    impairment: Impairment = None
 
 
 def cluster_servers(cfg: RunConfig) -> List[str]:
@@ -317,6 +324,7 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
         raise OptionError(f"{label('local')} runs without emulation and {label('cluster')} emulates across machines: "
                           f"give one of them")
     bw = parse_bandwidth(cfg.bw, topo)
+    impairment = check_impairment(cfg, topo, emulated, label)
     algorithm = get_algorithm(cfg.algo)
     check_algorithm_options(cfg, algorithm, label)
     options = {name: getattr(cfg, name) for name, _, _ in described()}
@@ -328,7 +336,32 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     if cfg.calibration:
         load_calibration(cfg.calibration, topo.spec, bw)
     servers = algorithm.resolve_servers(cfg.servers)
-    return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)))
+    return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)), impairment)
+
+
+def check_impairment(cfg: RunConfig, topo: Topology, emulated: bool, label: Callable[[str], str] = None) -> Impairment:
+    """The per-level delay and loss asked for; an emulated one needs netem in this kernel, a loopback run
+    has no links to delay."""
+    label = label or (lambda n: flag_of(n, option_of(n)))
+    impairment = parse_impairment(cfg.delay, cfg.loss, topo)
+    if not impairment.active or not emulated:
+        return impairment
+    if cfg.local:
+        raise OptionError(f"{label('delay')}/{label('loss')} act on emulated links: {label('local')} has none")
+    require_netem(label)
+    return impairment
+
+
+def require_netem(label: Callable[[str], str] = None) -> None:
+    """OptionError unless this kernel can create a netem qdisc (delay and loss need it)."""
+    label = label or (lambda n: flag_of(n, option_of(n)))
+    if os.geteuid() != 0:
+        return  # probing needs root; the emulated run itself is refused without it
+    from emulation.net.network import netem_available
+    if not netem_available():
+        raise OptionError(f"{label('delay')}/{label('loss')} need the kernel's netem qdisc (sch_netem), which this "
+                          f"kernel lacks (a stock Debian kernel has it): only bandwidth shaping ({label('bw')}) is "
+                          f"available here; `dmlbed simulate --delay` and `dmlbed theory --delay` model the delay")
 
 
 def check_algorithm_options(cfg: RunConfig, algorithm, label: Callable[[str], str] = None) -> None:

@@ -75,7 +75,8 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     router = Router(topo, cfg.ecmp)
     log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
     result = simulate_plan(plan, pieces, router, rates, latency_s=latency,
-                           chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None)
+                           chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None,
+                           link_delay_s=checked.impairment.link_delay_s())
     gst = result.gst_s
     by_level: Dict[str, float] = {}
     for (_, level), sent in result.host_tx_bytes.items():
@@ -90,6 +91,7 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                "config": asdict(cfg),
                "model_settings": {"goodput": cfg.goodput, "latency_us": cfg.latency_us, "ecmp": cfg.ecmp,
+                                  "link_delay_ms": list(checked.impairment.delay_ms),
                                   "calibration": cfg.calibration,
                                   "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in rates.items()},
                                   "granularity": cfg.granularity,

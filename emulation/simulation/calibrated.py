@@ -3,27 +3,51 @@ of a `dmlbed calibrate` run, beside the paper's closed form."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from emulation.simulation.flows import simulate_plan
 from emulation.simulation.routes import Router
 from emulation.spec.calibration import Calibration, load
+from emulation.spec.impairment import Impairment
+from emulation.spec.tcp import GOODPUT
 from emulation.spec.topology import Topology
 from workloads.engine import CHUNK_BYTES
 from workloads.plan import piece_sizes
 
 FORMULA = "plan in the flow model at the calibrated rate and alpha of each level (engine chunks, max-min fair)"
+DELAY_FORMULA = ("plan in the flow model at the shaped rate x goodput, each message delayed by the links its path "
+                 "crosses (engine chunks, max-min fair); loss is not modelled")
 
 
-def calibrated_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
-                   calibration: Calibration, options=None) -> Optional[float]:
-    """Seconds of one synchronization under the calibrated alpha-beta model (None: not a single plan)."""
+def plan_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int], rates: Dict[int, float],
+             latency=0.0, options=None, link_delay_s: Optional[Dict[int, float]] = None) -> Optional[float]:
+    """Seconds of one synchronization of the algorithm's plan in the flow model (None: not a single plan)."""
     if algorithm.plan is None:
         return None
     plan = algorithm.build_plan(topo, servers, options)
     pieces = [n * 4 for n in piece_sizes(layer_sizes, plan.pieces)]
+    return simulate_plan(plan, pieces, Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES,
+                         link_delay_s=link_delay_s).gst_s
+
+
+def calibrated_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
+                   calibration: Calibration, options=None) -> Optional[float]:
+    """Seconds of one synchronization under the calibrated alpha-beta model (None: not a single plan). A
+    calibration made with --delay has the delay in its alpha already."""
     rates, latency = calibration.link_model(topo.levels)
-    return simulate_plan(plan, pieces, Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES).gst_s
+    return plan_gst(algorithm, topo, servers, layer_sizes, rates, latency, options)
+
+
+def delay_fields(impairment: Impairment, algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
+                 bw: Sequence[float], options=None) -> dict:
+    """The summary keys of the theory with link delay as latency ({} without a delay)."""
+    if impairment is None or not any(impairment.delay_ms):
+        return {}
+    rates = {level: b * 1e6 / 8 * GOODPUT for level, b in enumerate(bw)}
+    gst = plan_gst(algorithm, topo, servers, layer_sizes, rates, 0.0, options, impairment.link_delay_s())
+    return {"gst_theory_delay_s": gst,
+            "gst_formula_delay": DELAY_FORMULA if gst is not None else
+            f"none: {algorithm.name} is not a single plan (the delay model runs plans)"}
 
 
 def calibrated_fields(path: Optional[str], algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],

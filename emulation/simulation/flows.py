@@ -166,9 +166,11 @@ class _Graph:
 
 
 def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
-                  latency_s: Union[float, Dict[int, float]] = 0.0, chunk_bytes: Optional[int] = None) -> FlowResult:
+                  latency_s: Union[float, Dict[int, float]] = 0.0, chunk_bytes: Optional[int] = None,
+                  link_delay_s: Optional[Dict[int, float]] = None) -> FlowResult:
     """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level; latency_s: one
-    value, or per link level (a unit takes the latency of the highest level its path crosses); chunk_bytes:
+    value, or per link level (a unit takes the latency of the highest level its path crosses); link_delay_s:
+    propagation delay of a directed link per level, added for every link a unit's path crosses; chunk_bytes:
     move data in the engine's chunks (a chunk goes on once its own earlier steps are done), else in whole
     messages (a step's message waits for all its pieces, as the closed forms assume)."""
     g = _Graph(plan, piece_bytes, chunk_bytes)
@@ -184,6 +186,9 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
         latency = [latency_s.get(level, max(latency_s.values())) for level in top]
     else:
         latency = [latency_s] * count
+    if link_delay_s:
+        latency = [lat + sum(link_delay_s.get(router.level_of[hops_by_id[l]], 0.0) for l in p)
+                   for lat, p in zip(latency, path_ids)]
     capacity = np.array([router.capacity(h, rates) for h in hops_by_id], dtype=float)
     lengths = np.fromiter((len(p) for p in path_ids), dtype=np.int64, count=count)
     flat_links = np.fromiter((l for p in path_ids for l in p), dtype=np.int64, count=int(lengths.sum()))

@@ -1,6 +1,8 @@
 """tc commands for shaping that Mininet's TCLink cannot do on the userspace datapath (pure strings)."""
 
-from typing import List
+from typing import List, Optional
+
+from emulation.spec.impairment import netem_leaf_command
 
 # AF_XDP ports transmit around the qdisc of the switch-side veth. So on the userspace
 # datapath switch<->switch links run through a small bridging namespace whose own egress
@@ -24,19 +26,22 @@ def htb_commands(dev: str, mbps: float) -> List[str]:
             f"tc class replace dev {dev} parent 5:0 classid 5:1 htb rate {mbps:g}Mbit burst 15k"]
 
 
-def leaf_queue_command(tc: str, dev: str, packets: int) -> str:
+def leaf_queue_command(tc: str, dev: str, packets: int, netem: Optional[str] = None) -> str:
     """A pfifo of `packets` under HTB class 5:1: a switch-sized buffer. The default leaf holds
     txqueuelen (1000) packets, 240 ms at 50 Mbit/s, which delays the ACKs of the reverse direction
-    behind bulk data and slows every bidirectional exchange."""
+    behind bulk data and slows every bidirectional exchange. With netem arguments the leaf is netem
+    holding as many packets."""
+    if netem:
+        return netem_leaf_command(tc, dev, packets, netem)
     return f"{tc} qdisc add dev {dev} parent 5:1 handle 10: pfifo limit {packets}"
 
 
-def ingress_commands(dev: str, ifb: str, mbps: float, packets: int) -> List[str]:
+def ingress_commands(dev: str, ifb: str, mbps: float, packets: int, netem: Optional[str] = None) -> List[str]:
     """Shape what arrives on dev to mbps by redirecting its ingress to an IFB device with HTB."""
     return [f"ip link add {ifb} type ifb",
             f"ip link set {ifb} txqueuelen {IFB_QUEUE_LEN} up",
             *htb_commands(ifb, mbps),
-            leaf_queue_command("tc", ifb, packets),
+            leaf_queue_command("tc", ifb, packets, netem),
             f"tc qdisc add dev {dev} handle ffff: ingress",
             f"tc filter add dev {dev} parent ffff: protocol all u32 match u32 0 0 "
             f"action mirred egress redirect dev {ifb}"]

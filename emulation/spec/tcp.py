@@ -13,6 +13,7 @@ from typing import Dict, List
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr")  # what a stock kernel has built in; checked at bring-up
 MSS_BYTES = 1448    # payload of a full segment on a 1500-byte MTU with timestamps
 FRAME_OVERHEAD = 66  # TCP/IP headers with timestamps (52) + Ethernet header (14): what HTB counts per segment
+GOODPUT = MSS_BYTES / (MSS_BYTES + FRAME_OVERHEAD)  # payload share of the shaped rate in full frames
 
 
 @dataclass(frozen=True)

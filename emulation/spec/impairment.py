@@ -1,0 +1,83 @@
+"""Link delay and loss per link level (netem under the bandwidth shaping): parsing and tc commands (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from emulation.spec.topology import Topology, TopologyError
+
+MAX_DELAY_MS = 10000.0
+
+
+@dataclass(frozen=True)
+class Impairment:
+    """One-way delay (ms) and loss (percent) of every directed link, per link level."""
+
+    delay_ms: Tuple[float, ...]
+    loss_pct: Tuple[float, ...]
+
+    @property
+    def active(self) -> bool:
+        """True when any level has a delay or a loss (netem is needed)."""
+        return any(self.delay_ms) or any(self.loss_pct)
+
+    def netem(self, level: int) -> Optional[str]:
+        """netem's arguments for links of this level ('delay 2ms loss 0.1%'), None when it has neither."""
+        parts = []
+        if self.delay_ms[level]:
+            parts.append(f"delay {self.delay_ms[level]:g}ms")
+        if self.loss_pct[level]:
+            parts.append(f"loss {self.loss_pct[level]:g}%")
+        return " ".join(parts) or None
+
+    def link_delay_s(self) -> Dict[int, float]:
+        """Seconds of one-way delay a directed link of each level adds (for the flow model)."""
+        return {level: d / 1e3 for level, d in enumerate(self.delay_ms)}
+
+    def to_dict(self) -> dict:
+        """JSON-ready form for summaries and reports."""
+        return {"delay_ms": list(self.delay_ms), "loss_pct": list(self.loss_pct),
+                "applied": "netem leaf under each direction's HTB class (one-way delay per link crossed)"
+                if self.active else "none"}
+
+
+NONE_TEXT = "0"
+
+
+def _per_level(text: str, topo: Topology, flag: str, unit: str, high: float) -> Tuple[float, ...]:
+    try:
+        values = [float(v) for v in str(text).split(",")]
+    except ValueError:
+        raise TopologyError(f"{flag} '{text}' is not a number: give {unit} in [0, {high:g}], one value or one "
+                            f"per link level") from None
+    if len(values) not in (1, topo.levels):
+        raise TopologyError(f"{flag} '{text}' has {len(values)} values: {topo.spec} needs 1 or {topo.levels} "
+                            f"(one per link level)")
+    for v in values:
+        if not 0 <= v <= high:
+            raise TopologyError(f"{flag} {v:g} is out of range: give {unit} in [0, {high:g}]")
+    return tuple(values * topo.levels if len(values) == 1 else values)
+
+
+def parse_impairment(delay: str, loss: str, topo: Topology) -> Impairment:
+    """Per-level delay (ms) and loss (%) from '2' (every level) or '0.1,2' (one per level)."""
+    return Impairment(_per_level(delay or NONE_TEXT, topo, "--delay", "milliseconds", MAX_DELAY_MS),
+                      _per_level(loss or NONE_TEXT, topo, "--loss", "percent", 100.0))
+
+
+def netem_leaf_command(tc: str, dev: str, packets: int, netem: str) -> str:
+    """netem as the leaf of HTB class 5:1, holding `packets` like the pfifo it replaces: delay and loss
+    apply to what the shaping lets through, at the link's rate."""
+    return f"{tc} qdisc add dev {dev} parent 5:1 handle 10: netem {netem} limit {packets}"
+
+
+def ingress_netem_commands(dev: str, ifb: str, packets: int, netem: str) -> List[str]:
+    """Delay/loss on what arrives at dev (an unshaped switch->host direction): its ingress redirected to an
+    IFB whose root is netem alone."""
+    return [f"ip link add {ifb} type ifb",
+            f"ip link set {ifb} txqueuelen {packets} up",
+            f"tc qdisc add dev {ifb} root handle 10: netem {netem} limit {packets}",
+            f"tc qdisc add dev {dev} handle ffff: ingress",
+            f"tc filter add dev {dev} parent ffff: protocol all u32 match u32 0 0 "
+            f"action mirred egress redirect dev {ifb}"]
