@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABS = {"lab1-topologies": ("results/lab1", "bcube-net.json", "fidelity_min"),
         "lab2-gradient-sync": ("results/lab2", "bml/summary.json", "gst_median_s"),
         "lab3-compression": ("results/lab3", "ps-terngrad/summary.json", "wire_ratio"),
-        "lab4-hierarchy": ("results/lab4", "blueconnect/summary.json", "gst_ratio")}
+        "lab4-hierarchy": ("results/lab4", "blueconnect/summary.json", "gst_ratio"),
+        "lab5-latency": ("results/lab5", "bml-400KB/summary.json", "gst_theory_calibrated_s")}
 
 
 def handout_commands(lab: str, iters: Optional[int] = None) -> List[str]:
