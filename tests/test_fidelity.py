@@ -147,3 +147,17 @@ def test_switch_queue_drops_are_reported_as_the_networks_not_judged():
     v = verdict_and_cause(dict(fast, switch_port_drops={"switch_queue_drops": 40}), 10, 1.0)
     assert v["verdict"] == "faithful" and "40 packets dropped at switch-to-switch queues" in v["network_note"]
     assert "network_note" not in verdict_and_cause(fast, 10, 1.0)
+
+
+def test_cpu_saturation_is_judged_over_the_measured_iterations_not_the_start_up():
+    from emulation.orchestration.fidelity import CpuSampler, measured_window
+    cpu = CpuSampler()
+    # start-up (torch imports) saturates the machine; the measured iterations leave it half idle
+    cpu.samples = [(0.0, 0.5, 1.0), (0.5, 1.0, 1.0), (1.0, 1.5, 1.0), (2.0, 2.5, 0.5), (2.5, 3.0, 0.4)]
+    rows = {r: [{"start": 1.0 + i * 0.5, "end": 1.5 + i * 0.5} for i in range(5)] for r in range(2)}
+    window = measured_window(rows, 2)
+    assert window == (2.0, 3.5)
+    inside = cpu.report(window)
+    assert inside["scope"] == "measured iterations" and inside["samples"] == 2 and inside["saturated_share"] == 0
+    assert cpu.report()["saturated_share"] == 0.6
+    assert cpu.report((10.0, 11.0))["scope"].startswith("whole run") and measured_window({}, 2) is None

@@ -80,24 +80,25 @@ def prepare(base: RunConfig, algos: List[str], sizes: List[int]) -> List[Tuple[R
     return runs
 
 
-def rep_times(records: List[dict]) -> Dict[int, List[float]]:
-    """Per size, each timed repetition's time: from the last rank starting it to the last rank finishing it."""
+def rep_times(records: List[dict], dilation: float = 1.0) -> Dict[int, List[float]]:
+    """Per size, each timed repetition's time: from the last rank starting it to the last rank finishing it
+    (in emulated time: divided by the time dilation)."""
     by_rep: Dict[tuple, List[dict]] = {}
     for r in records:
         if not r["warmup"]:
             by_rep.setdefault((r["size"], r["rep"]), []).append(r)
     out: Dict[int, List[float]] = {}
     for (size, _), rs in sorted(by_rep.items()):
-        out.setdefault(size, []).append(max(r["end"] for r in rs) - max(r["start"] for r in rs))
+        out.setdefault(size, []).append((max(r["end"] for r in rs) - max(r["start"] for r in rs)) / dilation)
     return out
 
 
 def table(algo: str, records: List[dict], contributors: int, theory: Callable[[int], float],
-          calibrated: Callable[[int], float] = None) -> List[dict]:
+          calibrated: Callable[[int], float] = None, dilation: float = 1.0) -> List[dict]:
     """nccl-tests' columns for one algorithm: median time, algbw = size/time, busbw = algbw x 2(n-1)/n (and the
     calibrated theory when there is a calibration)."""
     factor = 2 * (contributors - 1) / contributors if contributors > 1 else 1.0
-    times = rep_times(records)
+    times = rep_times(records, dilation)
     rows = []
     for size, ts in times.items():
         t = statistics.median(ts)
@@ -132,7 +133,7 @@ def run_algorithm(hosts, cfg: RunConfig, checked, sizes: List[int], warmup: int,
         err.close()
     what = f"{probe[0]} across level {probe[1]}" if probe else cfg.algo
     log(f"{what}: {len(procs)} ranks, {len(sizes)} sizes x ({warmup} warm-up + {reps} timed)")
-    deadline = time.monotonic() + cfg.timeout * (len(sizes) * (warmup + reps) + 1)
+    deadline = time.monotonic() + cfg.timeout * cfg.dilation * (len(sizes) * (warmup + reps) + 1)
     for rank, proc in enumerate(procs):
         try:
             code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -154,7 +155,7 @@ def bench(base: RunConfig, runs: List[Tuple[RunConfig, Checked]], sizes: List[in
     rows: List[dict] = []
     report = {"topology": first.topo.spec, "bw_mbps": list(first.bw), "sizes": sizes, "warmup": warmup,
               "reps": reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(first.topo),
-              "local": base.local, "calibration": base.calibration}
+              "local": base.local, "calibration": base.calibration, "dilation": base.dilation}
     cal = load_calibration(base.calibration, first.topo.spec, first.bw) if base.calibration else None
     with network_lock(base), network_for(runs[0][0], first, log) as hosts:
         report.update(datapath=hosts.datapath, shaping=hosts.shaping)
@@ -166,7 +167,7 @@ def bench(base: RunConfig, runs: List[Tuple[RunConfig, Checked]], sizes: List[in
             theory = lambda size, c=checked: c.algorithm.gst_theory(c.topo, size, c.bw, c.servers).gst_s  # noqa
             calibrated = None if cal is None else \
                 lambda size, c=checked: calibrated_gst(c.algorithm, c.topo, c.servers, [size // 4], cal)  # noqa
-            rows += table(cfg.algo, records, len(checked.contributors), theory, calibrated)
+            rows += table(cfg.algo, records, len(checked.contributors), theory, calibrated, cfg.dilation)
     report["rows"] = rows
     write_atomic(os.path.join(base.out, "bench.json"), json.dumps(report, indent=1))
     write_csv(os.path.join(base.out, "bench.csv"), rows, [], COLUMNS + (CALIBRATED_COLUMNS if base.calibration else []))

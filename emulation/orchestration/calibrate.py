@@ -38,9 +38,10 @@ def prepare(base: RunConfig) -> Tuple[RunConfig, Checked]:
     return cfg, checked
 
 
-def one_way_times(records: List[dict], kind: str, pieces: int) -> List[Tuple[int, float]]:
-    """(message bytes, median one-way seconds) per size: a ping-pong is two messages in a row."""
-    times = rep_times(records)
+def one_way_times(records: List[dict], kind: str, pieces: int, dilation: float = 1.0) -> List[Tuple[int, float]]:
+    """(message bytes, median one-way seconds) per size: a ping-pong is two messages in a row (emulated time:
+    divided by the time dilation)."""
+    times = rep_times(records, dilation)
     per_message = 2 if kind == "pingpong" else 1
     return [(size // pieces, statistics.median(ts) / per_message) for size, ts in sorted(times.items())]
 
@@ -66,7 +67,7 @@ def calibrate(cfg: RunConfig, checked: Checked, sizes=MESSAGE_SIZES, warmup: int
                 records = run_algorithm(hosts, cfg, checked, buffers, warmup, reps, workdir,
                                         PLAN_PORT + PORT_STRIDE * (2 * i + j), log, probe=(kind, level))
                 wrong += sum(r["wrong"] for r in records)
-                points = one_way_times(records, kind, plan.pieces)
+                points = one_way_times(records, kind, plan.pieces, cfg.dilation)
                 try:
                     fits[kind].append(fit(level, points))
                 except CalibrationError as exc:

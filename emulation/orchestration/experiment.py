@@ -16,8 +16,8 @@ from emulation.net.controller import free_ports
 from emulation.orchestration.options import Checked, OptionError, RunConfig, cluster_servers, tcp_settings, validate, worker_options
 from emulation.orchestration import fidelity, signals
 from emulation.orchestration.fidelity import CpuSampler
-from emulation.orchestration.results import (dilate, per_iteration, read_finals, read_rows, summarize, write_atomic,
-                                             write_csvs)
+from emulation.orchestration.results import (WARMUP, dilate, per_iteration, read_finals, read_rows, summarize,
+                                             write_atomic, write_csvs)
 from emulation.orchestration.timeline import write_trace
 from emulation.simulation.calibrated import calibrated_fields, calibrated_ratio, delay_fields
 from emulation.spec.topology import Topology
@@ -273,7 +273,8 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
             summary["gst_ratio_calibrated"] = calibrated_ratio(summary)
         summary["fidelity"] = fidelity.report(topo, real_bw(bw, cfg), theory.gst_s * cfg.dilation, raw, rows,
                                               read_traces(workdir, len(topo.hosts)),
-                                              read_finals(workdir, len(topo.hosts)), cpu.report(), not cfg.local,
+                                              read_finals(workdir, len(topo.hosts)),
+                                              cpu.report(fidelity.measured_window(rows, WARMUP)), not cfg.local,
                                               port_drops, placement)
         log(fidelity.one_line(summary["fidelity"]))
         summary["duration_s"] = time.time() - started

@@ -74,17 +74,19 @@ class CpuSampler:
 
     def _loop(self) -> None:
         total0, idle0 = self._read()
-        ticks0, t0 = (thread_ticks(self.switch) if self.switch else {}), time.monotonic()
+        ticks0, t0, wall0 = (thread_ticks(self.switch) if self.switch else {}), time.monotonic(), time.time()
         while not self._stop.wait(self.period):
             total, idle = self._read()
+            wall = time.time()
             if total > total0:
-                self.samples.append(1.0 - (idle - idle0) / (total - total0))
+                self.samples.append((wall0, wall, 1.0 - (idle - idle0) / (total - total0)))
             total0, idle0 = total, idle
             if self.switch:
                 ticks, t = thread_ticks(self.switch), time.monotonic()
                 busiest = max((v - ticks0.get(k, v) for k, v in ticks.items()), default=0)
-                self.switch_samples.append(busiest / self._hz / max(t - t0, 1e-3))
+                self.switch_samples.append((wall0, wall, busiest / self._hz / max(t - t0, 1e-3)))
                 ticks0, t0 = ticks, t
+            wall0 = wall
 
     def __enter__(self) -> "CpuSampler":
         self._thread.start()
@@ -94,15 +96,42 @@ class CpuSampler:
         self._stop.set()
         self._thread.join(timeout=2)
 
-    def report(self) -> Dict[str, object]:
-        """Mean busy share and the share of samples in which the CPU was saturated."""
-        s, w = self.samples, self.switch_samples
-        out = {"samples": len(s), "busy_mean": round(statistics.mean(s), 4) if s else None,
+    def report(self, window: Optional[Tuple[float, float]] = None) -> Dict[str, object]:
+        """Mean busy share and the share of samples in which the CPU was saturated: of the samples inside the
+        window (wall-clock seconds: the measured iterations, so the workers' start-up -- importing torch --
+        does not count) when it holds any, else of all."""
+        def inside(samples):
+            if window is None:
+                return [v for _, _, v in samples]
+            return [v for a, b, v in samples if a >= window[0] and b <= window[1]]
+        s, w = inside(self.samples), inside(self.switch_samples)
+        scope = "measured iterations" if window is not None else "whole run"
+        if window is not None and not s:
+            s, w, scope = inside_all(self.samples), inside_all(self.switch_samples), \
+                "whole run (no sample fell inside the measured iterations)"
+        out = {"samples": len(s), "scope": scope, "busy_mean": round(statistics.mean(s), 4) if s else None,
                "saturated_share": round(sum(v >= CPU_SATURATED for v in s) / len(s), 4) if s else None}
         if w:
             out["switch_thread_mean"] = round(statistics.mean(w), 4)
             out["switch_saturated_share"] = round(sum(v >= SWITCH_SATURATED for v in w) / len(w), 4)
         return out
+
+
+def inside_all(samples) -> List[float]:
+    """The values of (start, end, value) samples."""
+    return [v for _, _, v in samples]
+
+
+def measured_window(rows: Dict[int, List[dict]], warmup: int) -> Optional[Tuple[float, float]]:
+    """Wall-clock span of the iterations the medians keep: from the first start of iteration `warmup` (0 when
+    there are too few) to the last end of the last iteration every rank finished."""
+    done = min((len(v) for v in rows.values()), default=0)
+    if not done:
+        return None
+    first = warmup if done > warmup else 0
+    starts = [rs[first]["start"] for rs in rows.values() if rs[first].get("start") is not None]
+    ends = [rs[done - 1]["end"] for rs in rows.values() if rs[done - 1].get("end") is not None]
+    return (min(starts), max(ends)) if starts and ends else None
 
 
 def union_length(intervals: List[Tuple[float, float]]) -> float:

@@ -96,7 +96,7 @@ class RunConfig:
                        commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
                              "reported divided by F (for rates a 2-core machine cannot emulate in real time)",
-                             kind=float, low=1, high=100)
+                             kind=float, low=1, high=100, commands=(RUN, COMPARE, BENCH, CALIBRATE))
     pull: str = option("ibatch", "ibatch: pull schedule (ibatch = best batching, layer, default)",
                        choices=PULL_MODES, algorithm_option=True)
     staleness: int = option(0, "pflow: 0 = BSP, s > 0 = SSP with bound s", kind=int, low=0, high=100,
@@ -334,7 +334,7 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     if workers:
         check_memory(len(topo.hosts), parameter_count_of(cfg.model) * 4, emulated and not cfg.local)
     if cfg.calibration:
-        load_calibration(cfg.calibration, topo.spec, bw)
+        load_calibration(cfg.calibration, topo.spec, bw, cfg.dilation if emulated and not cfg.local else None)
     servers = algorithm.resolve_servers(cfg.servers)
     return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)), impairment)
 
@@ -374,8 +374,11 @@ def check_algorithm_options(cfg: RunConfig, algorithm, label: Callable[[str], st
 
 
 def tcp_settings(cfg: RunConfig) -> TcpSettings:
-    """The emulated hosts' TCP and queue settings a configuration asks for."""
-    return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=cfg.rto_min, tsq_bytes=cfg.tsq,
+    """The emulated hosts' TCP and queue settings a configuration asks for. Under time dilation F the kernel's
+    timers are not stretched, so the minimum RTO is set F times longer: --rto-min is in emulated time (5 ms
+    real at F = 6 is 0.8 ms emulated, and its spurious timeouts idled the links)."""
+    dilation = getattr(cfg, "dilation", 1.0) or 1.0
+    return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=int(round(cfg.rto_min * dilation)), tsq_bytes=cfg.tsq,
                        host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue,
                        socket_buffer_bytes=cfg.socket_buffer)
 

@@ -104,8 +104,9 @@ def from_dict(d: dict) -> Calibration:
                        fits(d["loaded"]), fits(d.get("idle", [])), d.get("meta", {}))
 
 
-def load(path: str, topology: str = None, bw_mbps: Sequence[float] = None) -> Calibration:
-    """Read a calibration; CalibrationError when it is unreadable or was measured on another topology or rate."""
+def load(path: str, topology: str = None, bw_mbps: Sequence[float] = None, dilation: float = None) -> Calibration:
+    """Read a calibration; CalibrationError when it is unreadable or was measured on another topology, rate or
+    (for an emulated run) time dilation."""
     try:
         with open(path) as f:
             cal = from_dict(json.load(f))
@@ -120,4 +121,9 @@ def load(path: str, topology: str = None, bw_mbps: Sequence[float] = None) -> Ca
     if bw_mbps is not None and [round(b, 6) for b in cal.bw_mbps] != [round(b, 6) for b in bw_mbps]:
         raise CalibrationError(f"--calibration {path} was measured at {list(cal.bw_mbps)} Mbit/s, not "
                                f"{list(bw_mbps)}: calibrate at this bandwidth")
+    measured = float(cal.meta.get("dilation", 1.0))
+    if dilation is not None and measured != dilation:
+        raise CalibrationError(f"--calibration {path} was measured with --dilation {measured:g}, this run uses "
+                               f"{dilation:g}: the CPU's share of alpha depends on it, calibrate with "
+                               f"--dilation {dilation:g}")
     return cal
