@@ -76,7 +76,9 @@ def test_verdicts():
     stalls = dict(fast, decomposition_median_s={"below_rate_s": 0.0, "idle_s": 0.3},
                   tcp_totals={"rto_timeouts": 12})
     v = verdict_and_cause(stalls, 10, 1.0)
-    assert v["verdict"] == "degraded" and "retransmission timeouts" in v["cause"]
+    assert v["verdict"] == "degraded" and "retransmission timeouts" in v["cause"] and "spurious" not in v["cause"]
+    late_acks = dict(stalls, tcp_totals={"rto_timeouts": 12, "retrans_segs": 200, "dsack_received": 200})
+    assert "spurious" in verdict_and_cause(late_acks, 10, 1.0)["cause"]
     busy = dict(fast, cpu={"saturated_share": 0.8})
     v = verdict_and_cause(busy, 10, 1.0)
     assert v["verdict"] == "degraded" and "CPU saturation" in v["cause"]

@@ -32,7 +32,7 @@ def test_delay_and_loss_parse_per_level_like_bandwidth():
 
 @pytest.mark.parametrize("delay,loss,message", [
     ("x", "0", "--delay 'x' is not a number"), ("1,2,3", "0", "needs 1 or 2"), ("-1", "0", "out of range"),
-    ("0", "101", "--loss 101 is out of range")])
+    ("0", "101", "--loss 101 % is out of range")])
 def test_bad_delay_or_loss_names_what_is_valid(delay, loss, message):
     with pytest.raises(TopologyError, match=message):
         parse_impairment(delay, loss, parse("bcube:3,2"))
@@ -61,8 +61,7 @@ def test_every_shaped_end_of_a_level_carries_its_own_netem():
     topo = SpecTopo(spec=spec, bw=(100, 100), shaper_boxes=False, host_queue=1000, switch_queue=100,
                     impairment=Impairment((1.0, 3.0), (0.0, 0.0)))
     seen = {}
-    for a, b, info in topo.links(withInfo=True):
-        level = spec.node(a).interfaces[0].level if spec.is_host(a) else None
+    for _, _, info in topo.links(withInfo=True):
         for params in (info["params1"], info["params2"]):
             seen.setdefault(params.get("netem"), 0)
             seen[params.get("netem")] += 1

@@ -11,7 +11,9 @@ from typing import Dict, Iterable
 TCP_KEYS = {("Tcp", "RetransSegs"): "retrans_segs", ("Tcp", "OutSegs"): "out_segs",
             ("TcpExt", "TCPTimeouts"): "rto_timeouts", ("TcpExt", "TCPLossProbes"): "loss_probes",
             ("TcpExt", "TCPFastRetrans"): "fast_retrans", ("TcpExt", "TCPSpuriousRTOs"): "spurious_rtos",
-            ("TcpExt", "TCPSackRecovery"): "sack_recoveries"}
+            ("TcpExt", "TCPSackRecovery"): "sack_recoveries",
+            # the receiver reporting a duplicate (D-SACK): a retransmission that was not needed
+            ("TcpExt", "TCPDSACKRecv"): "dsack_received", ("TcpExt", "TCPLossProbeRecovery"): "loss_probe_recoveries"}
 
 
 def _proc_table(path: str) -> Dict[tuple, int]:

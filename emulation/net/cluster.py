@@ -70,6 +70,7 @@ class ShapedSSHLink(ShapedEnds, RemoteLink):
     so each tunnel here gets its own pair of tap numbers; ssh also gets dmlbed's options."""
 
     next_tap = TAP_BASE
+    record = None  # set by the network: records this machine's taps for `dmlbed clean` before they exist
 
     @classmethod
     def _free_taps(cls) -> Tuple[int, int]:
@@ -86,6 +87,10 @@ class ShapedSSHLink(ShapedEnds, RemoteLink):
         if node2.server == LOCAL:
             return self.makeTunnel(node2, node1, intfname2, intfname1, addr2, addr1)
         taps = self._free_taps()
+        local = [f"tap{t}" for node, t in zip((node1, node2), taps)
+                 if node.server == LOCAL or str(node.serverIP).startswith("127.")]
+        if self.record and local:  # an interrupted bring-up leaves them in the root namespace
+            self.record(local)
         for node, tap in zip((node1, node2), taps):
             out = node.rcmd(f"ip tuntap add dev tap{tap} mode tap user {node.user}")
             if out.strip():

@@ -306,6 +306,7 @@ class EmulatedNetwork:
         for i, l in enumerate(self.topo.links):
             if afxdp and not self.topo.is_host(l.lower):
                 self.placement[shaper_name(i)] = self.placement[l.lower]
+        cluster.ShapedSSHLink.record = self.state.add_interfaces
         user = cluster.ssh_user()
         for server in self.servers[1:]:
             ssh = cluster.ssh_batch() + ["-n", f"{user}@{self.server_ips[server]}"]

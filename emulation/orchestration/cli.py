@@ -127,6 +127,9 @@ def print_net_report(report: dict) -> None:
     print(f"{report['topology']}: {report['hosts']} hosts, {report['switches']} switches, "
           f"datapath {report['datapath']}, shaped {report['shaped_mbps']} Mbit/s")
     print(f"shaping: {report['shaping']}")
+    imp = report.get("impairment") or {}
+    if imp.get("applied", "none") != "none":
+        print(f"delay {imp['delay_ms']} ms, loss {imp['loss_pct']} % per level: {imp['applied']}")
     print(f"bring-up {report['bring_up_s']:.1f}s, teardown {report['teardown_s']:.1f}s")
     print(f"reachability: {report['pairs_reachable']}/{report['pairs_tested']} pairs")
     for bad in report.get("unreachable", [])[:10]:

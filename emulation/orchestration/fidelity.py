@@ -291,6 +291,7 @@ def host_counters(topo: Optional[Topology], rows: Dict[int, List[dict]], finals:
         qdisc = (finals.get(r, {}).get("net") or {}).get("qdisc", {})
         out[name] = {"retrans_segs": tcp.get("retrans_segs", 0), "rto_timeouts": tcp.get("rto_timeouts", 0),
                      "loss_probes": tcp.get("loss_probes", 0), "out_segs": tcp.get("out_segs", 0),
+                     "dsack_received": tcp.get("dsack_received", 0),
                      "qdisc_drops": sum(q.get("drops", 0) for q in qdisc.values())}
     return out
 
@@ -356,10 +357,16 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     hosts = host_counters(topo, rows, finals)
     out["hosts"] = hosts
     out["tcp_totals"] = {k: sum(h[k] for h in hosts.values()) for k in
-                         ("retrans_segs", "rto_timeouts", "loss_probes", "qdisc_drops", "out_segs")}
+                         ("retrans_segs", "rto_timeouts", "loss_probes", "dsack_received", "qdisc_drops", "out_segs")}
     out["switch_port_drops"] = switch_port_drops or {}
     out.update(verdict_and_cause(out, len(kept), theory_s))
     return out
+
+
+def spurious_retransmissions(totals: Dict[str, int]) -> bool:
+    """True when the receivers reported (D-SACK) nearly every retransmitted segment as a duplicate."""
+    retrans = totals.get("retrans_segs") or 0
+    return retrans > 0 and (totals.get("dsack_received") or 0) >= 0.9 * retrans
 
 
 def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) -> Dict[str, object]:
@@ -390,6 +397,9 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
         if idle > 0.02 * theory_s:
             if totals.get("rto_timeouts"):
                 why = f"links idle during synchronization; {totals['rto_timeouts']} TCP retransmission timeouts"
+                if spurious_retransmissions(totals):
+                    why += (" (spurious: the receivers got every retransmitted segment twice, so nothing was lost and "
+                            "the ACKs came later than the timer; a larger --rto-min avoids them)")
             elif (fid.get("step_skew_s") or {}).get("median"):
                 why = f"links idle during synchronization (ranks start steps up to " \
                       f"{fid['step_skew_s']['median'] * 1000:.0f} ms apart, median)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from emulation.spec.topology import Topology, TopologyError
+from emulation.spec.topology import Topology, parse_per_level
 
 MAX_DELAY_MS = 10000.0
 
@@ -45,25 +45,10 @@ class Impairment:
 NONE_TEXT = "0"
 
 
-def _per_level(text: str, topo: Topology, flag: str, unit: str, high: float) -> Tuple[float, ...]:
-    try:
-        values = [float(v) for v in str(text).split(",")]
-    except ValueError:
-        raise TopologyError(f"{flag} '{text}' is not a number: give {unit} in [0, {high:g}], one value or one "
-                            f"per link level") from None
-    if len(values) not in (1, topo.levels):
-        raise TopologyError(f"{flag} '{text}' has {len(values)} values: {topo.spec} needs 1 or {topo.levels} "
-                            f"(one per link level)")
-    for v in values:
-        if not 0 <= v <= high:
-            raise TopologyError(f"{flag} {v:g} is out of range: give {unit} in [0, {high:g}]")
-    return tuple(values * topo.levels if len(values) == 1 else values)
-
-
 def parse_impairment(delay: str, loss: str, topo: Topology) -> Impairment:
     """Per-level delay (ms) and loss (%) from '2' (every level) or '0.1,2' (one per level)."""
-    return Impairment(_per_level(delay or NONE_TEXT, topo, "--delay", "milliseconds", MAX_DELAY_MS),
-                      _per_level(loss or NONE_TEXT, topo, "--loss", "percent", 100.0))
+    return Impairment(parse_per_level(delay or NONE_TEXT, topo, "--delay", "ms", MAX_DELAY_MS),
+                      parse_per_level(loss or NONE_TEXT, topo, "--loss", "%", 100.0))
 
 
 def netem_leaf_command(tc: str, dev: str, packets: int, netem: str) -> str:

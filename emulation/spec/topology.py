@@ -359,20 +359,27 @@ def parse(spec: str) -> Topology:
 MAX_BW_MBPS = 1000.0
 
 
-def parse_bandwidth(text: str, topo: Topology) -> Tuple[float, ...]:
-    """Per-link-level bandwidths in Mbit/s from '100' (all levels) or '1000,100,200' (one per level)."""
+def parse_per_level(text: str, topo: Topology, what: str, unit: str, high: float, low_open: bool = False,
+                    range_error: str = None) -> Tuple[float, ...]:
+    """One value per link level from 'V' (every level) or 'V0,V1,...' (one per level), each in [0, high] (or
+    (0, high] when low_open); `what` names the option in errors, `range_error` overrides the range message."""
+    interval = f"{'(' if low_open else '['}0, {high:g}]"
     try:
         values = [float(v) for v in str(text).split(",")]
     except ValueError:
-        raise TopologyError(f"bandwidth '{text}' is not a number: give Mbit/s in (0, {MAX_BW_MBPS:g}], "
-                            f"one value or one per level") from None
+        raise TopologyError(f"{what} '{text}' is not a number: give {unit} in {interval}, one value or one per "
+                            f"level") from None
     if len(values) not in (1, topo.levels):
-        raise TopologyError(f"bandwidth '{text}' has {len(values)} values: {topo.spec} needs 1 or "
+        raise TopologyError(f"{what} '{text}' has {len(values)} values: {topo.spec} needs 1 or "
                             f"{topo.levels} (one per link level)")
     for v in values:
-        if not 0 < v <= MAX_BW_MBPS:
-            raise TopologyError(f"bandwidth {v:g} Mbit/s is out of range: tc shaping supports "
-                                f"(0, {MAX_BW_MBPS:g}] Mbit/s")
-    if len(values) == 1:
-        values = values * topo.levels
-    return tuple(values)
+        if not (0 < v if low_open else 0 <= v) or v > high:
+            raise TopologyError(f"{what} {v:g} {unit} is out of range: {range_error or 'give ' + unit + ' in'} "
+                                f"{interval} {unit}")
+    return tuple(values * topo.levels if len(values) == 1 else values)
+
+
+def parse_bandwidth(text: str, topo: Topology) -> Tuple[float, ...]:
+    """Per-link-level bandwidths in Mbit/s from '100' (all levels) or '1000,100,200' (one per level)."""
+    return parse_per_level(text, topo, "bandwidth", "Mbit/s", MAX_BW_MBPS, low_open=True,
+                           range_error="tc shaping supports")
