@@ -68,7 +68,3 @@ def check_level(topo: Topology, level: int) -> None:
         raise PlanError(f"level {level} is not a hierarchy level of {topo.spec}: valid are "
                         f"{', '.join(map(str, probe_levels(topo)))}")
 
-
-def message_bytes(plan: Plan, buffer_bytes: int) -> int:
-    """Bytes of each probe message for a buffer of buffer_bytes (the buffer holds one piece per message)."""
-    return buffer_bytes // plan.pieces

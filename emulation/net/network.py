@@ -205,7 +205,7 @@ class EmulatedNetwork:
                  log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings(),
                  cluster: Sequence[str] = (), tunnel: str = "ssh", impairment: Optional[Impairment] = None):
         self.topo = topo
-        self.impairment = impairment if impairment is not None and impairment.active else None
+        self.impairment = impairment or Impairment.none(topo.levels)
         self.servers = list(cluster)  # [] = this machine only; else 'localhost' first, then SSH servers
         self.tunnel = tunnel
         self.placement: Dict[str, str] = {}
@@ -262,7 +262,7 @@ class EmulatedNetwork:
         if self.tcp.congestion_control not in available_congestion_controls():
             raise NetworkError(f"congestion control {self.tcp.congestion_control} is not in this kernel: "
                                f"valid are {', '.join(available_congestion_controls())}")
-        if self.impairment and not netem_available():
+        if self.impairment.active and not netem_available():
             raise NetworkError("link delay/loss needs the kernel's netem qdisc (sch_netem), which this kernel lacks")
         link, host, switch = ShapedLink, QuietHost, DmlSwitch
         if self.servers:
@@ -341,7 +341,7 @@ class EmulatedNetwork:
             cmds = self.tcp.sysctl_commands() + config_commands(configs[spec_host.name], self.tcp.route_options())
             for intf in spec_host.interfaces:
                 cmds.append(offloads_off_command(intf.name))
-                netem = self.impairment.netem(intf.level) if self.impairment else None
+                netem = self.impairment.netem(intf.level)
                 if ingress_shaping:
                     cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level],
                                              self.tcp.switch_queue_packets, netem)
@@ -443,10 +443,8 @@ class EmulatedNetwork:
 
     def impairment_summary(self) -> dict:
         """The link delay and loss this network applies (for results)."""
-        if self.impairment is None:
-            return {"delay_ms": [0.0] * self.topo.levels, "loss_pct": [0.0] * self.topo.levels, "applied": "none"}
         out = self.impairment.to_dict()
-        if self.datapath == "user" and not self.ingress_shaping:
+        if self.impairment.active and self.datapath == "user" and not self.ingress_shaping:
             out["applied"] += "; switch->host at the host's ingress (IFB with netem)"
         return out
 

@@ -290,7 +290,7 @@ def emit(args, data: dict, show) -> None:
 
 def theory_report(cfg) -> dict:
     """The closed-form GST of a configuration (no plan is built, no torch is imported)."""
-    from emulation.orchestration.options import check_algorithm_options, check_topology, check_values
+    from emulation.orchestration.options import check_algorithm_options, check_topology, check_values, worker_options
     from workloads.algorithms import get
     from workloads.models import input_shape, parameter_count_of
     from emulation.spec.impairment import parse_impairment
@@ -302,7 +302,6 @@ def theory_report(cfg) -> dict:
     algorithm.check(topo, cfg.servers, {"codec": cfg.codec, "decomposition": cfg.decomposition})
     input_shape(cfg.model)
     params = parameter_count_of(cfg.model)
-    from emulation.orchestration.options import worker_options
     t = algorithm.gst_theory(topo, params * 4, bw, cfg.servers, cfg.codec, worker_options(cfg))
     out = {"topology": topo.spec, "algo": cfg.algo, "model": cfg.model, "parameters": params,
            "gradient_bytes": params * 4, "bw_mbps": list(bw), "servers": algorithm.resolve_servers(cfg.servers),
@@ -315,6 +314,7 @@ def theory_report(cfg) -> dict:
                                      worker_options(cfg)))
         out.update(delay_fields(impairment, algorithm, topo, out["servers"], tensor_sizes(cfg.model), bw,
                                 worker_options(cfg)))
+    if any(impairment.delay_ms):
         out["delay_ms"] = list(impairment.delay_ms)
     return out
 

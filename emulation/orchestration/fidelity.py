@@ -100,14 +100,10 @@ class CpuSampler:
         """Mean busy share and the share of samples in which the CPU was saturated: of the samples inside the
         window (wall-clock seconds: the measured iterations, so the workers' start-up -- importing torch --
         does not count) when it holds any, else of all."""
-        def inside(samples):
-            if window is None:
-                return [v for _, _, v in samples]
-            return [v for a, b, v in samples if a >= window[0] and b <= window[1]]
-        s, w = inside(self.samples), inside(self.switch_samples)
+        s, w = values_in(self.samples, window), values_in(self.switch_samples, window)
         scope = "measured iterations" if window is not None else "whole run"
         if window is not None and not s:
-            s, w, scope = inside_all(self.samples), inside_all(self.switch_samples), \
+            s, w, scope = values_in(self.samples), values_in(self.switch_samples), \
                 "whole run (no sample fell inside the measured iterations)"
         out = {"samples": len(s), "scope": scope, "busy_mean": round(statistics.mean(s), 4) if s else None,
                "saturated_share": round(sum(v >= CPU_SATURATED for v in s) / len(s), 4) if s else None}
@@ -117,9 +113,9 @@ class CpuSampler:
         return out
 
 
-def inside_all(samples) -> List[float]:
-    """The values of (start, end, value) samples."""
-    return [v for _, _, v in samples]
+def values_in(samples, window: Optional[Tuple[float, float]] = None) -> List[float]:
+    """The values of (start, end, value) samples lying inside window (all of them without one)."""
+    return [v for a, b, v in samples if window is None or (a >= window[0] and b <= window[1])]
 
 
 def measured_window(rows: Dict[int, List[dict]], warmup: int) -> Optional[Tuple[float, float]]:

@@ -352,9 +352,8 @@ def check_impairment(cfg: RunConfig, topo: Topology, emulated: bool, label: Call
     return impairment
 
 
-def require_netem(label: Callable[[str], str] = None) -> None:
+def require_netem(label: Callable[[str], str]) -> None:
     """OptionError unless this kernel can create a netem qdisc (delay and loss need it)."""
-    label = label or (lambda n: flag_of(n, option_of(n)))
     if os.geteuid() != 0:
         return  # probing needs root; the emulated run itself is refused without it
     from emulation.net.network import netem_available
@@ -377,8 +376,8 @@ def tcp_settings(cfg: RunConfig) -> TcpSettings:
     """The emulated hosts' TCP and queue settings a configuration asks for. Under time dilation F the kernel's
     timers are not stretched, so the minimum RTO is set F times longer: --rto-min is in emulated time (5 ms
     real at F = 6 is 0.8 ms emulated, and its spurious timeouts idled the links)."""
-    dilation = getattr(cfg, "dilation", 1.0) or 1.0
-    return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=int(round(cfg.rto_min * dilation)), tsq_bytes=cfg.tsq,
+    return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=int(round(cfg.rto_min * cfg.dilation)),
+                       tsq_bytes=cfg.tsq,
                        host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue,
                        socket_buffer_bytes=cfg.socket_buffer)
 

@@ -17,6 +17,11 @@ class Impairment:
     delay_ms: Tuple[float, ...]
     loss_pct: Tuple[float, ...]
 
+    @classmethod
+    def none(cls, levels: int) -> "Impairment":
+        """No delay and no loss on any of `levels` link levels."""
+        return cls((0.0,) * levels, (0.0,) * levels)
+
     @property
     def active(self) -> bool:
         """True when any level has a delay or a loss (netem is needed)."""
