@@ -10,6 +10,7 @@ import time
 import pytest
 
 from emulation.net.runstate import STATE_ROOT, list_bridges
+from emulation.spec.tcp import DEFAULT_MTU
 from emulation.spec.topology import parse
 from helpers import ROOT, run_dmlbed
 
@@ -58,6 +59,8 @@ def test_net_check(spec, bw, extra, pairs):
         assert flow["fidelity"] <= 1.1, flow
     assert 0 < report["fidelity_min"] <= report["fidelity_median"] <= 1.1
     assert report["bring_up_s"] > 0 and report["teardown_s"] > 0
+    # every link carries the default MTU's frames: full-size segments got through the switches above
+    assert report["tcp"]["applied"]["mtu"] == report["tcp"]["mtu"] == DEFAULT_MTU
     assert leftovers(spec) == []
 
 

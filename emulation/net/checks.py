@@ -163,7 +163,7 @@ def run_fidelity(enet, flows: List[Flow], duration_s: float = 5.0) -> List[Dict[
             except Exception as exc:  # a stuck client is a failed measurement, not a crash
                 measured, retransmits, error = 0.0, None, f"iperf3 did not finish: {exc.__class__.__name__}"
             # The shaped rate counts frames on the wire; iperf3 counts payload: compare like with like.
-            wire = wire_bytes(measured)
+            wire = wire_bytes(measured, enet.tcp.mtu)
             row = dict(asdict(flow), measured_mbps=round(measured, 3), wire_mbps=round(wire, 3),
                        fidelity=round(wire / flow.shaped_mbps, 4),
                        goodput_fidelity=round(measured / flow.shaped_mbps, 4), retransmits=retransmits)

@@ -63,10 +63,14 @@ class QuietTCIntf(TCIntf):
     the link end asks) and without HTB's harmless 'quantum of class ... is big' warnings in the tc output."""
 
     def config(self, leaf_packets: int = TcpSettings().switch_queue_packets, netem: Optional[str] = None,
-               **params):
-        """Mininet's configuration with this end's leaf queue size (and netem delay/loss as the leaf)."""
+               mtu: Optional[int] = None, **params):
+        """Mininet's configuration with this end's leaf queue size (and netem delay/loss as the leaf) and MTU."""
         self.leaf_packets = leaf_packets
         self.netem = netem
+        if mtu:
+            out = self.cmd(f"ip link set dev {self.name} mtu {mtu}")
+            if out.strip():
+                raise NetworkError(f"setting MTU {mtu} on {self.name} failed: {out.strip()}")
         return super().config(**params)
 
     def bwCmds(self, *args, **kwargs):
@@ -116,8 +120,10 @@ class DmlSwitch(OVSSwitch):
         self.afxdp = afxdp
 
     def intfOpts(self, intf):
-        """Mininet's port options, plus the AF_XDP port type when asked for."""
+        """Mininet's port options, plus the interface's MTU and the AF_XDP port type when asked for."""
         opts = super().intfOpts(intf)
+        if intf.params.get("mtu"):
+            opts += f" mtu_request={intf.params['mtu']}"
         if self.afxdp:
             opts += " type=afxdp-nonpmd options:xdp-mode=generic"
         return opts
@@ -270,7 +276,7 @@ class EmulatedNetwork:
         self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, shaper_boxes=afxdp,
                                          host_queue=self.tcp.host_queue_packets,
                                          switch_queue=self.tcp.switch_queue_packets,
-                                         impairment=self.impairment),
+                                         impairment=self.impairment, mtu=self.tcp.mtu),
                            link=link, host=host,
                            switch=lambda name, **p: switch(name, datapath=self.datapath, afxdp=afxdp, **p),
                            controller=None, autoSetMacs=False, autoStaticArp=False,
@@ -348,10 +354,12 @@ class EmulatedNetwork:
                 elif netem and self.datapath == "user":  # AF_XDP sends switch->host around the switch's netem
                     cmds += ingress_netem_commands(intf.name, f"ifb{intf.port}", self.tcp.switch_queue_packets,
                                                    netem)
+                if ingress_shaping or (netem and self.datapath == "user"):
+                    cmds.append(f"ip link set dev ifb{intf.port} mtu {self.tcp.mtu}")
             self._run_in(spec_host.name, cmds)
         self.tcp_report = self._read_tcp(self.topo.hosts[0].name)
         wanted = {"slow_start_after_idle": self.tcp.slow_start_after_idle, "tsq_bytes": self.tcp.tsq_bytes,
-                  "rto_min_on_routes": bool(self.tcp.rto_min_ms)}
+                  "rto_min_on_routes": bool(self.tcp.rto_min_ms), "mtu": self.tcp.mtu}
         if any(self.tcp_report[k] != v for k, v in wanted.items()):
             raise NetworkError(f"host TCP settings did not apply: {self.tcp_report}")
 
@@ -361,6 +369,7 @@ class EmulatedNetwork:
         out = {"namespace_default_congestion_control": h.cmd("sysctl -n net.ipv4.tcp_congestion_control").strip(),
                "slow_start_after_idle": h.cmd("sysctl -n net.ipv4.tcp_slow_start_after_idle").strip() == "1",
                "tsq_bytes": int(h.cmd("sysctl -n net.ipv4.tcp_limit_output_bytes").strip() or 0)}
+        out["mtu"] = int(h.cmd(f"cat /sys/class/net/{self.topo.node(host).interfaces[0].name}/mtu").strip() or 0)
         routes = h.cmd("ip route show").splitlines()
         out["rto_min_on_routes"] = sum("rto_min" in r for r in routes) == len(routes) and bool(routes)
         return out

@@ -32,12 +32,13 @@ class SpecTopo(Topo):
     """Hosts, switches (explicit dpids) and links of a Topology, with per-level link options."""
 
     def build(self, spec: Topology, bw=None, shaper_boxes=False, configure_hosts=False, host_queue=None,
-              switch_queue=None, impairment=None):
+              switch_queue=None, impairment=None, mtu=None):
         """spec: the dmlbed Topology; bw: Mbit/s per link level (None = unshaped);
         shaper_boxes: run switch-to-switch links through a bridging namespace x<i> that shapes them;
         configure_hosts: hosts configure themselves (for `mn --custom`; dmlbed's own runs do it later);
         host_queue / switch_queue: HTB leaf packets at a host's egress / at switch-side queues;
-        impairment: per-level netem delay/loss as the leaf of every shaped end (None: none)."""
+        impairment: per-level netem delay/loss as the leaf of every shaped end (None: none);
+        mtu: MTU of every interface of every link (None: the kernel's 1500)."""
         configs = all_host_configs(spec) if configure_hosts else {}
         for host in spec.hosts:
             opts = {}
@@ -50,6 +51,8 @@ class SpecTopo(Topo):
             self.addSwitch(sw.name, dpid=sw.dpid_hex)
         host_q = {"leaf_packets": host_queue} if host_queue else {}
         switch_q = {"leaf_packets": switch_queue} if switch_queue else {}
+        if mtu:
+            host_q, switch_q = dict(host_q, mtu=mtu), dict(switch_q, mtu=mtu)
         for i, link in enumerate(spec.links):
             opts = {"bw": bw[link.level]} if bw else {}
             netem = impairment.netem(link.level) if impairment is not None and bw else None

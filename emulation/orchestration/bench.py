@@ -155,7 +155,8 @@ def bench(base: RunConfig, runs: List[Tuple[RunConfig, Checked]], sizes: List[in
     rows: List[dict] = []
     report = {"topology": first.topo.spec, "bw_mbps": list(first.bw), "sizes": sizes, "warmup": warmup,
               "reps": reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(first.topo),
-              "local": base.local, "calibration": base.calibration, "dilation": base.dilation}
+              "local": base.local, "calibration": base.calibration, "dilation": base.dilation,
+              "mtu": None if base.local else base.mtu}
     cal = load_calibration(base.calibration, first.topo.spec, first.bw) if base.calibration else None
     with network_lock(base), network_for(runs[0][0], first, log) as hosts:
         report.update(datapath=hosts.datapath, shaping=hosts.shaping)

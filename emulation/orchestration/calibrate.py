@@ -77,7 +77,7 @@ def calibrate(cfg: RunConfig, checked: Checked, sizes=MESSAGE_SIZES, warmup: int
                     unresolved.append({"level": level, "points": points, "reason": str(exc)})
     cal = Calibration(topo.spec, tuple(checked.bw), datapath, tuple(fits["exchange"]), tuple(fits["pingpong"]),
                       {"sizes": list(sizes), "warmup": warmup, "reps": reps, "wrong": wrong, "local": cfg.local,
-                       "dilation": cfg.dilation, "idle_unresolved": unresolved})
+                       "dilation": cfg.dilation, "mtu": None if cfg.local else cfg.mtu, "idle_unresolved": unresolved})
     report = cal.to_dict()
     write_atomic(os.path.join(cfg.out, CALIBRATION_FILE), json.dumps(report, indent=1))
     report["path"] = os.path.join(cfg.out, CALIBRATION_FILE)

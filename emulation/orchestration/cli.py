@@ -107,7 +107,7 @@ def require_root(what: str) -> None:
 
 def validate_net_args(args):
     """Parse and check everything `net` needs before starting anything."""
-    from emulation.orchestration.options import check_impairment, check_topology, check_values, from_args
+    from emulation.orchestration.options import check_impairment, check_mtu, check_topology, check_values, from_args
     try:
         cfg = from_args(args, NET)
         check_values(cfg, only=NET)
@@ -117,6 +117,7 @@ def validate_net_args(args):
             raise UsageError(f"--duration {args.duration:g} is out of range: give seconds in (0, 600]")
         require_root("dmlbed net")
         impairment = check_impairment(cfg, topo, emulated=True)
+        check_mtu(cfg)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return topo, bw, cfg, impairment
@@ -290,7 +291,7 @@ def emit(args, data: dict, show) -> None:
 
 def theory_report(cfg) -> dict:
     """The closed-form GST of a configuration (no plan is built, no torch is imported)."""
-    from emulation.orchestration.options import check_algorithm_options, check_topology, check_values, worker_options
+    from emulation.orchestration.options import check_algorithm_options, check_topology, check_values, link_goodput, worker_options
     from workloads.algorithms import get
     from workloads.models import input_shape, parameter_count_of
     from emulation.spec.impairment import parse_impairment
@@ -313,7 +314,7 @@ def theory_report(cfg) -> dict:
         out.update(calibrated_fields(cfg.calibration, algorithm, topo, out["servers"], tensor_sizes(cfg.model), bw,
                                      worker_options(cfg)))
         out.update(delay_fields(impairment, algorithm, topo, out["servers"], tensor_sizes(cfg.model), bw,
-                                worker_options(cfg)))
+                                worker_options(cfg), link_goodput(cfg)))
     if any(impairment.delay_ms):
         out["delay_ms"] = list(impairment.delay_ms)
     return out

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import Callable, Dict, List
 
 from emulation.net.controller import free_ports
-from emulation.orchestration.options import Checked, OptionError, RunConfig, cluster_servers, tcp_settings, validate, worker_options
+from emulation.orchestration.options import Checked, OptionError, RunConfig, cluster_servers, link_goodput, tcp_settings, validate, worker_options
 from emulation.orchestration import fidelity, signals
 from emulation.orchestration.fidelity import CpuSampler
 from emulation.orchestration.results import (WARMUP, dilate, per_iteration, read_finals, read_rows, summarize,
@@ -223,7 +223,7 @@ def _run(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progress:
                **calibrated_fields(cfg.calibration, algorithm, topo, checked.servers, tensor_sizes(cfg.model), bw,
                                    worker_options(cfg)),
                **delay_fields(checked.impairment, algorithm, topo, checked.servers, tensor_sizes(cfg.model), bw,
-                              worker_options(cfg)),
+                              worker_options(cfg), link_goodput(cfg)),
                "config": asdict(cfg)}
     error, interruption = None, None
     started = time.time()

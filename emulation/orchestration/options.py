@@ -15,7 +15,7 @@ from emulation.spec.placement import TUNNELS, parse_servers
 from emulation.spec.calibration import load as load_calibration
 from emulation.spec.impairment import Impairment, parse_impairment
 from emulation.spec.theory import DECOMPOSITION_HELP
-from emulation.spec.tcp import CONGESTION_CONTROLS, GOODPUT, TcpSettings
+from emulation.spec.tcp import AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, TcpSettings, goodput
 from emulation.orchestration.resources import check_memory
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
 from workloads.algorithms import ALGORITHMS, get as get_algorithm, names_with
@@ -25,6 +25,7 @@ from workloads.ibatch import PULL_MODES
 from workloads.models import input_shape, parameter_count_of
 from workloads.pflow import parse_dvf, parse_tree
 
+GRE_MAX_MTU = 1450  # Mininet's RemoteGRELink sets it on both ends
 MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
 RUN, COMPARE, THEORY, NET, SIMULATE, BENCH, CALIBRATE = "run", "compare", "theory", "net", "simulate", "bench", "calibrate"
 
@@ -123,6 +124,10 @@ class RunConfig:
                              low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     queue: int = option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
                         kind=int, low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
+    mtu: int = option(TcpSettings.mtu, "MTU of every emulated link, bytes (the userspace switch pays per packet: "
+                      f"larger frames keep it faithful; at most {AFXDP_MAX_MTU} on its AF_XDP ports)", kind=int,
+                      low=MIN_MTU, high=MAX_MTU, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, SIMULATE, THEORY),
+                      worker=False)
     datapath: str = option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
                            choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
     shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
@@ -140,9 +145,9 @@ class RunConfig:
                        choices=("emulate", "simulate"), commands=(COMPARE,), worker=False)
     latency_us: float = option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
                                high=1e6, commands=(SIMULATE, COMPARE), worker=False)
-    goodput: float = option(GOODPUT, "simulate: share of a link's shaped rate that carries payload (TCP/IP and "
-                            "Ethernet headers: 1448 of 1514 bytes per full frame)", kind=float, low=0, high=1,
-                            low_open=True, commands=(SIMULATE, COMPARE), worker=False)
+    goodput: float = option(None, "simulate: share of a link's shaped rate that carries payload (default: full "
+                            "frames of --mtu, TCP/IP and Ethernet headers taken off: 3448 of 3514 bytes at 3500)",
+                            kind=float, low=0, high=1, low_open=True, commands=(SIMULATE, COMPARE), worker=False)
     ecmp: str = option("spread", "simulate: ECMP as an even split of every flow over its equal-cost paths (spread) "
                        "or one hashed path per flow, as a switch picks (hash)", choices=ECMP_MODES,
                        commands=(SIMULATE, COMPARE), worker=False)
@@ -325,6 +330,8 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
                           f"give one of them")
     bw = parse_bandwidth(cfg.bw, topo)
     impairment = check_impairment(cfg, topo, emulated, label)
+    if emulated:
+        check_mtu(cfg, label)
     algorithm = get_algorithm(cfg.algo)
     check_algorithm_options(cfg, algorithm, label)
     options = {name: getattr(cfg, name) for name, _, _ in described()}
@@ -334,7 +341,9 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     if workers:
         check_memory(len(topo.hosts), parameter_count_of(cfg.model) * 4, emulated and not cfg.local)
     if cfg.calibration:
-        load_calibration(cfg.calibration, topo.spec, bw, cfg.dilation if emulated and not cfg.local else None)
+        emulated_run = emulated and not cfg.local
+        load_calibration(cfg.calibration, topo.spec, bw, cfg.dilation if emulated_run else None,
+                         cfg.mtu if emulated_run else None)
     servers = algorithm.resolve_servers(cfg.servers)
     return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)), impairment)
 
@@ -350,6 +359,24 @@ def check_impairment(cfg: RunConfig, topo: Topology, emulated: bool, label: Call
         raise OptionError(f"{label('delay')}/{label('loss')} act on emulated links: {label('local')} has none")
     require_netem(label)
     return impairment
+
+
+def check_mtu(cfg: RunConfig, label: Callable[[str], str] = None) -> None:
+    """OptionError when the emulated links cannot carry --mtu: the userspace switch's AF_XDP ports take frames
+    up to AFXDP_MAX_MTU, Mininet's GRE tunnels 1450 bytes."""
+    label = label or (lambda n: flag_of(n, option_of(n)))
+    if cfg.local:
+        return
+    if cfg.cluster and cfg.tunnel == "gre" and cfg.mtu > GRE_MAX_MTU:
+        raise OptionError(f"{label('mtu')} {cfg.mtu} does not fit {label('tunnel')} gre: Mininet's GRE tunnels carry "
+                          f"frames up to {GRE_MAX_MTU} bytes (valid {MIN_MTU}-{GRE_MAX_MTU}; {label('tunnel')} ssh "
+                          f"carries any)")
+    if cfg.mtu > AFXDP_MAX_MTU and cfg.datapath != "kernel":
+        from emulation.net.network import kernel_datapath_available
+        if cfg.datapath == "user" or not kernel_datapath_available():
+            raise OptionError(f"{label('mtu')} {cfg.mtu} is more than the userspace switch's AF_XDP ports carry "
+                              f"(a 4 KiB frame): valid {MIN_MTU}-{AFXDP_MAX_MTU} here, up to {MAX_MTU} with the "
+                              f"kernel datapath (the openvswitch module)")
 
 
 def require_netem(label: Callable[[str], str]) -> None:
@@ -379,7 +406,12 @@ def tcp_settings(cfg: RunConfig) -> TcpSettings:
     return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=int(round(cfg.rto_min * cfg.dilation)),
                        tsq_bytes=cfg.tsq,
                        host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue,
-                       socket_buffer_bytes=cfg.socket_buffer)
+                       socket_buffer_bytes=cfg.socket_buffer, mtu=cfg.mtu)
+
+
+def link_goodput(cfg: RunConfig) -> float:
+    """Payload share of a shaped rate: --goodput when given, else full frames of --mtu."""
+    return cfg.goodput if cfg.goodput is not None else goodput(cfg.mtu)
 
 
 def worker_options(cfg: RunConfig) -> Dict[str, Any]:

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from typing import Callable, Dict, List
 
 from emulation.orchestration.experiment import check_output, clear_results
-from emulation.orchestration.options import OptionError, RunConfig, validate, worker_options
+from emulation.orchestration.options import OptionError, RunConfig, link_goodput, validate, worker_options
 from emulation.orchestration.results import WARMUP, write_atomic, write_atomic_csv
 from emulation.orchestration.timeline import chrome_trace
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, simulate_plan
@@ -68,7 +68,8 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
     plan = algorithm.build_plan(topo, checked.servers, worker_options(cfg))
     pieces = [n * 4 for n in piece_sizes(tensor_sizes(cfg.model), plan.pieces)]
-    rates = {level: b * 1e6 / 8 * cfg.goodput for level, b in enumerate(bw)}
+    share = link_goodput(cfg)
+    rates = {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}
     latency = cfg.latency_us * 1e-6
     if cfg.calibration:  # the fitted model replaces goodput and latency
         rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
@@ -80,7 +81,7 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     gst = result.gst_s
     by_level: Dict[str, float] = {}
     for (_, level), sent in result.host_tx_bytes.items():
-        by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / cfg.goodput * cfg.iters
+        by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / share * cfg.iters
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     iteration_s = cfg.compute_time + gst
     summary = {"mode": "simulate", "topology": topo.spec, "algo": cfg.algo, "model": cfg.model,
@@ -90,7 +91,7 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
                "batch": cfg.batch, "codec": cfg.codec, "iterations_requested": cfg.iters,
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                "config": asdict(cfg),
-               "model_settings": {"goodput": cfg.goodput, "latency_us": cfg.latency_us, "ecmp": cfg.ecmp,
+               "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us, "ecmp": cfg.ecmp,
                                   "link_delay_ms": list(checked.impairment.delay_ms),
                                   "calibration": cfg.calibration,
                                   "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in rates.items()},

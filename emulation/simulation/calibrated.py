@@ -39,11 +39,12 @@ def calibrated_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequenc
 
 
 def delay_fields(impairment: Impairment, algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
-                 bw: Sequence[float], options=None) -> dict:
-    """The summary keys of the theory with link delay as latency ({} without a delay)."""
+                 bw: Sequence[float], options=None, goodput: float = GOODPUT) -> dict:
+    """The summary keys of the theory with link delay as latency ({} without a delay); goodput: payload share of
+    the shaped rate (full frames of the links' MTU)."""
     if impairment is None or not any(impairment.delay_ms):
         return {}
-    rates = {level: b * 1e6 / 8 * GOODPUT for level, b in enumerate(bw)}
+    rates = {level: b * 1e6 / 8 * goodput for level, b in enumerate(bw)}
     gst = plan_gst(algorithm, topo, servers, layer_sizes, rates, 0.0, options, impairment.link_delay_s())
     return {"gst_theory_delay_s": gst,
             "gst_formula_delay": DELAY_FORMULA if gst is not None else

@@ -104,9 +104,13 @@ def from_dict(d: dict) -> Calibration:
                        fits(d["loaded"]), fits(d.get("idle", [])), d.get("meta", {}))
 
 
-def load(path: str, topology: str = None, bw_mbps: Sequence[float] = None, dilation: float = None) -> Calibration:
+LEGACY_MTU = 1500  # calibrations written before links had an MTU option ran on the kernel's default
+
+
+def load(path: str, topology: str = None, bw_mbps: Sequence[float] = None, dilation: float = None,
+         mtu: int = None) -> Calibration:
     """Read a calibration; CalibrationError when it is unreadable or was measured on another topology, rate or
-    (for an emulated run) time dilation."""
+    (for an emulated run) time dilation or MTU."""
     try:
         with open(path) as f:
             cal = from_dict(json.load(f))
@@ -126,4 +130,8 @@ def load(path: str, topology: str = None, bw_mbps: Sequence[float] = None, dilat
         raise CalibrationError(f"--calibration {path} was measured with --dilation {measured:g}, this run uses "
                                f"{dilation:g}: the CPU's share of alpha depends on it, calibrate with "
                                f"--dilation {dilation:g}")
+    measured_mtu = cal.meta.get("mtu", LEGACY_MTU)  # None: a loopback calibration, no links
+    if mtu is not None and measured_mtu is not None and int(measured_mtu) != mtu:
+        raise CalibrationError(f"--calibration {path} was measured with --mtu {measured_mtu}, this run uses {mtu}: "
+                               f"headers take another share of the rate, calibrate with --mtu {mtu}")
     return cal
