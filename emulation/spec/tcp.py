@@ -13,10 +13,9 @@ from typing import Dict, List
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr")  # what a stock kernel has built in; checked at bring-up
 TCPIP_HEADERS = 52   # IPv4 (20) + TCP with timestamps (32): an MTU minus this is the MSS
 ETHERNET_HEADER = 14  # what HTB counts per frame beyond the IP packet
-FRAME_OVERHEAD = TCPIP_HEADERS + ETHERNET_HEADER
 # The userspace switch's cost is per packet, so the emulated links carry 3500-byte frames by default: bcube:3,2
-# with 18 flows at 100 Mbit/s reached 0.58-0.66 of the shaped rate at MTU 1500 and 0.92-0.95 at 3000-3600
-# (README, "Faithful timings"). AF_XDP ports here carry at most 3690 (a 4 KiB umem frame less XDP's and OVS's
+# with 18 flows at 100 Mbit/s reached 0.58-0.68 of the shaped rate at MTU 1500, 0.86-0.92 at 3000, 0.98-0.99
+# at 3500 and 0.95 at 3600 (README, "Faithful timings"). AF_XDP ports here carry at most 3690 (a 4 KiB umem frame less XDP's and OVS's
 # headroom; 3700 is dropped), the kernel datapath up to 9000 (jumbo frames).
 DEFAULT_MTU = 3500
 MIN_MTU, MAX_MTU, AFXDP_MAX_MTU = 576, 9000, 3690
