@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -114,15 +115,21 @@ def test_ctrl_c_tears_everything_down():
     assert leftovers("star:4") == []
 
 
+def work_folders():
+    """The controllers' work folders on this machine (a run removes its own at teardown)."""
+    return {d for d in os.listdir(tempfile.gettempdir()) if d.startswith("dmlbed-")}
+
+
 def test_clean_removes_what_a_killed_run_left():
+    before = work_folders()
     proc = start_long_check("bcube:2,2")
     wait_for_run_record(proc)
     time.sleep(6)
     proc.kill()  # no teardown at all
     proc.wait(timeout=10)
-    assert leftovers("bcube:2,2") != []
+    assert leftovers("bcube:2,2") != [] and work_folders() - before
     r = run_dmlbed("clean")
     assert r.returncode == 0, r.stderr
-    assert "deleted bridge" in r.stdout
-    assert leftovers("bcube:2,2") == []
+    assert "deleted bridge" in r.stdout and "removed folder" in r.stdout
+    assert leftovers("bcube:2,2") == [] and work_folders() - before == set()
     assert "nothing left behind" in run_dmlbed("clean").stdout

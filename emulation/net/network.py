@@ -260,6 +260,7 @@ class EmulatedNetwork:
             listen = cluster.controller_address(self.servers, self.server_ips)
         self.state = RunState().create()
         self.workdir = tempfile.mkdtemp(prefix="dmlbed-")
+        self.state.add_folders([self.workdir])
         self.log(f"starting controller ({self.topo.spec}, datapath {self.datapath})")
         self.controller = ControllerProcess(self.topo, self.workdir, host=listen)
         self.state.add_pid(self.controller.start(), "ryu-manager")

@@ -82,6 +82,11 @@ class RunState:
         self.data["interfaces"] = sorted(set(self.data["interfaces"]) | set(names))
         self.save()
 
+    def add_folders(self, paths: List[str]) -> None:
+        """Record scratch folders this run creates (its controller's work folder)."""
+        self.data["folders"] = sorted(set(self.data.get("folders", [])) | set(paths))
+        self.save()
+
     def add_remote(self, server: str, ssh: List[str], bridges: List[str]) -> None:
         """Record OVS bridges this run creates on another machine, and the ssh command reaching it."""
         self.data.setdefault("remote", []).append({"server": server, "ssh": ssh, "bridges": sorted(bridges)})
@@ -120,6 +125,10 @@ class RunState:
         for remote in self.data.get("remote", []):
             if remote["bridges"]:
                 done.append(undo_remote(remote))
+        for folder in self.data.get("folders", []):
+            if os.path.isdir(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+                done.append(f"removed folder {folder}")
         return done
 
     def remove(self) -> None:
