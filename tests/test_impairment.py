@@ -12,8 +12,8 @@ from emulation.orchestration import options
 from emulation.orchestration.options import OptionError, RunConfig, validate
 from emulation.simulation.flows import simulate_plan
 from emulation.simulation.routes import Router
-from emulation.spec.impairment import Impairment, ingress_netem_commands, parse_impairment
-from emulation.spec.shaping import ingress_commands
+from emulation.spec.impairment import Impairment, parse_impairment
+from emulation.spec.shaping import ingress_commands, ingress_netem_commands
 from emulation.spec.topology import TopologyError, parse
 from helpers import run_dmlbed
 from workloads.algorithms import get

@@ -88,3 +88,14 @@ def test_the_emulated_links_carry_the_mtu_asked_for():
     assert all(f["measured_mbps"] > 0.5 * 50 for f in report["flows"]), report["flows"]
     assert report["fidelity_min"] == pytest.approx(min(wire_bytes(f["measured_mbps"], 1500) / 50
                                                        for f in report["flows"]), rel=1e-3)
+
+
+def test_ingress_devices_take_the_links_frames():
+    from emulation.spec.shaping import ingress_commands, ingress_netem_commands
+    shaped = ingress_commands("h0-eth0", "ifb0", 100, 50, mtu=3500)
+    assert "ip link set ifb0 txqueuelen 1000 mtu 3500 up" in shaped
+    alone = ingress_netem_commands("h0-eth0", "ifb0", 50, "delay 1ms", mtu=3500)
+    assert "ip link set ifb0 txqueuelen 50 mtu 3500 up" in alone
+    for cmds in (shaped, alone):
+        assert cmds[-1].endswith("action mirred egress redirect dev ifb0") and "ingress" in cmds[-2]
+    assert "ip link set ifb0 txqueuelen 1000 up" in ingress_commands("h0-eth0", "ifb0", 100, 50)

@@ -23,8 +23,9 @@ from emulation.spec.addressing import all_host_configs, config_commands
 from emulation.net.controller import ControllerProcess, stop_process_group
 from emulation.net.runstate import RunState, clean as clean_stale
 from emulation.spec.topology import Topology
-from emulation.spec.shaping import bridge_commands, ingress_commands, leaf_queue_command, offloads_off_command
-from emulation.spec.impairment import Impairment, ingress_netem_commands
+from emulation.spec.shaping import (bridge_commands, ingress_commands, ingress_netem_commands, leaf_queue_command,
+                                    offloads_off_command)
+from emulation.spec.impairment import Impairment
 from emulation.spec.tcp import TcpSettings
 from emulation.net.topos import SpecTopo, shaper_name
 
@@ -351,12 +352,10 @@ class EmulatedNetwork:
                 netem = self.impairment.netem(intf.level)
                 if ingress_shaping:
                     cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level],
-                                             self.tcp.switch_queue_packets, netem)
+                                             self.tcp.switch_queue_packets, netem, self.tcp.mtu)
                 elif netem and self.datapath == "user":  # AF_XDP sends switch->host around the switch's netem
                     cmds += ingress_netem_commands(intf.name, f"ifb{intf.port}", self.tcp.switch_queue_packets,
-                                                   netem)
-                if ingress_shaping or (netem and self.datapath == "user"):
-                    cmds.append(f"ip link set dev ifb{intf.port} mtu {self.tcp.mtu}")
+                                                   netem, self.tcp.mtu)
             self._run_in(spec_host.name, cmds)
         self.tcp_report = self._read_tcp(self.topo.hosts[0].name)
         wanted = {"slow_start_after_idle": self.tcp.slow_start_after_idle, "tsq_bytes": self.tcp.tsq_bytes,

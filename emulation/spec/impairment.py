@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from emulation.spec.topology import Topology, parse_per_level
 
@@ -60,14 +60,3 @@ def netem_leaf_command(tc: str, dev: str, packets: int, netem: str) -> str:
     """netem as the leaf of HTB class 5:1, holding `packets` like the pfifo it replaces: delay and loss
     apply to what the shaping lets through, at the link's rate."""
     return f"{tc} qdisc add dev {dev} parent 5:1 handle 10: netem {netem} limit {packets}"
-
-
-def ingress_netem_commands(dev: str, ifb: str, packets: int, netem: str) -> List[str]:
-    """Delay/loss on what arrives at dev (an unshaped switch->host direction): its ingress redirected to an
-    IFB whose root is netem alone."""
-    return [f"ip link add {ifb} type ifb",
-            f"ip link set {ifb} txqueuelen {packets} up",
-            f"tc qdisc add dev {ifb} root handle 10: netem {netem} limit {packets}",
-            f"tc qdisc add dev {dev} handle ffff: ingress",
-            f"tc filter add dev {dev} parent ffff: protocol all u32 match u32 0 0 "
-            f"action mirred egress redirect dev {ifb}"]

@@ -36,15 +36,35 @@ def leaf_queue_command(tc: str, dev: str, packets: int, netem: Optional[str] = N
     return f"{tc} qdisc add dev {dev} parent 5:1 handle 10: pfifo limit {packets}"
 
 
-def ingress_commands(dev: str, ifb: str, mbps: float, packets: int, netem: Optional[str] = None) -> List[str]:
-    """Shape what arrives on dev to mbps by redirecting its ingress to an IFB device with HTB."""
-    return [f"ip link add {ifb} type ifb",
-            f"ip link set {ifb} txqueuelen {IFB_QUEUE_LEN} up",
-            *htb_commands(ifb, mbps),
-            leaf_queue_command("tc", ifb, packets, netem),
-            f"tc qdisc add dev {dev} handle ffff: ingress",
+def ifb_up_command(ifb: str, queue_len: int, mtu: Optional[int] = None) -> str:
+    """Bring an IFB device up with its queue length (and the links' MTU, so it takes their largest frames)."""
+    return f"ip link set {ifb} txqueuelen {queue_len}" + (f" mtu {mtu}" if mtu else "") + " up"
+
+
+def redirect_ingress_commands(dev: str, ifb: str) -> List[str]:
+    """Send everything arriving on dev through the IFB device's egress (where qdiscs can act on it)."""
+    return [f"tc qdisc add dev {dev} handle ffff: ingress",
             f"tc filter add dev {dev} parent ffff: protocol all u32 match u32 0 0 "
             f"action mirred egress redirect dev {ifb}"]
+
+
+def ingress_commands(dev: str, ifb: str, mbps: float, packets: int, netem: Optional[str] = None,
+                     mtu: Optional[int] = None) -> List[str]:
+    """Shape what arrives on dev to mbps by redirecting its ingress to an IFB device with HTB."""
+    return [f"ip link add {ifb} type ifb",
+            ifb_up_command(ifb, IFB_QUEUE_LEN, mtu),
+            *htb_commands(ifb, mbps),
+            leaf_queue_command("tc", ifb, packets, netem),
+            *redirect_ingress_commands(dev, ifb)]
+
+
+def ingress_netem_commands(dev: str, ifb: str, packets: int, netem: str, mtu: Optional[int] = None) -> List[str]:
+    """Delay/loss on what arrives at dev (an unshaped switch->host direction): its ingress redirected to an
+    IFB whose root is netem alone."""
+    return [f"ip link add {ifb} type ifb",
+            ifb_up_command(ifb, packets, mtu),
+            f"tc qdisc add dev {ifb} root handle 10: netem {netem} limit {packets}",
+            *redirect_ingress_commands(dev, ifb)]
 
 
 def bridge_commands(ports: List[str], bridge: str = "br0") -> List[str]:
