@@ -371,9 +371,9 @@ def check_mtu(cfg: RunConfig, label: Callable[[str], str] = None) -> None:
         raise OptionError(f"{label('mtu')} {cfg.mtu} does not fit {label('tunnel')} gre: Mininet's GRE tunnels carry "
                           f"frames up to {GRE_MAX_MTU} bytes (valid {MIN_MTU}-{GRE_MAX_MTU}; {label('tunnel')} ssh "
                           f"carries any)")
-    if cfg.mtu > AFXDP_MAX_MTU and cfg.datapath != "kernel":
-        from emulation.net.network import kernel_datapath_available
-        if cfg.datapath == "user" or not kernel_datapath_available():
+    if cfg.mtu > AFXDP_MAX_MTU and cfg.datapath != "kernel":  # auto/user: never refused by choose_datapath
+        from emulation.net.network import choose_datapath
+        if choose_datapath(cfg.datapath) == "user":
             raise OptionError(f"{label('mtu')} {cfg.mtu} is more than the userspace switch's AF_XDP ports carry "
                               f"(a 4 KiB frame): valid {MIN_MTU}-{AFXDP_MAX_MTU} here, up to {MAX_MTU} with the "
                               f"kernel datapath (the openvswitch module)")
