@@ -520,15 +520,15 @@ class EmulatedNetwork:
             if self.controller is not None:
                 self.controller.stop()
                 self.controller = None
+            if self.workdir:  # before the record's undo, which would report it as a leftover
+                shutil.rmtree(self.workdir, ignore_errors=True)
+                self.workdir = None
             if self.state is not None:
                 leftovers = self.state.undo()
                 if leftovers:
                     self.log("teardown also removed: " + "; ".join(leftovers))
                 self.state.remove()
                 self.state = None
-            if self.workdir:
-                shutil.rmtree(self.workdir, ignore_errors=True)
-                self.workdir = None
         finally:
             if main:
                 signal.signal(signal.SIGINT, previous)
