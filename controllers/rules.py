@@ -10,14 +10,22 @@ from emulation.spec.topology import Topology
 OFPP_CONTROLLER = 0xFFFFFFFD
 ETH_TYPE_IPV4 = 0x0800
 PRIORITY_HOST = 100
+PRIORITY_ECMP = 20
 PRIORITY_UP = 10
 PRIORITY_MISS = 0
 UP_GROUP = 1
+IP_PROTO_TCP = 6
+# ECMP over TCP ports: a switch at level L hashes bits [1 + 4L, 1 + 4L + width) of each segment's source and
+# destination ports (bit 0 is skipped: Linux prefers even ports for connect()). Explicit rules instead of a
+# select group, so which path a connection takes follows from its ports and is known to the fidelity report.
+ECMP_FIRST_BIT = 1
+ECMP_TIER_BITS = 4
 
 
 @dataclass(frozen=True)
 class FlowRule:
-    """One flow entry: match fields (Ryu OFPMatch names) -> output port or select group."""
+    """One flow entry: match fields (Ryu OFPMatch names; a (value, mask) pair matches bitwise) -> output port or
+    select group."""
 
     dpid: int
     priority: int
@@ -95,8 +103,35 @@ def hosts_below(topo: Topology) -> Dict[str, Dict[int, List[str]]]:
     return {s: {port: below(child) for port, child in children} for s, children in down.items()}
 
 
+def ecmp_width(ways: int) -> int:
+    """Port bits a switch with `ways` up ports hashes: enough for every port, one more when `ways` is not a power
+    of two (so the modulo's bias is small), at most ECMP_TIER_BITS."""
+    width = max(1, (ways - 1).bit_length()) + (1 if ways & (ways - 1) else 0)
+    return min(width, ECMP_TIER_BITS)
+
+
+def ecmp_choice(level: int, ways: int, src_port: int, dst_port: int) -> int:
+    """Which of a level-`level` switch's `ways` up ports (in port order) a TCP segment with these ports takes."""
+    shift, mask = ECMP_FIRST_BIT + ECMP_TIER_BITS * level, (1 << ecmp_width(ways)) - 1
+    return (((src_port >> shift) & mask) ^ ((dst_port >> shift) & mask)) % ways
+
+
+def ecmp_rules(sw, ups: List[int]) -> List[FlowRule]:
+    """One rule per pair of hashed source and destination port bits, sending TCP up the port ecmp_choice picks."""
+    width = ecmp_width(len(ups))
+    shift, mask = ECMP_FIRST_BIT + ECMP_TIER_BITS * sw.level, (1 << width) - 1
+    rules = []
+    for a in range(1 << width):
+        for b in range(1 << width):
+            match = (("eth_type", ETH_TYPE_IPV4), ("ip_proto", IP_PROTO_TCP),
+                     ("tcp_src", (a << shift, mask << shift)), ("tcp_dst", (b << shift, mask << shift)))
+            rules.append(FlowRule(sw.dpid, PRIORITY_ECMP, match, ups[(a ^ b) % len(ups)]))
+    return rules
+
+
 def up_down_rules(topo: Topology) -> RuleSet:
-    """Loop-free up/down routing for trees, stars and Fat-Trees; ECMP groups over the up ports."""
+    """Loop-free up/down routing for trees, stars and Fat-Trees. Where a switch has several up ports, TCP is
+    spread over them by its ports (ecmp_choice) and other IPv4 traffic by a select group."""
     flows: List[FlowRule] = []
     groups: List[GroupRule] = []
     below = hosts_below(topo)
@@ -115,6 +150,7 @@ def up_down_rules(topo: Topology) -> RuleSet:
         if len(ups) == 1:
             flows.append(FlowRule(sw.dpid, PRIORITY_UP, match, ups[0]))
         elif len(ups) > 1:
+            flows += ecmp_rules(sw, ups)
             groups.append(GroupRule(sw.dpid, UP_GROUP, tuple(ups)))
             flows.append(FlowRule(sw.dpid, PRIORITY_UP, match, group=UP_GROUP))
         flows.append(table_miss(sw.dpid))

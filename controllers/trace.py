@@ -6,7 +6,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from controllers.rules import ETH_TYPE_IPV4, OFPP_CONTROLLER, RuleSet
+from controllers.rules import ETH_TYPE_IPV4, IP_PROTO_TCP, OFPP_CONTROLLER, RuleSet
 from emulation.spec.addressing import HostConfig
 from emulation.spec.topology import Topology
 
@@ -47,13 +47,22 @@ def arp_lookup(cfg: HostConfig, dev: str, ip: str) -> Optional[str]:
 
 
 def matches(fields: Dict[str, object], packet: Dict[str, object]) -> bool:
-    """True when every match field equals the packet's value."""
-    return all(packet.get(k) == v for k, v in fields.items())
+    """True when every match field equals the packet's value (bitwise under the mask for a (value, mask) pair);
+    a field the packet does not carry never matches."""
+    for k, v in fields.items():
+        if isinstance(v, tuple):
+            if packet.get(k) is None or packet[k] & v[1] != v[0]:
+                return False
+        elif packet.get(k) != v:
+            return False
+    return True
 
 
 def trace(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig],
-          src: str, dst_ip: str) -> TraceResult:
-    """Send an IPv4 packet from host src to dst_ip and explore every forwarding branch."""
+          src: str, dst_ip: str, tcp_ports: Optional[Tuple[int, int]] = None) -> TraceResult:
+    """Send an IPv4 packet from host src to dst_ip and explore every forwarding branch: a TCP segment with these
+    (source, destination) ports when given, whose ECMP choices are then known, else a packet without ports."""
+    l4 = {"ip_proto": IP_PROTO_TCP, "tcp_src": tcp_ports[0], "tcp_dst": tcp_ports[1]} if tcp_ports else {}
     result = TraceResult()
     ports_by_intf = {i.name: (h.name, i.port) for h in topo.hosts for i in h.interfaces}
     flows_by_dpid: Dict[int, list] = {}
@@ -81,7 +90,7 @@ def trace(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig],
             return
         _, port = ports_by_intf[dev]
         peer, peer_port, _ = topo.peer(name, port)
-        at_switch(peer, peer_port, {"eth_type": ETH_TYPE_IPV4, "eth_dst": mac, "ipv4_dst": dst_ip},
+        at_switch(peer, peer_port, {"eth_type": ETH_TYPE_IPV4, "eth_dst": mac, "ipv4_dst": dst_ip, **l4},
                   path + [peer])
 
     def at_switch(name: str, in_port: int, packet: Dict[str, object], path: List[str]) -> None:

@@ -64,6 +64,24 @@ def test_links_are_judged_against_the_fair_share_of_their_paths():
     assert fid["verdict"] == "faithful"
 
 
+def test_a_connections_ports_put_its_transfer_on_its_ecmp_path():
+    """Two cross-pod transfers whose ports hash onto the same core link: that link carries both, so each host
+    link is judged against half its rate; without ports only the links common to every path are known."""
+    from controllers.rules import ecmp_choice
+    topo = parse("fattree:4")
+    mb, half = 1_000_000, 50e6 / 8 / 2
+    same = [(s, 5000) for s in range(33000, 34000, 2)
+            if (ecmp_choice(0, 2, s, 5000), ecmp_choice(1, 2, s, 5000)) == (0, 0)][:2]
+    traces = [dict(trace(r, 0, 1.0, 1.0 + mb / half, mb, peer=p), ports=list(ports))
+              for r, p, ports in [(0, 12, same[0]), (1, 13, same[1])]]
+    links = {l["link"]: l for l in iteration_links(topo, {0: [{}] * 3, 1: [{}] * 3}, traces, 2, (50.0,) * 3)}
+    assert links["a0_0>c0"]["payload"] == 2 * mb
+    assert links["h0>e0_0"]["need_s"] == pytest.approx(mb / half) == pytest.approx(links["h0>e0_0"]["busy_s"])
+    portless = {l["link"] for l in iteration_links(topo, {0: [{}] * 3, 1: [{}] * 3},
+                                                   [trace(0, 0, 1.0, 2.0, mb, peer=12)], 2, (50.0,) * 3)}
+    assert portless == {"h0>e0_0", "e3_0>h12"}
+
+
 def test_step_skew_is_the_spread_of_first_starts():
     traces = [trace(0, 0, 1.0, 2.0, 1), trace(1, 0, 1.3, 2.0, 1), trace(1, 0, 1.2, 2.0, 1), trace(0, 0, 5.0, 6.0, 1, step=1)]
     assert step_skew(traces, 2) == [pytest.approx(0.2)]

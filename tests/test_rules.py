@@ -3,7 +3,9 @@ the Ryu app builds correct OpenFlow 1.3 messages (fake datapath, real ofproto_pa
 
 import pytest
 
-from controllers.rules import OFPP_CONTROLLER, compute_rules
+import random
+
+from controllers.rules import OFPP_CONTROLLER, compute_rules, ecmp_choice, ecmp_width
 from controllers.trace import trace
 from emulation.spec.addressing import all_host_configs, bcube_path
 from emulation.spec.topology import parse
@@ -34,6 +36,45 @@ def test_fat_tree_uses_every_core_between_pods():
     cores = {p[3] for p in result.paths}
     assert cores == {"c0", "c1", "c2", "c3"}
     assert all(len(p) == 7 for p in result.paths)  # host-edge-agg-core-agg-edge-host
+
+
+@pytest.mark.parametrize("spec", ["fattree:4", "fattree:6", "fattree:8"])
+def test_fat_tree_tcp_ports_pick_one_path_and_spread_over_every_core(spec):
+    """A TCP segment's ports decide every ECMP choice (one path), the choice is ecmp_choice's, and random ports
+    use every core path about equally often."""
+    topo = parse(spec)
+    k = topo.params[0]
+    rules, configs = compute_rules(topo), all_host_configs(topo)
+    src, dst = topo.hosts[0], topo.hosts[-1]
+    rng = random.Random(7)
+    seen = {}
+    draws = 40 * (k // 2) ** 2
+    for _ in range(draws):
+        ports = (rng.randrange(32768, 61000), rng.randrange(1024, 65536))
+        paths = trace(topo, rules, configs, src.name, dst.ip, ports).paths
+        assert len(paths) == 1 and paths[0][0] == src.name and paths[0][-1] == dst.name
+        agg, core = paths[0][2], paths[0][3]
+        assert int(agg.split("_")[1]) == ecmp_choice(0, k // 2, *ports)
+        assert int(core[1:]) % (k // 2) == ecmp_choice(1, k // 2, *ports)
+        seen[core] = seen.get(core, 0) + 1
+    assert len(seen) == (k // 2) ** 2  # every core
+    mean = draws / len(seen)
+    assert max(seen.values()) < 1.8 * mean and min(seen.values()) > 0.4 * mean
+
+
+def test_ecmp_is_symmetric_in_the_ports_and_its_width_fits_the_ports():
+    """A connection's ACKs (ports swapped) hash like its data; every up port is reachable."""
+    assert [ecmp_width(n) for n in (2, 3, 4, 8, 16, 32)] == [1, 3, 2, 3, 4, 4]
+    for n in (2, 3, 4, 8):
+        assert {ecmp_choice(lvl, n, s, 40000) for s in range(32768, 33768) for lvl in (0, 1)} == set(range(n))
+        assert all(ecmp_choice(1, n, s, d) == ecmp_choice(1, n, d, s) for s, d in [(33000, 5000), (40002, 41234)])
+
+
+def test_non_tcp_and_portless_packets_still_spread_over_every_path():
+    """ICMP (no ports) falls to the select group: every path is a possible branch."""
+    topo = parse("fattree:4")
+    result = trace(topo, compute_rules(topo), all_host_configs(topo), "h0", topo.hosts[-1].ip)
+    assert len(result.paths) == 4 and result.ok
 
 
 def test_tree_path_is_unique_shortest():
@@ -126,6 +167,9 @@ def test_install_sends_groups_flows_and_barrier_for_fat_tree_edge():
     assert [b.actions[0].port for b in group_adds[0].buckets] == [3, 4]
     flow_adds = [m for m in dp.sent[1:] if type(m).__name__ == "OFPFlowMod"]
     assert len(flow_adds) == count == len(rules.for_dpid(edge.dpid)[0])
+    ecmp = [m for m in flow_adds if m.match.get("tcp_src") is not None]
+    assert len(ecmp) == 4 and {m.instructions[0].actions[0].port for m in ecmp} == {3, 4}
+    assert all(m.match["tcp_src"][1] == m.match["tcp_dst"][1] == 0b10 for m in ecmp)  # bit 1: the edge's tier
     host_rule = next(m for m in flow_adds if m.match.get("ipv4_dst") == "10.0.0.1")
     assert host_rule.instructions[0].actions[0].port == 1
     miss = next(m for m in flow_adds if m.priority == 0)

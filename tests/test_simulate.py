@@ -43,6 +43,18 @@ def test_hashed_routes_are_paths_the_rules_allow(spec):
                 assert router.path(src, dst, level, key=(src, dst)) in traced_paths(topo, src, dst, level)
 
 
+@pytest.mark.parametrize("spec", ["fattree:4", "fattree:6"])
+def test_hashed_routes_are_the_paths_the_rules_give_the_connections_ports(spec):
+    """The simulator's ECMP is the controller's: the rules, traced with a connection's ports, give its path."""
+    from emulation.simulation.routes import connection_ports
+    topo = parse(spec)
+    router, rules, configs = Router(topo, "hash"), compute_rules(topo), all_host_configs(topo)
+    for src, dst in [(0, len(topo.hosts) - 1), (1, len(topo.hosts) // 2), (2, 3)]:
+        for key in range(6):
+            tr = trace(topo, rules, configs, topo.hosts[src].name, topo.hosts[dst].ip, connection_ports(src, dst, key))
+            assert [router.path(src, dst, 0, key=key)] == [tuple(zip(p, p[1:])) for p in tr.paths]
+
+
 @pytest.mark.parametrize("spec", ["fattree:4", "tree:3,2,2"])
 def test_spread_routes_group_every_equal_cost_path(spec):
     topo = parse(spec)

@@ -232,6 +232,7 @@ class _Run:
         """Carry one connection's chunks in order, each as soon as it is ready."""
         direction, peer, stream = key
         level = self.ex.levels.get((peer, stream), 0)
+        ports = self.ex.transport.ports.get(key)  # the data's (source, destination) TCP ports: its ECMP path
         current, entry = None, None
         try:
             for op in ops:
@@ -240,7 +241,7 @@ class _Run:
                         self.trace.append(entry)
                     current = op.step
                     entry = {"stream": stream, "step": op.step, "peer": peer, "dir": direction, "level": level,
-                             "bytes": 0, "wire_bytes": 0, "wait_s": 0.0, "start": None, "end": None}
+                             "ports": ports, "bytes": 0, "wire_bytes": 0, "wait_s": 0.0, "start": None, "end": None}
                 entry["wait_s"] += self._wait(op)
                 if entry["start"] is None:
                     entry["start"] = time.time()

@@ -53,6 +53,7 @@ class Transport:
         self.server.settimeout(timeout)
         self.out: Dict[Tuple[int, int], socket.socket] = {}
         self.inc: Dict[Tuple[int, int], socket.socket] = {}
+        self.ports: Dict[Tuple[str, int, int], Tuple[int, int]] = {}  # (dir, peer, stream) -> data's TCP ports
 
     def connect(self, outgoing: Iterable[Tuple[int, int, Address]], incoming: Iterable[Tuple[int, int]]) -> None:
         """Open every (peer, stream) connection we send on and accept every one we receive on."""
@@ -61,10 +62,13 @@ class Transport:
         acceptor = threading.Thread(target=self._accept, args=(expected, errors), daemon=True)
         acceptor.start()
         for peer, stream, address in outgoing:
-            self.out[(peer, stream)] = self._dial(peer, stream, address)
+            sock = self.out[(peer, stream)] = self._dial(peer, stream, address)
+            self.ports[("send", peer, stream)] = (sock.getsockname()[1], sock.getpeername()[1])
         acceptor.join()
         if errors:
             raise errors[0]
+        for (peer, stream), sock in self.inc.items():
+            self.ports[("recv", peer, stream)] = (sock.getpeername()[1], sock.getsockname()[1])
 
     def _dial(self, peer: int, stream: int, address: Address) -> socket.socket:
         deadline = time.monotonic() + self.timeout

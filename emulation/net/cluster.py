@@ -57,7 +57,11 @@ class ClusterHost(ClusterNodeMixin, RemoteMixin, QuietHost):
 
 
 class ClusterSwitch(ClusterNodeMixin, RemoteOVSSwitch, DmlSwitch):
-    """dmlbed's OVS switch (OpenFlow 1.3, AF_XDP ports on the userspace datapath) on any machine."""
+    """dmlbed's OVS switch (OpenFlow 1.3, AF_XDP ports on the userspace datapath) on any machine. Its ports are
+    non-PMD: a PMD thread polls without rest unless the machine's OVS has pmd-maxsleep set, and dmlbed does not
+    change other machines' OVS configuration."""
+
+    port_type = "afxdp-nonpmd"
 
 
 class ShapedGRELink(ShapedEnds, RemoteGRELink):

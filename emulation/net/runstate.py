@@ -87,6 +87,22 @@ class RunState:
         self.data["folders"] = sorted(set(self.data.get("folders", [])) | set(paths))
         self.save()
 
+    def add_ovs_settings(self, keys: List[str]) -> None:
+        """Record Open vSwitch other_config keys this run sets (before setting them), to unset at the end."""
+        self.data["ovs_settings"] = sorted(set(self.data.get("ovs_settings", [])) | set(keys))
+        self.save()
+
+    def restore_ovs_settings(self) -> List[str]:
+        """Unset the Open vSwitch settings this run made; returns what was done."""
+        done = []
+        for key in self.data.get("ovs_settings", []):
+            subprocess.run(["ovs-vsctl", "--if-exists", "remove", "open_vswitch", ".", "other_config", key],
+                           capture_output=True)
+            done.append(f"unset Open vSwitch other_config:{key}")
+        self.data["ovs_settings"] = []
+        self.save()
+        return done
+
     def add_remote(self, server: str, ssh: List[str], bridges: List[str]) -> None:
         """Record OVS bridges this run creates on another machine, and the ssh command reaching it."""
         self.data.setdefault("remote", []).append({"server": server, "ssh": ssh, "bridges": sorted(bridges)})
@@ -125,6 +141,7 @@ class RunState:
         for remote in self.data.get("remote", []):
             if remote["bridges"]:
                 done.append(undo_remote(remote))
+        done += self.restore_ovs_settings()
         for folder in self.data.get("folders", []):
             if os.path.isdir(folder):
                 shutil.rmtree(folder, ignore_errors=True)

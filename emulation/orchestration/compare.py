@@ -81,8 +81,21 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
             except ValueError as exc:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
+            if cfg.mode == "simulate" and cfg.ecmp_ports == "emulated":
+                cfg.ecmp_ports = emulated_sibling(out, label, combo, where)
             out.append({"label": label, "sweep": combo, "config": cfg})
     return out
+
+
+def emulated_sibling(entries: List[dict], label: str, combo: dict, where: str) -> str:
+    """The folder of the emulated run listed before with this label and these sweep values (but mode)."""
+    same = {k: v for k, v in combo.items() if k != "mode"}
+    for e in entries:
+        if e["label"] == label and e["config"].mode == "emulate" and \
+                {k: v for k, v in e["sweep"].items() if k != "mode"} == same:
+            return e["config"].out
+    raise ConfigError(f"{where}: ecmp_ports 'emulated' needs an emulated run with the label '{label}' listed "
+                      f"before it")
 
 
 def combinations(sweep: dict, override, where: str) -> List[dict]:

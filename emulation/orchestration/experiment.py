@@ -20,13 +20,13 @@ from emulation.orchestration.results import (WARMUP, dilate, per_iteration, read
                                              write_atomic, write_csvs)
 from emulation.orchestration.timeline import write_trace
 from emulation.simulation.calibrated import calibrated_fields, calibrated_ratio, delay_fields
+from emulation.spec.addressing import PLAN_PORT
 from emulation.spec.topology import Topology
 from workloads.models import parameter_count_of, tensor_sizes
 from workloads.records import read_traces
 from workloads.verify import verify
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PLAN_PORT = 7000
 GLOO_PORT = 29500
 LOOPBACK_PORT_SETS = 4  # concurrent plan channels a rank may open (iBatch: push, pull, profile, chosen pull)
 

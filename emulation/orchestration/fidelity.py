@@ -150,7 +150,8 @@ def interface_of(topo: Topology, rank: int, level: int) -> str:
 
 class Paths:
     """The directed links a transfer crosses, from the controller's rules and the hosts' routes (cached per
-    source and destination address). Where ECMP offers several paths, only the links common to all of them."""
+    source, destination address and TCP ports). With the connection's ports the ECMP choices are known and the
+    path is one; without them (older records), only the links common to every path ECMP offers."""
 
     def __init__(self, topo: Topology):
         from controllers.rules import compute_rules
@@ -159,15 +160,18 @@ class Paths:
         self.level_of = {}
         for l in topo.links:
             self.level_of[(l.lower, l.upper)] = self.level_of[(l.upper, l.lower)] = l.level
-        self.cache: Dict[Tuple[int, int, int], Tuple[Tuple[str, str], ...]] = {}
+        self.cache: Dict[tuple, Tuple[Tuple[str, str], ...]] = {}
 
-    def links(self, rank: int, peer: int, level: int) -> Tuple[Tuple[str, str], ...]:
-        """Directed links (from, to) of rank's transfer to peer's interface on `level`."""
-        key = (rank, peer, level)
+    def links(self, rank: int, peer: int, level: int,
+              ports: Optional[Sequence[int]] = None) -> Tuple[Tuple[str, str], ...]:
+        """Directed links (from, to) of rank's transfer to peer's interface on `level` over a connection with
+        these (source, destination) TCP ports."""
+        key = (rank, peer, level, tuple(ports) if ports else None)
         if key not in self.cache:
             from controllers.trace import trace
             dst = self.topo.hosts[peer].interface(level).ip
-            found = trace(self.topo, self.rules, self.configs, self.topo.hosts[rank].name, dst).paths
+            found = trace(self.topo, self.rules, self.configs, self.topo.hosts[rank].name, dst,
+                          tuple(ports) if ports else None).paths
             hops = [set(zip(p, p[1:])) for p in found]
             common = set.intersection(*hops) if hops else set()
             self.cache[key] = tuple(hop for hop in zip(found[0], found[0][1:]) if hop in common) if found else ()
@@ -205,7 +209,7 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
     for t in sends:
         end = arrived.get((t["peer"], t["rank"], t["stream"], t["step"], t.get("phase")), t["end"])
         steps.setdefault((t["stream"], t["step"]), []).append(
-            {"links": paths.links(t["rank"], t["peer"], t["level"]), "start": t["start"], "end": max(end, t["end"]),
+            {"links": paths.links(t["rank"], t["peer"], t["level"], t.get("ports")), "start": t["start"], "end": max(end, t["end"]),
              "payload": t["wire_bytes"], "wire": t["wire_bytes"] * factors[(t["rank"], t["level"])]})
     out: Dict[Tuple[str, str], dict] = {}
     for transfers in steps.values():

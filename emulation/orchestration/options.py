@@ -151,6 +151,10 @@ class RunConfig:
     ecmp: str = option("spread", "simulate: ECMP as an even split of every flow over its equal-cost paths (spread) "
                        "or one hashed path per flow, as a switch picks (hash)", choices=ECMP_MODES,
                        commands=(SIMULATE, COMPARE), worker=False)
+    ecmp_ports: str = option(None, "simulate: an emulated run's folder whose connections' TCP ports (so their "
+                             "ECMP paths) the simulation reuses, so both see the same collisions; in compare, "
+                             "'emulated' takes the emulated row of the same label", commands=(SIMULATE, COMPARE),
+                             worker=False)
     granularity: str = option("chunk", "simulate: data moves in the engine's chunks, each going on once its own "
                               "earlier steps are done (chunk), or in whole step messages, as the closed forms "
                               "assume (message)", choices=GRANULARITIES, commands=(SIMULATE, COMPARE), worker=False)

@@ -6,7 +6,7 @@ import json
 import os
 import time
 from dataclasses import asdict
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 from emulation.orchestration.experiment import check_output, clear_results
 from emulation.orchestration.options import OptionError, RunConfig, link_goodput, validate, worker_options
@@ -19,6 +19,7 @@ from workloads.algorithms import names_with
 from workloads.engine import CHUNK_BYTES
 from workloads.models import parameter_count_of, tensor_sizes
 from workloads.plan import piece_sizes
+from workloads.records import read_traces
 
 def check_simulable(cfg: RunConfig):
     """Validation for a simulated run: the run's own checks (no host cap, no memory for workers), a plan
@@ -32,6 +33,25 @@ def check_simulable(cfg: RunConfig):
     if cfg.dilation != 1:
         raise OptionError("dilation applies to emulated runs only: a simulation has no real time to stretch")
     return checked
+
+
+def emulated_ports(run_dir: str, topology: str, ranks: int) -> Dict[Tuple[int, int, int], Tuple[int, int]]:
+    """The TCP ports of every connection an emulated run of this topology used, by (rank, peer, stream), from
+    its workers' traces."""
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            ran = json.load(f).get("topology")
+    except (OSError, ValueError):
+        raise OptionError(f"--ecmp-ports {run_dir}: no summary.json there (give a finished emulated run's "
+                          f"folder)") from None
+    if ran != topology:
+        raise OptionError(f"--ecmp-ports {run_dir}: that run emulated {ran}, this simulation is of {topology}")
+    ports = {(t["rank"], t["peer"], t["stream"]): tuple(t["ports"])
+             for t in read_traces(os.path.join(run_dir, "workers"), ranks) if t["dir"] == "send" and t.get("ports")}
+    if not ports:
+        raise OptionError(f"--ecmp-ports {run_dir}: its workers recorded no TCP ports (an emulated run of "
+                          f"this version keeps them in workers/rank-N.trace.jsonl)")
+    return ports
 
 
 def link_rows(router: Router, result: FlowResult, rates: Dict[int, float]) -> List[dict]:
@@ -73,7 +93,8 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     latency = cfg.latency_us * 1e-6
     if cfg.calibration:  # the fitted model replaces goodput and latency
         rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
-    router = Router(topo, cfg.ecmp)
+    ports = emulated_ports(cfg.ecmp_ports, cfg.topology, len(topo.hosts)) if cfg.ecmp_ports else None
+    router = Router(topo, "hash" if ports else cfg.ecmp, ports)
     log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
     result = simulate_plan(plan, pieces, router, rates, latency_s=latency,
                            chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None,
@@ -91,7 +112,8 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
                "batch": cfg.batch, "codec": cfg.codec, "iterations_requested": cfg.iters,
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                "config": asdict(cfg),
-               "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us, "ecmp": cfg.ecmp,
+               "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us, "ecmp": "hash" if ports else cfg.ecmp,
+                                  "ecmp_ports": cfg.ecmp_ports,
                                   "link_delay_ms": list(checked.impairment.delay_ms),
                                   "calibration": cfg.calibration,
                                   "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in rates.items()},

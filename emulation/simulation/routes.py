@@ -2,27 +2,31 @@
 level pinning and digit-correcting relays, up/down routing on trees and Fat-Trees. Built from the topology's
 structure, so it stays fast at 1024+ hosts; tests check it against controllers.trace.
 
-ECMP (the select groups of Fat-Tree switches) in one of two ways: "hash" puts each flow on one path by a
-stable hash of its identity, as a switch does (which flows collide depends on the hash, so no two switches
-agree on them); "spread" splits every flow evenly over all its equal-cost paths (the fluid limit many flows
-approach). Spread is exact with group links: the parallel links a flow spreads over carry equal loads, so
-they act as one link of their summed capacity."""
+ECMP (Fat-Tree switches' several up ports) in one of two ways: "hash" puts each connection on one path as the
+controller's rules do (controllers.rules.ecmp_choice over its TCP ports; a simulated connection's source port is a
+stable hash of its identity, so which flows collide differs from any one emulated run, not how often);
+"spread" splits every flow evenly over all its equal-cost paths (the fluid limit many flows approach). Spread is
+exact with group links: the parallel links a flow spreads over carry equal loads, so they act as one link of
+their summed capacity."""
 
 from __future__ import annotations
 
 import zlib
 from typing import Dict, List, Optional, Tuple
 
-from controllers.rules import hosts_below
-from emulation.spec.addressing import bcube_path
+from controllers.rules import ecmp_choice, hosts_below
+from emulation.spec.addressing import PLAN_PORT, bcube_path
 from emulation.spec.topology import Topology
 
 Hop = Tuple[str, str]
+EPHEMERAL_PORTS = (32768, 60999)  # Linux's default net.ipv4.ip_local_port_range
 
 
-def ecmp_choice(ports: List[int], key: Tuple[object, ...]) -> int:
-    """The port a select group gives one flow: a stable hash of the flow's identity."""
-    return ports[zlib.crc32(repr(key).encode()) % len(ports)]
+def connection_ports(src: int, dst: int, key: object) -> Tuple[int, int]:
+    """A simulated connection's (source, destination) TCP ports: an even port of Linux's ephemeral range
+    (connect() prefers even ports) by a stable hash of its identity, to the plans' listening port."""
+    span = (EPHEMERAL_PORTS[1] - EPHEMERAL_PORTS[0]) // 2
+    return EPHEMERAL_PORTS[0] + 2 * (zlib.crc32(repr((src, dst, key)).encode()) % span), PLAN_PORT
 
 
 ECMP_MODES = ("spread", "hash")
@@ -31,10 +35,12 @@ ECMP_MODES = ("spread", "hash")
 class Router:
     """Paths of transfers (src rank -> dst rank's interface on `level`), one path per flow."""
 
-    def __init__(self, topo: Topology, ecmp: str = "spread"):
+    def __init__(self, topo: Topology, ecmp: str = "spread",
+                 ports: Optional[Dict[Tuple[int, int, object], Tuple[int, int]]] = None):
         if ecmp not in ECMP_MODES:
             raise ValueError(f"ecmp {ecmp!r} is unknown: valid are {', '.join(ECMP_MODES)}")
         self.topo, self.ecmp = topo, ecmp
+        self.ports = ports or {}  # (src, dst, key) -> TCP ports a real connection used (else simulated ones)
         self.width: Dict[Hop, int] = {}  # group links: how many parallel links one hop stands for
         self.level_of: Dict[Hop, int] = {}
         self.switch_of: Dict[Tuple[str, int], str] = {}  # (host, level) -> the switch that interface joins
@@ -114,9 +120,10 @@ class Router:
         a, b = self.topo.hosts[src].name, self.topo.hosts[dst].name
         node = self.switch_of[(a, 0)]
         hops = [(a, node)]
+        ports = self.ports.get((src, dst, key)) or connection_ports(src, dst, key)
         while b not in self.down[node]:
-            port_sw = self.up[node]
-            upper = dict(port_sw)[ecmp_choice([p for p, _ in port_sw], (node, src, dst, key))]
+            port_sw = self.up[node]  # sorted by port, as the rules number the choices
+            upper = port_sw[ecmp_choice(self.topo.node(node).level, len(port_sw), *ports)][1]
             hops.append((node, upper))
             node = upper
         while node != b:

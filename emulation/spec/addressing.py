@@ -7,6 +7,8 @@ from typing import Dict, List, Optional, Tuple
 
 from emulation.spec.topology import PREFIX_LEN, Host, Topology
 
+PLAN_PORT = 7000  # the port the workers' plans listen on (more plans: higher ports)
+
 
 @dataclass(frozen=True)
 class Route:
