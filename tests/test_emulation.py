@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from emulation.net.network import kernel_datapath_available, ovs_running, ovs_setting
 from emulation.net.runstate import STATE_ROOT, list_bridges
 from emulation.spec.tcp import DEFAULT_MTU
 from emulation.spec.topology import parse
@@ -18,8 +19,12 @@ from helpers import ROOT, run_dmlbed
 pytestmark = pytest.mark.emulation
 
 
+PMD_SLEEP_BEFORE = ovs_setting("pmd-maxsleep") if ovs_running() else None
+
+
 def leftovers(spec):
-    """What of a run on `spec` is still on the machine: bridges, root-namespace ports, run records."""
+    """What of a run on `spec` is still on the machine: bridges, root-namespace ports, run records, the
+    PMD sleep setting a userspace-datapath run makes."""
     topo = parse(spec)
     names = {s.name for s in topo.switches}
     found = [f"bridge {b}" for b in list_bridges() if b in names]
@@ -28,6 +33,8 @@ def leftovers(spec):
             found.append(f"interface {intf}")
     if os.path.isdir(STATE_ROOT):
         found += [f"run record {d}" for d in os.listdir(STATE_ROOT)]
+    if ovs_setting("pmd-maxsleep") != PMD_SLEEP_BEFORE:
+        found.append(f"Open vSwitch other_config:pmd-maxsleep={ovs_setting('pmd-maxsleep')}")
     return found
 
 
@@ -131,5 +138,7 @@ def test_clean_removes_what_a_killed_run_left():
     r = run_dmlbed("clean")
     assert r.returncode == 0, r.stderr
     assert "deleted bridge" in r.stdout and "removed folder" in r.stdout
+    if PMD_SLEEP_BEFORE is None and not kernel_datapath_available():
+        assert "unset Open vSwitch other_config:pmd-maxsleep" in r.stdout
     assert leftovers("bcube:2,2") == [] and work_folders() - before == set()
     assert "nothing left behind" in run_dmlbed("clean").stdout

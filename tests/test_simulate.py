@@ -190,6 +190,7 @@ def test_cli_simulate_writes_a_run_summary(tmp_path):
     (["--topo", "star:4", "--algo", "ring", "--latency-us", "-1"], "--latency-us"),
     (["--topo", "star:4", "--algo", "ring", "--goodput", "0"], "--goodput"),
     (["--topo", "star:4", "--algo", "ring", "--ecmp", "random"], "--ecmp"),
+    (["--topo", "star:4", "--algo", "ring", "--ecmp-ports", "/nonexistent"], "--ecmp-ports"),
     (["--topo", "bcube:3,2", "--algo", "hier"], "valid combinations"),
 ])
 def test_cli_simulate_refuses_bad_input_in_one_line(args, needle, tmp_path):
@@ -198,6 +199,43 @@ def test_cli_simulate_refuses_bad_input_in_one_line(args, needle, tmp_path):
     assert proc.returncode == 2
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not os.path.exists(tmp_path / "x")
+
+
+def fake_emulated_run(folder, topology: str, ports) -> None:
+    """A run folder as an emulated run leaves it: summary.json and the workers' traces with their TCP ports."""
+    os.makedirs(folder / "workers")
+    (folder / "summary.json").write_text(json.dumps({"topology": topology}))
+    for (rank, peer, stream), pair in ports.items():
+        with open(folder / "workers" / f"rank-{rank}.trace.jsonl", "a") as f:
+            f.write(json.dumps({"rank": rank, "peer": peer, "stream": stream, "dir": "send", "ports": pair}) + "\n")
+
+
+def test_ecmp_ports_of_an_emulated_run_give_the_simulation_its_paths(tmp_path):
+    """Replaying a run's ports puts every simulated connection on the path the emulated one took."""
+    from controllers.rules import ecmp_choice
+    from emulation.orchestration.simulate import emulated_ports
+    topo = parse("fattree:4")
+    core0 = next(p for p in range(33000, 34000, 2) if (ecmp_choice(0, 2, p, 7000), ecmp_choice(1, 2, p, 7000)) == (0, 0))
+    core3 = next(p for p in range(33000, 34000, 2) if (ecmp_choice(0, 2, p, 7000), ecmp_choice(1, 2, p, 7000)) == (1, 1))
+    fake_emulated_run(tmp_path / "run", "fattree:4", {(0, 15, 0): [core0, 7000], (1, 14, 0): [core3, 7000]})
+    ports = emulated_ports(str(tmp_path / "run"), "fattree:4", 16)
+    router = Router(topo, "hash", ports)
+    assert router.path(0, 15, 0, key=0)[2] == ("a0_0", "c0") and router.path(1, 14, 0, key=0)[2] == ("a0_1", "c3")
+    with pytest.raises(ValueError, match="emulated fattree:4, this simulation is of star:4"):
+        emulated_ports(str(tmp_path / "run"), "star:4", 4)
+    with pytest.raises(ValueError, match="no summary.json"):
+        emulated_ports(str(tmp_path / "nothing"), "fattree:4", 16)
+
+
+def test_compare_simulates_with_the_ports_of_the_emulated_row_of_its_label(tmp_path):
+    from emulation.orchestration.compare import ConfigError, expand
+    data = {"sweep": {"mode": ["emulate", "simulate"]},
+            "runs": [{"label": "x", "topo": "fattree:4", "algo": "ps", "ecmp": "hash", "ecmp_ports": "emulated"}]}
+    entries = expand(data, str(tmp_path))
+    assert entries[1]["config"].ecmp_ports == entries[0]["config"].out
+    with pytest.raises(ConfigError, match="needs an emulated run with the label 'x'"):
+        expand({"runs": [{"label": "x", "topo": "fattree:4", "algo": "ps", "mode": "simulate",
+                          "ecmp_ports": "emulated"}]}, str(tmp_path))
 
 
 def test_compare_mixes_simulated_rows_without_root(tmp_path):

@@ -32,6 +32,8 @@ def check_simulable(cfg: RunConfig):
         raise OptionError(f"codec {cfg.codec} cannot be simulated: the flow model moves fp32 payloads (codec none)")
     if cfg.dilation != 1:
         raise OptionError("dilation applies to emulated runs only: a simulation has no real time to stretch")
+    if cfg.ecmp_ports and cfg.ecmp_ports != "emulated":  # compare resolves 'emulated' to a run made before
+        emulated_ports(cfg.ecmp_ports, checked.topo.spec, len(checked.topo.hosts))
     return checked
 
 
@@ -79,6 +81,10 @@ def level_utilization(rows: List[dict]) -> Dict[str, dict]:
 def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dict:
     """Simulate one configuration; writes summary.json, iterations.csv and links.csv to cfg.out."""
     checked = check_simulable(cfg)
+    if cfg.ecmp_ports == "emulated":
+        raise OptionError("--ecmp-ports emulated is for compare configs (the emulated row of the same label): "
+                          "give an emulated run's folder")
+    ports = emulated_ports(cfg.ecmp_ports, checked.topo.spec, len(checked.topo.hosts)) if cfg.ecmp_ports else None
     check_output(cfg)
     started = time.time()
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
@@ -93,7 +99,6 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
     latency = cfg.latency_us * 1e-6
     if cfg.calibration:  # the fitted model replaces goodput and latency
         rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
-    ports = emulated_ports(cfg.ecmp_ports, cfg.topology, len(topo.hosts)) if cfg.ecmp_ports else None
     router = Router(topo, "hash" if ports else cfg.ecmp, ports)
     log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
     result = simulate_plan(plan, pieces, router, rates, latency_s=latency,
