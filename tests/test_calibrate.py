@@ -124,7 +124,7 @@ def test_cli_uses_a_calibration_and_refuses_a_wrong_one_in_one_line(tmp_path):
 
 
 def test_local_calibration_fits_every_level_and_feeds_bench(tmp_path):
-    r = run_dmlbed("calibrate", "--topo", "bcube:2,2", "--local", "--reps", "3", "--warmup", "1", "--json",
+    r = run_dmlbed("calibrate", "--topo", "bcube:2,2", "--local", "--reps", "5", "--warmup", "1", "--json",
                    "--out", str(tmp_path / "cal"))
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads(r.stdout)
