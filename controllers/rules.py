@@ -110,22 +110,27 @@ def ecmp_width(ways: int) -> int:
     return min(width, ECMP_TIER_BITS)
 
 
+def ecmp_bits(level: int, ways: int) -> Tuple[int, int]:
+    """(shift, mask) of the port bits a level-`level` switch with `ways` up ports hashes."""
+    return ECMP_FIRST_BIT + ECMP_TIER_BITS * level, (1 << ecmp_width(ways)) - 1
+
+
 def ecmp_choice(level: int, ways: int, src_port: int, dst_port: int) -> int:
     """Which of a level-`level` switch's `ways` up ports (in port order) a TCP segment with these ports takes."""
-    shift, mask = ECMP_FIRST_BIT + ECMP_TIER_BITS * level, (1 << ecmp_width(ways)) - 1
+    shift, mask = ecmp_bits(level, ways)
     return (((src_port >> shift) & mask) ^ ((dst_port >> shift) & mask)) % ways
 
 
 def ecmp_rules(sw, ups: List[int]) -> List[FlowRule]:
     """One rule per pair of hashed source and destination port bits, sending TCP up the port ecmp_choice picks."""
-    width = ecmp_width(len(ups))
-    shift, mask = ECMP_FIRST_BIT + ECMP_TIER_BITS * sw.level, (1 << width) - 1
+    shift, mask = ecmp_bits(sw.level, len(ups))
     rules = []
-    for a in range(1 << width):
-        for b in range(1 << width):
+    for a in range(mask + 1):
+        for b in range(mask + 1):
+            src, dst = a << shift, b << shift
             match = (("eth_type", ETH_TYPE_IPV4), ("ip_proto", IP_PROTO_TCP),
-                     ("tcp_src", (a << shift, mask << shift)), ("tcp_dst", (b << shift, mask << shift)))
-            rules.append(FlowRule(sw.dpid, PRIORITY_ECMP, match, ups[(a ^ b) % len(ups)]))
+                     ("tcp_src", (src, mask << shift)), ("tcp_dst", (dst, mask << shift)))
+            rules.append(FlowRule(sw.dpid, PRIORITY_ECMP, match, ups[ecmp_choice(sw.level, len(ups), src, dst)]))
     return rules
 
 

@@ -33,8 +33,9 @@ def leftovers(spec):
             found.append(f"interface {intf}")
     if os.path.isdir(STATE_ROOT):
         found += [f"run record {d}" for d in os.listdir(STATE_ROOT)]
-    if ovs_setting("pmd-maxsleep") != PMD_SLEEP_BEFORE:
-        found.append(f"Open vSwitch other_config:pmd-maxsleep={ovs_setting('pmd-maxsleep')}")
+    pmd_sleep = ovs_setting("pmd-maxsleep")
+    if pmd_sleep != PMD_SLEEP_BEFORE:
+        found.append(f"Open vSwitch other_config:pmd-maxsleep={pmd_sleep}")
     return found
 
 

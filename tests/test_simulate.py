@@ -191,6 +191,7 @@ def test_cli_simulate_writes_a_run_summary(tmp_path):
     (["--topo", "star:4", "--algo", "ring", "--goodput", "0"], "--goodput"),
     (["--topo", "star:4", "--algo", "ring", "--ecmp", "random"], "--ecmp"),
     (["--topo", "star:4", "--algo", "ring", "--ecmp-ports", "/nonexistent"], "--ecmp-ports"),
+    (["--topo", "star:4", "--algo", "ring", "--ecmp-ports", "emulated"], "for compare configs"),
     (["--topo", "bcube:3,2", "--algo", "hier"], "valid combinations"),
 ])
 def test_cli_simulate_refuses_bad_input_in_one_line(args, needle, tmp_path):
@@ -213,18 +214,19 @@ def fake_emulated_run(folder, topology: str, ports) -> None:
 def test_ecmp_ports_of_an_emulated_run_give_the_simulation_its_paths(tmp_path):
     """Replaying a run's ports puts every simulated connection on the path the emulated one took."""
     from controllers.rules import ecmp_choice
-    from emulation.orchestration.simulate import emulated_ports
+    from emulation.orchestration.simulate import check_emulated_run, emulated_ports
     topo = parse("fattree:4")
-    core0 = next(p for p in range(33000, 34000, 2) if (ecmp_choice(0, 2, p, 7000), ecmp_choice(1, 2, p, 7000)) == (0, 0))
-    core3 = next(p for p in range(33000, 34000, 2) if (ecmp_choice(0, 2, p, 7000), ecmp_choice(1, 2, p, 7000)) == (1, 1))
+    def port_to(choices):
+        return next(p for p in range(33000, 34000, 2) if (ecmp_choice(0, 2, p, 7000), ecmp_choice(1, 2, p, 7000)) == choices)
+    core0, core3 = port_to((0, 0)), port_to((1, 1))
     fake_emulated_run(tmp_path / "run", "fattree:4", {(0, 15, 0): [core0, 7000], (1, 14, 0): [core3, 7000]})
-    ports = emulated_ports(str(tmp_path / "run"), "fattree:4", 16)
+    ports = emulated_ports(str(tmp_path / "run"), 16)
     router = Router(topo, "hash", ports)
     assert router.path(0, 15, 0, key=0)[2] == ("a0_0", "c0") and router.path(1, 14, 0, key=0)[2] == ("a0_1", "c3")
     with pytest.raises(ValueError, match="emulated fattree:4, this simulation is of star:4"):
-        emulated_ports(str(tmp_path / "run"), "star:4", 4)
+        check_emulated_run(str(tmp_path / "run"), "star:4")
     with pytest.raises(ValueError, match="no summary.json"):
-        emulated_ports(str(tmp_path / "nothing"), "fattree:4", 16)
+        check_emulated_run(str(tmp_path / "nothing"), "fattree:4")
 
 
 def test_compare_simulates_with_the_ports_of_the_emulated_row_of_its_label(tmp_path):

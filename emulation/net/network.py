@@ -543,8 +543,7 @@ class EmulatedNetwork:
                 shutil.rmtree(self.workdir, ignore_errors=True)
                 self.workdir = None
             if self.state is not None:
-                self.state.restore_ovs_settings()
-            if self.state is not None:
+                self.state.restore_ovs_settings()  # like the work folder: undo would call it a leftover
                 leftovers = self.state.undo()
                 if leftovers:
                     self.log("teardown also removed: " + "; ".join(leftovers))

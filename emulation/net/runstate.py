@@ -99,8 +99,9 @@ class RunState:
             subprocess.run(["ovs-vsctl", "--if-exists", "remove", "open_vswitch", ".", "other_config", key],
                            capture_output=True)
             done.append(f"unset Open vSwitch other_config:{key}")
-        self.data["ovs_settings"] = []
-        self.save()
+        if done:
+            self.data["ovs_settings"] = []
+            self.save()
         return done
 
     def add_remote(self, server: str, ssh: List[str], bridges: List[str]) -> None:

@@ -254,7 +254,7 @@ def cmd_run(args) -> int:
 
 def cmd_simulate(args) -> int:
     """dmlbed simulate --topo SPEC --algo NAME ...: the run's plan in the flow-level model (any size)."""
-    from emulation.orchestration.options import from_args
+    from emulation.orchestration.options import OptionError, from_args
     from emulation.orchestration.simulate import check_simulable, simulate
     from emulation.orchestration.experiment import check_output
     try:
@@ -263,7 +263,11 @@ def cmd_simulate(args) -> int:
         check_output(cfg)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    emit(args, simulate(cfg, log=log), print_simulation)
+    try:  # what needs the inputs' contents (an emulated run's ports) is refused before anything is written
+        summary = simulate(cfg, log=log)
+    except OptionError as exc:
+        raise UsageError(str(exc)) from None
+    emit(args, summary, print_simulation)
     return 0
 
 

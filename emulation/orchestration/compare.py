@@ -75,7 +75,7 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
             try:  # compare owns its run folders: a rerun of the matrix replaces them
                 cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local, force=True)
                 if cfg.mode == "simulate":
-                    check_simulable(cfg)
+                    check_simulable(cfg, in_compare=True)
                 else:
                     validate(cfg, label=lambda n: f"{where}: {yaml_key(n, option_of(n))}", emulated=True)
             except ValueError as exc:

@@ -166,12 +166,12 @@ class Paths:
               ports: Optional[Sequence[int]] = None) -> Tuple[Tuple[str, str], ...]:
         """Directed links (from, to) of rank's transfer to peer's interface on `level` over a connection with
         these (source, destination) TCP ports."""
-        key = (rank, peer, level, tuple(ports) if ports else None)
+        tcp_ports = tuple(ports) if ports else None
+        key = (rank, peer, level, tcp_ports)
         if key not in self.cache:
             from controllers.trace import trace
             dst = self.topo.hosts[peer].interface(level).ip
-            found = trace(self.topo, self.rules, self.configs, self.topo.hosts[rank].name, dst,
-                          tuple(ports) if ports else None).paths
+            found = trace(self.topo, self.rules, self.configs, self.topo.hosts[rank].name, dst, tcp_ports).paths
             hops = [set(zip(p, p[1:])) for p in found]
             common = set.intersection(*hops) if hops else set()
             self.cache[key] = tuple(hop for hop in zip(found[0], found[0][1:]) if hop in common) if found else ()
@@ -209,8 +209,9 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
     for t in sends:
         end = arrived.get((t["peer"], t["rank"], t["stream"], t["step"], t.get("phase")), t["end"])
         steps.setdefault((t["stream"], t["step"]), []).append(
-            {"links": paths.links(t["rank"], t["peer"], t["level"], t.get("ports")), "start": t["start"], "end": max(end, t["end"]),
-             "payload": t["wire_bytes"], "wire": t["wire_bytes"] * factors[(t["rank"], t["level"])]})
+            {"links": paths.links(t["rank"], t["peer"], t["level"], t.get("ports")), "start": t["start"],
+             "end": max(end, t["end"]), "payload": t["wire_bytes"],
+             "wire": t["wire_bytes"] * factors[(t["rank"], t["level"])]})
     out: Dict[Tuple[str, str], dict] = {}
     for transfers in steps.values():
         sharing: Dict[Tuple[str, str], int] = {}

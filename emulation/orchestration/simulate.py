@@ -21,9 +21,10 @@ from workloads.models import parameter_count_of, tensor_sizes
 from workloads.plan import piece_sizes
 from workloads.records import read_traces
 
-def check_simulable(cfg: RunConfig):
+def check_simulable(cfg: RunConfig, in_compare: bool = False):
     """Validation for a simulated run: the run's own checks (no host cap, no memory for workers), a plan
-    algorithm, fp32 payloads."""
+    algorithm, fp32 payloads, an emulated run of the same topology to take ECMP ports from (in a compare
+    config, 'emulated': its emulated row of the same label, which has not run yet)."""
     checked = validate(cfg, emulated=False, workers=False)
     if checked.algorithm.plan is None:
         raise OptionError(f"simulate runs the plan algorithms ({', '.join(names_with(lambda a: a.plan is not None))})"
@@ -32,14 +33,17 @@ def check_simulable(cfg: RunConfig):
         raise OptionError(f"codec {cfg.codec} cannot be simulated: the flow model moves fp32 payloads (codec none)")
     if cfg.dilation != 1:
         raise OptionError("dilation applies to emulated runs only: a simulation has no real time to stretch")
-    if cfg.ecmp_ports and cfg.ecmp_ports != "emulated":  # compare resolves 'emulated' to a run made before
-        emulated_ports(cfg.ecmp_ports, checked.topo.spec, len(checked.topo.hosts))
+    if cfg.ecmp_ports == "emulated":
+        if not in_compare:
+            raise OptionError("--ecmp-ports emulated is for compare configs (the emulated row of the same label): "
+                              "give an emulated run's folder")
+    elif cfg.ecmp_ports:
+        check_emulated_run(cfg.ecmp_ports, checked.topo.spec)
     return checked
 
 
-def emulated_ports(run_dir: str, topology: str, ranks: int) -> Dict[Tuple[int, int, int], Tuple[int, int]]:
-    """The TCP ports of every connection an emulated run of this topology used, by (rank, peer, stream), from
-    its workers' traces."""
+def check_emulated_run(run_dir: str, topology: str) -> None:
+    """Refuse a folder that holds no finished run of this topology (for --ecmp-ports)."""
     try:
         with open(os.path.join(run_dir, "summary.json")) as f:
             ran = json.load(f).get("topology")
@@ -48,6 +52,11 @@ def emulated_ports(run_dir: str, topology: str, ranks: int) -> Dict[Tuple[int, i
                           f"folder)") from None
     if ran != topology:
         raise OptionError(f"--ecmp-ports {run_dir}: that run emulated {ran}, this simulation is of {topology}")
+
+
+def emulated_ports(run_dir: str, ranks: int) -> Dict[Tuple[int, int, int], Tuple[int, int]]:
+    """The TCP ports of every connection an emulated run used, by (rank, peer, stream), from its workers'
+    traces."""
     ports = {(t["rank"], t["peer"], t["stream"]): tuple(t["ports"])
              for t in read_traces(os.path.join(run_dir, "workers"), ranks) if t["dir"] == "send" and t.get("ports")}
     if not ports:
@@ -81,10 +90,7 @@ def level_utilization(rows: List[dict]) -> Dict[str, dict]:
 def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dict:
     """Simulate one configuration; writes summary.json, iterations.csv and links.csv to cfg.out."""
     checked = check_simulable(cfg)
-    if cfg.ecmp_ports == "emulated":
-        raise OptionError("--ecmp-ports emulated is for compare configs (the emulated row of the same label): "
-                          "give an emulated run's folder")
-    ports = emulated_ports(cfg.ecmp_ports, checked.topo.spec, len(checked.topo.hosts)) if cfg.ecmp_ports else None
+    ports = emulated_ports(cfg.ecmp_ports, len(checked.topo.hosts)) if cfg.ecmp_ports else None
     check_output(cfg)
     started = time.time()
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
@@ -117,8 +123,8 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
                "batch": cfg.batch, "codec": cfg.codec, "iterations_requested": cfg.iters,
                "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
                "config": asdict(cfg),
-               "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us, "ecmp": "hash" if ports else cfg.ecmp,
-                                  "ecmp_ports": cfg.ecmp_ports,
+               "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
+                                  "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
                                   "link_delay_ms": list(checked.impairment.delay_ms),
                                   "calibration": cfg.calibration,
                                   "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in rates.items()},
