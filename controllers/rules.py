@@ -167,3 +167,19 @@ def compute_rules(topo: Topology) -> RuleSet:
     if topo.kind == "bcube":
         return bcube_rules(topo)
     return up_down_rules(topo)
+
+
+def rules_view(topo: Topology) -> dict:
+    """Every switch's proactive rules as data (`dmlbed rules --json`): per switch, sorted by level and name, its
+    select groups and its flows by falling priority."""
+    rules = compute_rules(topo)
+    out = []
+    for sw in sorted(topo.switches, key=lambda s: (s.level, s.name)):
+        flows, groups = rules.for_dpid(sw.dpid)
+        out.append({"switch": sw.name, "dpid": sw.dpid_hex, "level": sw.level, "role": sw.role,
+                    "groups": [{"group_id": g.group_id, "type": "select", "ports": list(g.ports)} for g in groups],
+                    "flows": [{"priority": f.priority, "match": f.fields(),
+                               "action": ("CONTROLLER" if f.out_port == OFPP_CONTROLLER else
+                                          f"group:{f.group}" if f.group is not None else f"output:{f.out_port}")}
+                              for f in sorted(flows, key=lambda f: -f.priority)]})
+    return {"topology": topo.spec, "switches": out}

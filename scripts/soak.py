@@ -15,7 +15,7 @@ sys.path.insert(0, ROOT)
 
 from emulation.net.runstate import STATE_ROOT, list_bridges  # noqa: E402
 from emulation.orchestration.experiment import run  # noqa: E402
-from emulation.orchestration.fidelity import switch_pid  # noqa: E402
+from emulation.orchestration.sampling import switch_pid  # noqa: E402
 from emulation.orchestration.options import RunConfig  # noqa: E402
 
 MIX = [  # small runs that cover every kind of topology and strategy

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from emulation.orchestration.bench import parse_sizes, rep_times, table
+from emulation.orchestration.bench import parse_sizes, table
+from emulation.orchestration.results import rep_times
 from emulation.orchestration.options import OptionError
 from helpers import run_dmlbed
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from emulation.net.network import kernel_datapath_available, ovs_running, ovs_setting
+from emulation.net.probes import kernel_datapath_available, ovs_running, ovs_setting
 from emulation.net.runstate import STATE_ROOT, list_bridges
 from emulation.spec.tcp import DEFAULT_MTU
 from emulation.spec.topology import parse

@@ -157,7 +157,7 @@ def test_compute_clock_without_device_time_measures_only():
 
 
 def test_switch_queue_drops_are_reported_as_the_networks_not_judged():
-    from emulation.net.network import leaf_drops
+    from emulation.net.probes import leaf_drops
     tc = ("qdisc htb 5: root refcnt 2 r2q 10 default 0x1\n Sent 9 bytes 4 pkt (dropped 7, overlimits 0 requeues 0)\n"
           "qdisc pfifo 10: parent 5:1 limit 100p\n Sent 9 bytes 4 pkt (dropped 7, overlimits 0 requeues 0)\n"
           "qdisc noqueue 0: dev lo root refcnt 2\n Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)")
@@ -170,7 +170,8 @@ def test_switch_queue_drops_are_reported_as_the_networks_not_judged():
 
 
 def test_cpu_saturation_is_judged_over_the_measured_iterations_not_the_start_up():
-    from emulation.orchestration.fidelity import CpuSampler, measured_window
+    from emulation.orchestration.fidelity import measured_window
+    from emulation.orchestration.sampling import CpuSampler
     cpu = CpuSampler()
     # start-up (torch imports) saturates the machine; the measured iterations leave it half idle
     cpu.samples = [(0.0, 0.5, 1.0), (0.5, 1.0, 1.0), (1.0, 1.5, 1.0), (2.0, 2.5, 0.5), (2.5, 3.0, 0.4)]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from workloads.algorithms.ibatch import ps_pull, ps_push
-from workloads.ibatch import (Profile, choose, default_batches, execution_time, fit_startup, greedy_backward,
+from workloads.algorithms.ibatch import (Profile, choose, default_batches, execution_time, fit_startup, greedy_backward,
                               greedy_forward, layer_batches, paper_objective, timeline)
 from workloads.plan import PieceLayout, PlanError, simulate, validate
 

@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from emulation.net.network import QuietTCIntf, netem_available
+from emulation.net.nodes import QuietTCIntf
+from emulation.net.probes import netem_available
 from emulation.net.topos import SpecTopo
 from emulation.orchestration import options
 from emulation.orchestration.options import OptionError, RunConfig, validate
@@ -82,13 +83,12 @@ def test_link_delay_adds_every_link_of_every_dependent_step():
 
 
 def test_emulated_delay_is_refused_in_one_line_where_the_kernel_lacks_netem(monkeypatch):
-    import emulation.net.network as network
-    monkeypatch.setattr(network, "netem_available", lambda: False)
+    monkeypatch.setattr(options, "netem_available", lambda: False)
     monkeypatch.setattr(options.os, "geteuid", lambda: 0)
     cfg = RunConfig(topology="star:4", algo="ring", delay="2")
     with pytest.raises(OptionError, match=r"need the kernel's netem qdisc \(sch_netem\).*simulate --delay"):
         validate(cfg)
-    monkeypatch.setattr(network, "netem_available", lambda: True)
+    monkeypatch.setattr(options, "netem_available", lambda: True)
     assert validate(cfg).impairment.delay_ms == (2.0,)
     with pytest.raises(OptionError, match="--local has none"):
         validate(RunConfig(topology="star:4", algo="ring", delay="2", local=True))

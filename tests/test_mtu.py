@@ -31,14 +31,14 @@ def test_every_end_of_every_link_gets_the_mtu(spec, boxes):
 
 
 def test_an_mtu_the_links_cannot_carry_is_refused_before_anything_starts(monkeypatch):
-    import emulation.net.network as network
-    monkeypatch.setattr(network, "kernel_datapath_available", lambda: False)
+    import emulation.net.probes as probes
+    monkeypatch.setattr(probes, "kernel_datapath_available", lambda: False)
     with pytest.raises(OptionError, match=r"--mtu 4000 is more than the userspace switch's AF_XDP ports carry.*"
                                           r"valid 576-3690 here, up to 9000 with the kernel datapath"):
         check_mtu(RunConfig(topology="star:4", algo="ring", mtu=4000))
     check_mtu(RunConfig(topology="star:4", algo="ring", mtu=3690))
     check_mtu(RunConfig(topology="star:4", algo="ring", mtu=9000, local=True))  # loopback: no links
-    monkeypatch.setattr(network, "kernel_datapath_available", lambda: True)
+    monkeypatch.setattr(probes, "kernel_datapath_available", lambda: True)
     check_mtu(RunConfig(topology="star:4", algo="ring", mtu=9000))
     with pytest.raises(OptionError, match="more than the userspace switch"):
         check_mtu(RunConfig(topology="star:4", algo="ring", mtu=9000, datapath="user"))

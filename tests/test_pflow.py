@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from emulation.spec.topology import parse
-from workloads.pflow import (DVF, broadcast_plan, build_overlay, check_feasible, direct_overlay, greedy_overlay,
+from workloads.algorithms.pflow import (DVF, broadcast_plan, build_overlay, check_feasible, direct_overlay, greedy_overlay,
                              milp_overlay, overlay_costs, push_plan)
 from workloads.plan import PieceLayout, PlanError, simulate, validate
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
@@ -16,6 +15,8 @@ from workloads.algorithms import get
 from workloads.channel import Channel
 from workloads.plan import PieceLayout, simulate
 from workloads.probes import build as build_probe
+from workloads.rankconfig import RankConfig
+from workloads.runfolder import RankFiles
 
 PATTERN_PERIOD = 251  # values 0..250 times (rank + 1): every sum of up to 256 ranks is an exact fp32 integer
 
@@ -23,23 +24,22 @@ PATTERN_PERIOD = 251  # values 0..250 times (rank + 1): every sum of up to 256 r
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", required=True)
-    cfg = json.load(open(ap.parse_args().config))
-    topo, rank = parse(cfg["topology"]), cfg["rank"]
-    probe = cfg.get("probe")
-    plan = build_probe(topo, *probe) if probe else get(cfg["algo"]).build_plan(topo, cfg["servers"])
+    cfg = RankConfig.read(ap.parse_args().config)
+    job, topo, rank = cfg.bench, parse(cfg.topology), cfg.rank
+    probe = job.probe
+    plan = build_probe(topo, *probe) if probe else get(cfg.algo).build_plan(topo, cfg.servers, cfg.options, cfg.bw)
     contributors = set(plan.contributors)
     involved = any(rank in (t.src, t.dst) for t in plan.transfers())
-    layouts = {size: PieceLayout([size // 4], plan.pieces) for size in cfg["sizes"]}
-    channel = Channel(cfg, plan, layouts[cfg["sizes"][0]])
-    path = os.path.join(cfg["out_dir"], f"rank-{rank}.bench.jsonl")
+    layouts = {size: PieceLayout([size // 4], plan.pieces) for size in job.sizes}
+    channel = Channel(cfg, topo, plan, layouts[job.sizes[0]])
     try:
-        with open(path, "a") as out:
-            for size in cfg["sizes"]:
+        with open(RankFiles(cfg.out_dir).bench(rank), "a") as out:
+            for size in job.sizes:
                 pattern = (np.arange(size // 4, dtype=np.int64) % PATTERN_PERIOD).astype(np.float32)
                 mine = pattern * (rank + 1) if probe or rank in contributors else np.zeros_like(pattern)
                 expected = expected_result(plan, rank, pattern, layouts[size], bool(probe))
                 buf = np.empty_like(pattern)
-                for rep in range(cfg["warmup"] + cfg["reps"]):
+                for rep in range(job.warmup + job.reps):
                     buf[:] = mine
                     start = time.time()
                     channel.run(buf, layout=layouts[size])
@@ -47,7 +47,7 @@ def main() -> int:
                     if not involved:  # a probe's bystander: its instant no-op would skew the timing
                         continue
                     wrong = (probe or rank in contributors) and not np.array_equal(buf, expected)
-                    out.write(json.dumps({"rank": rank, "size": size, "rep": rep, "warmup": rep < cfg["warmup"],
+                    out.write(json.dumps({"rank": rank, "size": size, "rep": rep, "warmup": rep < job.warmup,
                                           "start": start, "end": end, "wrong": bool(wrong)}) + "\n")
                     out.flush()
     finally:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from emulation.spec.topology import parse
+from emulation.spec.topology import Topology
 from workloads.addresses import peer_address, peer_level
-from workloads.engine import CHUNK_BYTES, PlanExecutor
-from workloads.transport import SOCKET_BUFFER, Transport
+from workloads.engine import PlanExecutor
+from workloads.rankconfig import RankConfig
+from workloads.transport import Transport
 
 
 class Channel:
@@ -17,23 +18,21 @@ class Channel:
     separate connections; transfers to a BCube neighbour use the address of the level they cross.
     """
 
-    def __init__(self, cfg: dict, plan, layout, port_offset: int = 0):
-        topo = parse(cfg["topology"])
-        rank = cfg["rank"]
+    def __init__(self, cfg: RankConfig, topo: Topology, plan, layout, port_offset: int = 0):
+        rank = cfg.rank
         names = lambda r: f"{topo.hosts[r].name} (rank {r})"  # noqa: E731
-        if cfg.get("loopback_port_sets"):
-            ports = cfg["loopback_port_sets"][port_offset]
+        if cfg.loopback_ports:
+            ports = cfg.loopback_ports[port_offset]
             listen = ("127.0.0.1", ports[rank])
             resolve = lambda peer, stream, level: ("127.0.0.1", ports[peer])  # noqa: E731
         else:
-            port = cfg["port"] + port_offset
+            port = cfg.port + port_offset
             listen = ("0.0.0.0", port)
             resolve = lambda peer, stream, level: (peer_address(topo, rank, peer, level), port)  # noqa: E731
-        transport = Transport(rank, listen, cfg["timeout"], names, cfg.get("socket_buffer", SOCKET_BUFFER),
-                              cfg.get("tcp_cc"))
+        transport = Transport(rank, listen, cfg.timeout, names, cfg.socket_buffer, cfg.tcp_cc)
         self.executor = PlanExecutor(plan, rank, layout, transport, resolve,
                                      level_of=lambda peer, level: peer_level(topo, rank, peer, level),
-                                     chunk_bytes=cfg.get("chunk_bytes", CHUNK_BYTES))
+                                     chunk_bytes=cfg.chunk_bytes)
 
     def run(self, buf: np.ndarray, **kwargs) -> None:
         """Run the plan on buf in place (kwargs: reduce, codec, layout, on_step)."""

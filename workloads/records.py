@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import Deque, Dict, List, Optional
+from typing import Deque, Dict, List, Optional, Sequence
 
 from workloads.netstats import delta, tcp_counters
 
@@ -84,12 +83,12 @@ def interface_bytes(names) -> Dict[str, Dict[str, int]]:
 
 class Recorder:
     """Writes records in iteration order as they complete, with the interface bytes and TCP counters since the
-    last one, and each record's transfers to a trace file beside it."""
+    last one, and each record's transfers to the rank's transfers file."""
 
-    def __init__(self, path: str, interfaces: List[str]):
+    def __init__(self, records_path: str, transfers_path: str, interfaces: Sequence[str]):
         self.interfaces = list(interfaces)
-        self.file = open(path, "a", buffering=1)
-        self.trace = open(path.replace(".jsonl", ".trace.jsonl"), "a")
+        self.file = open(records_path, "a", buffering=1)
+        self.trace = open(transfers_path, "a")
         self.counters = interface_bytes(self.interfaces)
         self.tcp = tcp_counters() if self.interfaces else {}
         self.waiting: Deque[IterationRecord] = deque()
@@ -121,52 +120,3 @@ class Recorder:
         self.flush()
         self.file.close()
         self.trace.close()
-
-
-def read_rows(out_dir: str, ranks: int) -> Dict[int, List[dict]]:
-    """Every complete JSON line each rank wrote so far (a torn last line is skipped)."""
-    rows = {}
-    for r in range(ranks):
-        path = os.path.join(out_dir, f"rank-{r}.jsonl")
-        rows[r] = []
-        if os.path.exists(path):
-            with open(path) as f:
-                for line in f:
-                    if not line.endswith("\n"):
-                        continue
-                    try:
-                        rows[r].append(json.loads(line))
-                    except ValueError:
-                        continue
-    return rows
-
-
-def read_finals(out_dir: str, ranks: int) -> Dict[int, dict]:
-    """The end-of-run record of each rank that finished."""
-    finals = {}
-    for r in range(ranks):
-        path = os.path.join(out_dir, f"rank-{r}.final.json")
-        if os.path.exists(path):
-            try:
-                with open(path) as f:
-                    finals[r] = json.load(f)
-            except ValueError:
-                continue
-    return finals
-
-
-def read_traces(out_dir: str, ranks: int, kind: str = "trace") -> List[dict]:
-    """Every line every rank wrote to rank-R.KIND.jsonl (complete lines only): transfers for "trace", a
-    benchmark's repetitions for "bench"."""
-    out = []
-    for r in range(ranks):
-        path = os.path.join(out_dir, f"rank-{r}.{kind}.jsonl")
-        if os.path.exists(path):
-            with open(path) as f:
-                for line in f:
-                    if line.endswith("\n"):
-                        try:
-                            out.append(json.loads(line))
-                        except ValueError:
-                            continue
-    return out

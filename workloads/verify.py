@@ -16,18 +16,17 @@ import numpy as np
 
 from workloads.plan import fp32_sum_tolerance
 
-CHECK_DIR = "checks"
 KINDS = ("sum", "sharded", "max")
 MAX_CHECK_BYTES = 64 << 20  # larger arrays are not saved (the check reports null)
 
 
-def save(out_dir: str, name: str, kind: str, side: str, rank: int, array: np.ndarray,
+def save(checks_dir: str, name: str, kind: str, side: str, rank: int, array: np.ndarray,
          counts: Dict[str, int]) -> bool:
-    """Save one rank's input ('in') or output ('out') of check `name`, whose complete set has counts
-    {'in': ranks giving inputs, 'out': ranks giving outputs}; False when it is too big to keep."""
+    """Save one rank's input ('in') or output ('out') of check `name` in the run's checks folder, whose complete
+    set has counts {'in': ranks giving inputs, 'out': ranks giving outputs}; False when it is too big to keep."""
     if kind not in KINDS or side not in ("in", "out"):
         raise ValueError(f"bad check {name}: kind {kind}, side {side}")
-    folder = os.path.join(out_dir, CHECK_DIR, name)
+    folder = os.path.join(checks_dir, name)
     os.makedirs(folder, exist_ok=True)
     if array.nbytes > MAX_CHECK_BYTES:
         open(os.path.join(folder, "too-big"), "w").close()
@@ -58,9 +57,9 @@ def check_one(kind: str, inputs: List[np.ndarray], outputs: List[np.ndarray]) ->
     return all(bool(np.all(np.abs(o.astype(np.float64) - expected) <= tol)) for o in outputs)
 
 
-def verify(out_dir: str, remove: bool = True) -> Dict[str, Optional[bool]]:
-    """Every saved check of a run: name -> passed (None when too big to save); deletes the arrays after."""
-    root = os.path.join(out_dir, CHECK_DIR)
+def verify(root: str, remove: bool = True) -> Dict[str, Optional[bool]]:
+    """Every saved check in a run's checks folder: name -> passed (None when too big to save); deletes the arrays
+    after."""
     results: Dict[str, Optional[bool]] = {}
     if not os.path.isdir(root):
         return results

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import time
@@ -18,6 +17,7 @@ import torch.nn.functional as F
 from workloads.data import batches, evaluation_set
 from workloads.models import build_model
 from workloads.netstats import delta, qdisc_counters
+from workloads.rankconfig import RankConfig
 from workloads.records import IterationRecord, Recorder
 from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy
 
@@ -41,7 +41,7 @@ def accuracy(model, source: str) -> Optional[float]:
 def train(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorder: Recorder,
           clock: ComputeClock) -> None:
     """The BSP loop (strategies may relax it: Parameter Flow's SSP completes records later)."""
-    for it in range(ctx.cfg["iters"]):
+    for it in range(ctx.cfg.iters):
         rec = IterationRecord(ctx.rank, it, ctx.role, start=time.time())
         if ctx.is_server:
             strategy.serve(it, rec)
@@ -63,35 +63,29 @@ def train(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorde
 
 
 def main(argv=None) -> int:
-    """Run one rank from the JSON config the runner wrote."""
+    """Run one rank from the RankConfig the runner wrote."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", required=True)
-    with open(ap.parse_args(argv).config) as f:
-        cfg = json.load(f)
+    cfg = RankConfig.read(ap.parse_args(argv).config)
     torch.set_num_threads(1)
     ctx = RankContext(cfg)
-    model, input_shape = build_model(cfg["model"], seed=cfg["seed"])
-    state = ModelState(model, cfg["lr"])
+    model, input_shape = build_model(cfg.model, seed=cfg.seed)
+    state = ModelState(model, cfg.lr)
     strategy = load_strategy(ctx.algorithm.strategy)(ctx, state)
-    data = None if ctx.is_server else iter(batches(cfg["data"], input_shape, cfg["batch"], ctx.rank, ctx.ranks,
-                                                   cfg["seed"]))
-    interfaces = cfg.get("interfaces", [])
-    recorder = Recorder(os.path.join(ctx.out_dir, f"rank-{ctx.rank}.jsonl"), interfaces)
-    qdisc_before = qdisc_counters(interfaces)
+    data = None if ctx.is_server else iter(batches(cfg.data, input_shape, cfg.batch, ctx.rank, ctx.ranks, cfg.seed))
+    recorder = Recorder(ctx.files.records(ctx.rank), ctx.files.transfers(ctx.rank), cfg.interfaces)
+    qdisc_before = qdisc_counters(cfg.interfaces)
     try:
-        clock = ComputeClock(cfg.get("compute_time"), stretch=cfg.get("dilation", 1.0))
+        clock = ComputeClock(cfg.compute_time, stretch=cfg.dilation)
         train(ctx, state, strategy, data, recorder, clock)
         extras = strategy.finish()
     finally:
         recorder.close()
     strategy.close()
-    final = {"rank": ctx.rank, "role": ctx.role, "checksum": state.checksum(),
-             "accuracy": accuracy(model, cfg["data"]) if ctx.rank == min(ctx.contributors) else None,
-             "extras": extras, "net": {"qdisc": delta(qdisc_counters(interfaces), qdisc_before)}}
-    path = os.path.join(ctx.out_dir, f"rank-{ctx.rank}.final.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(final, f)
-    os.replace(path + ".tmp", path)
+    ctx.files.write_final(ctx.rank, {
+        "rank": ctx.rank, "role": ctx.role, "checksum": state.checksum(),
+        "accuracy": accuracy(model, cfg.data) if ctx.rank == min(ctx.contributors) else None,
+        "extras": extras, "net": {"qdisc": delta(qdisc_counters(cfg.interfaces), qdisc_before)}})
     return 0
 
 

@@ -1,5 +1,6 @@
 """dmlbed's nodes and links on Mininet's Cluster Edition: hosts and switches on several machines, reached
-over SSH, joined by SSH or GRE tunnels where a link crosses machines."""
+over SSH, joined by SSH or GRE tunnels where a link crosses machines. A Cluster is handed to EmulatedNetwork
+the way Mininet takes node classes: the network never imports this module."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import os
 import pwd
 import shlex
 import subprocess
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from mininet.examples.cluster import RemoteGRELink, RemoteLink, RemoteMixin, RemoteOVSSwitch
 from mininet.util import quietRun
 
-from emulation.net.network import DmlSwitch, NetworkError, QuietHost, ShapedEnds
-from emulation.spec.placement import LOCAL
+from emulation.net.nodes import DmlSwitch, QuietHost, ShapedEnds
+from emulation.net.probes import NetworkError, gretap_available
+from emulation.spec.placement import LOCAL, place
+from emulation.spec.topology import Topology
 
 SSH_OPTIONS_ENV = "DMLBED_SSH_OPTIONS"  # extra ssh arguments, e.g. "-F /path/ssh_config" (like GIT_SSH_COMMAND)
 TAP_BASE = 9100  # SSH tunnel tap numbers start here (renamed once moved into their node)
@@ -164,18 +167,6 @@ def precheck(servers: Sequence[str], server_ips: Dict[str, str], project: str, t
                                f"{project} (see README, 'Several machines')")
 
 
-def gretap_available() -> bool:
-    """True when this kernel can create GRE Ethernet tunnels (tried in a scratch namespace)."""
-    ns = f"dmlbed-gre-probe-{os.getpid()}"
-    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
-        return False
-    try:
-        return subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "add", "name", "probe0", "type", "gretap",
-                               "local", "127.0.0.2", "remote", "127.0.0.3"], capture_output=True).returncode == 0
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
 def link_class(tunnel: str, server_ips: Dict[str, str]):
     """The link class for --tunnel; NetworkError when GRE cannot work here."""
     if tunnel == "ssh":
@@ -191,3 +182,55 @@ def link_class(tunnel: str, server_ips: Dict[str, str]):
 def ssh_user() -> str:
     """Whom to log in as on the servers: the user behind sudo, else the current user (as Mininet does)."""
     return os.environ.get("SUDO_USER") or pwd.getpwuid(os.getuid()).pw_name
+
+
+class Cluster:
+    """An emulation spread over this machine and SSH servers: the servers (this machine first), the tunnel kind,
+    and where every node lives once the network places them."""
+
+    def __init__(self, servers: Sequence[str], tunnel: str = "ssh"):
+        self.servers = list(servers)
+        self.tunnel = tunnel
+        self.server_ips: Dict[str, str] = {}
+        self.placement: Dict[str, str] = {}
+        self.topo: Topology = None
+        self.link = None
+
+    def prepare(self, project: str) -> str:
+        """Resolve and check every server before anything starts; returns the address switches on every server
+        reach the controller at."""
+        self.server_ips = server_ips(self.servers)
+        self.link = link_class(self.tunnel, self.server_ips)
+        precheck(self.servers, self.server_ips, project)
+        return controller_address(self.servers, self.server_ips)
+
+    def node_classes(self, topo: Topology, state, colocated: Dict[str, str], log: Callable[[str], None]):
+        """Link, host and switch constructors placing every node on its server (colocated: extra node -> the
+        node whose server it shares, e.g. a shaping box and the switch below it); records the remote switches and
+        this machine's tunnel taps in the run record (state) for `dmlbed clean`."""
+        self.topo = topo
+        self.placement = place(topo, self.servers)
+        for name, beside in colocated.items():
+            self.placement[name] = self.placement[beside]
+        ShapedSSHLink.record = state.add_interfaces
+        user = ssh_user()
+        for server in self.servers[1:]:
+            ssh = ssh_batch() + ["-n", f"{user}@{self.server_ips[server]}"]
+            state.add_remote(server, ssh, [s.name for s in topo.switches if self.placement[s.name] == server])
+
+        def on_server(cls):
+            return lambda name, **p: cls(name, server=self.placement[name],
+                                         serverIP=self.server_ips[self.placement[name]], user=user, **p)
+        hosts = self.hosts_per_server()
+        log("placement: " + "; ".join(
+            f"{s}: {hosts[s]} hosts, {sum(self.placement[w.name] == s for w in topo.switches)} switches"
+            for s in self.servers))
+        return self.link, on_server(ClusterHost), on_server(ClusterSwitch)
+
+    def hosts_per_server(self) -> Dict[str, int]:
+        """How many hosts each server runs."""
+        return {s: sum(self.placement[h.name] == s for h in self.topo.hosts) for s in self.servers}
+
+    def summary(self) -> dict:
+        """The servers, the tunnel kind and the hosts on each (for results)."""
+        return {"servers": self.servers, "tunnel": self.tunnel, "hosts_per_server": self.hosts_per_server()}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -14,209 +13,30 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
-from mininet.link import TCIntf, TCLink
 from mininet.log import setLogLevel
 from mininet.net import Mininet
-from mininet.node import Host, OVSSwitch, RemoteController
 
-from emulation.spec.addressing import all_host_configs, config_commands
 from emulation.net.controller import ControllerProcess, stop_process_group
+from emulation.net.nodes import DmlSwitch, ListeningController, QuietHost, ShapedLink, switch_side_interfaces
+from emulation.net.probes import (NetworkError, available_congestion_controls, choose_datapath, ecn_marking_qdisc,
+                                  ensure_ovs, leaf_drops, netem_available, ovs_setting)
 from emulation.net.runstate import RunState, clean as clean_stale
-from emulation.spec.topology import Topology
-from emulation.spec.shaping import (bridge_commands, ingress_commands, ingress_netem_commands, leaf_queue_command,
-                                    offloads_off_command)
-from emulation.spec.impairment import Impairment
-from emulation.spec.tcp import TcpSettings
 from emulation.net.topos import SpecTopo, shaper_name
+from emulation.spec.addressing import all_host_configs, config_commands
+from emulation.spec.impairment import Impairment
+from emulation.spec.shaping import bridge_commands, ingress_commands, ingress_netem_commands, offloads_off_command
+from emulation.spec.tcp import TcpSettings
+from emulation.spec.topology import Topology
 
-OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NET_STOP_TIMEOUT_S = 60.0
 # A PMD thread that finds little to poll sleeps up to this long: light traffic costs little CPU, a hop waits at
 # most this (fattree:4, h0 to h15: ping 1.15 ms on average, against 3.0 ms with non-PMD ports).
 PMD_MAX_SLEEP_US = 100
 SHELL_EXIT_TIMEOUT_S = 5.0  # node shells exit within a second once hung up
-
-
-class ListeningController(RemoteController):
-    """Ryu, already listening when Mininet adds it (ControllerProcess waited for its port). Mininet's own check
-    pipes telnet's output through a UTF-8 decoder, and Ryu answers with a binary OpenFlow HELLO whose random
-    transaction id fails that decoder about one bring-up in twenty (found by the soak)."""
-
-    def checkListening(self):
-        """Nothing to check: the port was open before Mininet was told about the controller."""
-
-    def stop(self, *args, **kwargs):
-        """End this node's own shell: RemoteController.stop does nothing, so Mininet left it running and every
-        teardown waited SHELL_EXIT_TIMEOUT_S for it. (Ryu itself is ControllerProcess's to stop.)"""
-        self.terminate()
-
-
-class NetworkError(RuntimeError):
-    """The emulated network could not be brought up."""
-
-
 KILL_NAMESPACE_PROCESSES = ('me=$(readlink /proc/$$/ns/net); for p in /proc/[0-9]*; do q=${p#/proc/}; '
                             '[ "$q" != $$ ] && [ "$(readlink $p/ns/net 2>/dev/null)" = "$me" ] && kill -9 $q 2>/dev/null; '
                             'done; true')
-NO_IPV6 = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
-
-
-class QuietTCIntf(TCIntf):
-    """TCIntf with a bounded FIFO of `leaf_packets` under HTB (a host NIC queue or a switch port buffer, as
-    the link end asks) and without HTB's harmless 'quantum of class ... is big' warnings in the tc output."""
-
-    def config(self, leaf_packets: int = TcpSettings().switch_queue_packets, netem: Optional[str] = None,
-               mtu: Optional[int] = None, **params):
-        """Mininet's configuration with this end's leaf queue size (and netem delay/loss as the leaf) and MTU."""
-        self.leaf_packets = leaf_packets
-        self.netem = netem
-        if mtu:
-            out = self.cmd(f"ip link set dev {self.name} mtu {mtu}")
-            if out.strip():
-                raise NetworkError(f"setting MTU {mtu} on {self.name} failed: {out.strip()}")
-        return super().config(**params)
-
-    def bwCmds(self, *args, **kwargs):
-        """Mininet's HTB commands plus a pfifo (or netem) leaf of leaf_packets packets."""
-        cmds, parent = super().bwCmds(*args, **kwargs)
-        if cmds and parent.strip() == "parent 5:1":
-            cmds.append(leaf_queue_command("%s", "%s", self.leaf_packets, self.netem))
-            parent = " parent 10: "
-        return cmds, parent
-
-    def tc(self, cmd, tc="tc"):
-        """Run a tc command; return its output without quantum warnings."""
-        out = super().tc(cmd, tc)
-        return "\n".join(l for l in out.splitlines() if "quantum of class" not in l)
-
-
-class ShapedEnds:
-    """Link mix-in: both ends HTB-shaped (QuietTCIntf), checksum offload off on both."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("cls1", QuietTCIntf)
-        kwargs.setdefault("cls2", QuietTCIntf)
-        kwargs.update(txo=False, rxo=False)
-        super().__init__(*args, **kwargs)
-
-
-class ShapedLink(ShapedEnds, TCLink):
-    """HTB-shaped veth link with checksum offload off on both ends."""
-
-
-class QuietHost(Host):
-    """Host whose namespace has IPv6 off before any interface appears, so it sends no ND/MLD frames."""
-
-    def startShell(self, *args, **kwargs):
-        """Start the shell, then disable IPv6 in the new namespace."""
-        super().startShell(*args, **kwargs)
-        self.cmd(NO_IPV6)
-
-
-class DmlSwitch(OVSSwitch):
-    """OVS switch speaking OpenFlow 1.3 whose ports use AF_XDP on the userspace datapath, polled by a PMD thread.
-    (Non-PMD ports are polled by OVS's main loop, which on every wake-up also tries accept() on each bridge's
-    management socket: on Fat-Tree(4)'s 20 bridges that tripled the cost of a packet and saturated it.)"""
-
-    port_type = "afxdp"
-
-    def __init__(self, name, afxdp=False, **params):
-        params.setdefault("protocols", "OpenFlow13")
-        params.setdefault("failMode", "secure")
-        super().__init__(name, **params)
-        self.afxdp = afxdp
-
-    def intfOpts(self, intf):
-        """Mininet's port options, plus the interface's MTU and the AF_XDP port type when asked for."""
-        opts = super().intfOpts(intf)
-        if intf.params.get("mtu"):
-            opts += f" mtu_request={intf.params['mtu']}"
-        if self.afxdp:
-            opts += f" type={self.port_type} options:xdp-mode=generic"
-        return opts
-
-
-def ovs_running() -> bool:
-    """True when ovsdb-server and ovs-vswitchd answer."""
-    return (shutil.which("ovs-vsctl") is not None and
-            subprocess.run(["ovs-vsctl", "-t", "3", "show"], capture_output=True).returncode == 0)
-
-
-def ensure_ovs() -> None:
-    """Start Open vSwitch (without needing its kernel module) when it is not running."""
-    if ovs_running():
-        return
-    if not os.path.exists(OVS_CTL):
-        raise NetworkError("Open vSwitch is not installed: run `make setup`")
-    subprocess.run([OVS_CTL, "start"], capture_output=True)
-    if not ovs_running():
-        raise NetworkError(f"Open vSwitch did not start: run `{OVS_CTL} start` and check `ovs-vsctl show`")
-
-
-def ovs_setting(key: str) -> Optional[str]:
-    """A key of Open vSwitch's other_config, or None when unset."""
-    r = subprocess.run(["ovs-vsctl", "--if-exists", "get", "open_vswitch", ".", f"other_config:{key}"],
-                       capture_output=True, text=True)
-    value = r.stdout.strip().strip('"')
-    return value if r.returncode == 0 and value else None
-
-
-def kernel_datapath_available() -> bool:
-    """True when the openvswitch kernel module is (or can be) loaded."""
-    if os.path.isdir("/sys/module/openvswitch"):
-        return True
-    if shutil.which("modprobe"):
-        subprocess.run(["modprobe", "-q", "openvswitch"], capture_output=True)
-    return os.path.isdir("/sys/module/openvswitch")
-
-
-def choose_datapath(requested: str = "auto") -> str:
-    """'kernel' where the kernel has the OVS module, else 'user' (userspace with AF_XDP ports)."""
-    if requested not in ("auto", "kernel", "user"):
-        raise NetworkError(f"datapath '{requested}' is invalid: use auto, kernel or user")
-    if requested == "auto":
-        return "kernel" if kernel_datapath_available() else "user"
-    if requested == "kernel" and not kernel_datapath_available():
-        raise NetworkError("datapath 'kernel' asked for but the openvswitch kernel module is missing: "
-                           "use --datapath user")
-    return requested
-
-
-def qdisc_available(*qdisc: str) -> bool:
-    """True when tc can create this qdisc (e.g. 'netem', 'delay', '1ms'), tried in a scratch namespace."""
-    ns = f"dmlbed-probe-{os.getpid()}"
-    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
-        return False
-    try:
-        r = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", *qdisc],
-                           capture_output=True)
-        return r.returncode == 0
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
-def netem_available() -> bool:
-    """True when the kernel has netem (needed for delay and loss)."""
-    return qdisc_available("netem", "delay", "1ms")
-
-
-def ecn_marking_qdisc() -> Optional[str]:
-    """The first ECN-marking qdisc this kernel has (fq_codel, codel, red), or None."""
-    for qdisc in (("fq_codel", "ecn"), ("codel", "ecn"), ("red", "limit", "400000", "min", "30000", "max", "90000",
-                                                          "avpkt", "1000", "burst", "55", "ecn", "bandwidth", "10mbit")):
-        if qdisc_available(*qdisc):
-            return qdisc[0]
-    return None
-
-
-def available_congestion_controls() -> List[str]:
-    """TCP congestion controls the kernel offers (the same list in every namespace)."""
-    try:
-        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
-            return f.read().split()
-    except OSError:
-        return []
 
 
 class EmulatedNetwork:
@@ -225,12 +45,10 @@ class EmulatedNetwork:
     def __init__(self, topo: Topology, bw: Sequence[float], datapath: str = "auto",
                  ingress_shaping: bool = False, install_timeout: float = 90.0,
                  log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings(),
-                 cluster: Sequence[str] = (), tunnel: str = "ssh", impairment: Optional[Impairment] = None):
+                 cluster=None, impairment: Optional[Impairment] = None):
         self.topo = topo
         self.impairment = impairment or Impairment.none(topo.levels)
-        self.servers = list(cluster)  # [] = this machine only; else 'localhost' first, then SSH servers
-        self.tunnel = tunnel
-        self.placement: Dict[str, str] = {}
+        self.cluster = cluster  # None: this machine only; else an emulation.net.cluster.Cluster (node classes)
         self.bw = tuple(bw)
         self.tcp = tcp
         self.tcp_report: dict = {}
@@ -244,8 +62,6 @@ class EmulatedNetwork:
         self.state: Optional[RunState] = None
         self.workdir: Optional[str] = None
         self.procs: List[subprocess.Popen] = []
-        self.server_ips: Dict[str, str] = {}
-        self.tunnel_link = None
         self.bring_up_s = 0.0
         self.teardown_s = 0.0
 
@@ -267,13 +83,8 @@ class EmulatedNetwork:
             self.log(f"clean: {action}")
         ensure_ovs()
         self.datapath = choose_datapath(self.requested_datapath)
-        listen = "127.0.0.1"
-        if self.servers:  # every server must be ready before anything starts
-            from emulation.net import cluster
-            self.server_ips = cluster.server_ips(self.servers)
-            self.tunnel_link = cluster.link_class(self.tunnel, self.server_ips)
-            cluster.precheck(self.servers, self.server_ips, PROJECT)
-            listen = cluster.controller_address(self.servers, self.server_ips)
+        # every server must be ready before anything starts
+        listen = self.cluster.prepare(PROJECT) if self.cluster else "127.0.0.1"
         self.state = RunState().create()
         self.workdir = tempfile.mkdtemp(prefix="dmlbed-")
         self.state.add_folders([self.workdir])
@@ -292,8 +103,10 @@ class EmulatedNetwork:
         if self.impairment.active and not netem_available():
             raise NetworkError("link delay/loss needs the kernel's netem qdisc (sch_netem), which this kernel lacks")
         link, host, switch = ShapedLink, QuietHost, DmlSwitch
-        if self.servers:
-            link, host, switch = self._cluster_classes(afxdp)
+        if self.cluster:
+            boxes = {shaper_name(i): l.lower for i, l in enumerate(self.topo.links)
+                     if afxdp and not self.topo.is_host(l.lower)}
+            link, host, switch = self.cluster.node_classes(self.topo, self.state, boxes, self.log)
         self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, shaper_boxes=afxdp,
                                          host_queue=self.tcp.host_queue_packets,
                                          switch_queue=self.tcp.switch_queue_packets,
@@ -325,33 +138,14 @@ class EmulatedNetwork:
         self.log("waiting for every switch to be programmed")
         self.controller.wait_installed(self.install_timeout)
 
-    def _cluster_classes(self, afxdp: bool):
-        """Link, host and switch constructors placing every node on its server (Mininet's Cluster Edition)."""
-        from emulation.net import cluster
-        from emulation.spec.placement import place
-        self.placement = place(self.topo, self.servers)
-        for i, l in enumerate(self.topo.links):
-            if afxdp and not self.topo.is_host(l.lower):
-                self.placement[shaper_name(i)] = self.placement[l.lower]
-        cluster.ShapedSSHLink.record = self.state.add_interfaces
-        user = cluster.ssh_user()
-        for server in self.servers[1:]:
-            ssh = cluster.ssh_batch() + ["-n", f"{user}@{self.server_ips[server]}"]
-            self.state.add_remote(server, ssh, [s.name for s in self.topo.switches if self.placement[s.name] == server])
+    @property
+    def placement(self) -> Dict[str, str]:
+        """Node -> server ({} on one machine)."""
+        return self.cluster.placement if self.cluster else {}
 
-        def on_server(cls):
-            return lambda name, **p: cls(name, server=self.placement[name],
-                                         serverIP=self.server_ips[self.placement[name]], user=user, **p)
-        hosts = self.hosts_per_server()
-        self.log("placement: " + "; ".join(
-            f"{s}: {hosts[s]} hosts, {sum(self.placement[w.name] == s for w in self.topo.switches)} switches"
-            for s in self.servers))
-        return (self.tunnel_link, on_server(cluster.ClusterHost),
-                on_server(cluster.ClusterSwitch))
-
-    def hosts_per_server(self) -> Dict[str, int]:
-        """How many hosts each server runs ({} on one machine)."""
-        return {s: sum(self.placement[h.name] == s for h in self.topo.hosts) for s in self.servers}
+    def cluster_summary(self) -> dict:
+        """Servers, tunnel and hosts per server ({} on one machine)."""
+        return self.cluster.summary() if self.cluster else {}
 
     def _quiet_switch_ports(self) -> None:
         """IPv6 off on root-namespace switch ports and bridge-local ports, so the kernel sends nothing into the switches."""
@@ -559,21 +353,3 @@ class EmulatedNetwork:
             self.log("teardown problems: " + "; ".join(errors))
 
 
-def leaf_drops(tc_output: str) -> int:
-    """Drops of the FIFO leaves in `tc -s qdisc show` output (HTB above them counts the same drops again)."""
-    total = 0
-    for block in re.split(r"\n(?=qdisc )", tc_output):
-        if re.match(r"\s*qdisc [pb]fifo ", block):
-            m = re.search(r"dropped (\d+)", block)
-            total += int(m.group(1)) if m else 0
-    return total
-
-
-def switch_side_interfaces(topo: Topology) -> List[str]:
-    """Root-namespace interface names Mininet creates for the topology's switch ports."""
-    names = []
-    for link in topo.links:
-        names.append(f"{link.upper}-eth{link.upper_port}")
-        if not topo.is_host(link.lower):
-            names.append(f"{link.lower}-eth{link.lower_port}")
-    return names

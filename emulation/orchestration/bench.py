@@ -8,28 +8,27 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
-import sys
-import time
-from dataclasses import replace
-from typing import Callable, Dict, List, Tuple
+from dataclasses import dataclass, replace
+from typing import Callable, List, Tuple
 
-from emulation.orchestration.compare import write_csv
-from emulation.orchestration.experiment import PLAN_PORT, PROJECT, network_for, network_lock, worker_configs
 from emulation.orchestration.options import Checked, OptionError, RunConfig, validate
+from emulation.orchestration.outputs import check_output, write_atomic, write_table
+from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, hosts_for, network_lock,
+                                           run_bench_ranks)
 from emulation.orchestration.resources import check_memory
-from emulation.orchestration.results import write_atomic
+from emulation.orchestration.results import rep_times
 from emulation.simulation.calibrated import calibrated_gst
+from emulation.spec.addressing import PLAN_PORT
 from emulation.spec.calibration import load as load_calibration
 from workloads.algorithms import names_with
-from workloads.records import read_traces
+from workloads.rankconfig import BenchJob
+from workloads.runfolder import RunFolder
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_SIZE = 1 << 30
 BUSBW_FACTOR = "2(n-1)/n"  # all-reduce, as nccl-tests: n = ranks that contribute
 COLUMNS = ["algo", "size_bytes", "time_s", "algbw_mbps", "busbw_mbps", "theory_s", "ratio", "wrong", "reps"]
 CALIBRATED_COLUMNS = ["theory_cal_s", "ratio_cal"]
-PORT_STRIDE = 10  # each algorithm's workers listen on their own ports (no TIME_WAIT clash with the last one's)
 
 
 def parse_size(text: str) -> int:
@@ -61,9 +60,24 @@ def parse_sizes(text: str) -> List[int]:
     return sizes
 
 
-def prepare(base: RunConfig, algos: List[str], sizes: List[int]) -> List[Tuple[RunConfig, Checked]]:
+@dataclass(frozen=True)
+class BenchPlan:
+    """A benchmark checked before anything starts: one checked configuration per algorithm, the sizes, the
+    repetitions."""
+
+    base: RunConfig
+    runs: List[Tuple[RunConfig, Checked]]
+    sizes: List[int]
+    warmup: int = 2
+    reps: int = 5
+
+
+def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, reps: int = 5) -> BenchPlan:
     """Everything a benchmark needs, checked before anything starts: one validated configuration per algorithm
     (plan all-reduce algorithms only), memory for the largest size, and an --out free of another benchmark."""
+    check_repetitions(warmup, reps)
+    if not algos or len(set(algos)) != len(algos):
+        raise OptionError(f"--algo '{','.join(algos)}' is invalid: give one or more distinct algorithms, e.g. ring,ps")
     plans = names_with(lambda a: a.plan is not None)
     runs = []
     for algo in algos:
@@ -73,24 +87,8 @@ def prepare(base: RunConfig, algos: List[str], sizes: List[int]) -> List[Tuple[R
         cfg = replace(base, algo=algo, model="mlp:1K")
         runs.append((cfg, validate(cfg, workers=False)))
     check_memory(len(runs[0][1].topo.hosts), 3 * max(sizes) // 2, not base.local)
-    found = [f for f in ("bench.json", "bench.csv") if os.path.exists(os.path.join(base.out, f))]
-    if found and not base.force:
-        raise OptionError(f"--out {base.out} already holds a benchmark ({', '.join(found)}): choose another folder "
-                          f"or pass --force to replace it")
-    return runs
-
-
-def rep_times(records: List[dict], dilation: float = 1.0) -> Dict[int, List[float]]:
-    """Per size, each timed repetition's time: from the last rank starting it to the last rank finishing it
-    (in emulated time: divided by the time dilation)."""
-    by_rep: Dict[tuple, List[dict]] = {}
-    for r in records:
-        if not r["warmup"]:
-            by_rep.setdefault((r["size"], r["rep"]), []).append(r)
-    out: Dict[int, List[float]] = {}
-    for (size, _), rs in sorted(by_rep.items()):
-        out.setdefault(size, []).append((max(r["end"] for r in rs) - max(r["start"] for r in rs)) / dilation)
-    return out
+    check_output(base.out, ("bench.json", "bench.csv"), "a benchmark", base.force)
+    return BenchPlan(base, runs, sizes, warmup, reps)
 
 
 def table(algo: str, records: List[dict], contributors: int, theory: Callable[[int], float],
@@ -115,63 +113,33 @@ def table(algo: str, records: List[dict], contributors: int, theory: Callable[[i
     return rows
 
 
-def run_algorithm(hosts, cfg: RunConfig, checked, sizes: List[int], warmup: int, reps: int, workdir: str,
-                  port: int, log, probe: Tuple[str, int] = None) -> List[dict]:
-    """Start one bench worker per host for one algorithm (or calibration probe), wait for them, return their
-    records."""
-    os.makedirs(workdir)
-    procs = []
-    for c in worker_configs(cfg, checked, os.path.abspath(workdir)):
-        c.update(algo=cfg.algo, sizes=sizes, warmup=warmup, reps=reps, port=port, probe=probe)
-        path = os.path.join(workdir, f"rank-{c['rank']}.config.json")
-        with open(path, "w") as f:
-            json.dump(c, f)
-        err = open(os.path.join(workdir, f"rank-{c['rank']}.stderr"), "w")
-        procs.append(hosts.popen(c["host"], [sys.executable, "-m", "workloads.bench_worker", "--config",
-                                             os.path.abspath(path)], stdout=subprocess.DEVNULL, stderr=err,
-                                 cwd=PROJECT))
-        err.close()
-    what = f"{probe[0]} across level {probe[1]}" if probe else cfg.algo
-    log(f"{what}: {len(procs)} ranks, {len(sizes)} sizes x ({warmup} warm-up + {reps} timed)")
-    deadline = time.monotonic() + cfg.timeout * cfg.dilation * (len(sizes) * (warmup + reps) + 1)
-    for rank, proc in enumerate(procs):
-        try:
-            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"bench {what}: rank {rank} did not finish in time") from None
-        if code != 0:
-            with open(os.path.join(workdir, f"rank-{rank}.stderr")) as f:
-                tail = [l.strip() for l in f if l.strip()][-1:] or ["(no output)"]
-            raise RuntimeError(f"bench {what}: rank {rank} exited with code {code}: {tail[0]}")
-    return read_traces(workdir, len(procs), kind="bench")
-
-
-def bench(base: RunConfig, runs: List[Tuple[RunConfig, Checked]], sizes: List[int], warmup: int = 2,
-          reps: int = 5, log: Callable[[str], None] = lambda m: None) -> dict:
-    """Run the sweep for every prepared algorithm on one network; write bench.csv, bench.json and busbw.png to
-    base.out."""
+def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
+    """Run the sweep for every checked algorithm on one network; write bench.csv, bench.json and busbw.png to
+    --out."""
+    base, runs, sizes = job.base, job.runs, job.sizes
     first = runs[0][1]
+    folder = RunFolder(base.out)
     os.makedirs(base.out, exist_ok=True)
     rows: List[dict] = []
-    report = {"topology": first.topo.spec, "bw_mbps": list(first.bw), "sizes": sizes, "warmup": warmup,
-              "reps": reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(first.topo),
+    report = {"topology": first.topo.spec, "bw_mbps": list(first.bw), "sizes": sizes, "warmup": job.warmup,
+              "reps": job.reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(first.topo),
               "local": base.local, "calibration": base.calibration, "dilation": base.dilation,
               "mtu": None if base.local else base.mtu}
     cal = load_calibration(base.calibration, first.topo.spec, first.bw) if base.calibration else None
-    with network_lock(base), network_for(runs[0][0], first, log) as hosts:
+    with network_lock(base), hosts_for(runs[0][0], first.topo, first.bw, first.impairment, log) as hosts:
         report.update(datapath=hosts.datapath, shaping=hosts.shaping)
         for i, (cfg, checked) in enumerate(runs):
-            workdir = os.path.join(base.out, "workers", cfg.algo)
-            shutil.rmtree(workdir, ignore_errors=True)
-            records = run_algorithm(hosts, cfg, checked, sizes, warmup, reps, workdir, PLAN_PORT + PORT_STRIDE * i,
-                                    log)
+            files = folder.ranks(cfg.algo)
+            shutil.rmtree(files.path, ignore_errors=True)
+            records = run_bench_ranks(hosts, cfg, checked, BenchJob(tuple(sizes), job.warmup, job.reps), files,
+                                PLAN_PORT + PORT_STRIDE * i, cfg.algo, log)
             theory = lambda size, c=checked: c.algorithm.gst_theory(c.topo, size, c.bw, c.servers).gst_s  # noqa
             calibrated = None if cal is None else \
                 lambda size, c=checked: calibrated_gst(c.algorithm, c.topo, c.servers, [size // 4], cal)  # noqa
             rows += table(cfg.algo, records, len(checked.contributors), theory, calibrated, cfg.dilation)
     report["rows"] = rows
     write_atomic(os.path.join(base.out, "bench.json"), json.dumps(report, indent=1))
-    write_csv(os.path.join(base.out, "bench.csv"), rows, [], COLUMNS + (CALIBRATED_COLUMNS if base.calibration else []))
+    write_table(os.path.join(base.out, "bench.csv"), rows, COLUMNS + (CALIBRATED_COLUMNS if base.calibration else []))
     report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, first)
     return report
 

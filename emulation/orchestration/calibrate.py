@@ -13,29 +13,42 @@ import json
 import os
 import shutil
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Tuple
 
-from emulation.orchestration.bench import PORT_STRIDE, rep_times, run_algorithm
-from emulation.orchestration.experiment import PLAN_PORT, network_for, network_lock
-from emulation.orchestration.options import Checked, OptionError, RunConfig, validate
-from emulation.orchestration.results import write_atomic
+from emulation.orchestration.options import Checked, RunConfig, validate
+from emulation.orchestration.outputs import check_output, write_atomic
+from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, hosts_for, network_lock,
+                                           run_bench_ranks)
+from emulation.orchestration.results import rep_times
+from emulation.spec.addressing import PLAN_PORT
 from emulation.spec.calibration import Calibration, CalibrationError, fit
 from workloads.engine import CHUNK_BYTES
 from workloads.probes import build, probe_levels
+from workloads.rankconfig import BenchJob
+from workloads.runfolder import RunFolder
 
 MESSAGE_SIZES = (64, 4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
 CALIBRATION_FILE = "calibration.json"
 
 
-def prepare(base: RunConfig) -> Tuple[RunConfig, Checked]:
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """A calibration checked before anything starts: its configuration, what validation learned, the repetitions."""
+
+    cfg: RunConfig
+    checked: Checked
+    warmup: int = 2
+    reps: int = 7
+
+
+def prepare(base: RunConfig, warmup: int = 2, reps: int = 7) -> CalibrationPlan:
     """The checked configuration (any plan algorithm validates the topology and rates; probes need no model)."""
+    check_repetitions(warmup, reps)
     cfg = replace(base, algo="ring", model="mlp:1K")
     checked = validate(cfg, workers=False)
-    path = os.path.join(base.out, CALIBRATION_FILE)
-    if os.path.exists(path) and not base.force:
-        raise OptionError(f"--out {base.out} already holds {CALIBRATION_FILE}: choose another folder or pass --force")
-    return cfg, checked
+    check_output(base.out, (CALIBRATION_FILE,), "a calibration", base.force)
+    return CalibrationPlan(cfg, checked, warmup, reps)
 
 
 def one_way_times(records: List[dict], kind: str, pieces: int, dilation: float = 1.0) -> List[Tuple[int, float]]:
@@ -46,26 +59,28 @@ def one_way_times(records: List[dict], kind: str, pieces: int, dilation: float =
     return [(size // pieces, statistics.median(ts) / per_message) for size, ts in sorted(times.items())]
 
 
-def calibrate(cfg: RunConfig, checked: Checked, sizes=MESSAGE_SIZES, warmup: int = 2, reps: int = 7,
-              log: Callable[[str], None] = lambda m: None) -> dict:
-    """Run every probe on one network; write calibration.json to cfg.out and return its contents."""
+def calibrate(job: CalibrationPlan, sizes=MESSAGE_SIZES, log: Callable[[str], None] = lambda m: None) -> dict:
+    """Run every probe on one network; write calibration.json to --out and return its contents."""
+    cfg, checked, warmup, reps = job.cfg, job.checked, job.warmup, job.reps
     topo = checked.topo
+    folder = RunFolder(cfg.out)
     os.makedirs(cfg.out, exist_ok=True)
     fits: Dict[str, list] = {"pingpong": [], "exchange": []}
     wrong = 0
     unresolved: List[dict] = []
-    with network_lock(cfg), network_for(cfg, checked, log) as hosts:
-        datapath = getattr(hosts, "datapath", "loopback")
+    with network_lock(cfg), hosts_for(cfg, topo, checked.bw, checked.impairment, log) as hosts:
+        datapath = hosts.datapath
         for i, level in enumerate(probe_levels(topo)):
             for j, kind in enumerate(("pingpong", "exchange")):
                 plan = build(topo, kind, level)
                 # a ping-pong message of more than one engine chunk would overlap its own reply
                 messages = [m for m in sizes if kind == "exchange" or m <= CHUNK_BYTES]
                 buffers = [m * plan.pieces for m in messages]
-                workdir = os.path.join(cfg.out, "workers", f"{kind}-L{level}")
-                shutil.rmtree(workdir, ignore_errors=True)
-                records = run_algorithm(hosts, cfg, checked, buffers, warmup, reps, workdir,
-                                        PLAN_PORT + PORT_STRIDE * (2 * i + j), log, probe=(kind, level))
+                files = folder.ranks(f"{kind}-L{level}")
+                shutil.rmtree(files.path, ignore_errors=True)
+                records = run_bench_ranks(hosts, cfg, checked, BenchJob(tuple(buffers), warmup, reps, (kind, level)),
+                                          files, PLAN_PORT + PORT_STRIDE * (2 * i + j), f"{kind} across level {level}",
+                                          log)
                 wrong += sum(r["wrong"] for r in records)
                 points = one_way_times(records, kind, plan.pieces, cfg.dilation)
                 try:

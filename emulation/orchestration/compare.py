@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import os
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 import yaml
 
-from emulation.orchestration import paper
-from emulation.orchestration.experiment import run
-from emulation.orchestration.simulate import check_simulable, simulate
-from emulation.orchestration.results import write_atomic
-from emulation.orchestration.options import OptionError, from_mapping, option_of, validate, yaml_key
+from emulation.orchestration import experiment, paper, simulate
+from emulation.orchestration.options import OptionError, from_mapping, option_of, yaml_key
+from emulation.orchestration.outputs import check_output, write_atomic, write_table
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
@@ -42,7 +40,8 @@ def load(path: str) -> dict:
 
 
 def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
-    """Every (label, RunConfig) of the matrix: runs x the cartesian product of `sweep` values, each validated."""
+    """Every run of the matrix (runs x the cartesian product of `sweep` values), each validated once: a label,
+    its sweep values, its RunConfig and its checked job (experiment.RunJob or simulate.SimulationJob)."""
     defaults = data.get("defaults", {}) or {}
     sweep = data.get("sweep", {}) or {}
     if not isinstance(defaults, dict) or not isinstance(sweep, dict):
@@ -75,15 +74,15 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
             try:  # compare owns its run folders: a rerun of the matrix replaces them
                 cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local, force=True)
                 if cfg.mode == "simulate":
-                    check_simulable(cfg, in_compare=True)
+                    job = simulate.prepare(cfg, in_compare=True)
                 else:
-                    validate(cfg, label=lambda n: f"{where}: {yaml_key(n, option_of(n))}", emulated=True)
+                    job = experiment.prepare(cfg, label=lambda n: f"{where}: {yaml_key(n, option_of(n))}")
             except ValueError as exc:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
             if cfg.mode == "simulate" and cfg.ecmp_ports == "emulated":
                 cfg.ecmp_ports = emulated_sibling(out, label, combo, where)
-            out.append({"label": label, "sweep": combo, "config": cfg})
+            out.append({"label": label, "sweep": combo, "config": cfg, "job": job})
     return out
 
 
@@ -121,7 +120,7 @@ def row(entry: dict, summary: dict) -> dict:
     r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"))
     cfg = entry["config"]
     from workloads.algorithms import get
-    for name in get(cfg.algo).options:
+    for name in get(cfg.algo).option_names:
         r[name] = getattr(cfg, name)
     r.update(label=entry["label"], out=cfg.out, **entry["sweep"])
     return r
@@ -146,19 +145,6 @@ def sim_vs_emu(rows: List[dict], sweep_keys: List[str]) -> List[dict]:
                     "agrees": None if ratio is None else abs(ratio - 1) <= SIM_AGREES,
                     "emulation_fidelity": e.get("fidelity")})
     return out
-
-
-def write_csv(path: str, rows: List[dict], sweep_keys: List[str], columns: List[str] = COLUMNS) -> None:
-    """A CSV with one row per run (comparison.csv) or per claim (paper.csv)."""
-    cols = columns[:1] + sweep_keys + [c for c in columns[1:] if c not in sweep_keys]
-    cols += sorted({k for r in rows for k in r} - set(cols))
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
-    os.replace(tmp, path)
 
 
 def plot(out_root: str, rows: List[dict], sweep_keys: List[str]) -> List[str]:
@@ -232,15 +218,26 @@ def output_root(data: dict, path: str, out_root: Optional[str]) -> str:
     return out_root or os.path.join("results", config_name(data, path))
 
 
-def check_output(out_root: str, force: bool) -> None:
-    """Refuse a folder holding another comparison unless --force."""
-    if os.path.exists(os.path.join(out_root, "comparison.json")) and not force:
-        raise ConfigError(f"--out {out_root} already holds a comparison (comparison.json): choose another folder "
-                          f"or pass --force to replace it")
+@dataclass(frozen=True)
+class CompareJob:
+    """A comparison checked before anything starts: the config, every run's checked job, the paper claims."""
+
+    name: str
+    data: dict
+    entries: List[dict]
+    claims: List[dict]
+    out: str
+    wait: bool = False
+
+    @property
+    def emulated(self) -> bool:
+        """Whether any run brings up an emulated network (then the matrix holds the network lock)."""
+        return any(e["config"].mode != "simulate" and not e["config"].local for e in self.entries)
 
 
-def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False) -> dict:
-    """Everything a compare needs, checked before anything starts: config, entries, paper claims, output."""
+def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False,
+            wait: bool = False) -> CompareJob:
+    """Everything a compare needs, checked before anything starts: config, every run, paper claims, output."""
     data = load(path)
     out_root = output_root(data, path, out_root)
     entries = expand(data, out_root, local)
@@ -248,43 +245,59 @@ def prepare(path: str, out_root: str = None, local: bool = False, force: bool = 
         claims = paper.claims(data, list(dict.fromkeys(e["label"] for e in entries)))
     except paper.PaperError as exc:
         raise ConfigError(str(exc)) from None
-    check_output(out_root, force)
-    return {"name": config_name(data, path), "data": data, "entries": entries, "claims": claims, "out": out_root,
-            "emulated": not local and any(e["config"].mode != "simulate" for e in entries)}
+    check_output(out_root, ("comparison.json",), "a comparison", force)
+    return CompareJob(config_name(data, path), data, entries, claims, out_root, wait)
 
 
 def compare(path: str, out_root: str = None, local: bool = False,
             log: Callable[[str], None] = lambda m: None, progress: bool = True, force: bool = False,
             wait: bool = False) -> Dict[str, object]:
-    """Run every configuration of a compare config; write comparison.csv/json, paper.csv and plots (holding the
-    network lock for the whole matrix, so no other run slips in between two of its runs)."""
-    job = prepare(path, out_root, local, force)
-    if not job["emulated"]:
-        return _compare(job, log, progress)
+    """Check and run a compare config (see execute)."""
+    return execute(prepare(path, out_root, local, force, wait), log, progress)
+
+
+def execute(job: CompareJob, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> Dict[str, object]:
+    """Run every checked configuration; write comparison.csv/json, paper.csv and plots (holding the network lock
+    for the whole matrix, so no other run slips in between two of its runs)."""
+    if not job.emulated:
+        return _execute(job, log, progress)
     from emulation.net.lock import NetworkLock
-    with NetworkLock(wait=wait):
-        return _compare(job, log, progress)
+    with NetworkLock(wait=job.wait):
+        return _execute(job, log, progress)
 
 
-def _compare(job: dict, log, progress) -> Dict[str, object]:
-    """compare() once checked."""
-    data, entries, out_root = job["data"], job["entries"], job["out"]
+def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
+    """execute() holding the lock."""
+    data, entries, out_root = job.data, job.entries, job.out
     sweep_keys = list((data.get("sweep") or {}).keys())
     os.makedirs(out_root, exist_ok=True)
     rows = []
     for n, entry in enumerate(entries, 1):
-        cfg = entry["config"]
         log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
-        summary = simulate(cfg, log=log) if cfg.mode == "simulate" else run(cfg, log=log, progress=progress)
+        if entry["config"].mode == "simulate":
+            summary = simulate.execute(entry["job"], log=log)
+        else:
+            summary = experiment.execute(entry["job"], log=log, progress=progress)
         rows.append(row(entry, summary))
-        write_csv(os.path.join(out_root, "comparison.csv"), rows, sweep_keys)
+        write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
     plots = plot(out_root, rows, sweep_keys)
-    claims = paper.table(job["claims"], rows, sweep_keys)
+    claims = paper.table(job.claims, rows, sweep_keys)
     if claims:
-        write_csv(os.path.join(out_root, "paper.csv"), claims, [], list(claims[0]))
+        write_table(os.path.join(out_root, "paper.csv"), claims, list(claims[0]))
     pairs = sim_vs_emu(rows, sweep_keys)
     if pairs:
-        write_csv(os.path.join(out_root, "sim_vs_emu.csv"), pairs, [], list(pairs[0]))
-    return {"name": job["name"], "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys,
+        write_table(os.path.join(out_root, "sim_vs_emu.csv"), pairs, list(pairs[0]))
+    return {"name": job.name, "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys,
             "paper": claims, "source": (data.get("paper") or {}).get("source"), "sim_vs_emu": pairs}
+
+
+def reproducible(folder: str) -> Dict[str, str]:
+    """Name -> path of every config in folder with a `paper:` block (what `dmlbed reproduce` can run)."""
+    out = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".yaml"):
+            with open(os.path.join(folder, name)) as f:
+                if "paper" in (yaml.safe_load(f) or {}):
+                    out[name[:-5]] = os.path.join(folder, name)
+    return out

@@ -1,121 +1,23 @@
-"""How faithful a run's emulation was: CPU load while it ran, links' achieved rate while they had data to send,
-the kernel's TCP and queue counters, step skew, and the measured/theory GST decomposed into its causes."""
+"""How faithful a run's emulation was, judged after the run: CPU load while it ran (sampled live by sampling.py),
+links' achieved rate while they had data to send, the kernel's TCP and queue counters, step skew, and the
+measured/theory GST decomposed into its causes."""
 
 from __future__ import annotations
 
-import os
 import statistics
-import threading
-import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from emulation.orchestration.results import WARMUP
 from emulation.spec.topology import Topology
 
-WARMUP = 2
 FAITHFUL_EMULATION_SHARE = 0.10   # link time lost to the emulator, as a share of theory
 DEGRADED_EMULATION_SHARE = 0.35
 FAITHFUL_LEVEL = 0.85             # achieved / shaped while a link has data to send
 DEGRADED_LEVEL = 0.70
 CRITICAL_NEED = 0.8               # links whose data needs this share of the bottleneck's time set the GST
-CPU_SATURATED = 0.95              # busy share of all cores in a sample
 CPU_SATURATED_SAMPLES = 0.5       # share of saturated samples that makes CPU the cause
 DROP_SHARE = 0.01                 # queue drops per segment sent above which TCP loss recovery distorts timing
 OVER_BUDGET_SHARE = 0.05          # share of rank-iterations whose real compute overran --compute-time
-
-
-SWITCH_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
-SWITCH_SATURATED = 0.9            # share of one core used by the switch's busiest thread
-
-
-def switch_pid(pidfile: str = SWITCH_PIDFILE) -> Optional[int]:
-    """The software switch's process id, or None when it is not running."""
-    try:
-        with open(pidfile) as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def thread_ticks(pid: int) -> Dict[str, int]:
-    """CPU ticks (user + system) of each thread of a process."""
-    out = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[tid] = int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
-
-
-class CpuSampler:
-    """Samples the machine's CPU busy share from /proc/stat in a background thread, and the share of one core
-    used by the software switch's busiest thread (userspace OVS forwards non-PMD ports in one thread, so the
-    switch saturates long before the machine does)."""
-
-    def __init__(self, period: float = 0.5, switch: Optional[int] = None):
-        self.period, self.samples, self.switch_samples = period, [], []
-        self.switch = switch
-        self._hz = os.sysconf("SC_CLK_TCK")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    @staticmethod
-    def _read() -> Tuple[int, int]:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-        return sum(fields[:8]), idle
-
-    def _loop(self) -> None:
-        total0, idle0 = self._read()
-        ticks0, t0, wall0 = (thread_ticks(self.switch) if self.switch else {}), time.monotonic(), time.time()
-        while not self._stop.wait(self.period):
-            total, idle = self._read()
-            wall = time.time()
-            if total > total0:
-                self.samples.append((wall0, wall, 1.0 - (idle - idle0) / (total - total0)))
-            total0, idle0 = total, idle
-            if self.switch:
-                ticks, t = thread_ticks(self.switch), time.monotonic()
-                busiest = max((v - ticks0.get(k, v) for k, v in ticks.items()), default=0)
-                self.switch_samples.append((wall0, wall, busiest / self._hz / max(t - t0, 1e-3)))
-                ticks0, t0 = ticks, t
-            wall0 = wall
-
-    def __enter__(self) -> "CpuSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-
-    def report(self, window: Optional[Tuple[float, float]] = None) -> Dict[str, object]:
-        """Mean busy share and the share of samples in which the CPU was saturated: of the samples inside the
-        window (wall-clock seconds: the measured iterations, so the workers' start-up -- importing torch --
-        does not count) when it holds any, else of all."""
-        s, w = values_in(self.samples, window), values_in(self.switch_samples, window)
-        scope = "measured iterations" if window is not None else "whole run"
-        if window is not None and not s:
-            s, w, scope = values_in(self.samples), values_in(self.switch_samples), \
-                "whole run (no sample fell inside the measured iterations)"
-        out = {"samples": len(s), "scope": scope, "busy_mean": round(statistics.mean(s), 4) if s else None,
-               "saturated_share": round(sum(v >= CPU_SATURATED for v in s) / len(s), 4) if s else None}
-        if w:
-            out["switch_thread_mean"] = round(statistics.mean(w), 4)
-            out["switch_saturated_share"] = round(sum(v >= SWITCH_SATURATED for v in w) / len(w), 4)
-        return out
-
-
-def values_in(samples, window: Optional[Tuple[float, float]] = None) -> List[float]:
-    """The values of (start, end, value) samples lying inside window (all of them without one)."""
-    return [v for a, b, v in samples if window is None or (a >= window[0] and b <= window[1])]
 
 
 def measured_window(rows: Dict[int, List[dict]], warmup: int) -> Optional[Tuple[float, float]]:

@@ -1,29 +1,29 @@
 """The one source of run options: each RunConfig field carries its help, type, choices and range; argparse
-arguments, YAML keys, type and range checks and the worker JSON are all derived from it."""
+arguments, YAML keys and type and range checks are all derived from it. The options one algorithm reads are
+declared by its descriptor (workloads/algorithms) and collected here from the registry."""
 
 from __future__ import annotations
 
 import difflib
 import math
 import os
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from emulation.net.probes import choose_datapath, netem_available
+from emulation.orchestration.resources import check_memory
 from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
-from emulation.spec.placement import TUNNELS, parse_servers
 from emulation.spec.calibration import load as load_calibration
 from emulation.spec.impairment import Impairment, parse_impairment
-from emulation.spec.theory import DECOMPOSITION_HELP
+from emulation.spec.placement import TUNNELS, parse_servers
 from emulation.spec.tcp import AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, TcpSettings, goodput
-from emulation.orchestration.resources import check_memory
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
 from workloads.algorithms import ALGORITHMS, get as get_algorithm, names_with
+from workloads.algorithms.base import option_kind
 from workloads.compression import COMPRESSORS
 from workloads.data import check_data
-from workloads.ibatch import PULL_MODES
 from workloads.models import input_shape, parameter_count_of
-from workloads.pflow import parse_dvf, parse_tree
 
 GRE_MAX_MTU = 1450  # Mininet's RemoteGRELink sets it on both ends
 MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
@@ -40,8 +40,8 @@ class Option:
 
     kind: int, float, str or bool; low/high: inclusive range (low_open: low itself excluded);
     parse: extra format check of a str value (raises ValueError); commands: which CLI commands take it;
-    yaml: a compare-config key; worker: copied into each worker's JSON; algorithm_option: only the
-    algorithms whose descriptor lists it may change it from its default.
+    yaml: a compare-config key; algorithm_option: declared by algorithms' descriptors, and only those
+    algorithms may change it from its default.
     """
 
     help: str
@@ -55,7 +55,6 @@ class Option:
     flag: Optional[str] = None
     yaml_key: Optional[str] = None
     yaml: bool = True
-    worker: bool = True
     required: bool = False
     algorithm_option: bool = False
 
@@ -66,8 +65,8 @@ def option(default, help: str, **kwargs) -> Any:
 
 
 @dataclass
-class RunConfig:
-    """Everything one run needs; checked by validate() before anything starts."""
+class CommonConfig:
+    """The options every algorithm shares (RunConfig adds each algorithm's own)."""
 
     topology: str = option(None, "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", flag="--topo",
                            yaml_key="topo", required=True, commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH, CALIBRATE))
@@ -92,81 +91,83 @@ class RunConfig:
                                  kind=float, low=0, high=3600, commands=(RUN, COMPARE, SIMULATE))
     delay: str = option("0", "one-way delay of every link, ms, or one value per link level (netem under the "
                         "shaping; theory and simulate add it as latency)",
-                        commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE), worker=False)
+                        commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE))
     loss: str = option("0", "packet loss of every link, percent, or one value per link level (netem)",
-                       commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
+                       commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
                              "reported divided by F (for rates a 2-core machine cannot emulate in real time)",
                              kind=float, low=1, high=100, commands=(RUN, COMPARE, BENCH, CALIBRATE))
-    pull: str = option("ibatch", "ibatch: pull schedule (ibatch = best batching, layer, default)",
-                       choices=PULL_MODES, algorithm_option=True)
-    staleness: int = option(0, "pflow: 0 = BSP, s > 0 = SSP with bound s", kind=int, low=0, high=100,
-                            algorithm_option=True)
-    pf_tree: str = option("5,3", "pflow: broadcast tree T,H (max degree, depth) or none", parse=parse_tree,
-                          algorithm_option=True)
-    pf_dvf: str = option("1e-5,2e-5", "pflow: DVF thresholds LOW,UP or none", parse=parse_dvf,
-                         algorithm_option=True)
-    decomposition: str = option("topology", "blueconnect: " + DECOMPOSITION_HELP + " (factors join consecutive "
-                                "levels, lowest first; '@' gives a stage order, e.g. 3,4@1,0)",
-                                algorithm_option=True, commands=(RUN, COMPARE, THEORY, SIMULATE))
-    pf_blocks: int = option(8, "pflow: blocks streamed down the tree", kind=int, low=1, high=1024,
-                            algorithm_option=True)
     tcp_cc: str = option(TcpSettings.congestion_control, "TCP congestion control of every emulated host",
-                         choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
+                         choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     rto_min: int = option(TcpSettings.rto_min_ms, "minimum TCP retransmission timeout on host routes, ms "
-                          "(0 = the kernel's 200 ms)", kind=int, low=0, high=1000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE),
-                          worker=False)
+                          "(0 = the kernel's 200 ms)", kind=int, low=0, high=1000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     tsq: int = option(TcpSettings.tsq_bytes, "TCP Small Queues bytes per socket in a host's NIC queue",
-                      kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
+                      kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     socket_buffer: int = option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
-                                kind=int, low=16384, high=64 << 20, commands=(RUN, COMPARE, BENCH, CALIBRATE), worker=False)
+                                kind=int, low=16384, high=64 << 20, commands=(RUN, COMPARE, BENCH, CALIBRATE))
     host_queue: int = option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
-                             low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
+                             low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     queue: int = option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
-                        kind=int, low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
+                        kind=int, low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     mtu: int = option(TcpSettings.mtu, "MTU of every emulated link, bytes (the userspace switch pays per packet: "
                       f"larger frames keep it faithful; at most {AFXDP_MAX_MTU} on its AF_XDP ports)", kind=int,
-                      low=MIN_MTU, high=MAX_MTU, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, SIMULATE, THEORY),
-                      worker=False)
+                      low=MIN_MTU, high=MAX_MTU, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, SIMULATE, THEORY))
     datapath: str = option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
-                           choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
+                           choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
-                                 kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
+                                 kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     cluster: str = option(None, "emulate across machines: SERVER[,SERVER...] reached over SSH, this machine "
                           "first (Mininet Cluster Edition; see README, Several machines)", parse=parse_servers,
-                          commands=(RUN, COMPARE, NET, BENCH, CALIBRATE), worker=False)
+                          commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     tunnel: str = option("ssh", "--cluster: links between machines as SSH Ethernet tunnels (any kernel) or GRE "
-                         "(faster; needs ip_gre)", choices=TUNNELS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE),
-                         worker=False)
+                         "(faster; needs ip_gre)", choices=TUNNELS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
     calibration: str = option(None, "a `dmlbed calibrate` calibration.json of this topology and rate: theory, bench "
                               "and simulate add its fitted latency-bandwidth model beside the paper's formula",
-                              commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH), worker=False)
+                              commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH))
     mode: str = option("emulate", "emulate (real workers on Mininet) or simulate (flow-level, any size)",
-                       choices=("emulate", "simulate"), commands=(COMPARE,), worker=False)
+                       choices=("emulate", "simulate"), commands=(COMPARE,))
     latency_us: float = option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
-                               high=1e6, commands=(SIMULATE, COMPARE), worker=False)
+                               high=1e6, commands=(SIMULATE, COMPARE))
     goodput: float = option(None, "simulate: share of a link's shaped rate that carries payload (default: full "
                             "frames of --mtu, TCP/IP and Ethernet headers taken off: 3448 of 3514 bytes at 3500)",
-                            kind=float, low=0, high=1, low_open=True, commands=(SIMULATE, COMPARE), worker=False)
+                            kind=float, low=0, high=1, low_open=True, commands=(SIMULATE, COMPARE))
     ecmp: str = option("spread", "simulate: ECMP as an even split of every flow over its equal-cost paths (spread) "
                        "or one hashed path per flow, as a switch picks (hash)", choices=ECMP_MODES,
-                       commands=(SIMULATE, COMPARE), worker=False)
+                       commands=(SIMULATE, COMPARE))
     ecmp_ports: str = option(None, "simulate: an emulated run's folder whose connections' TCP ports (so their "
                              "ECMP paths) the simulation reuses, so both see the same collisions; in compare, "
-                             "'emulated' takes the emulated row of the same label", commands=(SIMULATE, COMPARE),
-                             worker=False)
+                             "'emulated' takes the emulated row of the same label", commands=(SIMULATE, COMPARE))
     granularity: str = option("chunk", "simulate: data moves in the engine's chunks, each going on once its own "
                               "earlier steps are done (chunk), or in whole step messages, as the closed forms "
-                              "assume (message)", choices=GRANULARITIES, commands=(SIMULATE, COMPARE), worker=False)
+                              "assume (message)", choices=GRANULARITIES, commands=(SIMULATE, COMPARE))
     out: str = option("results/run", "output folder (summary.json, iterations.csv, workers.csv)",
-                      commands=(RUN, SIMULATE), yaml=False, worker=False)
+                      commands=(RUN, SIMULATE), yaml=False)
     local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
-                         commands=(RUN, COMPARE, BENCH, CALIBRATE), yaml=False, worker=False)
+                         commands=(RUN, COMPARE, BENCH, CALIBRATE), yaml=False)
     force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, commands=(RUN, SIMULATE, BENCH, CALIBRATE),
-                         yaml=False, worker=False)
+                         yaml=False)
     wait: bool = option(False, "wait for another run's emulated network instead of refusing", kind=bool,
-                        commands=(RUN, NET, BENCH, CALIBRATE), yaml=False, worker=False)
-    extra: Dict[str, object] = field(default_factory=dict)  # test hooks copied into the worker JSON
+                        commands=(RUN, NET, BENCH, CALIBRATE), yaml=False)
+
+
+def algorithm_fields() -> List[Tuple[str, type, Any]]:
+    """(name, type, field) of every option an algorithm's descriptor declares, as Options; an option two
+    algorithms share must be declared the same by both."""
+    seen: Dict[str, Tuple[Any, Option]] = {}
+    for algorithm in ALGORITHMS.values():
+        for f in fields(algorithm.options):
+            meta = f.metadata
+            opt = Option(help=meta["help"], kind=option_kind(f), choices=meta["choices"], low=meta["low"],
+                         high=meta["high"], parse=meta["parse"], algorithm_option=True,
+                         commands=(RUN, COMPARE, THEORY, SIMULATE) if meta["shapes_plan"] else (RUN, COMPARE))
+            if seen.setdefault(f.name, (f.default, opt)) != (f.default, opt):
+                raise TypeError(f"option {f.name} is declared differently by {algorithm.name} and another algorithm")
+    return [(name, opt.kind, field(default=default, metadata={"option": opt}))
+            for name, (default, opt) in seen.items()]
+
+
+RunConfig = make_dataclass("RunConfig", algorithm_fields(), bases=(CommonConfig,))
+RunConfig.__doc__ = "Everything one run needs, each algorithm's own options included; checked by validate()."
 
 
 def described() -> List[Tuple[str, Option, Any]]:
@@ -338,8 +339,7 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
         check_mtu(cfg, label)
     algorithm = get_algorithm(cfg.algo)
     check_algorithm_options(cfg, algorithm, label)
-    options = {name: getattr(cfg, name) for name, _, _ in described()}
-    algorithm.check(topo, cfg.servers, options)
+    algorithm.check(topo, cfg.servers, algorithm_options(cfg), cfg.codec)
     shape = input_shape(cfg.model)
     check_data(cfg.data, shape)
     if workers:
@@ -376,7 +376,6 @@ def check_mtu(cfg: RunConfig, label: Callable[[str], str] = None) -> None:
                           f"frames up to {GRE_MAX_MTU} bytes (valid {MIN_MTU}-{GRE_MAX_MTU}; {label('tunnel')} ssh "
                           f"carries any)")
     if cfg.mtu > AFXDP_MAX_MTU and cfg.datapath != "kernel":  # auto/user: never refused by choose_datapath
-        from emulation.net.network import choose_datapath
         if choose_datapath(cfg.datapath) == "user":
             raise OptionError(f"{label('mtu')} {cfg.mtu} is more than the userspace switch's AF_XDP ports carry "
                               f"(a 4 KiB frame): valid {MIN_MTU}-{AFXDP_MAX_MTU} here, up to {MAX_MTU} with the "
@@ -387,7 +386,6 @@ def require_netem(label: Callable[[str], str]) -> None:
     """OptionError unless this kernel can create a netem qdisc (delay and loss need it)."""
     if os.geteuid() != 0:
         return  # probing needs root; the emulated run itself is refused without it
-    from emulation.net.network import netem_available
     if not netem_available():
         raise OptionError(f"{label('delay')}/{label('loss')} need the kernel's netem qdisc (sch_netem), which this "
                           f"kernel lacks (a stock Debian kernel has it): only bandwidth shaping ({label('bw')}) is "
@@ -398,8 +396,8 @@ def check_algorithm_options(cfg: RunConfig, algorithm, label: Callable[[str], st
     """OptionError when an option only other algorithms read is changed from its default."""
     label = label or (lambda n: flag_of(n, option_of(n)))
     for name, opt, default in described():
-        if opt.algorithm_option and getattr(cfg, name) != default and name not in algorithm.options:
-            users = names_with(lambda a: name in a.options)
+        if opt.algorithm_option and getattr(cfg, name) != default and name not in algorithm.option_names:
+            users = names_with(lambda a: name in a.option_names)
             raise OptionError(f"{label(name)} applies to {', '.join(users)} only, not {algorithm.name}")
 
 
@@ -418,9 +416,9 @@ def link_goodput(cfg: RunConfig) -> float:
     return cfg.goodput if cfg.goodput is not None else goodput(cfg.mtu)
 
 
-def worker_options(cfg: RunConfig) -> Dict[str, Any]:
-    """The fields every worker's JSON carries."""
-    return {name: getattr(cfg, name) for name, opt, _ in described() if opt.worker}
+def algorithm_options(cfg: RunConfig) -> Dict[str, Any]:
+    """The values of the options this configuration's algorithm reads (its descriptor types them)."""
+    return {name: getattr(cfg, name) for name in get_algorithm(cfg.algo).option_names}
 
 
 def did_you_mean(key: str, valid: Sequence[str]) -> str:
@@ -447,4 +445,4 @@ def from_mapping(entry: Mapping[str, Any], where: str, **fixed) -> RunConfig:
 
 
 __all__ = ["RunConfig", "Option", "OptionError", "Checked", "validate", "add_arguments", "from_args",
-           "from_mapping", "worker_options", "yaml_keys", "check_topology", "MAX_EMULATED_HOSTS", "TopologyError"]
+           "from_mapping", "algorithm_options", "yaml_keys", "check_topology", "MAX_EMULATED_HOSTS", "TopologyError"]

@@ -1,16 +1,16 @@
-"""Turn the ranks' per-iteration records into iterations.csv, workers.csv and the summary numbers (pure)."""
+"""Turn the ranks' records into results: per-iteration rows, iterations.csv, workers.csv and the summary numbers
+of a run; per-repetition times of a bench or calibration."""
 
 from __future__ import annotations
 
-import csv
-import os
 import statistics
 from typing import Dict, List, Optional
 
+from emulation.orchestration.outputs import write_atomic_csv
 from emulation.spec.topology import Topology
-from workloads.records import read_finals, read_rows  # noqa: F401  (re-exported for the runner)
+from workloads.runfolder import RunFolder
 
-WARMUP = 2
+WARMUP = 2  # iterations the medians leave out (start-up: connections, first-touch allocations)
 
 
 def interface_level(topo: Optional[Topology], name: str) -> str:
@@ -112,14 +112,15 @@ def median_after_warmup(values: List[float]) -> Optional[float]:
 def write_csvs(out_dir: str, rows: Dict[int, List[dict]], iterations: List[dict], topo: Optional[Topology]) -> None:
     """iterations.csv (one global row per iteration) and workers.csv (one row per rank and iteration)."""
     levels = sorted({k for it in iterations for k in it["tx_bytes_by_level"]})
-    write_atomic_csv(os.path.join(out_dir, "iterations.csv"),
+    folder = RunFolder(out_dir)
+    write_atomic_csv(folder.file(RunFolder.ITERATIONS),
                      ["iteration", "gst_s", "compute_s", "compute_real_s", "compute_cpu_s", "iteration_s", "loss"]
                      + [f"tx_bytes_{l}" for l in levels],
                      ([it["iteration"], f"{it['gst_s']:.6f}", f"{it['compute_s']:.6f}", f"{it['compute_real_s']:.6f}",
                        f"{it['compute_cpu_s']:.6f}", f"{it['iteration_s']:.6f}",
                        "" if it["loss"] is None else f"{it['loss']:.6f}"] +
                       [it["tx_bytes_by_level"].get(l, 0) for l in levels] for it in iterations))
-    write_atomic_csv(os.path.join(out_dir, "workers.csv"),
+    write_atomic_csv(folder.file(RunFolder.WORKERS_CSV),
                      ["rank", "host", "role", "iteration", "compute_s", "compute_real_s", "compute_cpu_s", "gst_s",
                       "iteration_s", "loss", "tx_bytes", "rx_bytes"],
                      ([r, topo.hosts[r].name if topo is not None else f"rank{r}", row["role"], row["iteration"],
@@ -128,27 +129,6 @@ def write_csvs(out_dir: str, rows: Dict[int, List[dict]], iterations: List[dict]
                        "" if row["loss"] is None else f"{row['loss']:.6f}",
                        sum(row["tx_bytes"].values()), sum(row["rx_bytes"].values())]
                       for r, rank_rows in sorted(rows.items()) for row in rank_rows))
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write a text file through a temporary file and a rename (readers never see half a file)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def write_atomic_csv(path: str, header: List[str], rows) -> None:
-    """Write a CSV to a temporary file and rename it into place (readers never see half a file)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        for row in rows:
-            w.writerow(row)
-    os.replace(tmp, path)
 
 
 def extras(finals: Dict[int, dict], contributors) -> Dict[str, object]:
@@ -203,3 +183,16 @@ def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, che
         **extras(finals, contributors),
         "error": error,
     }
+
+
+def rep_times(records: List[dict], dilation: float = 1.0) -> Dict[int, List[float]]:
+    """Per size, each timed repetition's time of a bench or calibration: from the last rank starting it to the
+    last rank finishing it (in emulated time: divided by the time dilation)."""
+    by_rep: Dict[tuple, List[dict]] = {}
+    for r in records:
+        if not r["warmup"]:
+            by_rep.setdefault((r["size"], r["rep"]), []).append(r)
+    out: Dict[int, List[float]] = {}
+    for (size, _), rs in sorted(by_rep.items()):
+        out.setdefault(size, []).append((max(r["end"] for r in rs) - max(r["start"] for r in rs)) / dilation)
+    return out

@@ -5,23 +5,45 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict
-from typing import Callable, Dict, List, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
 
-from emulation.orchestration.experiment import check_output, clear_results
-from emulation.orchestration.options import OptionError, RunConfig, link_goodput, validate, worker_options
-from emulation.orchestration.results import WARMUP, write_atomic, write_atomic_csv
+from emulation.orchestration.options import Checked, OptionError, RunConfig, algorithm_options, link_goodput, validate
+from emulation.orchestration.outputs import check_output, clear, write_atomic, write_atomic_csv
+from emulation.orchestration.results import WARMUP
+from emulation.orchestration.summary_head import head
 from emulation.orchestration.timeline import chrome_trace
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, simulate_plan
 from emulation.simulation.routes import Router
 from emulation.spec.calibration import load as load_calibration
 from workloads.algorithms import names_with
 from workloads.engine import CHUNK_BYTES
-from workloads.models import parameter_count_of, tensor_sizes
+from workloads.models import tensor_sizes
 from workloads.plan import piece_sizes
-from workloads.records import read_traces
+from workloads.runfolder import RunFolder
 
-def check_simulable(cfg: RunConfig, in_compare: bool = False):
+Ports = Dict[Tuple[int, int, int], Tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class SimulationJob:
+    """A simulation checked before anything is written: its configuration, what validation learned, and the TCP
+    ports of the emulated run it replays (None: read at execution, when that run happens in the same compare)."""
+
+    cfg: RunConfig
+    checked: Checked
+    ports: Optional[Ports] = None
+
+
+def prepare(cfg: RunConfig, in_compare: bool = False) -> SimulationJob:
+    """Validate a simulation (check_simulable), its output folder and the ports it replays."""
+    checked = check_simulable(cfg, in_compare)
+    ports = emulated_ports(cfg.ecmp_ports, len(checked.topo.hosts)) if cfg.ecmp_ports and not in_compare else None
+    check_output(cfg.out, RunFolder.RESULTS, "a run's results", cfg.force)
+    return SimulationJob(cfg, checked, ports)
+
+
+def check_simulable(cfg: RunConfig, in_compare: bool = False) -> Checked:
     """Validation for a simulated run: the run's own checks (no host cap, no memory for workers), a plan
     algorithm, fp32 payloads, an emulated run of the same topology to take ECMP ports from (in a compare
     config, 'emulated': its emulated row of the same label, which has not run yet)."""
@@ -45,7 +67,7 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False):
 def check_emulated_run(run_dir: str, topology: str) -> None:
     """Refuse a folder that holds no finished run of this topology (for --ecmp-ports)."""
     try:
-        with open(os.path.join(run_dir, "summary.json")) as f:
+        with open(RunFolder(run_dir).file(RunFolder.SUMMARY)) as f:
             ran = json.load(f).get("topology")
     except (OSError, ValueError):
         raise OptionError(f"--ecmp-ports {run_dir}: no summary.json there (give a finished emulated run's "
@@ -54,11 +76,11 @@ def check_emulated_run(run_dir: str, topology: str) -> None:
         raise OptionError(f"--ecmp-ports {run_dir}: that run emulated {ran}, this simulation is of {topology}")
 
 
-def emulated_ports(run_dir: str, ranks: int) -> Dict[Tuple[int, int, int], Tuple[int, int]]:
-    """The TCP ports of every connection an emulated run used, by (rank, peer, stream), from its workers'
-    traces."""
+def emulated_ports(run_dir: str, ranks: int) -> Ports:
+    """The TCP ports of every connection an emulated run used, by (rank, peer, stream), from its ranks'
+    transfers."""
     ports = {(t["rank"], t["peer"], t["stream"]): tuple(t["ports"])
-             for t in read_traces(os.path.join(run_dir, "workers"), ranks) if t["dir"] == "send" and t.get("ports")}
+             for t in RunFolder(run_dir).ranks().read_transfers(ranks) if t["dir"] == "send" and t.get("ports")}
     if not ports:
         raise OptionError(f"--ecmp-ports {run_dir}: its workers recorded no TCP ports (an emulated run of "
                           f"this version keeps them in workers/rank-N.trace.jsonl)")
@@ -88,17 +110,24 @@ def level_utilization(rows: List[dict]) -> Dict[str, dict]:
 
 
 def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dict:
-    """Simulate one configuration; writes summary.json, iterations.csv and links.csv to cfg.out."""
-    checked = check_simulable(cfg)
-    ports = emulated_ports(cfg.ecmp_ports, len(checked.topo.hosts)) if cfg.ecmp_ports else None
-    check_output(cfg)
+    """Check and simulate one configuration (see execute)."""
+    return execute(prepare(cfg), log)
+
+
+def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> dict:
+    """Simulate a checked configuration; writes summary.json, iterations.csv and links.csv to its --out."""
+    cfg, checked = job.cfg, job.checked
+    ports = job.ports
+    if ports is None and cfg.ecmp_ports:  # a compare's emulated row of the same label has run by now
+        try:
+            ports = emulated_ports(cfg.ecmp_ports, len(checked.topo.hosts))
+        except OptionError as exc:
+            raise RuntimeError(str(exc)) from None
     started = time.time()
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
-    parameters = parameter_count_of(cfg.model)
-    gradient_bytes = parameters * 4
-    theory = algorithm.gst_theory(topo, gradient_bytes, bw, checked.servers, options=worker_options(cfg))
+    summary = head(cfg, checked)
     log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
-    plan = algorithm.build_plan(topo, checked.servers, worker_options(cfg))
+    plan = algorithm.build_plan(topo, checked.servers, algorithm_options(cfg), bw)
     pieces = [n * 4 for n in piece_sizes(tensor_sizes(cfg.model), plan.pieces)]
     share = link_goodput(cfg)
     rates = {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}
@@ -116,46 +145,42 @@ def simulate(cfg: RunConfig, log: Callable[[str], None] = lambda m: None) -> dic
         by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / share * cfg.iters
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     iteration_s = cfg.compute_time + gst
-    summary = {"mode": "simulate", "topology": topo.spec, "algo": cfg.algo, "model": cfg.model,
-               "workers": len(checked.contributors), "ranks": len(topo.hosts), "servers": checked.servers,
-               "parameters": parameters, "gradient_bytes": gradient_bytes,
-               "bw_mbps": bw[0] if len(set(bw)) == 1 else list(bw), "shaped_mbps": list(bw),
-               "batch": cfg.batch, "codec": cfg.codec, "iterations_requested": cfg.iters,
-               "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
-               "config": asdict(cfg),
-               "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
-                                  "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
-                                  "link_delay_ms": list(checked.impairment.delay_ms),
-                                  "calibration": cfg.calibration,
-                                  "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in rates.items()},
-                                  "granularity": cfg.granularity,
-                                  "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
-                                  "one message per connection and step", "sharing": "max-min fair"},
-               "iterations": cfg.iters, "gst_median_s": gst, "compute_median_s": cfg.compute_time,
-               "iteration_median_s": iteration_s, "jct_s": iteration_s * cfg.iters,
-               "gst_ratio": gst / theory.gst_s if theory.gst_s else None,
-               "bytes_by_level": by_level, "payload_fp32_bytes": sum(result.host_tx_bytes.values()) * cfg.iters,
-               "link_utilization": level_utilization(links),
-               "messages": result.messages, "events": result.events,
-               "rank_done_s": {"min": min(result.rank_done_s), "max": max(result.rank_done_s)},
-               "correct": None, "sum_verified": None, "replicas_identical": None, "error": None,
-               "fidelity": {"verdict": "simulated", "cause": "flow-level model: no packets moved"},
-               "completed": True, "warmup": WARMUP}
+    theory_s = summary["gst_theory_s"]
+    summary.update({"mode": "simulate", "shaped_mbps": list(bw),
+                    "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
+                                       "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
+                                       "link_delay_ms": list(checked.impairment.delay_ms),
+                                       "calibration": cfg.calibration,
+                                       "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in rates.items()},
+                                       "granularity": cfg.granularity,
+                                       "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
+                                       "one message per connection and step", "sharing": "max-min fair"},
+                    "iterations": cfg.iters, "gst_median_s": gst, "compute_median_s": cfg.compute_time,
+                    "iteration_median_s": iteration_s, "jct_s": iteration_s * cfg.iters,
+                    "gst_ratio": gst / theory_s if theory_s else None,
+                    "bytes_by_level": by_level, "payload_fp32_bytes": sum(result.host_tx_bytes.values()) * cfg.iters,
+                    "link_utilization": level_utilization(links),
+                    "messages": result.messages, "events": result.events,
+                    "rank_done_s": {"min": min(result.rank_done_s), "max": max(result.rank_done_s)},
+                    "correct": None, "sum_verified": None, "replicas_identical": None, "error": None,
+                    "fidelity": {"verdict": "simulated", "cause": "flow-level model: no packets moved"},
+                    "completed": True, "warmup": WARMUP})
     summary["duration_s"] = time.time() - started
+    folder = RunFolder(cfg.out)
     os.makedirs(cfg.out, exist_ok=True)
-    clear_results(cfg.out)
-    write_atomic_csv(os.path.join(cfg.out, "iterations.csv"), ["iteration", "gst_s", "compute_s", "iteration_s"],
+    clear(cfg.out, RunFolder.RESULTS)
+    write_atomic_csv(folder.file(RunFolder.ITERATIONS), ["iteration", "gst_s", "compute_s", "iteration_s"],
                      ([i, f"{gst:.9f}", f"{cfg.compute_time:.6f}", f"{iteration_s:.9f}"] for i in range(cfg.iters)))
-    write_atomic_csv(os.path.join(cfg.out, "links.csv"), ["link", "level", "links", "payload_bytes", "busy_s",
-                                                                   "utilization"],
+    write_atomic_csv(folder.file(RunFolder.LINKS), ["link", "level", "links", "payload_bytes", "busy_s",
+                                                    "utilization"],
                      ([r["link"], r["level"], r["links"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",
                        "" if r["utilization"] is None else f"{r['utilization']:.4f}"] for r in links))
     if result.units is not None:
-        write_atomic(os.path.join(cfg.out, "trace.json"), json.dumps(simulated_trace(result, topo, cfg, bw)))
+        write_atomic(folder.file(RunFolder.TRACE), json.dumps(simulated_trace(result, topo, cfg, bw)))
         summary["trace"] = "trace.json: one synchronization, simulated"
     else:
         summary["trace"] = f"omitted: {result.messages} transfers (a timeline keeps up to {TRACE_UNITS})"
-    write_atomic(os.path.join(cfg.out, "summary.json"), json.dumps(summary, indent=1))
+    write_atomic(folder.file(RunFolder.SUMMARY), json.dumps(summary, indent=1))
     return summary
 
 

@@ -4,10 +4,10 @@ built from what the workers recorded (per-iteration rows and per-transfer traces
 from __future__ import annotations
 
 import json
-import os
 from typing import Dict, List, Optional
 
-from workloads.records import read_rows, read_traces
+from emulation.orchestration.outputs import write_atomic
+from workloads.runfolder import RankFiles, RunFolder
 
 TRACK_ITERATION, TRACK_COMPUTE, TRACK_SYNC = 0, 1, 2
 LINKS_PID = 100000  # the process that holds the link counters (ranks are pids 0..N-1)
@@ -100,15 +100,12 @@ def level_counters(rows: Dict[int, List[dict]], traces: List[dict], origin: floa
     return events
 
 
-def write_trace(out_dir: str, workdir: str, ranks: int, hosts: List[str], dilation: float = 1.0,
+def write_trace(out_dir: str, files: RankFiles, ranks: int, hosts: List[str], dilation: float = 1.0,
                 shaped_mbps: Optional[List[float]] = None) -> str:
-    """Write out_dir/trace.json from the workers' records; returns its path."""
-    trace = chrome_trace(read_rows(workdir, ranks), read_traces(workdir, ranks), hosts, dilation, shaped_mbps)
-    path = os.path.join(out_dir, "trace.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(trace, f)
-    os.replace(tmp, path)
+    """Write the run folder's trace.json from the ranks' records and transfers; returns its path."""
+    trace = chrome_trace(files.read_rows(ranks), files.read_transfers(ranks), hosts, dilation, shaped_mbps)
+    path = RunFolder(out_dir).file(RunFolder.TRACE)
+    write_atomic(path, json.dumps(trace))
     return path
 
 

@@ -20,11 +20,13 @@ DELAY_FORMULA = ("plan in the flow model at the shaped rate x goodput, each mess
 
 
 def plan_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int], rates: Dict[int, float],
-             latency=0.0, options=None, link_delay_s: Optional[Dict[int, float]] = None) -> Optional[float]:
-    """Seconds of one synchronization of the algorithm's plan in the flow model (None: not a single plan)."""
+             latency=0.0, options=None, link_delay_s: Optional[Dict[int, float]] = None,
+             bw: Optional[Sequence[float]] = None) -> Optional[float]:
+    """Seconds of one synchronization of the algorithm's plan (for its options at the rates bw) in the flow model
+    (None: not a single plan)."""
     if algorithm.plan is None:
         return None
-    plan = algorithm.build_plan(topo, servers, options)
+    plan = algorithm.build_plan(topo, servers, options, bw)
     pieces = [n * 4 for n in piece_sizes(layer_sizes, plan.pieces)]
     return simulate_plan(plan, pieces, Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES,
                          link_delay_s=link_delay_s).gst_s
@@ -35,7 +37,7 @@ def calibrated_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequenc
     """Seconds of one synchronization under the calibrated alpha-beta model (None: not a single plan). A
     calibration made with --delay has the delay in its alpha already."""
     rates, latency = calibration.link_model(topo.levels)
-    return plan_gst(algorithm, topo, servers, layer_sizes, rates, latency, options)
+    return plan_gst(algorithm, topo, servers, layer_sizes, rates, latency, options, bw=calibration.bw_mbps)
 
 
 def delay_fields(impairment: Impairment, algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
@@ -45,7 +47,7 @@ def delay_fields(impairment: Impairment, algorithm, topo: Topology, servers: int
     if impairment is None or not any(impairment.delay_ms):
         return {}
     rates = {level: b * 1e6 / 8 * goodput for level, b in enumerate(bw)}
-    gst = plan_gst(algorithm, topo, servers, layer_sizes, rates, 0.0, options, impairment.link_delay_s())
+    gst = plan_gst(algorithm, topo, servers, layer_sizes, rates, 0.0, options, impairment.link_delay_s(), bw)
     return {"gst_theory_delay_s": gst,
             "gst_formula_delay": DELAY_FORMULA if gst is not None else
             f"none: {algorithm.name} is not a single plan (the delay model runs plans)"}

@@ -7,6 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from emulation.spec.radix import from_digits, to_digits
+
 MAX_HOSTS = 4096
 PREFIX_LEN = 16
 
@@ -226,12 +228,12 @@ def _check_hosts(count: int, what: str) -> None:
 
 def digits(index: int, n: int, k: int) -> Tuple[int, ...]:
     """BCube address of host `index`: its k base-n digits, least significant (level 0) first."""
-    return tuple((index // n ** level) % n for level in range(k))
+    return tuple(to_digits(index, (n,) * k))
 
 
 def undigits(ds: Tuple[int, ...], n: int) -> int:
     """Inverse of digits()."""
-    return sum(d * n ** level for level, d in enumerate(ds))
+    return from_digits(ds, (n,) * len(ds))
 
 
 def bcube(n: int, k: int) -> Topology:

@@ -3,8 +3,8 @@ strategy its ranks run. The registry in __init__.py holds one of these per algor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from emulation.spec.theory import Theory
 from emulation.spec.topology import Topology
@@ -21,8 +21,40 @@ REQUIRED_SERVERS = "required"  # at least one, default_servers when not given
 TheoryFn = Callable[[Topology, float, Sequence[float], int], Theory]
 
 
-def no_option_checks(topo: Topology, servers: int, options: Mapping[str, object]) -> None:
-    """Algorithms without options of their own accept everything."""
+def check_servers(servers: int, hosts: int) -> None:
+    """PlanError unless 1..hosts-1 dedicated servers were asked for."""
+    if not 1 <= servers < hosts:
+        raise PlanError(f"--servers {servers} is invalid: give 1..{hosts - 1} on a {hosts}-host topology")
+
+
+def option(default, help: str, *, low: Optional[float] = None, high: Optional[float] = None,
+           choices: Optional[Tuple[str, ...]] = None, parse: Optional[Callable[[str], object]] = None,
+           shapes_plan: bool = False) -> Any:
+    """A field of an algorithm's options dataclass, described once for flags, YAML keys and checks.
+
+    help: the flag's help text; low/high: inclusive range of a number; choices: the valid strings; parse: a format
+    check of a string value (raises ValueError); shapes_plan: the plan or theory reads it, so theory and simulate
+    take it too.
+    """
+    return field(default=default, metadata={"help": help, "low": low, "high": high, "choices": choices,
+                                            "parse": parse, "shapes_plan": shapes_plan})
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of an algorithm that reads none beyond the common ones."""
+
+
+OPTION_KINDS = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def option_kind(f: Field) -> type:
+    """The Python type of an options field (annotations are strings under postponed evaluation)."""
+    return OPTION_KINDS[f.type] if isinstance(f.type, str) else f.type
+
+
+def no_option_checks(topo: Topology, servers: int, options) -> None:
+    """Algorithms without checks of their own accept everything."""
 
 
 @dataclass(frozen=True)
@@ -32,8 +64,10 @@ class Algorithm:
     plan: topology, servers -> the all-reduce Plan, for algorithms that are one plan (None otherwise);
     theory: topology, gradient bytes, bandwidth per level, servers -> the paper's GST;
     strategy: "module:Class" of the workloads.strategies class its ranks run (imported by workers only);
-    options: run options this algorithm reads beyond the common ones (others must stay at their defaults);
-    check_options: raises ValueError naming a bad option value (before anything starts).
+    options: the frozen dataclass of the run options it reads beyond the common ones, each field made by option()
+    (the option table collects them from the registry; others must stay at their defaults);
+    check_options: topology, servers, options -> raises ValueError naming a bad option value (before anything
+    starts).
     """
 
     name: str
@@ -45,10 +79,22 @@ class Algorithm:
     strategy: str = PLAN_STRATEGY
     servers: str = NO_SERVERS
     default_servers: int = 0
-    options: Tuple[str, ...] = ()
+    options: type = NoOptions
     codecs: Tuple[str, ...] = ("none",)
-    check_options: Callable[[Topology, int, Mapping[str, object]], None] = no_option_checks
-    extra: Dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    check_options: Callable[[Topology, int, Any], None] = no_option_checks
+
+    @property
+    def option_names(self) -> Tuple[str, ...]:
+        """The names of the options this algorithm reads."""
+        return tuple(f.name for f in fields(self.options))
+
+    def options_of(self, values=None):
+        """This algorithm's typed options from a mapping of run options (its own keys; others ignored, missing
+        ones at their defaults) or from an instance already typed."""
+        if isinstance(values, self.options):
+            return values
+        values = values or {}
+        return self.options(**{k: values[k] for k in self.option_names if values.get(k) is not None})
 
     def resolve_servers(self, requested: int) -> int:
         """The number of dedicated servers a run uses for a requested --servers value."""
@@ -60,8 +106,9 @@ class Algorithm:
         """Ranks that train and contribute gradients (every rank past the dedicated servers)."""
         return list(range(self.resolve_servers(servers), len(topo.hosts)))
 
-    def check(self, topo: Topology, servers: int, options: Mapping[str, object]) -> None:
-        """Raise PlanError/ValueError unless this algorithm can run on topo with these settings."""
+    def check(self, topo: Topology, servers: int, options=None, codec: str = "none") -> None:
+        """Raise PlanError/ValueError unless this algorithm can run on topo with these settings (options: typed,
+        or a mapping of run options)."""
         if topo.kind not in self.topologies:
             from workloads.algorithms import valid_combinations
             raise PlanError(f"{self.name} cannot run on {topo.spec}: valid combinations are {valid_combinations()}")
@@ -70,43 +117,40 @@ class Algorithm:
             raise PlanError(f"--servers applies to {', '.join(names_with(lambda a: a.servers != NO_SERVERS))} "
                             f"only, not {self.name}")
         used = self.resolve_servers(servers)
-        if used and not 1 <= used < len(topo.hosts):
-            raise PlanError(f"--servers {servers} is invalid: give 1..{len(topo.hosts) - 1} on {topo.spec}")
-        codec = options.get("codec", "none")
+        if used:
+            check_servers(used, len(topo.hosts))
         if codec not in self.codecs:
             raise ValueError(f"--codec {codec} does not apply to {self.name}: it takes {', '.join(self.codecs)}")
-        self.check_options(topo, used, options)
+        self.check_options(topo, used, self.options_of(options))
 
-    def build_plan(self, topo: Topology, servers: int = 0, options: Optional[Mapping[str, object]] = None) -> Plan:
-        """The all-reduce plan (PlanError when this algorithm is not a single plan); options: run options, of
-        which the plan gets the ones this algorithm reads (and the bandwidth, which 'auto' choices need)."""
+    def build_plan(self, topo: Topology, servers: int = 0, options=None,
+                   bw: Optional[Sequence[float]] = None) -> Plan:
+        """The all-reduce plan (PlanError when this algorithm is not a single plan) for its options (typed, or a
+        mapping of run options) and the bandwidth per level, which 'auto' choices need."""
         if self.plan is None:
             raise PlanError(f"{self.name} is not a single all-reduce plan")
-        return self.plan(topo, self.resolve_servers(servers), **self.plan_options(topo, options))
+        return self.plan(topo, self.resolve_servers(servers), **self._keywords(options, bw))
 
-    def plan_options(self, topo: Topology, options: Optional[Mapping[str, object]]) -> Dict[str, object]:
-        """The keyword arguments this algorithm's plan and theory take from a run's options."""
-        if not options or not self.options:
+    def _keywords(self, options, bw: Optional[Sequence[float]] = None) -> Dict[str, object]:
+        """The keyword arguments its plan and theory take: its options (and the rates, when it has options)."""
+        if not self.option_names:
             return {}
-        out = {k: options[k] for k in self.options if options.get(k) is not None}
-        if out and options.get("bw") is not None:
-            from emulation.spec.topology import parse_bandwidth
-            bw = options["bw"]
-            out["bw"] = parse_bandwidth(bw, topo) if isinstance(bw, str) else tuple(bw)
-        return out
+        typed = self.options_of(options)
+        out = {name: getattr(typed, name) for name in self.option_names}
+        return dict(out, bw=tuple(bw)) if bw is not None else out
 
     def gst_theory(self, topo: Topology, gradient_bytes: float, bw: Sequence[float], servers: int = 0,
-                   codec: str = "none", options: Optional[Mapping[str, object]] = None) -> Theory:
+                   codec: str = "none", options=None) -> Theory:
         """The paper's GST for this algorithm (closed form: no plan is built); with codec terngrad, TernGrad's
-        performance model (sec. 5, App. B: communication time scales with the gradient size on the wire) on
+        performance model (sec. 5, App. B: communication scales with the gradient size on the wire) on
         top of it: the formula times the busiest sender's wire fraction, from the plan."""
-        extra = {k: v for k, v in self.plan_options(topo, options).items() if k != "bw"} if self.plan else {}
-        base = self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers), **extra)
+        keywords = self._keywords(options) if self.plan else {}
+        base = self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers), **keywords)
         if codec == "none" or self.plan is None:
             return base
         from workloads.compression import terngrad_wire_fraction
         from workloads.plan import piece_sizes
-        plan = self.build_plan(topo, servers, dict(options or {}, bw=tuple(bw)))
+        plan = self.build_plan(topo, servers, options, bw)
         elements = max(1, int(gradient_bytes // 4))
         f = terngrad_wire_fraction(plan, piece_sizes([elements], plan.pieces))
         return Theory(base.gst_s * f, f"{base.formula} x {f:.4f} (TernGrad: |g| on the wire, 2-bit ternaries, partial "

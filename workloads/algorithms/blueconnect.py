@@ -7,24 +7,15 @@ learner a holds the pieces whose digits 0..i equal a's, reduced over a's stage-0
 """
 
 import math
+from dataclasses import dataclass
 from typing import List, Sequence
 
-from emulation.spec.theory import (Theory, best_decomposition, blueconnect_time, decomposition_time, host_tf,
-                                   is_power_of_two, parse_decomposition, two_level_time)
+from emulation.spec.radix import group_members, to_digits
+from emulation.spec.theory import (DECOMPOSITION_HELP, Theory, best_decomposition, blueconnect_time,
+                                   decomposition_time, host_tf, is_power_of_two, parse_decomposition, two_level_time)
 from emulation.spec.topology import Topology
-from workloads.algorithms.base import Algorithm
-from workloads.algorithms.hierarchical import from_digits, to_digits
+from workloads.algorithms.base import Algorithm, option
 from workloads.plan import COPY, REDUCE, Plan, Transfer
-
-def _members(a: int, level: int, radices: Sequence[int]) -> List[int]:
-    """a's stage-`level` group ordered by digit value (a itself included)."""
-    ds = to_digits(a, radices)
-    out = []
-    for v in range(radices[level]):
-        other = list(ds)
-        other[level] = v
-        out.append(from_digits(other, radices))
-    return out
 
 
 def _chunk(a_digits, level: int, value: int, pieces_digits, done_levels) -> List[int]:
@@ -75,7 +66,7 @@ def blueconnect(radices: Sequence[int], pin_levels: bool = False, recursive: boo
             for a in range(P):
                 if digits[a][level] != 0:
                     continue  # enumerate each group once, from its member with digit 0
-                members = _members(a, level, radices)
+                members = group_members(a, level, radices)
                 pairs = _pairs_halving(p, s, reduce_scatter) if halving else \
                     ((u, w, [c]) for u, w, c in _pairs_ring(p, s, reduce_scatter))
                 for u, w, chunks in pairs:
@@ -157,9 +148,17 @@ def blueconnect_plan(topo: Topology, servers: int, decomposition: str = "topolog
     return blueconnect(factors, pin_levels=topo.kind == "bcube", order=order)
 
 
-def check_options(topo: Topology, servers: int, options) -> None:
+@dataclass(frozen=True)
+class BlueConnectOptions:
+    """BlueConnect's run options (flag --decomposition)."""
+
+    decomposition: str = option("topology", "blueconnect: " + DECOMPOSITION_HELP + " (factors join consecutive "
+                                "levels, lowest first; '@' gives a stage order, e.g. 3,4@1,0)", shapes_plan=True)
+
+
+def check_options(topo: Topology, servers: int, options: BlueConnectOptions) -> None:
     """--decomposition must fit the topology."""
-    parse_decomposition(str(options.get("decomposition", "topology")), topo)
+    parse_decomposition(options.decomposition, topo)
 
 
 def two_level_theory(topo: Topology, gradient_bytes, bw, servers: int) -> Theory:
@@ -170,7 +169,7 @@ def two_level_theory(topo: Topology, gradient_bytes, bw, servers: int) -> Theory
 BLUECONNECT = Algorithm(
     name="blueconnect", summary="BlueConnect Algorithm 1: reduce-scatter up the levels, all-gather down",
     paper="BlueConnect (Cho et al., SysML 2019)", topologies=("bcube", "fattree", "star", "tree"),
-    theory=blueconnect_theory, codecs=("none", "terngrad"), options=("decomposition",), check_options=check_options,
+    theory=blueconnect_theory, codecs=("none", "terngrad"), options=BlueConnectOptions, check_options=check_options,
     plan=blueconnect_plan)
 
 TWOLEVEL = Algorithm(

@@ -8,39 +8,15 @@ Piece <t, q> ends fully aggregated on rank q and is then broadcast to everyone.
 
 from typing import List, Sequence
 
+from emulation.spec.radix import group_members, to_digits
 from emulation.spec.theory import Theory, all_reduce_bound, host_tf
 from workloads.algorithms.base import Algorithm
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 
 
-def to_digits(rank: int, radices: Sequence[int]) -> List[int]:
-    """Mixed-radix digits of rank, least significant first."""
-    out = []
-    for r in radices:
-        out.append(rank % r)
-        rank //= r
-    return out
-
-
-def from_digits(digits: Sequence[int], radices: Sequence[int]) -> int:
-    """Inverse of to_digits."""
-    rank, scale = 0, 1
-    for d, r in zip(digits, radices):
-        rank += d * scale
-        scale *= r
-    return rank
-
-
 def group_neighbours(rank: int, level: int, radices: Sequence[int]) -> List[int]:
     """Ranks that differ from rank only in digit `level`."""
-    ds = to_digits(rank, radices)
-    out = []
-    for v in range(radices[level]):
-        if v != ds[level]:
-            other = list(ds)
-            other[level] = v
-            out.append(from_digits(other, radices))
-    return out
+    return [r for r in group_members(rank, level, radices) if r != rank]
 
 
 def matching(digits: Sequence[int], fixed: Sequence[int], radices: Sequence[int]) -> List[int]:

@@ -1,10 +1,166 @@
-"""Parameter-server pulls in layer batches (iBatch): push gradients per layer, pull parameters per batch."""
+"""iBatch: batch parameter pulls so they overlap the forward pass. Its descriptor and options, the push and
+pull plans, the profile and both greedy batchings (pure; its ranks run workloads/strategies/ibatch.py).
 
-from typing import List, Sequence, Tuple
+A profile gives each layer's forward time C_i, its parameter transfer time T_t^i and the startup time
+T_s of one pull. A batching is a list of consecutive layer ranges; the pulls run back to back on one
+channel and the forward of batch k starts when batch k has arrived and batch k-1 is computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
 
 from emulation.spec.theory import Theory, host_tf
-from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm
+from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
+
+Batches = List[Tuple[int, int]]  # inclusive 0-based layer ranges
+PULL_MODES = ("ibatch", "layer", "default")  # --pull: the best batching, layer by layer, everything then compute
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Per-layer forward times C, transfer times Tt and the pull startup time Ts (seconds)."""
+
+    compute: Tuple[float, ...]
+    transfer: Tuple[float, ...]
+    startup: float
+
+    @property
+    def layers(self) -> int:
+        """Number of layers."""
+        return len(self.compute)
+
+
+def timeline(batches: Batches, p: Profile) -> Dict[str, float]:
+    """Exact pipeline: total time and its split into overlapped communication, communication not
+    overlapped, and computation not overlapped (the iBatch paper's Fig. 7)."""
+    comm_end, comp_end = 0.0, 0.0
+    comm_iv, comp_iv = [], []
+    for a, b in batches:
+        start = comm_end
+        comm_end = start + p.startup + sum(p.transfer[a:b + 1])
+        comm_iv.append((start, comm_end))
+        c0 = max(comm_end, comp_end)
+        comp_end = c0 + sum(p.compute[a:b + 1])
+        comp_iv.append((c0, comp_end))
+    overlap = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in comm_iv for s2, e2 in comp_iv)
+    comm = sum(e - s for s, e in comm_iv)
+    comp = sum(e - s for s, e in comp_iv)
+    return {"total_s": comp_end, "overlapped_s": overlap, "comm_exposed_s": comm - overlap,
+            "compute_exposed_s": comp - overlap}
+
+
+def execution_time(batches: Batches, p: Profile) -> float:
+    """Total time of the pull + forward pipeline for a batching."""
+    return timeline(batches, p)["total_s"]
+
+
+def paper_objective(batches: Batches, p: Profile) -> float:
+    """Eq. 1-4: EXE1 + EXE2 + EXE3 (valid when every batch's pull covers the previous batch's compute)."""
+    first = p.startup + sum(p.transfer[batches[0][0]:batches[0][1] + 1])
+    rest = sum(p.startup + sum(p.transfer[a:b + 1]) for a, b in batches[1:])
+    last = sum(p.compute[batches[-1][0]:batches[-1][1] + 1])
+    return first + rest + last
+
+
+def default_batches(layers: int) -> Batches:
+    """Default PS: pull everything, then compute."""
+    return [(0, layers - 1)]
+
+
+def layer_batches(layers: int) -> Batches:
+    """Layer by layer."""
+    return [(i, i) for i in range(layers)]
+
+
+def _comm(p: Profile, a: int, b: int) -> float:
+    return p.startup + sum(p.transfer[a:b + 1])
+
+
+def _comp(p: Profile, a: int, b: int) -> float:
+    return sum(p.compute[a:b + 1])
+
+
+def greedy_forward(p: Profile) -> Batches:
+    """Algorithm 1: choose l1, l2 (most first-batch compute hidden, then least first pull), then each
+    next boundary so the next pull just covers the previous batch's compute."""
+    L = p.layers
+    if L == 1:
+        return [(0, 0)]
+    pairs = [(l1, l2) for l1 in range(L - 1) for l2 in range(l1 + 1, L)]
+    ok = [(l1, l2) for l1, l2 in pairs if _comm(p, l1 + 1, l2) > _comp(p, 0, l1)]
+    if not ok:
+        return default_batches(L)
+    best = max(_comp(p, 0, l1) for l1, _ in ok)
+    ok = [pr for pr in ok if _comp(p, 0, pr[0]) == best]
+    l1, l2 = min(ok, key=lambda pr: (_comm(p, 0, pr[0]), pr[1]))
+    bounds = [l1, l2]
+    while bounds[-1] < L - 1:
+        prev2, prev1 = (bounds[-2] if len(bounds) > 1 else -1), bounds[-1]
+        need = _comp(p, prev2 + 1, prev1)
+        cands = [x for x in range(prev1 + 1, L) if _comm(p, prev1 + 1, x) > need]
+        bounds.append(min(cands, key=lambda x: _comm(p, prev1 + 1, x) - need) if cands else L - 1)
+    return _to_batches(bounds)
+
+
+def greedy_backward(p: Profile) -> Batches:
+    """Algorithm 2: choose l_{N-1}, l_{N-2} (most batch N-1 compute hidden, then least last-batch compute),
+    then each earlier boundary so batch k's compute is just covered by batch k+1's pull."""
+    L = p.layers
+    if L == 1:
+        return [(0, 0)]
+    # pairs (a, b): batch N-1 = [a+1, b], last batch = [b+1, L-1]; a may be -1 (batch N-1 starts at 0)
+    pairs = [(a, b) for b in range(L - 1) for a in range(-1, b)]
+    ok = [(a, b) for a, b in pairs if _comm(p, b + 1, L - 1) > _comp(p, a + 1, b)]
+    if not ok:
+        return default_batches(L)
+    best = max(_comp(p, a + 1, b) for a, b in ok)
+    ok = [pr for pr in ok if _comp(p, pr[0] + 1, pr[1]) == best]
+    a, b = min(ok, key=lambda pr: (_comp(p, pr[1] + 1, L - 1), pr[0]))
+    bounds = [L - 1, b, a]
+    while bounds[-1] >= 0:
+        hi, mid = bounds[-2], bounds[-1]  # batch k+1 = [mid+1, hi]; choose batch k = [x+1, mid]
+        comm = _comm(p, mid + 1, hi)
+        cands = [x for x in range(-1, mid) if comm > _comp(p, x + 1, mid)]
+        bounds.append(min(cands, key=lambda x: comm - _comp(p, x + 1, mid)) if cands else -1)
+    return _to_batches(sorted(x for x in bounds if x >= 0))
+
+
+def _to_batches(bounds: Sequence[int]) -> Batches:
+    out, start = [], 0
+    for b in sorted(set(bounds)):
+        out.append((start, b))
+        start = b + 1
+    return out
+
+
+def choose(p: Profile) -> Dict[str, object]:
+    """Both greedy batchings, the baselines, and the one iBatch uses (the best; never worse than the
+    baselines, which the greedy choice can miss when computation dominates)."""
+    options = {"greedy_forward": greedy_forward(p), "greedy_backward": greedy_backward(p),
+               "default": default_batches(p.layers), "layer": layer_batches(p.layers)}
+    times = {k: execution_time(v, p) for k, v in options.items()}
+    greedy = min(("greedy_forward", "greedy_backward"), key=lambda k: times[k])
+    chosen = min(options, key=lambda k: (times[k], k not in ("greedy_forward", "greedy_backward")))
+    return {"batches": options[chosen], "chosen": chosen, "best_greedy": greedy, "options": options,
+            "times": times}
+
+
+def fit_startup(sizes: Sequence[int], times: Sequence[float]) -> Tuple[float, float]:
+    """Least-squares fit of per-pull times t = Ts + bytes / rate: returns (Ts, bytes per second)."""
+    n = len(sizes)
+    mx, my = sum(sizes) / n, sum(times) / n
+    sxx = sum((x - mx) ** 2 for x in sizes)
+    slope = sum((x - mx) * (y - my) for x, y in zip(sizes, times)) / sxx if sxx else 0.0
+    startup = max(0.0, my - slope * mx)
+    return startup, (1.0 / slope if slope > 0 else float("inf"))
+
+
+def batches_for(mode: str, picked: Dict[str, object], layers: int) -> Batches:
+    """The batching a --pull mode uses: iBatch's choice, or one of the two baselines."""
+    return {"ibatch": picked["batches"], "layer": layer_batches(layers), "default": default_batches(layers)}[mode]
 
 
 def server_of(layer: int, servers: int) -> int:
@@ -14,8 +170,7 @@ def server_of(layer: int, servers: int) -> int:
 
 def ps_push(hosts: int, servers: int, layers: int) -> Plan:
     """Every worker pushes every layer's gradient to that layer's server (summed there)."""
-    if not 1 <= servers < hosts:
-        raise PlanError(f"--servers {servers} is invalid: give 1..{hosts - 1} on a {hosts}-host topology")
+    check_servers(servers, hosts)
     step = tuple(Transfer(w, server_of(i, servers), i, REDUCE) for w in range(servers, hosts) for i in range(layers))
     return Plan("ibatch-push", hosts, layers, ((step,),), tuple(range(servers, hosts)), {"servers": servers})
 
@@ -38,13 +193,20 @@ def ps_pull(hosts: int, servers: int, layers: int, batches: Sequence[Tuple[int, 
 
 
 def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
-    """The gradient push to M servers: W/M * TF (the pulls are modelled by workloads.ibatch.timeline)."""
+    """The gradient push to M servers: W/M * TF (the pulls are modelled by timeline() above)."""
     tf = host_tf(gradient_bytes, bw)
     return Theory((len(topo.hosts) - servers) / servers * tf, "W/M * TF (push)", tf)
+
+
+@dataclass(frozen=True)
+class IBatchOptions:
+    """iBatch's run options (flag --pull)."""
+
+    pull: str = option("ibatch", "ibatch: pull schedule (ibatch = best batching, layer, default)", choices=PULL_MODES)
 
 
 IBATCH = Algorithm(
     name="ibatch", summary="parameter server whose pulls are batched by layer and overlap the forward pass",
     paper="iBatch (Wang et al., 2019)", topologies=ALL_TOPOLOGIES, theory=theory,
-    strategy="workloads.strategies.pull:BatchedPulls", servers=REQUIRED_SERVERS, default_servers=1,
-    options=("pull",))
+    strategy="workloads.strategies.ibatch:BatchedPulls", servers=REQUIRED_SERVERS, default_servers=1,
+    options=IBatchOptions)

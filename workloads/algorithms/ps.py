@@ -1,8 +1,8 @@
 """Parameter server: peer-to-peer (every worker serves 1/N, the BML paper's baseline) or dedicated servers."""
 
 from emulation.spec.theory import Theory, all_reduce_bound, host_tf
-from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm
-from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
+from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers
+from workloads.plan import COPY, REDUCE, Plan, Transfer
 
 
 def p2p_ps(workers: int) -> Plan:
@@ -14,8 +14,7 @@ def p2p_ps(workers: int) -> Plan:
 
 def dedicated_ps(hosts: int, servers: int) -> Plan:
     """Ranks 0..M-1 are servers holding one piece each; the other ranks are workers that push and pull."""
-    if not 1 <= servers < hosts:
-        raise PlanError(f"--servers {servers} is invalid: give 1..{hosts - 1} on a {hosts}-host topology")
+    check_servers(servers, hosts)
     workers = range(servers, hosts)
     push = tuple(Transfer(w, s, s, REDUCE) for w in workers for s in range(servers))
     pull = tuple(Transfer(s, w, s, COPY) for s in range(servers) for w in workers)

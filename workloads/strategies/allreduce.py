@@ -22,11 +22,11 @@ class PlanAllReduce(Strategy):
 
     def __init__(self, ctx: RankContext, state: ModelState):
         super().__init__(ctx, state)
-        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.cfg)
+        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw)
         self.layout = PieceLayout(state.sizes, self.plan.pieces)
         self.scaler_layout = PieceLayout([len(state.sizes)], self.plan.pieces)
         self.channel = ctx.channel(self.plan, self.layout)
-        self.compressor = COMPRESSORS[ctx.cfg.get("codec", "none")](state.sizes, ctx.cfg["seed"] * 1000 + ctx.rank)
+        self.compressor = COMPRESSORS[ctx.cfg.codec](state.sizes, ctx.cfg.seed * 1000 + ctx.rank)
         self.index = torch.from_numpy(self.layout.index)
         self.buf = torch.empty(self.layout.total)
         self.counts = {"in": ctx.workers, "out": ctx.workers}

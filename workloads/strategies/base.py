@@ -16,21 +16,25 @@ from emulation.spec.topology import parse
 from workloads import verify
 from workloads.algorithms import get as get_algorithm
 from workloads.channel import Channel
+from workloads.rankconfig import RankConfig
 from workloads.records import IterationRecord
+from workloads.runfolder import RankFiles
 
 
 class RankContext:
-    """What one rank knows: its config, the topology, its algorithm, its role, where results go."""
+    """What one rank knows: its config, the topology (parsed once), its algorithm and typed options, its role,
+    where its files go."""
 
-    def __init__(self, cfg: dict):
+    def __init__(self, cfg: RankConfig):
         self.cfg = cfg
-        self.rank, self.ranks = cfg["rank"], cfg["ranks"]
-        self.topo = parse(cfg["topology"])
-        self.algorithm = get_algorithm(cfg["algo"])
-        self.servers = self.algorithm.resolve_servers(cfg.get("servers", 0))
+        self.rank, self.ranks = cfg.rank, cfg.ranks
+        self.topo = parse(cfg.topology)
+        self.algorithm = get_algorithm(cfg.algo)
+        self.options = self.algorithm.options_of(cfg.options)
+        self.servers = self.algorithm.resolve_servers(cfg.servers)
         self.contributors = self.algorithm.contributors(self.topo, self.servers)
         self.is_server = self.rank not in self.contributors
-        self.out_dir = cfg["out_dir"]
+        self.files = RankFiles(cfg.out_dir)
 
     @property
     def role(self) -> str:
@@ -48,13 +52,13 @@ class RankContext:
 
     def channel(self, plan, layout, port_offset: int = 0) -> Channel:
         """The connections and executor of one plan for this rank (separate port offsets for concurrent plans)."""
-        return Channel(self.cfg, plan, layout, port_offset)
+        return Channel(self.cfg, self.topo, plan, layout, port_offset)
 
     def check(self, iteration: int, name: str, kind: str, side: str, array: np.ndarray,
               counts: Dict[str, int]) -> None:
         """In the first iteration, save this rank's input or output of a result check (see workloads.verify)."""
-        if iteration == 0 and self.cfg.get("verify", True):
-            verify.save(self.out_dir, name, kind, side, self.rank, np.asarray(array), counts)
+        if iteration == 0 and self.cfg.verify:
+            verify.save(self.files.checks, name, kind, side, self.rank, np.asarray(array), counts)
 
 
 class ModelState:

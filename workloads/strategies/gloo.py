@@ -20,10 +20,10 @@ class GlooAllReduce(Strategy):
         import torch.distributed as dist
         self.dist = dist
         cfg = ctx.cfg
-        if cfg.get("ifname"):
-            os.environ["GLOO_SOCKET_IFNAME"] = cfg["ifname"]
-        dist.init_process_group("gloo", init_method=f"tcp://{cfg['master']}:{cfg['master_port']}",
-                                rank=ctx.rank, world_size=ctx.ranks, timeout=timedelta(seconds=cfg["timeout"]))
+        if cfg.ifname:
+            os.environ["GLOO_SOCKET_IFNAME"] = cfg.ifname
+        dist.init_process_group("gloo", init_method=f"tcp://{cfg.master}:{cfg.master_port}",
+                                rank=ctx.rank, world_size=ctx.ranks, timeout=timedelta(seconds=cfg.timeout))
         self.counts = {"in": ctx.ranks, "out": ctx.ranks}
 
     def synchronize(self, it: int, gradient: torch.Tensor, rec: IterationRecord) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from workloads.compression import LZ4Codec
-from workloads.pflow import DVF, broadcast_plan, overlay_for, parse_dvf, push_plan
+from workloads.algorithms.pflow import DVF, broadcast_plan, overlay_for, parse_dvf, push_plan
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
 from workloads.strategies.base import ModelState, RankContext, Strategy, wire_snapshot, wire_total
@@ -25,20 +25,20 @@ class ParameterFlow(Strategy):
 
     def __init__(self, ctx: RankContext, state: ModelState):
         super().__init__(ctx, state)
-        cfg = ctx.cfg
+        opts = ctx.options
         hosts, servers = len(ctx.topo.hosts), ctx.servers
-        blocks = int(cfg.get("pf_blocks", 8))
+        blocks = opts.pf_blocks
         self.layout = PieceLayout([state.total], servers * blocks)  # one layer: piece-major is the flat order
-        self.overlay = overlay_for(cfg.get("pf_tree", "none"), ctx.topo, servers)
+        self.overlay = overlay_for(opts.pf_tree, ctx.topo, servers)
         self.push = ctx.channel(push_plan(hosts, servers, blocks), self.layout, PUSH)
         self.bcast = ctx.channel(broadcast_plan(hosts, servers, blocks, self.overlay), self.layout, BROADCAST)
-        dvf = parse_dvf(cfg.get("pf_dvf", "none"))
+        dvf = parse_dvf(opts.pf_dvf)
         self.codec = LZ4Codec() if dvf else None
-        self.dvf = DVF(state.total, dvf[0], dvf[1], float(cfg.get("pf_min_mbps", 50.0))) if dvf else None
-        self.link_mbps = float(str(cfg.get("bw", "100")).split(",")[0])
-        self.dilation = float(cfg.get("dilation", 1.0))  # measured rates are real; DVF compares emulated ones
+        self.dvf = DVF(state.total, *dvf) if dvf else None
+        self.link_mbps = ctx.cfg.bw[0]
+        self.dilation = ctx.cfg.dilation  # measured rates are real; DVF compares emulated ones
         self.measured = self.link_mbps
-        self.staleness = int(cfg.get("staleness", 0))
+        self.staleness = opts.staleness
         self.push_counts = {"in": ctx.workers, "out": servers}
         self.bcast_counts = {"in": servers, "out": ctx.workers}
         if not ctx.is_server:

@@ -10,9 +10,9 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from workloads.algorithms.ibatch import ps_pull, ps_push, server_of
+from workloads.algorithms.ibatch import (Profile, batches_for, choose, fit_startup, layer_batches, ps_pull, ps_push,
+                                         server_of, timeline)
 from workloads.algorithms.ps import dedicated_ps
-from workloads.ibatch import Profile, batches_for, choose, fit_startup, layer_batches, timeline
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
 from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy, wire_snapshot, wire_total
@@ -75,7 +75,7 @@ class BatchedPulls(Strategy):
         transfer = tuple(s * 4 / rate if np.isfinite(rate) else 0.0 for s in self.sizes)
         profile = Profile(tuple(comps), transfer, startup)
         picked = choose(profile)
-        mode = self.ctx.cfg.get("pull", "ibatch")
+        mode = self.ctx.options.pull
         self.batches = batches_for(mode, picked, L)
         self.chosen = {"mode": mode, "batches": [list(b) for b in self.batches],
                        "profile": {"compute_s": list(profile.compute), "transfer_s": list(profile.transfer),

@@ -1,0 +1,120 @@
+"""What this machine's kernel and Open vSwitch offer (datapaths, qdiscs, congestion controls, tunnels), probed
+without Mininet; the errors a network bring-up reports."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from typing import List, Optional
+
+OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
+
+
+class NetworkError(RuntimeError):
+    """The emulated network could not be brought up."""
+
+
+def ovs_running() -> bool:
+    """True when ovsdb-server and ovs-vswitchd answer."""
+    return (shutil.which("ovs-vsctl") is not None and
+            subprocess.run(["ovs-vsctl", "-t", "3", "show"], capture_output=True).returncode == 0)
+
+
+def ensure_ovs() -> None:
+    """Start Open vSwitch (without needing its kernel module) when it is not running."""
+    if ovs_running():
+        return
+    if not os.path.exists(OVS_CTL):
+        raise NetworkError("Open vSwitch is not installed: run `make setup`")
+    subprocess.run([OVS_CTL, "start"], capture_output=True)
+    if not ovs_running():
+        raise NetworkError(f"Open vSwitch did not start: run `{OVS_CTL} start` and check `ovs-vsctl show`")
+
+
+def ovs_setting(key: str) -> Optional[str]:
+    """A key of Open vSwitch's other_config, or None when unset."""
+    r = subprocess.run(["ovs-vsctl", "--if-exists", "get", "open_vswitch", ".", f"other_config:{key}"],
+                       capture_output=True, text=True)
+    value = r.stdout.strip().strip('"')
+    return value if r.returncode == 0 and value else None
+
+
+def kernel_datapath_available() -> bool:
+    """True when the openvswitch kernel module is (or can be) loaded."""
+    if os.path.isdir("/sys/module/openvswitch"):
+        return True
+    if shutil.which("modprobe"):
+        subprocess.run(["modprobe", "-q", "openvswitch"], capture_output=True)
+    return os.path.isdir("/sys/module/openvswitch")
+
+
+def choose_datapath(requested: str = "auto") -> str:
+    """'kernel' where the kernel has the OVS module, else 'user' (userspace with AF_XDP ports)."""
+    if requested not in ("auto", "kernel", "user"):
+        raise NetworkError(f"datapath '{requested}' is invalid: use auto, kernel or user")
+    if requested == "auto":
+        return "kernel" if kernel_datapath_available() else "user"
+    if requested == "kernel" and not kernel_datapath_available():
+        raise NetworkError("datapath 'kernel' asked for but the openvswitch kernel module is missing: "
+                           "use --datapath user")
+    return requested
+
+
+def qdisc_available(*qdisc: str) -> bool:
+    """True when tc can create this qdisc (e.g. 'netem', 'delay', '1ms'), tried in a scratch namespace."""
+    ns = f"dmlbed-probe-{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
+        return False
+    try:
+        r = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", *qdisc],
+                           capture_output=True)
+        return r.returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def netem_available() -> bool:
+    """True when the kernel has netem (needed for delay and loss)."""
+    return qdisc_available("netem", "delay", "1ms")
+
+
+def ecn_marking_qdisc() -> Optional[str]:
+    """The first ECN-marking qdisc this kernel has (fq_codel, codel, red), or None."""
+    for qdisc in (("fq_codel", "ecn"), ("codel", "ecn"), ("red", "limit", "400000", "min", "30000", "max", "90000",
+                                                          "avpkt", "1000", "burst", "55", "ecn", "bandwidth", "10mbit")):
+        if qdisc_available(*qdisc):
+            return qdisc[0]
+    return None
+
+
+def available_congestion_controls() -> List[str]:
+    """TCP congestion controls the kernel offers (the same list in every namespace)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def gretap_available() -> bool:
+    """True when this kernel can create GRE Ethernet tunnels (tried in a scratch namespace)."""
+    ns = f"dmlbed-gre-probe-{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
+        return False
+    try:
+        return subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "add", "name", "probe0", "type", "gretap",
+                               "local", "127.0.0.2", "remote", "127.0.0.3"], capture_output=True).returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def leaf_drops(tc_output: str) -> int:
+    """Drops of the FIFO leaves in `tc -s qdisc show` output (HTB above them counts the same drops again)."""
+    total = 0
+    for block in re.split(r"\n(?=qdisc )", tc_output):
+        if re.match(r"\s*qdisc [pb]fifo ", block):
+            m = re.search(r"dropped (\d+)", block)
+            total += int(m.group(1)) if m else 0
+    return total

@@ -1,0 +1,375 @@
+"""The `dmlbed` subcommands as small plug-ins of the harness in cli.py: each declares its arguments, prepares a
+checked job from them (bad input raises a ValueError: one line, exit 2, nothing started), executes the job, and
+says how its result is shown and what exit code it earns. Tables live in render.py; the work in the command
+modules (experiment, simulate, compare, bench, calibrate, netcheck, theory)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import List
+
+from emulation.orchestration import bench, calibrate, compare, experiment, netcheck, render, simulate, theory
+from emulation.orchestration.options import (BENCH, CALIBRATE, NET, RUN, SIMULATE, THEORY, OptionError,
+                                             add_arguments, check_values, from_args)
+from emulation.spec.topology import parse
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIGS = os.path.join(PROJECT, "configs")
+
+
+class Command:
+    """One subcommand. prepare() validates everything once and returns the checked job that execute() runs."""
+
+    name = ""
+    help = ""
+    json_flag = True  # the command takes --json (print its result as JSON)
+
+    def arguments(self, parser) -> None:
+        """Add the command's own arguments."""
+
+    def prepare(self, args):
+        """The checked job (raises ValueError naming the bad input)."""
+        return args
+
+    def needs_root(self, job) -> bool:
+        """Whether the job brings up an emulated network (namespaces, Open vSwitch)."""
+        return False
+
+    def execute(self, job, args):
+        """Run the checked job; its result."""
+        raise NotImplementedError
+
+    def show(self, result) -> None:
+        """Print the result for a person."""
+
+    def as_json(self, result):
+        """What --json prints."""
+        return result
+
+    def exit_code(self, result) -> int:
+        """0 when the result is good."""
+        return 0
+
+
+class Topo(Command):
+    name, help = "topo", "print a topology"
+
+    def arguments(self, parser):
+        parser.add_argument("spec", help="bcube:n,k | fattree:k | star:N | tree:F0,F1,...")
+
+    def prepare(self, args):
+        return parse(args.spec)
+
+    def execute(self, topo, args):
+        data = topo.to_dict()
+        data["counts"] = {"hosts": len(topo.hosts), "switches": len(topo.switches), "links": len(topo.links),
+                          "switch_ports": topo.switch_ports(),
+                          "fat_tree_switches_same_hosts": topo.fat_tree_switches_for_same_hosts()}
+        return topo, data
+
+    def show(self, result):
+        render.print_topo(result[0])
+
+    def as_json(self, result):
+        return result[1]
+
+
+class Rules(Command):
+    name, help = "rules", "print the controller's proactive rules per switch and level"
+
+    def arguments(self, parser):
+        parser.add_argument("spec")
+
+    def prepare(self, args):
+        return parse(args.spec)
+
+    def execute(self, topo, args):
+        from controllers.rules import rules_view
+        return rules_view(topo)
+
+    def show(self, view):
+        render.print_rules(view)
+
+
+class Net(Command):
+    name, help = "net", "bring a network up, check it, tear it down"
+
+    def arguments(self, parser):
+        parser.add_argument("spec")
+        add_arguments(parser, NET)
+        mode = parser.add_mutually_exclusive_group(required=True)
+        mode.add_argument("--check", action="store_true", help="reachability + iperf3 fidelity test")
+        mode.add_argument("--cli", action="store_true", help="open the Mininet CLI")
+        parser.add_argument("--all-pairs", action="store_true", help="BCube: also test relayed (multi-hop) pairs")
+        parser.add_argument("--duration", type=float, default=5.0, help="iperf3 seconds per flow (default 5)")
+
+    def prepare(self, args):
+        return netcheck.prepare(from_args(args, NET, topology=args.spec), args.duration, args.all_pairs, args.cli)
+
+    def needs_root(self, job):
+        return True
+
+    def execute(self, job, args):
+        return netcheck.execute(job, render.log)
+
+    def show(self, report):
+        if report is not None:
+            render.print_net_report(report)
+
+    def exit_code(self, report):
+        return 0 if netcheck.passed(report) else 1
+
+
+class Run(Command):
+    name, help = "run", "train with real workers on an emulated network"
+
+    def arguments(self, parser):
+        add_arguments(parser, RUN)
+
+    def prepare(self, args):
+        return experiment.prepare(from_args(args, RUN))
+
+    def needs_root(self, job):
+        return not job.cfg.local
+
+    def execute(self, job, args):
+        return experiment.execute(job, log=render.log, progress=not args.json)
+
+    def show(self, summary):
+        render.print_summary(summary)
+
+    def exit_code(self, summary):
+        return 0 if summary["correct"] else 1
+
+
+class Theory(Command):
+    name, help = "theory", "the papers' theoretical GST (closed form, any size)"
+
+    def arguments(self, parser):
+        add_arguments(parser, THEORY)
+
+    def prepare(self, args):
+        return theory.prepare(from_args(args, THEORY))
+
+    def execute(self, job, args):
+        return theory.report(job)
+
+    def show(self, report):
+        render.print_theory(report)
+
+
+class Simulate(Command):
+    name, help = "simulate", "the same plan in a flow-level model (no packets; any size)"
+
+    def arguments(self, parser):
+        add_arguments(parser, SIMULATE)
+
+    def prepare(self, args):
+        return simulate.prepare(from_args(args, SIMULATE))
+
+    def execute(self, job, args):
+        return simulate.execute(job, log=render.log)
+
+    def show(self, summary):
+        render.print_simulation(summary)
+
+
+def matrix_arguments(parser, what: str) -> None:
+    """The flags of a command that runs a config's matrix (compare, reproduce)."""
+    parser.add_argument("--out", help="output folder (default results/NAME)")
+    parser.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
+    parser.add_argument("--force", action="store_true", help=f"replace an earlier {what} in --out")
+    parser.add_argument("--wait", action="store_true",
+                        help="wait for another run's emulated network instead of refusing")
+
+
+def matrix_passed(result: dict) -> int:
+    """0 unless an emulated row was wrong (a simulated row's `correct` is None)."""
+    return 0 if all(r["correct"] is not False for r in result["rows"]) else 1
+
+
+class Compare(Command):
+    name, help = "compare", "run a matrix of configurations from a YAML file"
+
+    def arguments(self, parser):
+        parser.add_argument("config", help="YAML file: name, defaults, runs, sweep (see configs/)")
+        matrix_arguments(parser, "comparison")
+
+    def prepare(self, args):
+        return compare.prepare(args.config, args.out, args.local, args.force, args.wait)
+
+    def needs_root(self, job):
+        return job.emulated
+
+    def execute(self, job, args):
+        return compare.execute(job, log=render.log, progress=not args.json)
+
+    def show(self, result):
+        render.print_comparison(result)
+
+    def exit_code(self, result):
+        return matrix_passed(result)
+
+
+class Reproduce(Command):
+    name, help = "reproduce", "run a paper's config and print the paper's values beside ours"
+
+    def arguments(self, parser):
+        parser.add_argument("name", nargs="?", help="bml-fig5, bml-fig6, terngrad, blueconnect, pflow, ibatch "
+                                                    "(see --list)")
+        parser.add_argument("--list", action="store_true", help="list the paper configs")
+        matrix_arguments(parser, "reproduction")
+
+    def prepare(self, args):
+        configs = compare.reproducible(CONFIGS)
+        if args.list:
+            return configs
+        if not args.name:
+            raise OptionError(f"a name is required: {', '.join(configs)} (or --list)")
+        if args.name not in configs:
+            raise OptionError(f"no paper config named '{args.name}': valid are {', '.join(configs)}")
+        return compare.prepare(configs[args.name], args.out, args.local, args.force, args.wait)
+
+    def needs_root(self, job):
+        return isinstance(job, compare.CompareJob) and job.emulated
+
+    def execute(self, job, args):
+        if isinstance(job, dict):
+            return {"list": job}
+        return dict(compare.execute(job, log=render.log, progress=not args.json), reproduced=args.name)
+
+    def show(self, result):
+        if "list" in result:
+            for name, path in result["list"].items():
+                print(f"{name:<12} {os.path.relpath(path)}")
+            return
+        render.print_paper(result)
+        print(f"\nevery run: {result['out']}/comparison.csv (paper.csv holds the table above)")
+
+    def as_json(self, result):
+        if "list" in result:
+            return result["list"]
+        return {"name": result["reproduced"], "out": result["out"], "paper": result["paper"],
+                "source": result.get("source")}
+
+    def exit_code(self, result):
+        return 0 if "list" in result else matrix_passed(result)
+
+
+class Clean(Command):
+    name, help, json_flag = "clean", "remove what a crashed run left behind", False
+
+    def needs_root(self, job):
+        return True
+
+    def execute(self, job, args):
+        from emulation.net.runstate import clean
+        return clean()
+
+    def show(self, actions: List[str]):
+        for a in actions:
+            print(a)
+        print(f"clean: {len(actions)} action(s)" if actions else "clean: nothing left behind")
+
+
+def repetition_arguments(parser, reps: int, out: str) -> None:
+    """--warmup, --reps and --out of a command that runs bench ranks."""
+    parser.add_argument("--warmup", type=int, default=2, help="untimed repetitions per size (default 2)")
+    parser.add_argument("--reps", type=int, default=reps, help=f"timed repetitions per size (default {reps})")
+    parser.add_argument("--out", help=f"output folder (default {out})")
+
+
+class Bench(Command):
+    name, help = "bench", "collective benchmark: message-size sweep, algbw/busbw (like nccl-tests)"
+
+    def arguments(self, parser):
+        add_arguments(parser, BENCH, skip=("out",))
+        parser.add_argument("--algo", required=True, help="comma-separated plan algorithms, e.g. ring,ps")
+        parser.add_argument("--sizes", default="1M:64M:x4",
+                            help="MIN:MAX:xFACTOR or a list (bytes, K/M/G), default 1M:64M:x4")
+        repetition_arguments(parser, 5, "results/bench")
+
+    def prepare(self, args):
+        base = from_args(args, BENCH, algo="ring", out=args.out or "results/bench")
+        check_values(base, only=BENCH)
+        algos = [a.strip() for a in args.algo.split(",") if a.strip()]
+        return bench.prepare(base, algos, bench.parse_sizes(args.sizes), args.warmup, args.reps)
+
+    def needs_root(self, job):
+        return not job.base.local
+
+    def execute(self, job, args):
+        return bench.bench(job, log=render.log)
+
+    def show(self, report):
+        render.print_bench(report)
+
+    def exit_code(self, report):
+        return 0 if all(r["wrong"] == 0 for r in report["rows"]) else 1
+
+
+class Calibrate(Command):
+    name, help = "calibrate", "fit per-level latency and bandwidth (ping-pong and exchange probes)"
+
+    def arguments(self, parser):
+        add_arguments(parser, CALIBRATE, skip=("out",))
+        repetition_arguments(parser, 7, "results/calibration")
+
+    def prepare(self, args):
+        base = from_args(args, CALIBRATE, out=args.out or "results/calibration")
+        check_values(base, only=CALIBRATE)
+        return calibrate.prepare(base, args.warmup, args.reps)
+
+    def needs_root(self, job):
+        return not job.cfg.local
+
+    def execute(self, job, args):
+        return calibrate.calibrate(job, log=render.log)
+
+    def show(self, report):
+        render.print_calibration(report)
+
+    def exit_code(self, report):
+        return 0 if report["meta"]["wrong"] == 0 else 1
+
+
+class Timeline(Command):
+    name, help, json_flag = "timeline", "draw a run's trace.json (compute and sends per rank) as a PNG", False
+
+    def arguments(self, parser):
+        parser.add_argument("run_dir", help="a run's --out folder")
+        parser.add_argument("--out", help="PNG path (default RUN_DIR/timeline.png)")
+        parser.add_argument("--iterations", type=int, help="only the first N iterations")
+
+    def prepare(self, args):
+        from workloads.runfolder import RunFolder
+        folder = RunFolder(args.run_dir)
+        path = folder.file(RunFolder.TRACE)
+        if not os.path.isfile(path):
+            raise OptionError(f"{args.run_dir} has no trace.json: give the --out folder of a `dmlbed run` "
+                              f"(every run writes one)")
+        if args.iterations is not None and args.iterations < 1:
+            raise OptionError(f"--iterations {args.iterations} is out of range: give 1 or more")
+        with open(path) as f:
+            try:
+                trace = json.load(f)
+            except ValueError:
+                raise OptionError(f"{path} is not valid JSON: was the run interrupted while writing it?") from None
+        return trace, args.out or folder.file(RunFolder.TIMELINE), args.iterations
+
+    def execute(self, job, args):
+        from emulation.orchestration.timeline import plot_timeline
+        return plot_timeline(*job)
+
+    def show(self, path):
+        print(path)
+
+
+COMMANDS = (Topo(), Rules(), Net(), Run(), Theory(), Simulate(), Compare(), Reproduce(), Clean(), Bench(),
+            Calibrate(), Timeline())
+
+
+def names() -> str:
+    """The subcommands, comma-separated."""
+    return ", ".join(c.name for c in COMMANDS)

@@ -1,0 +1,237 @@
+"""Ranks and the hosts they run on, shared by every command that starts ranks (run, bench, calibrate): the hosts
+protocol (an emulated network, or loopback processes without emulation), one RankConfig per rank, starting the
+ranks, and watching them until they finish, fail or stall."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Protocol, Sequence
+
+from emulation.net.controller import free_ports, stop_process_group
+from emulation.orchestration.options import (Checked, OptionError, RunConfig, algorithm_options, cluster_servers,
+                                            tcp_settings)
+from emulation.orchestration.results import per_iteration
+from emulation.spec.addressing import PLAN_PORT
+from emulation.spec.impairment import Impairment
+from emulation.spec.topology import Topology
+from workloads.rankconfig import GLOO_PORT, BenchJob, RankConfig
+from workloads.runfolder import RankFiles
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LOOPBACK_PORT_SETS = 4  # concurrent plan channels a rank may open (iBatch: push, pull, profile, chosen pull)
+PORT_STRIDE = 10  # each set of ranks on one network listens on its own ports (no TIME_WAIT clash with the last)
+STARTUP_GRACE_S = 60.0  # the first iteration also waits for every rank to import torch and connect
+WARMUP_RANGE, REPS_RANGE = (0, 100), (1, 1000)  # a bench rank's untimed and timed repetitions per size
+TRAINING_RANK = "workloads.worker"
+BENCH_RANK = "workloads.bench_worker"
+
+
+class RankError(RuntimeError):
+    """A rank failed after it started (died, stalled, ran out of time); the message names it."""
+
+
+class Hosts(Protocol):
+    """Where ranks run: an EmulatedNetwork (emulation/net/network.py) or LoopbackHosts."""
+
+    datapath: str
+    shaping: str
+    placement: Dict[str, str]
+
+    def popen(self, host: str, args: List[str], **kwargs) -> subprocess.Popen:
+        """Start a process on a host; it is stopped when the hosts go down."""
+
+    def packet_ins(self) -> int:
+        """Data-plane PacketIns the controller saw."""
+
+    def port_drops(self) -> Dict[str, int]:
+        """Cumulative drop counters of the switches' ports."""
+
+    def tcp_summary(self) -> dict:
+        """The hosts' TCP settings (for results)."""
+
+    def impairment_summary(self) -> dict:
+        """The links' delay and loss (for results)."""
+
+    def cluster_summary(self) -> dict:
+        """Servers and tunnels of an emulation across machines ({} on one machine)."""
+
+
+class LoopbackHosts:
+    """Every rank as a plain process on 127.0.0.1 (no emulation, no root): for development and tests."""
+
+    datapath = "loopback"
+    shaping = "none (loopback)"
+    placement: Dict[str, str] = {}
+
+    def __init__(self):
+        self.procs: List[subprocess.Popen] = []
+
+    def __enter__(self) -> "LoopbackHosts":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self.procs:
+            stop_process_group(proc.pid, proc, grace=1.0)
+
+    def popen(self, host: str, args: List[str], **kwargs) -> subprocess.Popen:
+        """Start a rank's process in its own session (stopped with its children)."""
+        proc = subprocess.Popen(args, start_new_session=True, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def packet_ins(self) -> int:
+        """No controller on loopback."""
+        return 0
+
+    def port_drops(self) -> Dict[str, int]:
+        """No switch on loopback."""
+        return {}
+
+    def tcp_summary(self) -> dict:
+        """Loopback runs use the machine's own TCP."""
+        return {"congestion_control": "machine default (loopback)"}
+
+    def impairment_summary(self) -> dict:
+        """Loopback has no links to delay."""
+        return {"applied": "none (loopback)"}
+
+    def cluster_summary(self) -> dict:
+        """One machine."""
+        return {}
+
+
+def real_bw(bw: Sequence[float], cfg: RunConfig):
+    """What the links are shaped to: the asked-for rate divided by the time dilation factor."""
+    return tuple(b / cfg.dilation for b in bw)
+
+
+def network_lock(cfg: RunConfig):
+    """The machine-wide network lock for an emulated run; nothing for a loopback run."""
+    if cfg.local:
+        return contextlib.nullcontext()
+    from emulation.net.lock import NetworkLock
+    return NetworkLock(wait=cfg.wait)
+
+
+def hosts_for(cfg: RunConfig, topo: Topology, bw: Sequence[float], impairment: Optional[Impairment], log) -> Hosts:
+    """The hosts a configuration's ranks start on: the emulated network of topo at the rates bw asked for (spread
+    over --cluster servers when given), or loopback processes."""
+    if cfg.local:
+        return LoopbackHosts()
+    from emulation.net.network import EmulatedNetwork
+    servers = cluster_servers(cfg)
+    cluster = None
+    if servers:
+        from emulation.net.cluster import Cluster
+        cluster = Cluster(servers, cfg.tunnel)
+    return EmulatedNetwork(topo, real_bw(bw, cfg), datapath=cfg.datapath, ingress_shaping=cfg.shape_ingress,
+                           log=log, tcp=tcp_settings(cfg), cluster=cluster, impairment=impairment)
+
+
+def rank_configs(cfg: RunConfig, checked: Checked, out_dir: str, port: int = PLAN_PORT,
+                 bench: Optional[BenchJob] = None) -> List[RankConfig]:
+    """What every rank is told: the run's settings in real time (dilated), its host, its addresses and ports."""
+    topo = checked.topo
+    ranks = len(topo.hosts)
+    ports = free_ports(LOOPBACK_PORT_SETS * ranks + 1) if cfg.local else None
+    common = dict(ranks=ranks, topology=topo.spec, algo=cfg.algo, servers=checked.servers,
+                  options=algorithm_options(cfg), bw=tuple(checked.bw), model=cfg.model, data=cfg.data,
+                  batch=cfg.batch, iters=cfg.iters, lr=cfg.lr, seed=cfg.seed, codec=cfg.codec,
+                  compute_time=cfg.compute_time * cfg.dilation, dilation=cfg.dilation,
+                  timeout=cfg.timeout * cfg.dilation, out_dir=out_dir, port=port,
+                  socket_buffer=tcp_settings(cfg).socket_buffer_bytes, bench=bench)
+    if cfg.local:  # lo is shared by all ranks: no per-rank byte counts
+        sets = tuple(tuple(ports[ranks * i:ranks * (i + 1)]) for i in range(LOOPBACK_PORT_SETS))
+        common.update(master="127.0.0.1", master_port=ports[-1], loopback_ports=sets)
+    else:  # the emulated network's TCP: set on every socket the transport opens
+        common.update(master=topo.hosts[0].ip, master_port=GLOO_PORT, tcp_cc=cfg.tcp_cc)
+    return [RankConfig(rank=r, host=host.name, **common, **({} if cfg.local else {
+        "interfaces": tuple(i.name for i in host.interfaces), "ifname": host.interfaces[0].name}))
+        for r, host in enumerate(topo.hosts)]
+
+
+def start_ranks(hosts: Hosts, files: RankFiles, configs: List[RankConfig],
+                module: str = TRAINING_RANK) -> Dict[int, subprocess.Popen]:
+    """Write every rank's config and start `python -m module --config FILE` on its host (stderr to its file)."""
+    os.makedirs(files.path, exist_ok=True)
+    procs = {}
+    for c in configs:
+        path = os.path.abspath(files.config(c.rank))
+        c.write(path)
+        with open(files.stderr(c.rank), "w") as err:
+            procs[c.rank] = hosts.popen(c.host, [sys.executable, "-m", module, "--config", path],
+                                        stdout=subprocess.DEVNULL, stderr=err, cwd=PROJECT)
+    return procs
+
+
+def watch_training(procs: Dict[int, subprocess.Popen], files: RankFiles, topo: Topology, iterations: int,
+                   stall_s: float, progress: Optional[str] = None) -> None:
+    """Wait for every training rank, showing progress (a bar titled `progress`, or none); RankError naming the rank
+    that failed, or the ranks waited on when no iteration finished for stall_s."""
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=iterations, desc=progress, unit="it", file=sys.stderr)
+    last_progress, last_done = time.monotonic(), -1
+    try:
+        while True:
+            rows = files.read_rows(len(topo.hosts))
+            done = min(len(v) for v in rows.values())
+            if done != last_done:
+                last_done, last_progress = done, time.monotonic()
+                if bar is not None:
+                    bar.n = done
+                    its = per_iteration(rows, range(len(topo.hosts)), None)
+                    if its:
+                        bar.set_postfix(gst=f"{its[-1]['gst_s']:.3f}s")
+                    bar.refresh()
+            for r, proc in procs.items():
+                code = proc.poll()
+                if code not in (None, 0):
+                    raise RankError(f"worker {topo.hosts[r].name} (rank {r}) exited with code {code} in iteration "
+                                    f"{len(rows[r])}: {files.last_error_line(r)}")
+            if all(p.poll() == 0 for p in procs.values()):
+                return
+            allowed = stall_s + (STARTUP_GRACE_S if done <= 0 else 0)
+            if time.monotonic() - last_progress > allowed:
+                stuck = [topo.hosts[r].name for r in rows if len(rows[r]) == done]
+                raise RankError(f"no progress for {allowed:.0f}s in iteration {done}; waiting on "
+                                f"{', '.join(stuck[:6])}")
+            time.sleep(0.3)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def wait_ranks(procs: Dict[int, subprocess.Popen], files: RankFiles, what: str, within_s: float) -> None:
+    """Wait for ranks that record no iterations (bench, calibration probes); RankError naming the first that failed
+    or did not finish within within_s."""
+    deadline = time.monotonic() + within_s
+    for rank, proc in procs.items():
+        try:
+            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise RankError(f"bench {what}: rank {rank} did not finish in time") from None
+        if code != 0:
+            raise RankError(f"bench {what}: rank {rank} exited with code {code}: {files.last_error_line(rank)}")
+
+
+def run_bench_ranks(hosts: Hosts, cfg: RunConfig, checked: Checked, job: BenchJob, files: RankFiles, port: int,
+                    what: str, log) -> List[dict]:
+    """Start one bench rank per host for one algorithm (or calibration probe), wait for them, return their
+    repetitions."""
+    procs = start_ranks(hosts, files, rank_configs(cfg, checked, os.path.abspath(files.path), port, job), BENCH_RANK)
+    log(f"{what}: {len(procs)} ranks, {len(job.sizes)} sizes x ({job.warmup} warm-up + {job.reps} timed)")
+    wait_ranks(procs, files, what, cfg.timeout * cfg.dilation * (len(job.sizes) * (job.warmup + job.reps) + 1))
+    return files.read_bench(len(procs))
+
+
+def check_repetitions(warmup: int, reps: int) -> None:
+    """OptionError unless a bench rank's warm-up and timed repetitions are in range."""
+    if not WARMUP_RANGE[0] <= warmup <= WARMUP_RANGE[1] or not REPS_RANGE[0] <= reps <= REPS_RANGE[1]:
+        raise OptionError(f"--warmup must be in [{WARMUP_RANGE[0]}, {WARMUP_RANGE[1]}] and --reps in "
+                          f"[{REPS_RANGE[0]}, {REPS_RANGE[1]}]")
