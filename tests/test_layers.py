@@ -29,7 +29,7 @@ def layer_of(module: str) -> str:
         return {"spec": "spec", "net": "net", "simulation": "simulation",
                 "orchestration": "orchestration"}.get(parts[1])
     if parts[0] == "controllers":
-        return "rules" if len(parts) > 1 and parts[1] in ("rules", "trace") else "ryu-app"
+        return "rules" if len(parts) > 1 and parts[1] in ("rules", "paths") else "ryu-app"
     if parts[0] == "workloads":
         return "workloads"
     return None
@@ -106,3 +106,87 @@ def test_only_the_registry_names_algorithms():
                         if isinstance(v, ast.Constant) and v.value in names:
                             found.append(f"{module}:{node.lineno} compares {v.value!r}")
     assert found == []
+
+
+# Orchestration: commands side by side over shared plumbing. A command module runs one `dmlbed` command; the
+# harness (cli, commands) may import every command, compare may import the two it runs, nothing else imports a
+# command (a helper two commands need lives in a plumbing module).
+COMMAND_MODULES = {"experiment", "simulate", "compare", "bench", "calibrate", "netcheck", "theory"}
+HARNESS = {"cli", "commands", "api"}
+COMMAND_IMPORTS = {"compare": {"experiment", "simulate"}}
+
+
+def project_imports(module: str, path: str):
+    """The project modules `module` imports (module-level and function-level), by dotted name."""
+    known = {m for m, _ in MODULES}
+    out = set()
+    for target, _ in imports_of(path, module):
+        while target and target not in known:
+            target = target.rpartition(".")[0]
+        if target and target != module:
+            out.add(target)
+    return out
+
+
+def test_no_command_module_imports_another_for_a_helper():
+    bad = []
+    for module, path in MODULES:
+        if not module.startswith("emulation.orchestration."):
+            continue
+        name = module.rsplit(".", 1)[1]
+        if name in HARNESS:
+            continue
+        allowed = COMMAND_IMPORTS.get(name, set())
+        for target in project_imports(module, path):
+            if target.startswith("emulation.orchestration."):
+                other = target.rsplit(".", 1)[1]
+                if other in COMMAND_MODULES and other not in allowed:
+                    bad.append(f"{name} imports the command module {other}")
+    assert bad == []
+
+
+def test_every_command_module_exists():
+    names = {m.rsplit(".", 1)[1] for m, _ in MODULES if m.startswith("emulation.orchestration.")}
+    assert COMMAND_MODULES | {"cli", "commands"} <= names
+
+
+def cycles(prefix: str):
+    """Import cycles among the project modules under prefix (each as a list of modules)."""
+    paths = dict(MODULES)
+    graph = {m: {t for t in project_imports(m, p) if t.startswith(prefix)} for m, p in paths.items()
+             if m.startswith(prefix)}
+    found, state = [], {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+@pytest.mark.parametrize("prefix", ["emulation.net", "emulation.orchestration", "emulation.spec",
+                                    "emulation.simulation", "controllers"])
+def test_no_import_cycle(prefix):
+    assert cycles(prefix) == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("from emulation.net import zz_b\n")
+    b.write_text("def f():\n    from emulation.net import zz_a\n")
+    monkeypatch.setattr(__import__(__name__), "MODULES", MODULES + [("emulation.net.zz_a", str(a)),
+                                                                      ("emulation.net.zz_b", str(b))])
+    assert cycles("emulation.net") == [["emulation.net.zz_a", "emulation.net.zz_b", "emulation.net.zz_a"]]
+
+
+def test_kernel_probes_need_no_mininet():
+    path = dict(MODULES)["emulation.net.probes"]
+    assert not [t for t, _ in imports_of(path, "emulation.net.probes") if t.split(".")[0] == "mininet"]

@@ -6,7 +6,7 @@ import pytest
 import random
 
 from controllers.rules import OFPP_CONTROLLER, compute_rules, ecmp_choice, ecmp_width
-from controllers.trace import trace
+from controllers.paths import follow_packet
 from emulation.spec.addressing import all_host_configs, bcube_path
 from emulation.spec.topology import parse
 
@@ -23,7 +23,7 @@ def test_every_host_pair_has_loop_free_paths(spec):
             if dst.name == src.name:
                 continue
             for intf in dst.interfaces:
-                result = trace(topo, rules, configs, src.name, intf.ip)
+                result = follow_packet(topo, rules, configs, src.name, intf.ip)
                 assert result.ok, result.problems
                 for path in result.paths:
                     assert path[0] == src.name and path[-1] == dst.name
@@ -32,7 +32,7 @@ def test_every_host_pair_has_loop_free_paths(spec):
 
 def test_fat_tree_uses_every_core_between_pods():
     topo = parse("fattree:4")
-    result = trace(topo, compute_rules(topo), all_host_configs(topo), "h0", topo.hosts[-1].ip)
+    result = follow_packet(topo, compute_rules(topo), all_host_configs(topo), "h0", topo.hosts[-1].ip)
     cores = {p[3] for p in result.paths}
     assert cores == {"c0", "c1", "c2", "c3"}
     assert all(len(p) == 7 for p in result.paths)  # host-edge-agg-core-agg-edge-host
@@ -51,7 +51,7 @@ def test_fat_tree_tcp_ports_pick_one_path_and_spread_over_every_core(spec):
     draws = 40 * (k // 2) ** 2
     for _ in range(draws):
         ports = (rng.randrange(32768, 61000), rng.randrange(1024, 65536))
-        paths = trace(topo, rules, configs, src.name, dst.ip, ports).paths
+        paths = follow_packet(topo, rules, configs, src.name, dst.ip, ports).paths
         assert len(paths) == 1 and paths[0][0] == src.name and paths[0][-1] == dst.name
         agg, core = paths[0][2], paths[0][3]
         assert int(agg.split("_")[1]) == ecmp_choice(0, k // 2, *ports)
@@ -73,15 +73,15 @@ def test_ecmp_is_symmetric_in_the_ports_and_its_width_fits_the_ports():
 def test_non_tcp_and_portless_packets_still_spread_over_every_path():
     """ICMP (no ports) falls to the select group: every path is a possible branch."""
     topo = parse("fattree:4")
-    result = trace(topo, compute_rules(topo), all_host_configs(topo), "h0", topo.hosts[-1].ip)
+    result = follow_packet(topo, compute_rules(topo), all_host_configs(topo), "h0", topo.hosts[-1].ip)
     assert len(result.paths) == 4 and result.ok
 
 
 def test_tree_path_is_unique_shortest():
     topo = parse("tree:3,2,2")
-    result = trace(topo, compute_rules(topo), all_host_configs(topo), "h0", "10.0.0.12")
+    result = follow_packet(topo, compute_rules(topo), all_host_configs(topo), "h0", "10.0.0.12")
     assert result.paths == [["h0", "t0_0", "t1_0", "t2_0", "t1_1", "t0_3", "h11"]]
-    same_switch = trace(topo, compute_rules(topo), all_host_configs(topo), "h0", "10.0.0.2")
+    same_switch = follow_packet(topo, compute_rules(topo), all_host_configs(topo), "h0", "10.0.0.2")
     assert same_switch.paths == [["h0", "t0_0", "h1"]]
 
 
@@ -109,7 +109,7 @@ def test_bcube_neighbour_traffic_leaves_by_that_level(spec):
                 continue
             level = differing[0]
             for intf in dst.interfaces:
-                (path,) = trace(topo, rules, configs, src.name, intf.ip).paths
+                (path,) = follow_packet(topo, rules, configs, src.name, intf.ip).paths
                 assert len(path) == 3
                 assert topo.node(path[1]).level == level
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from controllers.rules import compute_rules
-from controllers.trace import trace
+from controllers.paths import follow_packet
 from emulation.simulation.fairshare import max_min_rates
 from emulation.spec.tcp import goodput
 from emulation.simulation.flows import simulate_plan
@@ -27,7 +27,7 @@ DMLBED = [sys.executable, "-m", "emulation.orchestration.cli"]
 
 
 def traced_paths(topo, src, dst, level):
-    tr = trace(topo, compute_rules(topo), all_host_configs(topo), topo.hosts[src].name,
+    tr = follow_packet(topo, compute_rules(topo), all_host_configs(topo), topo.hosts[src].name,
                topo.hosts[dst].interface(level).ip)
     assert tr.ok, tr.problems
     return [tuple(zip(p, p[1:])) for p in tr.paths]
@@ -51,7 +51,7 @@ def test_hashed_routes_are_the_paths_the_rules_give_the_connections_ports(spec):
     router, rules, configs = Router(topo, "hash"), compute_rules(topo), all_host_configs(topo)
     for src, dst in [(0, len(topo.hosts) - 1), (1, len(topo.hosts) // 2), (2, 3)]:
         for key in range(6):
-            tr = trace(topo, rules, configs, topo.hosts[src].name, topo.hosts[dst].ip, connection_ports(src, dst, key))
+            tr = follow_packet(topo, rules, configs, topo.hosts[src].name, topo.hosts[dst].ip, connection_ports(src, dst, key))
             assert [router.path(src, dst, 0, key=key)] == [tuple(zip(p, p[1:])) for p in tr.paths]
 
 

@@ -109,7 +109,7 @@ class PlanExecutor:
         self.chunk_elems = max(1, chunk_bytes // 4)
         self.wire_bytes = 0  # payload bytes this rank sent (encoded size when a codec is used)
         self.wire_by_step: Dict[Tuple[int, int], Tuple[int, int]] = {}  # (stream, step) -> (fp32, sent)
-        self.trace: List[dict] = []  # per connection, direction and step: bytes, start, end, waiting
+        self.transfers: List[dict] = []  # per connection, direction and step: bytes, start, end, waiting
         outgoing, incoming = connections(plan, rank)
         self.levels = connection_levels(plan, rank, level_of)
         transport.connect([(p, s, resolve(p, s, lvl)) for p, s, lvl in outgoing], incoming)
@@ -146,11 +146,11 @@ class PlanExecutor:
                 errors.append(exc)
         if errors:
             raise errors[0]
-        self.trace.extend(run.trace)
+        self.transfers.extend(run.transfers)
 
-    def drain_trace(self) -> List[dict]:
+    def drain_transfers(self) -> List[dict]:
         """The transfers traced since the last call."""
-        out, self.trace = self.trace, []
+        out, self.transfers = self.transfers, []
         return out
 
     def close(self) -> None:
@@ -173,7 +173,7 @@ class _Run:
         self.waiting: Dict[int, Tuple[_Op, threading.Condition]] = {}  # thread id -> (op it waits for, its cond)
         self.locks: Dict[object, threading.Lock] = {region: threading.Lock() for region in sched.counts}
         self.failed: Optional[BaseException] = None
-        self.trace: List[dict] = []
+        self.transfers: List[dict] = []
 
     def _ready(self, op: _Op) -> bool:
         if any(count for step, count in self.left[op.region].items() if step < op.step):
@@ -238,7 +238,7 @@ class _Run:
             for op in ops:
                 if op.step != current:
                     if entry:
-                        self.trace.append(entry)
+                        self.transfers.append(entry)
                     current = op.step
                     entry = {"stream": stream, "step": op.step, "peer": peer, "dir": direction, "level": level,
                              "ports": ports, "bytes": 0, "wire_bytes": 0, "wait_s": 0.0, "start": None, "end": None}
@@ -251,7 +251,7 @@ class _Run:
                 entry["end"] = time.time()
                 self._done(op)
             if entry:
-                self.trace.append(entry)
+                self.transfers.append(entry)
         except BaseException as exc:
             with self.cond:
                 if self.failed is None:

@@ -88,7 +88,7 @@ class Recorder:
     def __init__(self, records_path: str, transfers_path: str, interfaces: Sequence[str]):
         self.interfaces = list(interfaces)
         self.file = open(records_path, "a", buffering=1)
-        self.trace = open(transfers_path, "a")
+        self.transfers_file = open(transfers_path, "a")
         self.counters = interface_bytes(self.interfaces)
         self.tcp = tcp_counters() if self.interfaces else {}
         self.waiting: Deque[IterationRecord] = deque()
@@ -111,12 +111,12 @@ class Recorder:
                 rec.tcp = delta(tcp, self.tcp)
                 self.tcp = tcp
             for t in rec.transfers:
-                self.trace.write(json.dumps(dict(t, rank=rec.rank, iteration=rec.iteration)) + "\n")
-            self.trace.flush()
+                self.transfers_file.write(json.dumps(dict(t, rank=rec.rank, iteration=rec.iteration)) + "\n")
+            self.transfers_file.flush()
             self.file.write(json.dumps(rec.to_dict()) + "\n")
 
     def close(self) -> None:
         """Write what is complete and close the file."""
         self.flush()
         self.file.close()
-        self.trace.close()
+        self.transfers_file.close()

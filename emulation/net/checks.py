@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
 from controllers.rules import compute_rules
-from controllers.trace import trace
+from controllers.paths import follow_packet
 from emulation.spec.addressing import all_host_configs
 from emulation.spec.tcp import wire_bytes
 from emulation.spec.topology import Topology
@@ -91,7 +91,7 @@ def fidelity_flows(topo: Topology, bw: Tuple[float, ...]) -> List[Flow]:
     paths = {}
     load: Dict[Tuple[str, str], int] = {}
     for src, src_ip, dst, dst_ip, _ in planned:
-        hops = path_links(topo, trace(topo, rules, configs, src.name, dst_ip).paths[0])
+        hops = path_links(topo, follow_packet(topo, rules, configs, src.name, dst_ip).paths[0])
         paths[(src.name, dst_ip)] = hops
         for a, b, _lvl in hops:
             load[(a, b)] = load.get((a, b), 0) + 1

@@ -354,7 +354,7 @@ class Timeline(Command):
         with open(path) as f:
             try:
                 trace = json.load(f)
-            except ValueError:
+            except json.JSONDecodeError:
                 raise OptionError(f"{path} is not valid JSON: was the run interrupted while writing it?") from None
         return trace, args.out or folder.file(RunFolder.TIMELINE), args.iterations
 

@@ -71,9 +71,9 @@ class Paths:
         tcp_ports = tuple(ports) if ports else None
         key = (rank, peer, level, tcp_ports)
         if key not in self.cache:
-            from controllers.trace import trace
+            from controllers.paths import follow_packet
             dst = self.topo.hosts[peer].interface(level).ip
-            found = trace(self.topo, self.rules, self.configs, self.topo.hosts[rank].name, dst, tcp_ports).paths
+            found = follow_packet(self.topo, self.rules, self.configs, self.topo.hosts[rank].name, dst, tcp_ports).paths
             hops = [set(zip(p, p[1:])) for p in found]
             common = set.intersection(*hops) if hops else set()
             self.cache[key] = tuple(hop for hop in zip(found[0], found[0][1:]) if hop in common) if found else ()

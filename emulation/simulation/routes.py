@@ -1,6 +1,6 @@
 """The directed links a transfer crosses, as the controller's rules and the hosts' routes send it: BCube's
 level pinning and digit-correcting relays, up/down routing on trees and Fat-Trees. Built from the topology's
-structure, so it stays fast at 1024+ hosts; tests check it against controllers.trace.
+structure, so it stays fast at 1024+ hosts; tests check it against controllers.paths.
 
 ECMP (Fat-Tree switches' several up ports) in one of two ways: "hash" puts each connection on one path as the
 controller's rules do (controllers.rules.ecmp_choice over its TCP ports; a simulated connection's source port is a

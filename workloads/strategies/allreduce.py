@@ -46,7 +46,7 @@ class PlanAllReduce(Strategy):
         """Payload per phase and the engine's transfers of the run that just ended."""
         for (stream, step), (raw, sent) in wire_since(self.channel.executor, before).items():
             rec.add_payload(phase or ("first_step" if step == 0 else "later_steps"), raw, sent)
-        rec.transfers += [dict(t, phase=phase or "allreduce") for t in self.channel.executor.drain_trace()]
+        rec.transfers += [dict(t, phase=phase or "allreduce") for t in self.channel.executor.drain_transfers()]
 
     def _all_reduce(self, it: int, flat: np.ndarray, rec: IterationRecord):
         """Compress, all-reduce in piece-major order; (summed compressed layer-major vector, compressor context)."""

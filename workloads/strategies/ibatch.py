@@ -206,8 +206,8 @@ class BatchedPulls(Strategy):
         self.params -= self.state.lr * self.grads / self.ctx.workers
 
     def _trace(self, rec: IterationRecord) -> None:
-        rec.transfers += [dict(t, phase="pull") for t in self.pull.executor.drain_trace()]
-        rec.transfers += [dict(t, phase="push") for t in self.push.executor.drain_trace()]
+        rec.transfers += [dict(t, phase="pull") for t in self.pull.executor.drain_transfers()]
+        rec.transfers += [dict(t, phase="push") for t in self.push.executor.drain_transfers()]
 
     def finish(self) -> Dict[str, object]:
         """Decide now if the run was too short to reach the decision point; report the schedule."""

@@ -76,8 +76,8 @@ class ParameterFlow(Strategy):
         rec.transfers += self._drain()
 
     def _drain(self) -> List[dict]:
-        return ([dict(t, phase="push") for t in self.push.executor.drain_trace()] +
-                [dict(t, phase="broadcast") for t in self.bcast.executor.drain_trace()])
+        return ([dict(t, phase="push") for t in self.push.executor.drain_transfers()] +
+                [dict(t, phase="broadcast") for t in self.bcast.executor.drain_transfers()])
 
     # -- worker ----------------------------------------------------------------------------------------
 

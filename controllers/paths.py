@@ -14,7 +14,7 @@ MAX_HOPS = 64
 
 
 @dataclass
-class TraceResult:
+class PacketPaths:
     """Every path a packet can take (one per ECMP choice) and what went wrong on any of them."""
 
     paths: List[List[str]] = field(default_factory=list)
@@ -58,12 +58,12 @@ def matches(fields: Dict[str, object], packet: Dict[str, object]) -> bool:
     return True
 
 
-def trace(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig],
-          src: str, dst_ip: str, tcp_ports: Optional[Tuple[int, int]] = None) -> TraceResult:
+def follow_packet(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig],
+          src: str, dst_ip: str, tcp_ports: Optional[Tuple[int, int]] = None) -> PacketPaths:
     """Send an IPv4 packet from host src to dst_ip and explore every forwarding branch: a TCP segment with these
     (source, destination) ports when given, whose ECMP choices are then known, else a packet without ports."""
     l4 = {"ip_proto": IP_PROTO_TCP, "tcp_src": tcp_ports[0], "tcp_dst": tcp_ports[1]} if tcp_ports else {}
-    result = TraceResult()
+    result = PacketPaths()
     ports_by_intf = {i.name: (h.name, i.port) for h in topo.hosts for i in h.interfaces}
     flows_by_dpid: Dict[int, list] = {}
     for f in sorted(rules.flows, key=lambda f: -f.priority):
