@@ -7,8 +7,9 @@ setup(
     version="0.1.0",
     description="Emulated data-center networks (BCube, Fat-Tree, trees) running real PyTorch "
                 "gradient synchronization under a Ryu controller",
-    packages=find_packages(include=["emulation", "emulation.*", "controllers", "controllers.*",
+    packages=find_packages(include=["dmlbed", "dmlbed.*", "emulation", "emulation.*", "controllers", "controllers.*",
                                     "workloads", "workloads.*"]),
+    package_data={"workloads": ["model_table.json"]},
     python_requires=">=3.9",
     install_requires=["numpy", "pyyaml", "tqdm", "matplotlib", "scipy"],
     extras_require={"ryu": ["ryu==4.34", "eventlet==0.33.3", "dnspython>=2"],

@@ -39,6 +39,18 @@ RUNS = {  # key: (topology, algorithm, bandwidth, extra run options)
     "blueconnect-tree": ("tree:3,2,2", "blueconnect", "200,100,25", {}),
     "ring-tree": ("tree:3,2,2", "ring", "200,100,25", {}),
     "overloaded-fattree": ("fattree:4", "ring", "400", {"iters": 5}),
+    "ps-100-dilated-overlap": ("star:9", "ps", "100", {"dilation": DILATION, "overlap": True, "bucket_mb": 1}),
+    "bml-100-overlap": ("bcube:3,2", "bml", "100", {"dilation": DILATION, "overlap": True, "bucket_mb": 1}),
+}
+# Overlap (DDP buckets synchronized during backward): each algorithm with and without --overlap at the same device
+# time, LeNet-5 in 1 MiB buckets (2 buckets: its fully connected layers' gradients are ready early in backward) and
+# ResNet-50 in DDP's default 25 MiB (4 buckets). The BML/PS pair is the dilated one above, with and without overlap.
+OVERLAP_COMPUTE = {"lenet5": 1.0, "resnet50": 4.0}
+OVERLAP_RUNS = {  # key: (topology, algorithm, model, bandwidth, iterations, extra)
+    **{f"{a}-lenet5": (t, a, "lenet5", "100", 6, {"bucket_mb": 1}) for a, t in
+       (("ps", "star:9"), ("ring", "star:9"), ("hd", "star:9"), ("bml", "bcube:3,2"), ("blueconnect", "bcube:3,2"))},
+    **{f"{a}-resnet50": (t, a, "resnet50", "100", 4, {"batch": 2}) for a, t in
+       (("ps", "star:4"), ("ring", "star:4"), ("hd", "star:4"), ("bml", "bcube:2,2"), ("blueconnect", "bcube:2,2"))},
 }
 RATIO_RUNS = ("ps-100", "ring-100", "bml-100", "ps-25", "ring-25", "bml-25")
 QUICK_RUNS = ("ps-100-dilated", "bml-100", "overloaded-fattree")
@@ -62,6 +74,29 @@ def cv(summary: dict) -> float:
     return statistics.pstdev(gst) / statistics.mean(gst) if len(gst) > 1 else None
 
 
+def overlap_runs(out: str, log) -> dict:
+    """Every OVERLAP_RUNS configuration with and without --overlap; per pair the median iteration (after warm-up)
+    both ways, the measured exposed communication and its theory."""
+    pairs = {}
+    for key, (topo, algo, model, bw, iters, extra) in OVERLAP_RUNS.items():
+        both = {}
+        for overlap in (False, True):
+            cfg = RunConfig(topology=topo, algo=algo, model=model, iters=iters, bw=bw, overlap=overlap,
+                            compute_time=OVERLAP_COMPUTE[model], out=os.path.join(out, "overlap", key,
+                                                                                  "overlap" if overlap else "plain"),
+                            force=True, **extra)
+            both[overlap] = run(cfg, log=log, progress=True)
+        plain, lapped = both[False], both[True]
+        pairs[key] = {"iteration_plain_s": plain["iteration_median_s"], "iteration_overlap_s": lapped["iteration_median_s"],
+                      "reduction": 1 - lapped["iteration_median_s"] / plain["iteration_median_s"],
+                      "exposed_s": lapped["split_median_s"].get("exposed_s"),
+                      "theory": {k: lapped["overlap_theory"][k] for k in ("iteration_s", "exposed_s", "buckets")},
+                      "correct": plain["correct"] and lapped["correct"],
+                      "fidelity": [plain["fidelity"]["verdict"], lapped["fidelity"]["verdict"]]}
+        log(f"overlap {key}: iteration {pairs[key]['iteration_plain_s']:.3f} -> {pairs[key]['iteration_overlap_s']:.3f} s")
+    return pairs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results/benchmark")
@@ -74,6 +109,8 @@ def main() -> int:
     if args.only:
         keys = [k for k in keys if k in args.only.split(",")]
     summaries, started = {}, time.time()
+    log = lambda m: print(f"[benchmark] {m}", file=sys.stderr)  # noqa: E731
+    overlap = {} if args.quick or args.only else overlap_runs(args.out, log)
     for key in keys:
         topo, algo, bw, extra = RUNS[key]
         extra = dict(extra)
@@ -82,7 +119,7 @@ def main() -> int:
         compute = DILATED_COMPUTE_TIME if extra.get("dilation", 1) > 1 else COMPUTE_TIME
         cfg = RunConfig(topology=topo, algo=algo, model="lenet5", batch=32, iters=iters, bw=bw,
                         compute_time=compute, out=os.path.join(args.out, key), force=True, **extra)
-        summaries[key] = run(cfg, log=lambda m: print(f"[benchmark] {m}", file=sys.stderr), progress=True)
+        summaries[key] = run(cfg, log=log, progress=True)
     net = net_check(args.out) if not args.quick and not args.only else None
     net50 = net_check(args.out, "50") if not args.quick and not args.only else None
     report = {"compute_time_s": COMPUTE_TIME, "dilated_compute_time_s": DILATED_COMPUTE_TIME, "dilation_for_bml_100": DILATION, "iterations": args.iters,
@@ -107,6 +144,17 @@ def main() -> int:
         targets["0.45 <= BML/PS GST <= 0.60 at 100"] = 0.45 <= report["bml_over_ps_gst"] <= 0.60
         jct = f"BML JCT reduction vs PS >= 40% (both --compute-time {DILATED_COMPUTE_TIME})"
         targets[jct] = report["bml_jct_reduction_vs_ps"] >= 0.40
+    if "bml-100-overlap" in runs and "ps-100-dilated-overlap" in runs:
+        report["bml_jct_reduction_vs_ps_overlap"] = 1 - runs["bml-100-overlap"]["jct_s"] / \
+            runs["ps-100-dilated-overlap"]["jct_s"]
+        report["bml_vs_ps_jct_reduction"] = {"without overlap": report.get("bml_jct_reduction_vs_ps"),
+                                             "with overlap (1 MiB buckets)": report["bml_jct_reduction_vs_ps_overlap"]}
+    if overlap:
+        report["overlap"] = overlap
+        for key, pair in overlap.items():
+            targets[f"overlap {key}: correct"] = pair["correct"]
+            targets[f"overlap {key}: iteration with overlap <= without"] = \
+                pair["iteration_overlap_s"] <= pair["iteration_plain_s"]
     if "ring-100" in runs and "gloo-100" in runs:
         report["ring_over_gloo_gst"] = runs["ring-100"]["gst_median_s"] / runs["gloo-100"]["gst_median_s"]
     if "blueconnect-tree" in runs and "ring-tree" in runs:

@@ -18,6 +18,7 @@ LAYERS = {
     "ryu-app": ({"spec", "rules", "ryu-app"}, {"ryu", "eventlet"}),
     "orchestration": ({"spec", "rules", "workloads", "simulation", "net", "orchestration"},
                       {"torch", "scipy", "yaml", "matplotlib", "tqdm"}),
+    "api": ({"spec", "rules", "workloads", "simulation", "net", "orchestration", "api"}, {"torch"}),
 }
 THIRD_PARTY_WATCHED = {"torch", "scipy", "lz4", "sklearn", "mininet", "ryu", "eventlet", "yaml", "matplotlib", "tqdm"}
 
@@ -32,11 +33,13 @@ def layer_of(module: str) -> str:
         return "rules" if len(parts) > 1 and parts[1] in ("rules", "paths") else "ryu-app"
     if parts[0] == "workloads":
         return "workloads"
+    if parts[0] == "dmlbed":
+        return "api"
     return None
 
 
 def project_modules():
-    for top in ("emulation", "controllers", "workloads"):
+    for top in ("emulation", "controllers", "workloads", "dmlbed"):
         for folder, _, files in os.walk(os.path.join(ROOT, top)):
             for name in files:
                 if name.endswith(".py"):
@@ -63,6 +66,7 @@ MODULES = sorted(project_modules())
 
 def test_every_module_has_a_layer():
     assert [m for m, _ in MODULES if m not in ("emulation", "controllers") and layer_of(m) is None] == []
+    assert layer_of("dmlbed.ddp") == "api" and "orchestration" not in LAYERS["workloads"][0]
 
 
 @pytest.mark.parametrize("module,path", MODULES, ids=[m for m, _ in MODULES])
@@ -111,7 +115,7 @@ def test_only_the_registry_names_algorithms():
 # Orchestration: commands side by side over shared plumbing. A command module runs one `dmlbed` command; the
 # harness (cli, commands) may import every command, compare may import the two it runs, nothing else imports a
 # command (a helper two commands need lives in a plumbing module).
-COMMAND_MODULES = {"experiment", "simulate", "compare", "bench", "calibrate", "netcheck", "theory"}
+COMMAND_MODULES = {"experiment", "simulate", "compare", "bench", "calibrate", "netcheck", "theory", "launch"}
 HARNESS = {"cli", "commands", "api"}
 COMMAND_IMPORTS = {"compare": {"experiment", "simulate"}}
 

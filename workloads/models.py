@@ -1,13 +1,23 @@
-"""Models as layer lists (no torchvision here): lenet5, vgg19, alexnet, mlp:SIZE. The same list builds the torch
-model and gives the parameter count without torch, so theory and validation stay instant."""
+"""Models by name: the papers' models in torchvision's layouts (lenet5, alexnet, vgg19, vgg19-22k as layer lists;
+resnet50, googlenet, inception_v3 in workloads/zoo.py), mlp:SIZE, and a user's own nn.Module as
+package.module:factory. Sizes and FLOPs of every named model come from model_table.json (generated from the built
+models by scripts/model_table.py and checked against them by a test), so theory, simulation and validation answer
+without torch."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import json
+import os
 import re
-from typing import List, Tuple
+import sys
+from typing import Dict, List, Optional, Tuple
 
 Layer = Tuple  # ("conv", in, out, kernel, stride, padding) | ("linear", in, out) | ("relu",) | ("maxpool", k, s)
-               # | ("avgpool", h, w) | ("flatten",)
+               # | ("avgpool", h, w) | ("flatten",) | ("dropout", p)
+TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_table.json")
+IMAGENET_22K_CLASSES = 21841
 
 
 class ModelError(ValueError):
@@ -25,8 +35,9 @@ VGG19_CFG = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512,
              512, 512, 512, 512, "M"]
 
 
-def vgg19() -> List[Layer]:
-    """VGG-19 for 3x224x224 inputs and 1000 classes (143.67M parameters)."""
+def vgg19(classes: int = 1000) -> List[Layer]:
+    """VGG-19 as torchvision lays it out, for 3x224x224 inputs (143,667,240 parameters with 1000 classes; the iBatch
+    paper's VGG19-22K has 21,841)."""
     layers, channels = [], 3
     for v in VGG19_CFG:
         if v == "M":
@@ -34,19 +45,20 @@ def vgg19() -> List[Layer]:
         else:
             layers += [("conv", channels, v, 3, 1, 1), ("relu",)]
             channels = v
-    return layers + [("flatten",), ("linear", 512 * 7 * 7, 4096), ("relu",), ("linear", 4096, 4096), ("relu",),
-                     ("linear", 4096, 1000)]
+    return layers + [("avgpool", 7, 7), ("flatten",), ("linear", 512 * 7 * 7, 4096), ("relu",), ("dropout", 0.5),
+                     ("linear", 4096, 4096), ("relu",), ("dropout", 0.5), ("linear", 4096, classes)]
 
 
 def alexnet() -> List[Layer]:
-    """AlexNet (the torchvision layout) for 3x224x224 inputs and 1000 classes (61.1M parameters)."""
+    """AlexNet as torchvision lays it out, for 3x224x224 inputs and 1000 classes (61,100,840 parameters)."""
     return [("conv", 3, 64, 11, 4, 2), ("relu",), ("maxpool", 3, 2),
             ("conv", 64, 192, 5, 1, 2), ("relu",), ("maxpool", 3, 2),
             ("conv", 192, 384, 3, 1, 1), ("relu",),
             ("conv", 384, 256, 3, 1, 1), ("relu",),
             ("conv", 256, 256, 3, 1, 1), ("relu",), ("maxpool", 3, 2),
-            ("avgpool", 6, 6), ("flatten",),
-            ("linear", 256 * 36, 4096), ("relu",), ("linear", 4096, 4096), ("relu",), ("linear", 4096, 1000)]
+            ("avgpool", 6, 6), ("flatten",), ("dropout", 0.5),
+            ("linear", 256 * 36, 4096), ("relu",), ("dropout", 0.5), ("linear", 4096, 4096), ("relu",),
+            ("linear", 4096, 1000)]
 
 
 MLP_INPUT = 256
@@ -72,27 +84,63 @@ def mlp(size: str) -> List[Layer]:
     return [("linear", MLP_INPUT, hidden), ("relu",), ("linear", hidden, MLP_CLASSES)]
 
 
-MODELS = {
+LAYER_MODELS = {
     "lenet5": (lenet5, (1, 28, 28)),
-    "vgg19": (vgg19, (3, 224, 224)),
     "alexnet": (alexnet, (3, 224, 224)),
+    "vgg19": (vgg19, (3, 224, 224)),
+    "vgg19-22k": (lambda: vgg19(IMAGENET_22K_CLASSES), (3, 224, 224)),
 }
-VALID = f"{', '.join(MODELS)}, mlp:SIZE (e.g. mlp:12.5MB)"
+ZOO_MODELS = ("resnet50", "googlenet", "inception_v3")  # built by workloads.zoo (needs torch)
+NAMED = tuple(LAYER_MODELS) + ZOO_MODELS
+VALID = f"{', '.join(NAMED)}, mlp:SIZE (e.g. mlp:12.5MB), or package.module:factory (your own nn.Module)"
+USER_MODEL = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def is_user_model(name: str) -> bool:
+    """A package.module:factory name."""
+    return not name.startswith("mlp:") and bool(USER_MODEL.fullmatch(name))
 
 
 def layers_of(name: str) -> Tuple[List[Layer], Tuple[int, ...]]:
-    """(layer list, input shape) of a registry name or mlp:SIZE."""
+    """(layer list, input shape) of a layer-list model or mlp:SIZE."""
     if name.startswith("mlp:"):
         return mlp(name[4:]), (MLP_INPUT,)
-    if name not in MODELS:
-        raise ModelError(f"unknown model '{name}': valid are {VALID}")
-    factory, shape = MODELS[name]
+    factory, shape = LAYER_MODELS[name]
     return factory(), shape
 
 
+@functools.lru_cache(maxsize=None)
+def table() -> Dict[str, dict]:
+    """The generated per-tensor sizes and FLOPs of every named model."""
+    with open(TABLE) as f:
+        return json.load(f)
+
+
+@functools.lru_cache(maxsize=None)
+def user_model(name: str) -> dict:
+    """A user model's entry, in the table's form, from building it once (ModelError when it cannot be built)."""
+    model, shape = build_model(name)
+    return {"input": list(shape), "tensors": [p.numel() for p in model.parameters() if p.requires_grad],
+            "flops": None, "ready_order": None}
+
+
+def entry(name: str) -> dict:
+    """{input, tensors, flops} of a model (ModelError for an unknown name)."""
+    if name.startswith("mlp:"):
+        layers, shape = layers_of(name)
+        tensors = [n for l in layers for n in layer_tensors(l)]  # weight, bias of each linear layer
+        return {"input": list(shape), "tensors": tensors,
+                "flops": [2.0 * n if i % 2 == 0 else 0.0 for i, n in enumerate(tensors)], "ready_order": None}
+    if name in NAMED:
+        return table()[name]
+    if is_user_model(name):
+        return user_model(name)
+    raise ModelError(f"unknown model '{name}': valid are {VALID}")
+
+
 def input_shape(name: str) -> Tuple[int, ...]:
-    """A model's input shape, validating the name (no torch)."""
-    return layers_of(name)[1]
+    """A model's input shape, validating the name (no torch for a named model)."""
+    return tuple(entry(name)["input"])
 
 
 def layer_tensors(layer: Layer) -> List[int]:
@@ -111,13 +159,25 @@ def layer_parameters(layer: Layer) -> int:
 
 
 def tensor_sizes(name: str) -> List[int]:
-    """Elements of each parameter tensor (weight, then bias, layer by layer), as torch's model.parameters()."""
-    return [n for layer in layers_of(name)[0] for n in layer_tensors(layer)]
+    """Elements of each parameter tensor in model.parameters() order (no torch for a named model)."""
+    return list(entry(name)["tensors"])
+
+
+def tensor_flops(name: str) -> Optional[List[float]]:
+    """Forward FLOPs per sample attributed to each parameter tensor (its module's), or None for a user model."""
+    flops = entry(name)["flops"]
+    return None if flops is None else list(flops)
+
+
+def ready_order(name: str) -> Optional[List[int]]:
+    """The order in which backward makes the parameters' gradients ready (None: the reverse parameter order)."""
+    order = entry(name).get("ready_order")
+    return None if order is None else list(order)
 
 
 def parameter_count_of(name: str) -> int:
-    """Trainable parameters of a model, counted from its layer list (no torch)."""
-    return sum(layer_parameters(l) for l in layers_of(name)[0])
+    """Trainable parameters of a model (no torch for a named model)."""
+    return sum(tensor_sizes(name))
 
 
 def to_module(layer: Layer):
@@ -137,14 +197,42 @@ def to_module(layer: Layer):
         return nn.AdaptiveAvgPool2d((layer[1], layer[2]))
     if kind == "flatten":
         return nn.Flatten()
+    if kind == "dropout":
+        return nn.Dropout(layer[1])
     raise ModelError(f"unknown layer kind {kind!r}")
 
 
+def build_user_model(name: str):
+    """(module, input shape) from package.module:factory: factory() returns an nn.Module with an `input_shape`."""
+    module_name, _, factory_name = name.partition(":")
+    if os.getcwd() not in sys.path:  # as `python -m` does: the user's modules are found from where they work
+        sys.path.insert(0, os.getcwd())
+    try:
+        factory = getattr(importlib.import_module(module_name), factory_name)
+    except (ImportError, AttributeError) as exc:
+        raise ModelError(f"--model {name}: cannot import {factory_name} from {module_name} ({exc}); give "
+                         f"package.module:factory importable from the working directory") from None
+    model = factory()
+    shape = getattr(model, "input_shape", None)
+    if not hasattr(model, "parameters") or not shape:
+        raise ModelError(f"--model {name}: {factory_name}() must return an nn.Module with an input_shape attribute "
+                         f"(e.g. model.input_shape = (3, 224, 224))")
+    return model, tuple(int(v) for v in shape)
+
+
 def build_model(name: str, seed: int = 0):
-    """(torch model with seeded identical initial weights, input shape) for a registry name or mlp:SIZE."""
+    """(torch model with seeded identical initial weights, input shape) for any model name."""
     import torch
-    layers, shape = layers_of(name)
     torch.manual_seed(seed)
+    if name in ZOO_MODELS:
+        from workloads import zoo
+        factory, shape = zoo.ZOO[name]
+        return factory(), shape
+    if is_user_model(name):
+        return build_user_model(name)
+    if name not in LAYER_MODELS and not name.startswith("mlp:"):
+        raise ModelError(f"unknown model '{name}': valid are {VALID}")
+    layers, shape = layers_of(name)
     return torch.nn.Sequential(*[to_module(l) for l in layers]), shape
 
 

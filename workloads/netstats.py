@@ -35,10 +35,29 @@ def _proc_table(path: str) -> Dict[tuple, int]:
     return out
 
 
-def tcp_counters() -> Dict[str, int]:
-    """This namespace's TCP counters that tell a stall from a slow link."""
-    table = {**_proc_table("/proc/net/snmp"), **_proc_table("/proc/net/netstat")}
+def tcp_counters(proc: str = "/proc") -> Dict[str, int]:
+    """The TCP counters that tell a stall from a slow link, of this namespace (or of the namespace of the process
+    whose /proc/PID folder is given)."""
+    table = {**_proc_table(f"{proc}/net/snmp"), **_proc_table(f"{proc}/net/netstat")}
     return {name: table.get(key, 0) for key, name in TCP_KEYS.items()}
+
+
+def interface_bytes(names, proc: str = "/proc") -> Dict[str, Dict[str, int]]:
+    """tx/rx byte counters of interfaces of this namespace (or of a process's, by its /proc/PID folder), from
+    net/dev, which is per namespace; names: which ones (None: all)."""
+    out = {}
+    try:
+        with open(f"{proc}/net/dev") as f:
+            lines = f.readlines()[2:]
+    except OSError:
+        return out
+    for line in lines:
+        name, _, rest = line.partition(":")
+        name = name.strip()
+        if names is None or name in names:
+            fields = rest.split()
+            out[name] = {"rx": int(fields[0]), "tx": int(fields[8])}
+    return out
 
 
 def qdisc_counters(devices: Iterable[str]) -> Dict[str, Dict[str, int]]:

@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Deque, Dict, List, Optional, Sequence
 
-from workloads.netstats import delta, tcp_counters
+from workloads.netstats import delta, interface_bytes, tcp_counters
 
 
 @dataclass
@@ -66,21 +66,6 @@ class IterationRecord:
         return out
 
 
-def interface_bytes(names) -> Dict[str, Dict[str, int]]:
-    """tx/rx byte counters of this namespace's interfaces (from /proc/net/dev, which is per namespace)."""
-    out = {}
-    if not names:
-        return out
-    with open("/proc/net/dev") as f:
-        for line in f.readlines()[2:]:
-            name, _, rest = line.partition(":")
-            name = name.strip()
-            if name in names:
-                fields = rest.split()
-                out[name] = {"rx": int(fields[0]), "tx": int(fields[8])}
-    return out
-
-
 class Recorder:
     """Writes records in iteration order as they complete, with the interface bytes and TCP counters since the
     last one, and each record's transfers to the rank's transfers file."""
@@ -89,7 +74,7 @@ class Recorder:
         self.interfaces = list(interfaces)
         self.file = open(records_path, "a", buffering=1)
         self.transfers_file = open(transfers_path, "a")
-        self.counters = interface_bytes(self.interfaces)
+        self.counters = interface_bytes(self.interfaces) if self.interfaces else {}
         self.tcp = tcp_counters() if self.interfaces else {}
         self.waiting: Deque[IterationRecord] = deque()
 
@@ -102,7 +87,7 @@ class Recorder:
         """Write the complete records at the head of the queue."""
         while self.waiting and not self.waiting[0].pending:
             rec = self.waiting.popleft()
-            now = interface_bytes(self.interfaces)
+            now = interface_bytes(self.interfaces) if self.interfaces else {}
             rec.tx_bytes = {k: now[k]["tx"] - self.counters.get(k, now[k])["tx"] for k in now}
             rec.rx_bytes = {k: now[k]["rx"] - self.counters.get(k, now[k])["rx"] for k in now}
             self.counters = now

@@ -54,6 +54,14 @@ class RankFiles:
         """The end-of-run record (checksum, accuracy, strategy extras, qdisc counters)."""
         return self._file(rank, "final.json")
 
+    def buckets(self, rank: int) -> str:
+        """One DDP bucket's synchronization per line (ready, start, end, bytes by level)."""
+        return self._file(rank, "buckets.jsonl")
+
+    def stdout(self, rank: int) -> str:
+        """The rank's standard output (`dmlbed launch`)."""
+        return self._file(rank, "stdout")
+
     def bench(self, rank: int) -> str:
         """One timed or warm-up repetition of a bench or calibration rank per line."""
         return self._file(rank, "bench.jsonl")
@@ -70,6 +78,10 @@ class RankFiles:
     def read_transfers(self, ranks: int) -> List[dict]:
         """Every transfer every rank traced."""
         return [t for r in range(ranks) for t in _lines(self.transfers(r))]
+
+    def read_buckets(self, ranks: int) -> List[dict]:
+        """Every bucket every rank synchronized."""
+        return [b for r in range(ranks) for b in _lines(self.buckets(r))]
 
     def read_bench(self, ranks: int) -> List[dict]:
         """Every repetition every bench rank recorded."""

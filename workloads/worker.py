@@ -20,6 +20,7 @@ from workloads.netstats import delta, qdisc_counters
 from workloads.rankconfig import RankConfig
 from workloads.records import IterationRecord, Recorder
 from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy
+from workloads.strategies.ddp import DDPOverlap
 
 
 def load_strategy(path: str):
@@ -53,10 +54,10 @@ def train(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorde
             out = strategy.forward(x, clock)
             with clock.segment():
                 loss = F.cross_entropy(out, y)
-                loss.backward()
+            strategy.backward(loss, clock, rec)
             clock.finish(rec)
             rec.loss = float(loss.detach())
-            strategy.synchronize(it, state.gradient(), rec)
+            strategy.synchronize(it, rec)
         if not rec.pending:
             rec.end = time.time()
         recorder.add(rec)
@@ -68,10 +69,11 @@ def main(argv=None) -> int:
     ap.add_argument("--config", required=True)
     cfg = RankConfig.read(ap.parse_args(argv).config)
     torch.set_num_threads(1)
+    sys.path[:0] = [p for p in cfg.python_path if p not in sys.path]
     ctx = RankContext(cfg)
     model, input_shape = build_model(cfg.model, seed=cfg.seed)
     state = ModelState(model, cfg.lr)
-    strategy = load_strategy(ctx.algorithm.strategy)(ctx, state)
+    strategy = (DDPOverlap if cfg.overlap else load_strategy(ctx.algorithm.strategy))(ctx, state)
     data = None if ctx.is_server else iter(batches(cfg.data, input_shape, cfg.batch, ctx.rank, ctx.ranks, cfg.seed))
     recorder = Recorder(ctx.files.records(ctx.rank), ctx.files.transfers(ctx.rank), cfg.interfaces)
     qdisc_before = qdisc_counters(cfg.interfaces)

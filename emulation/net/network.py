@@ -210,6 +210,11 @@ class EmulatedNetwork:
         """The Mininet host called name."""
         return self.net.get(name)
 
+    def namespace_pids(self) -> Dict[str, int]:
+        """Host name -> the pid of a process in its network namespace (its shell), whose /proc/PID/net/ shows the
+        host's own counters from outside; {} for hosts on other machines."""
+        return {h.name: h.pid for h in self.net.hosts if not getattr(h, "isRemote", False)}
+
     def popen(self, host_name: str, args: List[str], **kwargs) -> subprocess.Popen:
         """Start a process in a host's namespace; it is killed at teardown and recorded for `dmlbed clean`."""
         kwargs.setdefault("stdout", subprocess.PIPE)

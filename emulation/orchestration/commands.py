@@ -9,9 +9,10 @@ import json
 import os
 from typing import List
 
-from emulation.orchestration import bench, calibrate, compare, experiment, netcheck, render, simulate, theory
-from emulation.orchestration.options import (BENCH, CALIBRATE, NET, RUN, SIMULATE, THEORY, OptionError,
+from emulation.orchestration import bench, calibrate, compare, experiment, launch, netcheck, render, simulate, theory
+from emulation.orchestration.options import (BENCH, CALIBRATE, LAUNCH, NET, RUN, SIMULATE, THEORY, OptionError,
                                              add_arguments, check_values, from_args)
+from workloads.algorithms import ALGORITHMS
 from emulation.spec.topology import parse
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -141,6 +142,37 @@ class Run(Command):
 
     def exit_code(self, summary):
         return 0 if summary["correct"] else 1
+
+
+class Launch(Command):
+    name, help = "launch", "run your own training command (e.g. a DDP script) on every emulated host"
+
+    def arguments(self, parser):
+        add_arguments(parser, LAUNCH)
+        parser.add_argument("--algo", choices=tuple(ALGORITHMS), default=None,
+                            help="the algorithm whose DDP hook dmlbed.ddp.register(model) installs in your script "
+                                 "(default: none, the script's own synchronization)")
+        parser.add_argument("--cwd", help="working directory of the command (default: this one)")
+        parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                            help="set an environment variable for every rank (repeatable)")
+        parser.add_argument("--time-limit", type=float, default=0.0, help="seconds the command may run (0: no limit)")
+        parser.add_argument("argv", nargs="...", metavar="COMMAND", help="-- then the command and its arguments")
+
+    def prepare(self, args):
+        cfg = from_args(args, LAUNCH, algo=args.algo)
+        return launch.prepare(cfg, args.argv, args.cwd, launch.parse_env(args.env), args.time_limit)
+
+    def needs_root(self, job):
+        return not job.cfg.local
+
+    def execute(self, job, args):
+        return launch.execute(job, log=render.log)
+
+    def show(self, summary):
+        render.print_launch(summary)
+
+    def exit_code(self, summary):
+        return 0 if summary["completed"] else 1
 
 
 class Theory(Command):
@@ -366,7 +398,7 @@ class Timeline(Command):
         print(path)
 
 
-COMMANDS = (Topo(), Rules(), Net(), Run(), Theory(), Simulate(), Compare(), Reproduce(), Clean(), Bench(),
+COMMANDS = (Topo(), Rules(), Net(), Run(), Launch(), Theory(), Simulate(), Compare(), Reproduce(), Clean(), Bench(),
             Calibrate(), Timeline())
 
 

@@ -17,7 +17,7 @@ from emulation.orchestration.ranks import (RankError, hosts_for, network_lock, r
                                            watch_training)
 from emulation.orchestration.results import WARMUP, dilate, per_iteration, summarize, write_csvs
 from emulation.orchestration.sampling import CpuSampler, switch_pid
-from emulation.orchestration.summary_head import head, model_fields
+from emulation.orchestration.summary_head import head, model_fields, overlap_theory
 from emulation.orchestration.timeline import write_trace
 from emulation.simulation.calibrated import calibrated_ratio
 from workloads.runfolder import RunFolder
@@ -59,7 +59,8 @@ def _execute(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progr
     files = folder.ranks()
     summary = head(cfg, checked)
     theory_s = summary["gst_theory_s"]
-    summary.update(dilation=cfg.dilation, shaped_mbps=list(real_bw(bw, cfg)), data=cfg.data, **model_fields(cfg, checked))
+    summary.update(dilation=cfg.dilation, shaped_mbps=list(real_bw(bw, cfg)), data=cfg.data, **model_fields(cfg, checked),
+                   **overlap_theory(cfg, checked))
     os.makedirs(cfg.out, exist_ok=True)
     clear(cfg.out, RunFolder.RESULTS)
     shutil.rmtree(files.path, ignore_errors=True)

@@ -24,10 +24,12 @@ from workloads.algorithms.base import option_kind
 from workloads.compression import COMPRESSORS
 from workloads.data import check_data
 from workloads.models import input_shape, parameter_count_of
+from workloads.overlap import DDP_BUCKET_MB
 
 GRE_MAX_MTU = 1450  # Mininet's RemoteGRELink sets it on both ends
 MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
-RUN, COMPARE, THEORY, NET, SIMULATE, BENCH, CALIBRATE = "run", "compare", "theory", "net", "simulate", "bench", "calibrate"
+RUN, COMPARE, THEORY, NET, SIMULATE, BENCH, CALIBRATE, LAUNCH = ("run", "compare", "theory", "net", "simulate", "bench",
+                                                                 "calibrate", "launch")
 
 
 class OptionError(ValueError):
@@ -69,13 +71,14 @@ class CommonConfig:
     """The options every algorithm shares (RunConfig adds each algorithm's own)."""
 
     topology: str = option(None, "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", flag="--topo",
-                           yaml_key="topo", required=True, commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH, CALIBRATE))
+                           yaml_key="topo", required=True, commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH, CALIBRATE, LAUNCH))
     algo: str = option(None, "synchronization algorithm", choices=tuple(ALGORITHMS), required=True,
                        commands=(RUN, COMPARE, THEORY, SIMULATE))
-    model: str = option("lenet5", "lenet5 | vgg19 | alexnet | mlp:SIZE (e.g. mlp:12.5MB)",
+    model: str = option("lenet5", "lenet5 | alexnet | vgg19 | vgg19-22k | resnet50 | googlenet | inception_v3 | "
+                        "mlp:SIZE (e.g. mlp:12.5MB) | package.module:factory (your nn.Module with an input_shape)",
                         commands=(RUN, COMPARE, THEORY, SIMULATE))
     bw: str = option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200)",
-                     commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE))
+                     commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE, LAUNCH))
     servers: int = option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
                           kind=int, low=0, high=MAX_HOSTS, commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH))
     batch: int = option(32, "sub-minibatch per worker", kind=int, low=1, high=4096)
@@ -84,43 +87,48 @@ class CommonConfig:
     lr: float = option(0.01, "learning rate", kind=float, low=0, high=10, low_open=True)
     seed: int = option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1)
     timeout: float = option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
-                     commands=(RUN, COMPARE, BENCH, CALIBRATE))
+                     commands=(RUN, COMPARE, BENCH, CALIBRATE, LAUNCH))
     codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS),
                         commands=(RUN, COMPARE, THEORY))
     compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
-                                 kind=float, low=0, high=3600, commands=(RUN, COMPARE, SIMULATE))
+                                 kind=float, low=0, high=3600, commands=(RUN, COMPARE, THEORY, SIMULATE))
+    overlap: bool = option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket-mb, each "
+                           "synchronized by the algorithm's DDP communication hook as soon as it is ready", kind=bool,
+                           commands=(RUN, COMPARE, THEORY, SIMULATE))
+    bucket_mb: float = option(DDP_BUCKET_MB, "--overlap: DDP's bucket size, MiB (bucket_cap_mb)", kind=float,
+                              low=0, high=4096, low_open=True, commands=(RUN, COMPARE, THEORY, SIMULATE))
     delay: str = option("0", "one-way delay of every link, ms, or one value per link level (netem under the "
                         "shaping; theory and simulate add it as latency)",
-                        commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE))
+                        commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE, LAUNCH))
     loss: str = option("0", "packet loss of every link, percent, or one value per link level (netem)",
-                       commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                       commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
                              "reported divided by F (for rates a 2-core machine cannot emulate in real time)",
                              kind=float, low=1, high=100, commands=(RUN, COMPARE, BENCH, CALIBRATE))
     tcp_cc: str = option(TcpSettings.congestion_control, "TCP congestion control of every emulated host",
-                         choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                         choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     rto_min: int = option(TcpSettings.rto_min_ms, "minimum TCP retransmission timeout on host routes, ms "
-                          "(0 = the kernel's 200 ms)", kind=int, low=0, high=1000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                          "(0 = the kernel's 200 ms)", kind=int, low=0, high=1000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     tsq: int = option(TcpSettings.tsq_bytes, "TCP Small Queues bytes per socket in a host's NIC queue",
-                      kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                      kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     socket_buffer: int = option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
                                 kind=int, low=16384, high=64 << 20, commands=(RUN, COMPARE, BENCH, CALIBRATE))
     host_queue: int = option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
-                             low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                             low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     queue: int = option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
-                        kind=int, low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                        kind=int, low=10, high=100000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     mtu: int = option(TcpSettings.mtu, "MTU of every emulated link, bytes (the userspace switch pays per packet: "
                       f"larger frames keep it faithful; at most {AFXDP_MAX_MTU} on its AF_XDP ports)", kind=int,
-                      low=MIN_MTU, high=MAX_MTU, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, SIMULATE, THEORY))
+                      low=MIN_MTU, high=MAX_MTU, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, SIMULATE, THEORY, LAUNCH))
     datapath: str = option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
-                           choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                           choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
-                                 kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                                 kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     cluster: str = option(None, "emulate across machines: SERVER[,SERVER...] reached over SSH, this machine "
                           "first (Mininet Cluster Edition; see README, Several machines)", parse=parse_servers,
-                          commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                          commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     tunnel: str = option("ssh", "--cluster: links between machines as SSH Ethernet tunnels (any kernel) or GRE "
-                         "(faster; needs ip_gre)", choices=TUNNELS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE))
+                         "(faster; needs ip_gre)", choices=TUNNELS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     calibration: str = option(None, "a `dmlbed calibrate` calibration.json of this topology and rate: theory, bench "
                               "and simulate add its fitted latency-bandwidth model beside the paper's formula",
                               commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH))
@@ -141,13 +149,13 @@ class CommonConfig:
                               "earlier steps are done (chunk), or in whole step messages, as the closed forms "
                               "assume (message)", choices=GRANULARITIES, commands=(SIMULATE, COMPARE))
     out: str = option("results/run", "output folder (summary.json, iterations.csv, workers.csv)",
-                      commands=(RUN, SIMULATE), yaml=False)
+                      commands=(RUN, SIMULATE, LAUNCH), yaml=False)
     local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
-                         commands=(RUN, COMPARE, BENCH, CALIBRATE), yaml=False)
-    force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, commands=(RUN, SIMULATE, BENCH, CALIBRATE),
+                         commands=(RUN, COMPARE, BENCH, CALIBRATE, LAUNCH), yaml=False)
+    force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, commands=(RUN, SIMULATE, BENCH, CALIBRATE, LAUNCH),
                          yaml=False)
     wait: bool = option(False, "wait for another run's emulated network instead of refusing", kind=bool,
-                        commands=(RUN, NET, BENCH, CALIBRATE), yaml=False)
+                        commands=(RUN, NET, BENCH, CALIBRATE, LAUNCH), yaml=False)
 
 
 def algorithm_fields() -> List[Tuple[str, type, Any]]:
@@ -340,6 +348,8 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     algorithm = get_algorithm(cfg.algo)
     check_algorithm_options(cfg, algorithm, label)
     algorithm.check(topo, cfg.servers, algorithm_options(cfg), cfg.codec)
+    if cfg.overlap:
+        check_overlap(cfg, algorithm, label)
     shape = input_shape(cfg.model)
     check_data(cfg.data, shape)
     if workers:
@@ -350,6 +360,16 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
                          cfg.mtu if emulated_run else None)
     servers = algorithm.resolve_servers(cfg.servers)
     return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)), impairment)
+
+
+def check_overlap(cfg: RunConfig, algorithm, label: Callable[[str], str]) -> None:
+    """OptionError unless the algorithm can synchronize DDP's buckets and every rank trains."""
+    if not algorithm.overlaps:
+        raise OptionError(f"{label('overlap')} runs DDP communication hooks: {algorithm.name} has none (valid: "
+                          f"{', '.join(names_with(lambda a: a.overlaps))})")
+    if algorithm.resolve_servers(cfg.servers):
+        raise OptionError(f"{label('overlap')} needs every rank to train (DDP ranks): {label('servers')} "
+                          f"{cfg.servers} gives dedicated servers")
 
 
 def check_impairment(cfg: RunConfig, topo: Topology, emulated: bool, label: Callable[[str], str] = None) -> Impairment:

@@ -18,6 +18,7 @@ from emulation.orchestration.results import per_iteration
 from emulation.spec.addressing import PLAN_PORT
 from emulation.spec.impairment import Impairment
 from emulation.spec.topology import Topology
+from workloads.models import is_user_model
 from workloads.rankconfig import GLOO_PORT, BenchJob, RankConfig
 from workloads.runfolder import RankFiles
 
@@ -58,6 +59,9 @@ class Hosts(Protocol):
 
     def cluster_summary(self) -> dict:
         """Servers and tunnels of an emulation across machines ({} on one machine)."""
+
+    def namespace_pids(self) -> Dict[str, int]:
+        """Host -> a pid in its network namespace (per-host counters from /proc/PID/net)."""
 
 
 class LoopbackHosts:
@@ -103,6 +107,10 @@ class LoopbackHosts:
         """One machine."""
         return {}
 
+    def namespace_pids(self) -> Dict[str, int]:
+        """Every rank shares this machine's namespace: no per-host counters."""
+        return {}
+
 
 def real_bw(bw: Sequence[float], cfg: RunConfig):
     """What the links are shaped to: the asked-for rate divided by the time dilation factor."""
@@ -141,7 +149,8 @@ def rank_configs(cfg: RunConfig, checked: Checked, out_dir: str, port: int = PLA
     common = dict(ranks=ranks, topology=topo.spec, algo=cfg.algo, servers=checked.servers,
                   options=algorithm_options(cfg), bw=tuple(checked.bw), model=cfg.model, data=cfg.data,
                   batch=cfg.batch, iters=cfg.iters, lr=cfg.lr, seed=cfg.seed, codec=cfg.codec,
-                  compute_time=cfg.compute_time * cfg.dilation, dilation=cfg.dilation,
+                  compute_time=cfg.compute_time * cfg.dilation, dilation=cfg.dilation, overlap=cfg.overlap,
+                  bucket_mb=cfg.bucket_mb, python_path=(os.getcwd(),) if is_user_model(cfg.model) else (),
                   timeout=cfg.timeout * cfg.dilation, out_dir=out_dir, port=port,
                   socket_buffer=tcp_settings(cfg).socket_buffer_bytes, bench=bench)
     if cfg.local:  # lo is shared by all ranks: no per-rank byte counts

@@ -116,6 +116,26 @@ def print_summary(s: dict) -> None:
     print(f"results: {os.path.join(s['config']['out'], 'summary.json')}, iterations.csv, workers.csv")
 
 
+def print_launch(s: dict) -> None:
+    """A launch: the command, each rank's exit code, wall time, bytes per level, fidelity."""
+    print(f"`{s['command']}` on {s['topology']} ({s.get('datapath', '?')}), {s['ranks']} ranks, {s['bw_mbps']} Mbit/s; "
+          f"synchronization: {s['synchronization']}")
+    print("  exit codes    " + " ".join(f"{r}:{'-' if c is None else c}" for r, c in s["exit_codes"].items()))
+    print(f"  wall time     {s['wall_s']:.1f} s")
+    print("  bytes sent    " + (", ".join(f"{k}: {v / 2**20:.1f} MiB" for k, v in s["bytes_by_level"].items()) or
+                                "- (loopback)"))
+    if s.get("buckets"):
+        b = s["buckets"]
+        print(f"  DDP buckets   {b['per_iteration']} per iteration, {b['records']} synchronized, median "
+              f"{b['sync_s_median']:.3f} s each")
+    if s.get("checks"):
+        print(f"  exact sums    {s['checks']}")
+    print(f"  {one_line(s['fidelity'])}")
+    if s.get("error"):
+        print(f"  error         {s['error']}")
+    print(f"results: {os.path.join(s['config']['out'], 'summary.json')}, workers/rank-N.stdout, .stderr, trace.json")
+
+
 def print_simulation(s: dict) -> None:
     """Human-readable summary of a simulated run."""
     model = s["model_settings"]

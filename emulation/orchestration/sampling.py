@@ -105,3 +105,62 @@ def values_in(samples, window: Optional[Tuple[float, float]] = None) -> List[flo
     return [v for a, b, v in samples if window is None or (a >= window[0] and b <= window[1])]
 
 
+
+
+class InterfaceSampler:
+    """Samples every host's interface byte counters from outside its namespace (/proc/PID/net/dev of a process
+    in it), in a background thread: the rate each link carried over time, for commands whose ranks record nothing
+    themselves (`dmlbed launch`)."""
+
+    def __init__(self, pids: Dict[str, int], interfaces: Dict[str, List[str]], period: float = 0.5):
+        from workloads.netstats import interface_bytes, tcp_counters
+        self.read_bytes, self.read_tcp = interface_bytes, tcp_counters
+        self.pids, self.interfaces, self.period = pids, interfaces, period
+        self.samples: List[Tuple[float, Dict[str, Dict[str, int]]]] = []  # (wall time, interface -> rx/tx bytes)
+        self.tcp_before: Dict[str, Dict[str, int]] = {}
+        self.tcp_after: Dict[str, Dict[str, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _read(self) -> Dict[str, Dict[str, int]]:
+        out: Dict[str, Dict[str, int]] = {}
+        for host, pid in self.pids.items():
+            out.update(self.read_bytes(self.interfaces.get(host), f"/proc/{pid}"))
+        return out
+
+    def _loop(self) -> None:
+        while True:
+            self.samples.append((time.time(), self._read()))
+            if self._stop.wait(self.period):
+                self.samples.append((time.time(), self._read()))
+                return
+
+    def __enter__(self) -> "InterfaceSampler":
+        self.tcp_before = {h: self.read_tcp(f"/proc/{pid}") for h, pid in self.pids.items()}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.tcp_after = {h: self.read_tcp(f"/proc/{pid}") for h, pid in self.pids.items()}
+
+    def totals(self) -> Dict[str, Dict[str, int]]:
+        """Bytes each interface sent and received between the first and the last sample."""
+        if len(self.samples) < 2:
+            return {}
+        first, last = self.samples[0][1], self.samples[-1][1]
+        return {k: {d: last[k][d] - first[k][d] for d in ("tx", "rx")} for k in last if k in first}
+
+    def rates(self) -> List[Tuple[float, float, Dict[str, float]]]:
+        """(start, end, interface -> sent Mbit/s) between consecutive samples."""
+        out = []
+        for (t0, a), (t1, b) in zip(self.samples, self.samples[1:]):
+            if t1 > t0:
+                out.append((t0, t1, {k: (b[k]["tx"] - a[k]["tx"]) * 8 / (t1 - t0) / 1e6 for k in b if k in a}))
+        return out
+
+    def tcp(self) -> Dict[str, Dict[str, int]]:
+        """Each host's TCP counters over the sampled time."""
+        return {h: {k: self.tcp_after.get(h, {}).get(k, 0) - v for k, v in before.items()}
+                for h, before in self.tcp_before.items()}

@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from emulation.orchestration.options import Checked, OptionError, RunConfig, algorithm_options, link_goodput, validate
 from emulation.orchestration.outputs import check_output, clear, write_atomic, write_atomic_csv
 from emulation.orchestration.results import WARMUP
-from emulation.orchestration.summary_head import head
+from emulation.orchestration.summary_head import head, overlap_model, overlap_theory
 from emulation.orchestration.timeline import chrome_trace
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, simulate_plan
 from emulation.simulation.routes import Router
@@ -139,12 +139,18 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
     result = simulate_plan(plan, pieces, router, rates, latency_s=latency,
                            chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None,
                            link_delay_s=checked.impairment.link_delay_s())
-    gst = result.gst_s
+    gst, iteration_s, split = result.gst_s, cfg.compute_time + result.gst_s, {}
+    overlap = overlap_model(cfg, lambda sizes: simulate_plan(
+        plan, [n * 4 for n in piece_sizes(sizes, plan.pieces)], router, rates, latency_s=latency,
+        chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None,
+        link_delay_s=checked.impairment.link_delay_s()).gst_s)
+    if overlap:  # buckets synchronized one after another as backward makes them ready
+        gst, iteration_s, split = overlap["gst_s"], overlap["iteration_s"], {"exposed_s": overlap["exposed_s"]}
+        summary.update(overlap=overlap, **overlap_theory(cfg, checked))
     by_level: Dict[str, float] = {}
     for (_, level), sent in result.host_tx_bytes.items():
         by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / share * cfg.iters
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
-    iteration_s = cfg.compute_time + gst
     theory_s = summary["gst_theory_s"]
     summary.update({"mode": "simulate", "shaped_mbps": list(bw),
                     "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
@@ -162,6 +168,7 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
                     "link_utilization": level_utilization(links),
                     "messages": result.messages, "events": result.events,
                     "rank_done_s": {"min": min(result.rank_done_s), "max": max(result.rank_done_s)},
+                    "split_median_s": split,
                     "correct": None, "sum_verified": None, "replicas_identical": None, "error": None,
                     "fidelity": {"verdict": "simulated", "cause": "flow-level model: no packets moved"},
                     "completed": True, "warmup": WARMUP})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from emulation.orchestration.options import Checked, RunConfig, validate
-from emulation.orchestration.summary_head import head, model_fields
+from emulation.orchestration.summary_head import head, model_fields, overlap_theory
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def report(job: TheoryJob) -> dict:
     h = head(cfg, checked)
     out = {key: h[key] for key in ("topology", "algo", "model", "parameters", "gradient_bytes")}
     out.update(bw_mbps=list(checked.bw), servers=checked.servers, tf_s=h["tf_s"], gst_theory_s=h["gst_theory_s"],
-               formula=h["gst_formula"], **model_fields(cfg, checked))
+               formula=h["gst_formula"], **model_fields(cfg, checked), **overlap_theory(cfg, checked))
     if any(checked.impairment.delay_ms):
         out["delay_ms"] = list(checked.impairment.delay_ms)
     return out

@@ -140,3 +140,43 @@ def plot_timeline(trace: dict, path: str, iterations: Optional[int] = None) -> s
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def launch_trace(path: str, topo, started: float, ended: float, rates, level_of: Dict[str, int],
+                 buckets: List[dict], transfers: List[dict], shaped_mbps: List[float]) -> str:
+    """trace.json of a `dmlbed launch`: per rank the command's run and every DDP bucket's synchronization (when
+    the script registered dmlbed's hook, with its transfers), and per link level the rate the hosts sent at,
+    from their interface counters."""
+    origin = started
+    events: List[dict] = []
+    for rank, host in enumerate(topo.hosts):
+        events.append({"ph": "M", "pid": rank, "name": "process_name", "args": {"name": f"rank {rank} ({host.name})"}})
+        events.append({"ph": "M", "pid": rank, "tid": TRACK_ITERATION, "name": "thread_name",
+                       "args": {"name": "command"}})
+        events.append({"ph": "X", "pid": rank, "tid": TRACK_ITERATION, "name": "command", "ts": 0.0,
+                       "dur": _us(ended, started), "args": {}})
+    for b in buckets:
+        events.append({"ph": "X", "pid": b["rank"], "tid": TRACK_SYNC, "name": f"bucket {b['bucket']}",
+                       "ts": _us(b["start"], origin), "dur": _us(b["end"], b["start"]),
+                       "args": {"iteration": b["iteration"], "elements": b["elements"], "ready": _us(b["ready"], origin),
+                                "sent_by_level": b.get("sent_by_level")}})
+    for t in transfers:
+        if t.get("start") is not None and t.get("end") is not None:
+            events.append({"ph": "X", "pid": t["rank"], "tid": transfer_track(t["stream"], t["dir"]),
+                           "name": f"step {t['step']} {'->' if t['dir'] == 'send' else '<-'} {t['peer']}",
+                           "ts": _us(t["start"], origin), "dur": _us(t["end"], t["start"]),
+                           "args": {"iteration": t.get("iteration"), "bucket": t.get("bucket"), "level": t["level"],
+                                    "bytes": t["bytes"]}})
+    name = "Mbit/s by level (interface counters) -- shaped " + ", ".join(f"L{l} {b:g}" for l, b in
+                                                                      enumerate(shaped_mbps))
+    events.append({"ph": "M", "pid": LINKS_PID, "name": "process_name", "args": {"name": name}})
+    for lo, hi, sample in rates:
+        by_level: Dict[str, float] = {}
+        for intf, mbps in sample.items():
+            if intf in level_of:
+                key = f"L{level_of[intf]}"
+                by_level[key] = by_level.get(key, 0.0) + mbps
+        events.append({"ph": "C", "pid": LINKS_PID, "name": "Mbit/s sent by level", "ts": _us(lo, origin),
+                       "args": {k: round(v, 3) for k, v in sorted(by_level.items())}})
+    write_atomic(path, json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+    return path

@@ -67,7 +67,9 @@ class Algorithm:
     options: the frozen dataclass of the run options it reads beyond the common ones, each field made by option()
     (the option table collects them from the registry; others must stay at their defaults);
     check_options: topology, servers, options -> raises ValueError naming a bad option value (before anything
-    starts).
+    starts);
+    ddp_allreduce: with --overlap, DDP's own all-reduce synchronizes the buckets (an algorithm without a plan);
+    plan algorithms run their plan on every bucket (workloads/ddp.py).
     """
 
     name: str
@@ -82,6 +84,12 @@ class Algorithm:
     options: type = NoOptions
     codecs: Tuple[str, ...] = ("none",)
     check_options: Callable[[Topology, int, Any], None] = no_option_checks
+    ddp_allreduce: bool = False
+
+    @property
+    def overlaps(self) -> bool:
+        """Whether it can synchronize DDP's buckets during backward (--overlap)."""
+        return self.plan is not None or self.ddp_allreduce
 
     @property
     def option_names(self) -> Tuple[str, ...]:

@@ -1,9 +1,11 @@
-"""All-reduce by a dmlbed plan (ps, ring, bml, hier, blueconnect, twolevel, ...) on the one engine, with an
-optional compressor (TernGrad) wrapped around it."""
+"""All-reduce by a dmlbed plan (ps, ring, hd, bml, hier, blueconnect, twolevel, ...) on the one engine, with an
+optional compressor (TernGrad) wrapped around it: PlanSync sums any flat vector of layers; PlanAllReduce runs it on
+the whole gradient after backward; the DDP hook (workloads/ddp.py) runs it on each bucket during backward."""
 
 from __future__ import annotations
 
 import time
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -13,7 +15,87 @@ from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
 from workloads.strategies.base import ModelState, RankContext, Strategy, wire_since, wire_snapshot
 
-SCALER_PORT_OFFSET = 0  # the scaler max-reduce reuses the gradient plan's connections
+SCALER_CHECKS = {"allreduce": "scalers"}  # the whole gradient's scaler check keeps its name in summaries
+
+
+class PlanSync:
+    """Sums flat vectors of layers over every contributor with the algorithm's plan, compressed or not. Layouts
+    and compressors are kept per layer-size tuple (the whole gradient, or one DDP bucket)."""
+
+    def __init__(self, ctx: RankContext, port_offset: int = 0):
+        self.ctx = ctx
+        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw)
+        self.channel = ctx.channel(self.plan, PieceLayout([1], self.plan.pieces), port_offset)
+        self.layouts: Dict[Tuple[int, ...], Tuple[PieceLayout, PieceLayout, torch.Tensor]] = {}
+        self.compressors: Dict[Tuple[int, ...], object] = {}
+        self.counts = {"in": ctx.workers, "out": ctx.workers}
+        self.all_ranks = {"in": ctx.ranks, "out": ctx.ranks}
+
+    def _layouts(self, sizes: Tuple[int, ...]):
+        if sizes not in self.layouts:
+            layout = PieceLayout(list(sizes), self.plan.pieces)
+            self.layouts[sizes] = (layout, PieceLayout([len(sizes)], self.plan.pieces), torch.from_numpy(layout.index))
+        return self.layouts[sizes]
+
+    def _compressor(self, sizes: Tuple[int, ...]):
+        if sizes not in self.compressors:
+            codec = COMPRESSORS[self.ctx.cfg.codec]
+            self.compressors[sizes] = codec(list(sizes), self.ctx.cfg.seed * 1000 + self.ctx.rank + len(self.compressors))
+        return self.compressors[sizes]
+
+    def _count(self, rec: IterationRecord, before, phase: Optional[str] = None, tag: Optional[dict] = None) -> None:
+        """Payload per phase and the engine's transfers of the run that just ended."""
+        for (stream, step), (raw, sent) in wire_since(self.channel.executor, before).items():
+            rec.add_payload(phase or ("first_step" if step == 0 else "later_steps"), raw, sent)
+        rec.transfers += [dict(t, phase=phase or "allreduce", **(tag or {}))
+                          for t in self.channel.executor.drain_transfers()]
+
+    def _share_max(self, check: Optional[str], values: np.ndarray, scalers: PieceLayout,
+                   rec: IterationRecord) -> np.ndarray:
+        """Element-wise max of a small vector over every rank, through the same plan."""
+        buf = values.astype(np.float32).copy()
+        check = check and SCALER_CHECKS.get(check, f"{check}-scalers")
+        if check:
+            self.ctx.save_check(check, "max", "in", buf, self.all_ranks)
+        before = wire_snapshot(self.channel.executor)
+        self.channel.run(buf, reduce=np.maximum, layout=scalers)
+        self._count(rec, before, "scalers")
+        if check:
+            self.ctx.save_check(check, "max", "out", buf, self.all_ranks)
+        return buf
+
+    def sum(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord, check: Optional[str] = None,
+            tag: Optional[dict] = None) -> Tuple[np.ndarray, object, object]:
+        """Compress, all-reduce in piece-major order; (summed compressed layer-major vector, compressor, its
+        context). check: the name under which this rank's inputs and outputs are saved for the exact-sum check
+        (None: not this time); tag: fields added to every traced transfer (a DDP bucket's index)."""
+        sizes = tuple(sizes)
+        layout, scalers, index = self._layouts(sizes)
+        comp = self._compressor(sizes)
+        ctx = comp.prepare(flat, lambda v: self._share_max(check, v, scalers, rec))
+        payload = torch.from_numpy(np.ascontiguousarray(comp.compress(flat, ctx), dtype=np.float32))
+        buf = torch.index_select(payload, 0, index)
+        contributor = not self.ctx.is_server
+        if check and contributor:
+            self.ctx.save_check(check, "sum", "in", buf.numpy(), self.counts)
+        before = wire_snapshot(self.channel.executor)
+        self.channel.run(buf.numpy(), codec=comp.codec, layout=layout)
+        self._count(rec, before, tag=tag)
+        if check and contributor:
+            self.ctx.save_check(check, "sum", "out", buf.numpy(), self.counts)
+        summed = torch.empty(layout.total)
+        summed.index_copy_(0, index, buf)
+        return summed.numpy(), comp, ctx
+
+    def average(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord, check: Optional[str] = None,
+                tag: Optional[dict] = None) -> np.ndarray:
+        """The workers' averaged vector (decompressed)."""
+        summed, comp, ctx = self.sum(flat, sizes, rec, check, tag)
+        return np.ascontiguousarray(comp.decompress(summed, ctx, self.ctx.workers), dtype=np.float32)
+
+    def close(self) -> None:
+        """Close the plan's connections."""
+        self.channel.close()
 
 
 class PlanAllReduce(Strategy):
@@ -22,65 +104,26 @@ class PlanAllReduce(Strategy):
 
     def __init__(self, ctx: RankContext, state: ModelState):
         super().__init__(ctx, state)
-        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw)
-        self.layout = PieceLayout(state.sizes, self.plan.pieces)
-        self.scaler_layout = PieceLayout([len(state.sizes)], self.plan.pieces)
-        self.channel = ctx.channel(self.plan, self.layout)
-        self.compressor = COMPRESSORS[ctx.cfg.codec](state.sizes, ctx.cfg.seed * 1000 + ctx.rank)
-        self.index = torch.from_numpy(self.layout.index)
-        self.buf = torch.empty(self.layout.total)
-        self.counts = {"in": ctx.workers, "out": ctx.workers}
-        self.all_ranks = {"in": ctx.ranks, "out": ctx.ranks}
+        self.sync = PlanSync(ctx)
 
-    def _share_max(self, it: int, values: np.ndarray, rec: IterationRecord) -> np.ndarray:
-        """Element-wise max of a small vector over every rank, through the same plan."""
-        buf = values.astype(np.float32).copy()
-        self.ctx.check(it, "scalers", "max", "in", buf, self.all_ranks)
-        before = wire_snapshot(self.channel.executor)
-        self.channel.run(buf, reduce=np.maximum, layout=self.scaler_layout)
-        self._count(rec, before, "scalers")
-        self.ctx.check(it, "scalers", "max", "out", buf, self.all_ranks)
-        return buf
-
-    def _count(self, rec: IterationRecord, before, phase: str = None) -> None:
-        """Payload per phase and the engine's transfers of the run that just ended."""
-        for (stream, step), (raw, sent) in wire_since(self.channel.executor, before).items():
-            rec.add_payload(phase or ("first_step" if step == 0 else "later_steps"), raw, sent)
-        rec.transfers += [dict(t, phase=phase or "allreduce") for t in self.channel.executor.drain_transfers()]
-
-    def _all_reduce(self, it: int, flat: np.ndarray, rec: IterationRecord):
-        """Compress, all-reduce in piece-major order; (summed compressed layer-major vector, compressor context)."""
-        comp = self.compressor
-        ctx = comp.prepare(flat, lambda v: self._share_max(it, v, rec))
-        payload = torch.from_numpy(np.ascontiguousarray(comp.compress(flat, ctx), dtype=np.float32))
-        torch.index_select(payload, 0, self.index, out=self.buf)
-        contributor = not self.ctx.is_server
-        if contributor:
-            self.ctx.check(it, "allreduce", "sum", "in", self.buf.numpy(), self.counts)
-        before = wire_snapshot(self.channel.executor)
-        self.channel.run(self.buf.numpy(), codec=comp.codec)
-        self._count(rec, before)
-        if contributor:
-            self.ctx.check(it, "allreduce", "sum", "out", self.buf.numpy(), self.counts)
-        summed = torch.empty(self.layout.total)
-        summed.index_copy_(0, self.index, self.buf)
-        return summed.numpy(), ctx
-
-    def synchronize(self, it: int, gradient: torch.Tensor, rec: IterationRecord) -> None:
+    def synchronize(self, it: int, rec: IterationRecord) -> None:
         """All-reduce the local gradient, average (decompress), SGD step."""
+        gradient = self.state.gradient()
         rec.sync_start = time.time()
-        summed, ctx = self._all_reduce(it, gradient.numpy(), rec)
+        average = self.sync.average(gradient.numpy(), self.state.sizes, rec, check="allreduce" if it == 0 else None)
         rec.sync_end = time.time()
-        average = self.compressor.decompress(summed, ctx, self.ctx.workers)
-        self.state.set_gradient(torch.from_numpy(np.ascontiguousarray(average, dtype=np.float32)))
+        self.state.set_gradient(torch.from_numpy(average))
         self.state.step()
 
     def serve(self, it: int, rec: IterationRecord) -> None:
         """A dedicated server aggregates what the workers push and sends it back; it does not train."""
         rec.sync_start = time.time()
-        self._all_reduce(it, np.zeros(self.layout.total, np.float32), rec)
+        self.sync.sum(np.zeros(sum(self.state.sizes), np.float32), self.state.sizes, rec,
+                      check="allreduce" if it == 0 else None)
         rec.sync_end = time.time()
 
     def close(self) -> None:
         """Close the plan's connections."""
-        self.channel.close()
+        self.sync.close()
+
+

@@ -57,7 +57,12 @@ class RankContext:
     def check(self, iteration: int, name: str, kind: str, side: str, array: np.ndarray,
               counts: Dict[str, int]) -> None:
         """In the first iteration, save this rank's input or output of a result check (see workloads.verify)."""
-        if iteration == 0 and self.cfg.verify:
+        if iteration == 0:
+            self.save_check(name, kind, side, array, counts)
+
+    def save_check(self, name: str, kind: str, side: str, array: np.ndarray, counts: Dict[str, int]) -> None:
+        """Save this rank's input or output of a result check now (unless the run turned checks off)."""
+        if self.cfg.verify:
             verify.save(self.files.checks, name, kind, side, self.rank, np.asarray(array), counts)
 
 
@@ -134,17 +139,22 @@ class ComputeClock:
         """Start an iteration."""
         self.real = self.cpu = self.elapsed = 0.0
         self.intervals: List[Tuple[float, float]] = []
+        self.paced = False
 
     @contextmanager
-    def segment(self):
-        """Time one piece of compute (and pad it when emulating a device)."""
+    def segment(self, share: Optional[float] = None):
+        """Time one piece of compute (and pad it when emulating a device); share: the segment's fixed share of the
+        device time (the forward pass when synchronization overlaps backward) instead of its share of the
+        previous iteration's real compute."""
         start, wall0, cpu0 = time.time(), time.perf_counter(), time.thread_time()
         yield
         real = time.perf_counter() - wall0
         self.cpu += time.thread_time() - cpu0
         self.real += real
         slept = 0.0
-        if self.device_s and self.previous_real:
+        if self.device_s and share is not None:
+            slept = self._sleep(self.device_s * share - real)
+        elif self.device_s and self.previous_real:
             budget = self.device_s - self.elapsed - real
             slept = self._sleep(min(real * (self.device_s / self.previous_real - 1.0), budget))
         elif not self.device_s and self.stretch > 1:
@@ -161,10 +171,20 @@ class ComputeClock:
         time.sleep(seconds)
         return time.perf_counter() - t0
 
+    def add(self, start: float, end: float, real: float, cpu: float, elapsed: float) -> None:
+        """A segment timed (and paced) elsewhere: the backward pass a BackwardPacer paced per gradient."""
+        self.real += real
+        self.cpu += cpu
+        self.elapsed += elapsed
+        self.intervals.append((start, end))
+        self.paced = True
+
     def finish(self, rec: IterationRecord) -> None:
-        """End the iteration's compute: pad to the device time and fill the record's compute fields."""
-        if self.device_s:
+        """End the iteration's compute: pad to the device time (unless a pacer already did, per gradient) and fill
+        the record's compute fields."""
+        if self.device_s and not self.paced:
             self.elapsed += self._sleep(self.device_s - self.elapsed)
+        if self.device_s:
             rec.compute_over_budget = self.real > self.device_s
         rec.compute_s = self.elapsed
         rec.compute_real_s = self.real
@@ -173,8 +193,9 @@ class ComputeClock:
 
 
 class Strategy:
-    """How a rank synchronizes. Workers: before_compute, forward (inside the compute clock), synchronize (which
-    also applies the result, or leaves the record pending until it does); dedicated servers: serve."""
+    """How a rank synchronizes. Workers: before_compute, forward and backward (timed by the compute clock),
+    synchronize (which also applies the result, or leaves the record pending until it does); dedicated servers:
+    serve."""
 
     def __init__(self, ctx: RankContext, state: ModelState):
         self.ctx, self.state = ctx, state
@@ -187,8 +208,13 @@ class Strategy:
         with clock.segment():
             return self.state.model(x)
 
-    def synchronize(self, iteration: int, gradient: torch.Tensor, rec: IterationRecord) -> None:
-        """Synchronize this worker's local gradient with the others and apply the result."""
+    def backward(self, loss: torch.Tensor, clock: ComputeClock, rec: IterationRecord) -> None:
+        """The backward pass (a strategy may synchronize while it runs)."""
+        with clock.segment():
+            loss.backward()
+
+    def synchronize(self, iteration: int, rec: IterationRecord) -> None:
+        """Synchronize this worker's local gradient (state.gradient()) with the others and apply the result."""
         raise NotImplementedError
 
     def serve(self, iteration: int, rec: IterationRecord) -> None:

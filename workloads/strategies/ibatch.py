@@ -149,8 +149,9 @@ class BatchedPulls(Strategy):
         self.forward_end = time.time()
         return out
 
-    def synchronize(self, it: int, gradient: torch.Tensor, rec: IterationRecord) -> None:
+    def synchronize(self, it: int, rec: IterationRecord) -> None:
         """Push the gradient to the servers (they update the parameters the next pull brings)."""
+        gradient = self.state.gradient()
         grads = gradient.numpy()  # layer-major = per-layer layout order
         self.ctx.check(it, "pull", "sum", "out", self.pull_buf[:self.layout.total], self.pull_counts)
         self.ctx.check(it, "push", "sharded", "in", grads, self.push_counts)

@@ -9,7 +9,6 @@ import time
 from typing import Dict, List
 
 import numpy as np
-import torch
 
 from workloads.compression import LZ4Codec
 from workloads.algorithms.pflow import DVF, broadcast_plan, overlay_for, parse_dvf, push_plan
@@ -146,8 +145,9 @@ class ParameterFlow(Strategy):
             self._apply_one()
         self.state.load(self.weights)
 
-    def synchronize(self, it: int, gradient: torch.Tensor, rec: IterationRecord) -> None:
+    def synchronize(self, it: int, rec: IterationRecord) -> None:
         """Queue this iteration's update (lr/W times the gradient); its record completes when applied."""
+        gradient = self.state.gradient()
         update = (gradient.numpy() * (self.state.lr / self.ctx.workers)).astype(np.float32)
         rec.end = time.time()
         rec.pending = True

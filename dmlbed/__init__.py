@@ -1,0 +1,105 @@
+"""dmlbed's Python API: the same runs, launches, simulations and theory as the `dmlbed` command, returning the same
+summaries (dicts, as summary.json holds them), and an emulated network to script by hand.
+
+    import dmlbed
+
+    print(dmlbed.theory(topo="bcube:3,2", algo="bml", model="resnet50", bw=100)["gst_theory_s"])
+    with dmlbed.Network("star:4", bw=100) as net:          # needs root, as `dmlbed net` does
+        print(net.addresses("h1"), net.run("h0", ["ping", "-c", "1", net.addresses("h1")["L0"]]).returncode)
+    summary = dmlbed.run(topo="star:4", algo="ring", model="lenet5", iters=5, out="results/api")
+
+Keyword arguments are the keys of a compare config (the CLI's flags with underscores: topo, algo, model, bw,
+iters, overlap, bucket_mb, compute_time, ...), plus out, local, force and wait. Bad input raises ValueError with the
+same one-line message the CLI prints.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Callable, Dict, List, Optional, Sequence
+
+from emulation.orchestration import experiment, launch as launching, netcheck, simulate as simulating, theory as theories
+from emulation.orchestration.options import RunConfig, from_mapping
+from emulation.orchestration.ranks import hosts_for, network_lock
+
+__all__ = ["Network", "run", "launch", "simulate", "theory", "config"]
+
+FLAGS_ONLY = ("out", "local", "force", "wait")  # run options that are not compare-config keys
+
+
+def config(where: str, **options) -> RunConfig:
+    """A RunConfig from keyword arguments (compare-config keys plus out, local, force, wait)."""
+    fixed = {k: options.pop(k) for k in FLAGS_ONLY if k in options}
+    return from_mapping(options, where, **fixed)
+
+
+def run(log: Callable[[str], None] = lambda m: None, **options) -> dict:
+    """`dmlbed run`: one training run; its summary."""
+    return experiment.run(config("dmlbed.run", **options), log=log, progress=False)
+
+
+def launch(command: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+           time_limit: float = 0.0, log: Callable[[str], None] = lambda m: None, **options) -> dict:
+    """`dmlbed launch -- COMMAND`: your command on every emulated host; its summary (algo=... opts scripts that call
+    dmlbed.ddp.register into that algorithm's hook)."""
+    cfg = config("dmlbed.launch", **dict({"algo": None}, **options))
+    return launching.execute(launching.prepare(cfg, list(command), cwd, env, time_limit), log)
+
+
+def simulate(log: Callable[[str], None] = lambda m: None, **options) -> dict:
+    """`dmlbed simulate`: the run's plan in the flow-level model; its summary."""
+    return simulating.simulate(config("dmlbed.simulate", **options), log=log)
+
+
+def theory(**options) -> dict:
+    """`dmlbed theory`: the papers' closed forms (and the calibrated, delay and overlap models when asked for)."""
+    return theories.report(theories.prepare(config("dmlbed.theory", **options)))
+
+
+class Network:
+    """An emulated network to script, as `dmlbed net --cli` gives one by hand: enter it (root), start processes in
+    its hosts, leave it and everything is torn down."""
+
+    def __init__(self, topo: str, log: Callable[[str], None] = lambda m: None, **options):
+        self.job = netcheck.prepare(config("dmlbed.Network", topo=topo, **options))
+        self.log = log
+        self.emulated = None
+
+    def __enter__(self) -> "Network":
+        cfg, job = self.job.cfg, self.job
+        self._lock = network_lock(cfg)
+        self._lock.__enter__()
+        try:
+            self.emulated = hosts_for(cfg, job.topo, job.bw, job.impairment, self.log).__enter__()
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.emulated.__exit__(*exc)
+        finally:
+            self._lock.__exit__(*exc)
+
+    @property
+    def hosts(self) -> List[str]:
+        """The hosts' names, rank order."""
+        return [h.name for h in self.job.topo.hosts]
+
+    def addresses(self, host: str) -> Dict[str, str]:
+        """A host's address on each link level ('L0', 'L1', ...)."""
+        return {f"L{i.level}": i.ip for i in self.job.topo.node(host).interfaces}
+
+    def popen(self, host: str, args: Sequence[str], **kwargs) -> subprocess.Popen:
+        """Start a process in a host (stopped at teardown)."""
+        return self.emulated.popen(host, list(args), **kwargs)
+
+    def run(self, host: str, args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess:
+        """Run a command in a host to completion; its exit code and output."""
+        proc = self.popen(host, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            self.emulated.stop_process(proc)
+        return subprocess.CompletedProcess(list(args), proc.returncode, out, err)

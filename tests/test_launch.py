@@ -1,0 +1,113 @@
+"""`dmlbed launch`: a user's unmodified DDP script on every emulated host with torchrun's variables; the opt-in
+that puts dmlbed's algorithm into its DDP; a failing rank; and the Python API's example from the README."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, run_dmlbed
+
+SCRIPT = os.path.join(ROOT, "tests", "scripts", "ddp_tutorial.py")
+PYTHON = sys.executable
+
+
+def launch(tmp_path, *args, env=None, timeout=600):
+    """`dmlbed launch ARGS` with --json into tmp_path/out; (completed process, summary or None)."""
+    r = run_dmlbed("launch", *args[:-1], "--json", "--out", str(tmp_path / "out"), *args[-1:], timeout=timeout,
+                   env=dict(os.environ, **(env or {})))
+    try:
+        return r, json.loads(r.stdout)
+    except ValueError:
+        return r, None
+
+
+def rank_outputs(tmp_path, ranks):
+    return [open(tmp_path / "out" / "workers" / f"rank-{r}.stdout").read() for r in range(ranks)]
+
+
+def test_a_tutorial_ddp_script_runs_on_loopback(tmp_path):
+    r, s = launch(tmp_path, "--topo", "star:3", "--local", "--", f"{PYTHON} {SCRIPT}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert s["completed"] and s["exit_codes"] == {"0": 0, "1": 0, "2": 0}
+    outputs = rank_outputs(tmp_path, 3)
+    assert all(f"rank {i} done" in out for i, out in enumerate(outputs))
+    assert len({re.search(r"parameters (\w+)", o).group(1) for o in outputs}) == 1  # DDP keeps replicas equal
+
+
+@pytest.mark.parametrize("args,fragment", [
+    ([], "a command is required after --"),
+    (["--", "no-such-program-xyz"], "'no-such-program-xyz' is not found"),
+    (["--env", "NOEQUALS", "--", "true"], "--env 'NOEQUALS' is invalid"),
+    (["--algo", "ibatch", "--", "true"], "has none"),
+])
+def test_bad_launch_input_is_one_line_exit_2(tmp_path, args, fragment):
+    r = run_dmlbed("launch", "--topo", "star:2", "--local", "--out", str(tmp_path / "x"), *args)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and fragment in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.emulation
+@pytest.mark.parametrize("topo,levels", [("star:4", ["L0"]), ("bcube:2,2", ["L0", "L1"])])
+def test_an_unmodified_ddp_script_trains_across_the_emulated_network(tmp_path, topo, levels):
+    from test_emulation import leftovers
+    r, s = launch(tmp_path, "--topo", topo, "--bw", "100", "--", f"{PYTHON} {SCRIPT}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert s["completed"] and all(c == 0 for c in s["exit_codes"].values())
+    assert sorted(s["bytes_by_level"]) == levels and s["bytes_by_level"]["L0"] > 0
+    assert s["fidelity"]["verdict"] in ("faithful", "degraded", "not faithful") and "cpu" in s["fidelity"]
+    assert s["wall_s"] > 0 and s["datapath"] in ("kernel", "user")
+    trace = json.load(open(tmp_path / "out" / "trace.json"))
+    assert any(e.get("ph") == "C" for e in trace["traceEvents"])  # link rates over time
+    outputs = rank_outputs(tmp_path, len(s["exit_codes"]))
+    assert len({re.search(r"parameters (\w+)", o).group(1) for o in outputs}) == 1
+    assert leftovers(topo) == []
+
+
+@pytest.mark.emulation
+def test_a_failing_rank_ends_the_launch_in_one_line_and_leaves_nothing(tmp_path):
+    from test_emulation import leftovers
+    command = f'if [ "$RANK" = 2 ]; then echo "rank two gives up" >&2; exit 3; fi; exec {PYTHON} {SCRIPT}'
+    r = run_dmlbed("launch", "--topo", "star:4", "--bw", "100", "--out", str(tmp_path / "out"), "--", "sh", "-c",
+                   command, timeout=600)
+    assert r.returncode == 1
+    errors = [l for l in r.stderr.splitlines() if l.startswith("dmlbed: error")]
+    summary = json.load(open(tmp_path / "out" / "summary.json"))
+    assert summary["completed"] is False and summary["exit_codes"]["2"] == 3
+    assert "rank 2 (h2) exited with code 3: rank two gives up" in summary["error"]
+    assert errors == [] or len(errors) == 1
+    assert "rank 2 (h2) exited with code 3" in r.stdout + r.stderr
+    assert leftovers("star:4") == []
+
+
+@pytest.mark.emulation
+def test_the_opt_in_runs_bml_in_the_scripts_ddp_and_replicas_stay_identical(tmp_path):
+    r, s = launch(tmp_path, "--topo", "bcube:3,2", "--bw", "100", "--algo", "bml", "--", f"{PYTHON} {SCRIPT}",
+                  env={"DMLBED_TEST_REGISTER": "1", "EPOCHS": "5"})  # 5 epochs x 2 batches per rank: 10 iterations
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert s["algo"] == "bml" and s["buckets"]["iterations"] == 10 and s["buckets"]["same_average_on_every_rank"]
+    assert s["checks"] and all(s["checks"].values())  # exact sums of the buckets in the first two iterations
+    buckets = [json.loads(l) for l in open(tmp_path / "out" / "workers" / "rank-4.buckets.jsonl")]
+    assert len(buckets) == 10 and all(set(b["sent_by_level"]) == {"L0", "L1"} for b in buckets)  # BML: both NICs
+    outputs = rank_outputs(tmp_path, 9)
+    assert len({re.search(r"parameters (\w+)", o).group(1) for o in outputs}) == 1
+
+
+def readme_example():
+    """The Python API example of README.md (the block after 'Python API')."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    section = text[text.index("### Python API"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.mark.emulation
+def test_the_readme_python_example_runs(tmp_path):
+    script = tmp_path / "example.py"
+    script.write_text(readme_example())
+    r = subprocess.run([PYTHON, str(script)], capture_output=True, text=True, cwd=str(tmp_path), timeout=900,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "theory" in r.stdout and "run correct: True" in r.stdout and "ping from h0 to h1: 0" in r.stdout
