@@ -15,9 +15,9 @@ SCRIPT = os.path.join(ROOT, "tests", "scripts", "ddp_tutorial.py")
 PYTHON = sys.executable
 
 
-def launch(tmp_path, *args, env=None, timeout=600):
-    """`dmlbed launch ARGS` with --json into tmp_path/out; (completed process, summary or None)."""
-    r = run_dmlbed("launch", *args[:-1], "--json", "--out", str(tmp_path / "out"), *args[-1:], timeout=timeout,
+def launch(tmp_path, *options, command=(PYTHON, SCRIPT), env=None, timeout=600):
+    """`dmlbed launch OPTIONS --json --out tmp_path/out -- COMMAND`; (completed process, summary or None)."""
+    r = run_dmlbed("launch", *options, "--json", "--out", str(tmp_path / "out"), "--", *command, timeout=timeout,
                    env=dict(os.environ, **(env or {})))
     try:
         return r, json.loads(r.stdout)
@@ -30,7 +30,7 @@ def rank_outputs(tmp_path, ranks):
 
 
 def test_a_tutorial_ddp_script_runs_on_loopback(tmp_path):
-    r, s = launch(tmp_path, "--topo", "star:3", "--local", "--", f"{PYTHON} {SCRIPT}")
+    r, s = launch(tmp_path, "--topo", "star:3", "--local")
     assert r.returncode == 0, r.stderr[-2000:]
     assert s["completed"] and s["exit_codes"] == {"0": 0, "1": 0, "2": 0}
     outputs = rank_outputs(tmp_path, 3)
@@ -54,7 +54,7 @@ def test_bad_launch_input_is_one_line_exit_2(tmp_path, args, fragment):
 @pytest.mark.parametrize("topo,levels", [("star:4", ["L0"]), ("bcube:2,2", ["L0", "L1"])])
 def test_an_unmodified_ddp_script_trains_across_the_emulated_network(tmp_path, topo, levels):
     from test_emulation import leftovers
-    r, s = launch(tmp_path, "--topo", topo, "--bw", "100", "--", f"{PYTHON} {SCRIPT}")
+    r, s = launch(tmp_path, "--topo", topo, "--bw", "100")
     assert r.returncode == 0, r.stderr[-3000:]
     assert s["completed"] and all(c == 0 for c in s["exit_codes"].values())
     assert sorted(s["bytes_by_level"]) == levels and s["bytes_by_level"]["L0"] > 0
@@ -85,7 +85,7 @@ def test_a_failing_rank_ends_the_launch_in_one_line_and_leaves_nothing(tmp_path)
 
 @pytest.mark.emulation
 def test_the_opt_in_runs_bml_in_the_scripts_ddp_and_replicas_stay_identical(tmp_path):
-    r, s = launch(tmp_path, "--topo", "bcube:3,2", "--bw", "100", "--algo", "bml", "--", f"{PYTHON} {SCRIPT}",
+    r, s = launch(tmp_path, "--topo", "bcube:3,2", "--bw", "100", "--algo", "bml",
                   env={"DMLBED_TEST_REGISTER": "1", "EPOCHS": "5"})  # 5 epochs x 2 batches per rank: 10 iterations
     assert r.returncode == 0, r.stderr[-3000:]
     assert s["algo"] == "bml" and s["buckets"]["iterations"] == 10 and s["buckets"]["same_average_on_every_rank"]

@@ -100,3 +100,38 @@ def test_module_by_module_against_torchvision(name):
         assert [p.shape for p in ours.values()] == [p.shape for p in theirs.values()]
     else:
         assert {k: p.shape for k, p in ours.items()} == {k: p.shape for k, p in theirs.items()}
+
+
+@pytest.mark.parametrize("model", ["resnet50", "googlenet"])
+def test_the_papers_models_train_in_a_run(tmp_path, model):
+    from helpers import run_dmlbed
+    r = run_dmlbed("run", "--topo", "star:2", "--algo", "ring", "--model", model, "--batch", "1", "--iters", "2",
+                   "--local", "--json", "--out", str(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = __import__("json").loads(r.stdout)
+    assert s["correct"] and s["parameters"] == TORCHVISION[model]
+
+
+def test_a_users_model_trains_in_a_run(tmp_path):
+    from helpers import run_dmlbed
+    (tmp_path / "netdef.py").write_text(
+        "import torch\n"
+        "def small():\n"
+        "    m = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),\n"
+        "                            torch.nn.Linear(4 * 26 * 26, 10))\n"
+        "    m.input_shape = (1, 28, 28)\n"
+        "    return m\n")
+    import json
+    import subprocess
+    r = subprocess.run([sys.executable, "-m", "emulation.orchestration.cli", "run", "--topo", "star:2", "--algo", "ps",
+                        "--model", "netdef:small", "--iters", "3", "--local", "--json", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, cwd=str(tmp_path), timeout=300,
+                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads(r.stdout)
+    assert s["correct"] and s["parameters"] == 4 * 9 + 4 + 4 * 26 * 26 * 10 + 10
+    theory = subprocess.run([sys.executable, "-m", "emulation.orchestration.cli", "theory", "--topo", "star:2",
+                             "--algo", "ring", "--model", "netdef:small", "--json"], capture_output=True, text=True,
+                            cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
+                                os.path.abspath(__file__)))))
+    assert json.loads(theory.stdout)["parameters"] == s["parameters"]

@@ -12,7 +12,7 @@ from workloads.models import ready_order, tensor_flops
 from workloads.overlap import FORWARD_SHARE
 from workloads.pacing import BackwardPacer
 from workloads.records import IterationRecord
-from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy
+from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy, device_priority
 from workloads.strategies.gloo import join_process_group, leave_process_group
 
 
@@ -38,7 +38,8 @@ class DDPOverlap(Strategy):
     def backward(self, loss, clock: ComputeClock, rec: IterationRecord) -> None:
         """Backward, paced per gradient; DDP synchronizes each bucket meanwhile and returns once all are done."""
         self.pacer.begin()
-        loss.backward()
+        with device_priority(clock.device_s is not None):
+            loss.backward()
         done = time.time()
         compute = self.pacer.end()
         clock.add(compute["start"], compute["end"], compute["real"], compute["cpu"], compute["elapsed"])
