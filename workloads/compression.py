@@ -193,8 +193,8 @@ class NoCompression:
         return flat
 
     def decompress(self, summed: np.ndarray, ctx, workers: int) -> np.ndarray:
-        """The average."""
-        return summed / np.float32(workers)
+        """The average, computed in place (summed is the all-reduce's scratch buffer)."""
+        return np.divide(summed, np.float32(workers), out=summed)
 
 
 class TernGradCompressor:

@@ -66,7 +66,8 @@ class BucketHook:
         elements = bucket.buffer().numel()
 
         def finished(f):
-            self._record(iteration, index, elements, len(bucket.parameters()), ready, ready, time.time(), None)
+            self._write(self._record(iteration, index, elements, len(bucket.parameters()), ready, ready, time.time(),
+                                     None), None, None)
             return f.value()
         return allreduce_hook(None, bucket).then(finished)
 
@@ -82,31 +83,35 @@ class BucketHook:
                 # DDP rebuilds its buckets after the first iteration: both layouts are checked
                 check = f"iteration{iteration}-bucket{index}" if iteration < CHECKED_ITERATIONS else None
                 average = self.sync.average(buf.numpy(), sizes, rec, check, tag={"bucket": index})
-                buf.copy_(torch.from_numpy(average))
-                self._record(iteration, index, buf.numel(), len(sizes), ready, start, time.time(), rec,
-                             hashlib.sha256(average.tobytes()).hexdigest()[:16])
-                fut.set_result(buf)
+                line = self._record(iteration, index, buf.numel(), len(sizes), ready, start, time.time(), rec)
+                fut.set_result(torch.from_numpy(average))  # DDP copies it into its bucket
+                # the digest shows a launch's replicas stay identical (a run compares the parameters at the end)
+                self._write(line, rec, hashlib.sha256(average.tobytes()).hexdigest()[:16] if self.own_transfers
+                            else None)
             except BaseException as exc:  # DDP raises it in backward: the rank fails with the reason
                 fut.set_exception(exc)
 
     def _record(self, iteration: int, index: int, elements: int, params: int, ready: float, start: float,
-                end: float, rec: Optional[IterationRecord], digest: Optional[str] = None) -> None:
-        """One bucket's line (digest: of the averaged gradient it handed back, the same on every rank when the
-        replicas stay identical); its transfers and payload are kept for the iteration's record (or written)."""
+                end: float, rec: Optional[IterationRecord]) -> dict:
+        """One bucket's record, kept with its transfers and payload for the iteration's record (drain)."""
         by_level: Dict[str, int] = {}
         for t in (rec.transfers if rec else []):
             if t["dir"] == "send":
                 by_level[f"L{t['level']}"] = by_level.get(f"L{t['level']}", 0) + t["wire_bytes"]
         line = {"rank": self.ctx.rank, "iteration": iteration, "bucket": index, "elements": elements,
-                "params": params, "ready": ready, "start": start, "end": end, "sent_by_level": by_level,
-                "digest": digest}
-        self.file.write(json.dumps(line) + "\n")
-        if self.transfers_file and rec:
-            for t in rec.transfers:
-                self.transfers_file.write(json.dumps(dict(t, rank=self.ctx.rank, iteration=iteration)) + "\n")
-            self.transfers_file.flush()
+                "params": params, "ready": ready, "start": start, "end": end, "sent_by_level": by_level}
         with self.lock:
             self.done.append({"line": line, "rec": rec})
+        return line
+
+    def _write(self, line: dict, rec: Optional[IterationRecord], digest: Optional[str]) -> None:
+        """Write a bucket's line (digest: of the averaged gradient handed back, the same on every rank while the
+        replicas stay identical), and its transfers when no iteration record takes them."""
+        self.file.write(json.dumps(dict(line, digest=digest)) + "\n")
+        if self.transfers_file and rec:
+            for t in rec.transfers:
+                self.transfers_file.write(json.dumps(dict(t, rank=self.ctx.rank, iteration=line["iteration"])) + "\n")
+            self.transfers_file.flush()
 
     def drain(self) -> List[dict]:
         """The buckets completed since the last call: {'line': record, 'rec': IterationRecord or None}."""

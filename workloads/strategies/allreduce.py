@@ -26,15 +26,19 @@ class PlanSync:
         self.ctx = ctx
         self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw)
         self.channel = ctx.channel(self.plan, PieceLayout([1], self.plan.pieces), port_offset)
-        self.layouts: Dict[Tuple[int, ...], Tuple[PieceLayout, PieceLayout, torch.Tensor]] = {}
+        self.layouts: Dict[Tuple[int, ...], Tuple[PieceLayout, PieceLayout, torch.Tensor, torch.Tensor,
+                                                  torch.Tensor]] = {}
         self.compressors: Dict[Tuple[int, ...], object] = {}
         self.counts = {"in": ctx.workers, "out": ctx.workers}
         self.all_ranks = {"in": ctx.ranks, "out": ctx.ranks}
 
     def _layouts(self, sizes: Tuple[int, ...]):
+        """(layout, scalers' layout, gather index, piece-major buffer, layer-major result) for these layer sizes:
+        the buffers are reused, since allocating tens of MB per synchronization costs page faults every time."""
         if sizes not in self.layouts:
             layout = PieceLayout(list(sizes), self.plan.pieces)
-            self.layouts[sizes] = (layout, PieceLayout([len(sizes)], self.plan.pieces), torch.from_numpy(layout.index))
+            self.layouts[sizes] = (layout, PieceLayout([len(sizes)], self.plan.pieces), torch.from_numpy(layout.index),
+                                   torch.empty(layout.total), torch.empty(layout.total))
         return self.layouts[sizes]
 
     def _compressor(self, sizes: Tuple[int, ...]):
@@ -66,15 +70,15 @@ class PlanSync:
 
     def sum(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord, check: Optional[str] = None,
             tag: Optional[dict] = None) -> Tuple[np.ndarray, object, object]:
-        """Compress, all-reduce in piece-major order; (summed compressed layer-major vector, compressor, its
-        context). check: the name under which this rank's inputs and outputs are saved for the exact-sum check
+        """Compress, all-reduce in piece-major order; (summed compressed layer-major vector -- valid until the next
+        call with these sizes --, compressor, its context). check: the name under which this rank's inputs and outputs are saved for the exact-sum check
         (None: not this time); tag: fields added to every traced transfer (a DDP bucket's index)."""
         sizes = tuple(sizes)
-        layout, scalers, index = self._layouts(sizes)
+        layout, scalers, index, buf, summed = self._layouts(sizes)
         comp = self._compressor(sizes)
         ctx = comp.prepare(flat, lambda v: self._share_max(check, v, scalers, rec))
         payload = torch.from_numpy(np.ascontiguousarray(comp.compress(flat, ctx), dtype=np.float32))
-        buf = torch.index_select(payload, 0, index)
+        torch.index_select(payload, 0, index, out=buf)
         contributor = not self.ctx.is_server
         if check and contributor:
             self.ctx.save_check(check, "sum", "in", buf.numpy(), self.counts)
@@ -83,7 +87,6 @@ class PlanSync:
         self._count(rec, before, tag=tag)
         if check and contributor:
             self.ctx.save_check(check, "sum", "out", buf.numpy(), self.counts)
-        summed = torch.empty(layout.total)
         summed.index_copy_(0, index, buf)
         return summed.numpy(), comp, ctx
 

@@ -162,6 +162,7 @@ class ComputeClock:
     def __init__(self, device_s: Optional[float] = None, stretch: float = 1.0):
         self.device_s = device_s if device_s else None
         self.stretch = stretch  # time dilation without a device time: every segment takes stretch x real
+        self.forward_share: Optional[float] = None  # set where a pacer times backward per gradient
         self.previous_real: Optional[float] = None
         self.begin()
 
@@ -172,10 +173,10 @@ class ComputeClock:
         self.paced = False
 
     @contextmanager
-    def segment(self, share: Optional[float] = None):
-        """Time one piece of compute (and pad it when emulating a device); share: the segment's fixed share of the
-        device time (the forward pass when synchronization overlaps backward) instead of its share of the
-        previous iteration's real compute."""
+    def segment(self):
+        """Time one piece of compute (and pad it when emulating a device: with a fixed forward share, up to that
+        share of the device time in all; else in proportion to its share of the previous iteration's real
+        compute)."""
         start, wall0, cpu0 = time.time(), time.perf_counter(), time.thread_time()
         with device_priority(self.device_s is not None):
             yield
@@ -183,8 +184,8 @@ class ComputeClock:
         self.cpu += time.thread_time() - cpu0
         self.real += real
         slept = 0.0
-        if self.device_s and share is not None:
-            slept = self._sleep(self.device_s * share - real)
+        if self.device_s and self.forward_share is not None:
+            slept = self._sleep(self.device_s * self.forward_share - self.elapsed - real)
         elif self.device_s and self.previous_real:
             budget = self.device_s - self.elapsed - real
             slept = self._sleep(min(real * (self.device_s / self.previous_real - 1.0), budget))

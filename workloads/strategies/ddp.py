@@ -31,8 +31,10 @@ class DDPOverlap(Strategy):
                                    ready_order(model))
 
     def forward(self, x, clock: ComputeClock):
-        """The forward pass through DDP (a device spends FORWARD_SHARE of its compute on it)."""
-        with clock.segment(share=FORWARD_SHARE):
+        """The forward pass through DDP: the segments before backward (forward, loss) take FORWARD_SHARE of the
+        device's compute in all, the pacer the rest."""
+        clock.forward_share = FORWARD_SHARE
+        with clock.segment():
             return self.ddp(x)
 
     def backward(self, loss, clock: ComputeClock, rec: IterationRecord) -> None:
