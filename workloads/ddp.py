@@ -47,6 +47,11 @@ class BucketHook:
         self.thread = threading.Thread(target=self._run, name="dmlbed-buckets", daemon=True)
         self.thread.start()
 
+    def expect(self, buckets: List[List[int]]) -> None:
+        """Prepare the layouts of the buckets DDP will hand over (by their parameters' sizes), before training."""
+        if self.sync is not None:
+            self.sync.prepare(buckets)
+
     @staticmethod
     def hook(state: "BucketHook", bucket) -> torch.futures.Future[torch.Tensor]:  # DDP checks this annotation
         """What DDP calls per bucket: queue it for the sync thread, hand back a future at once."""

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Tuple
 
 from emulation.orchestration import fidelity, signals
-from emulation.orchestration.options import Checked, OptionError, RunConfig, check_overlap, validate
+from emulation.orchestration.options import (Checked, OptionError, RunConfig, check_overlap, flag_of, option_of,
+                                             validate)
 from emulation.orchestration.outputs import check_output, clear, write_atomic
 from emulation.orchestration.ranks import PROJECT, RankError, hosts_for, network_lock, rank_configs, real_bw
 from emulation.orchestration.sampling import CpuSampler, InterfaceSampler, switch_pid
@@ -83,7 +84,7 @@ def prepare(cfg: RunConfig, command: List[str], cwd: Optional[str] = None, env: 
     hooked = cfg.algo is not None
     cfg = replace(cfg, algo=cfg.algo or DEFAULT_ALGO)
     checked = validate(cfg, workers=False)
-    check_overlap(cfg, checked.algorithm, lambda n: "--algo" if n == "overlap" else f"--{n.replace('_', '-')}")
+    check_overlap(cfg, checked.algorithm, lambda n: "--algo" if n == "overlap" else flag_of(n, option_of(n)))
     check_output(cfg.out, RESULTS, "a run's results", cfg.force)
     return LaunchJob(cfg, checked, tuple(command), cwd, dict(env or {}), hooked, time_limit)
 

@@ -29,17 +29,32 @@ class PlanSync:
         self.layouts: Dict[Tuple[int, ...], Tuple[PieceLayout, PieceLayout, torch.Tensor, torch.Tensor,
                                                   torch.Tensor]] = {}
         self.compressors: Dict[Tuple[int, ...], object] = {}
+        self.expected: Optional[set] = None  # the layer sizes prepare() was given
         self.counts = {"in": ctx.workers, "out": ctx.workers}
         self.all_ranks = {"in": ctx.ranks, "out": ctx.ranks}
 
     def _layouts(self, sizes: Tuple[int, ...]):
         """(layout, scalers' layout, gather index, piece-major buffer, layer-major result) for these layer sizes:
-        the buffers are reused, since allocating tens of MB per synchronization costs page faults every time."""
-        if sizes not in self.layouts:
-            layout = PieceLayout(list(sizes), self.plan.pieces)
-            self.layouts[sizes] = (layout, PieceLayout([len(sizes)], self.plan.pieces), torch.from_numpy(layout.index),
-                                   torch.empty(layout.total), torch.empty(layout.total))
-        return self.layouts[sizes]
+        the buffers are reused, since allocating tens of MB per synchronization costs page faults every time (kept
+        only for the layouts prepared, when some were)."""
+        if sizes in self.layouts:
+            return self.layouts[sizes]
+        layout = PieceLayout(list(sizes), self.plan.pieces)
+        entry = (layout, PieceLayout([len(sizes)], self.plan.pieces), torch.from_numpy(layout.index),
+                 torch.empty(layout.total), torch.empty(layout.total))
+        if self.expected is None or sizes in self.expected:
+            self.layouts[sizes] = entry
+        return entry
+
+    def prepare(self, layouts: Sequence[Sequence[int]]) -> None:
+        """Build the layouts of these layer sizes now (a layout of tens of MB takes a tenth of a second of CPU: in
+        the first timed iteration, nine ranks building theirs at once start the collective out of step) and keep
+        no others."""
+        self.expected = {tuple(sizes) for sizes in layouts}
+        for sizes in set(self.layouts) - self.expected:
+            del self.layouts[sizes]
+        for sizes in self.expected:
+            self._layouts(sizes)
 
     def _compressor(self, sizes: Tuple[int, ...]):
         if sizes not in self.compressors:
@@ -108,6 +123,7 @@ class PlanAllReduce(Strategy):
     def __init__(self, ctx: RankContext, state: ModelState):
         super().__init__(ctx, state)
         self.sync = PlanSync(ctx)
+        self.sync.prepare([state.sizes])
 
     def synchronize(self, it: int, rec: IterationRecord) -> None:
         """All-reduce the local gradient, average (decompress), SGD step."""

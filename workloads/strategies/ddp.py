@@ -9,7 +9,7 @@ import time
 
 from workloads.ddp import BucketHook
 from workloads.models import ready_order, tensor_flops
-from workloads.overlap import FORWARD_SHARE
+from workloads.overlap import FORWARD_SHARE, ddp_buckets
 from workloads.pacing import BackwardPacer
 from workloads.records import IterationRecord
 from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy, device_priority
@@ -27,6 +27,8 @@ class DDPOverlap(Strategy):
         self.hook = BucketHook(ctx)
         self.ddp.register_comm_hook(self.hook, BucketHook.hook)
         model = ctx.cfg.model
+        sizes, order = state.sizes, ready_order(model)
+        self.hook.expect([[sizes[i] for i in b] for b in ddp_buckets(sizes, ctx.cfg.bucket_mb, order)])
         self.pacer = BackwardPacer(state.params, tensor_flops(model), ctx.cfg.compute_time, ctx.cfg.dilation,
                                    ready_order(model))
 
