@@ -111,3 +111,11 @@ def test_the_readme_python_example_runs(tmp_path):
                        env=dict(os.environ, PYTHONPATH=ROOT))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "theory" in r.stdout and "run correct: True" in r.stdout and "ping from h0 to h1: 0" in r.stdout
+
+
+def test_a_rank_aborting_at_teardown_is_diagnosed(tmp_path):
+    aborts = ("import os, signal, sys; sys.stderr.write('terminate called without an active exception\\n'); "
+              "sys.stderr.flush(); os.kill(os.getpid(), signal.SIGABRT)")
+    r, s = launch(tmp_path, "--topo", "star:2", "--local", command=(PYTHON, "-c", aborts))
+    assert r.returncode == 1 and not s["completed"]
+    assert "exited with code -6" in s["error"] and "gc.collect() before destroy_process_group" in s["error"]

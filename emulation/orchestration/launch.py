@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -183,6 +184,19 @@ def _execute(job: LaunchJob, log: Callable[[str], None]) -> dict:
     return summary
 
 
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def teardown_hint(code: int, last_line: str) -> str:
+    """Why a rank aborted after its script ended, when it is PyTorch's gloo teardown race, and the script's fix."""
+    if code != -signal.SIGABRT or TEARDOWN_ABORT not in last_line:
+        return ""
+    # DDP's reference cycles keep the gloo process group alive until the interpreter's final garbage collection;
+    # a gloo thread then drops a work object that needs the GIL and C++ terminates (torchrun shows the same).
+    return (" (PyTorch's gloo threads outlived the interpreter: `del` the DDP model and optimizer and call "
+            "gc.collect() before destroy_process_group; README, launch)")
+
+
 def watch(procs: Dict[int, subprocess.Popen], files, topo, time_limit: float) -> Dict[int, int]:
     """Wait for every rank; RankFailed naming the first that exits non-zero (with its last stderr line), or the ranks
     still running when the time limit passes."""
@@ -193,7 +207,7 @@ def watch(procs: Dict[int, subprocess.Popen], files, topo, time_limit: float) ->
         if failed:
             r = min(failed, key=lambda r: procs[r].returncode is None)
             raise RankFailed(f"rank {r} ({topo.hosts[r].name}) exited with code {codes[r]}: "
-                             f"{files.last_error_line(r)}", codes)
+                             f"{files.last_error_line(r)}{teardown_hint(codes[r], files.last_error_line(r))}", codes)
         if all(c == 0 for c in codes.values()):
             return codes
         if deadline is not None and time.monotonic() > deadline:

@@ -1,6 +1,8 @@
 """A DDP training script as PyTorch's DDP tutorial writes it (not edited for dmlbed): the process group from the
 environment (torchrun's variables), DistributedDataParallel, a DistributedSampler. With DMLBED_TEST_REGISTER=1 it
-opts into dmlbed's hook (the one line a user adds). It prints a checksum of its final parameters."""
+opts into dmlbed's hook (the one line a user adds). It frees the DDP model before destroying the process group,
+as every script on this torch should (README, launch). It prints a checksum of its final parameters."""
+import gc
 import hashlib
 import os
 
@@ -44,6 +46,10 @@ def main():
             optimizer.step()
     digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
     print(f"rank {rank} done, loss {float(loss_fn(model(x), y)):.4f}, parameters {digest[:16]}")
+    # DDP's reference cycles would keep gloo's threads alive into interpreter shutdown, where torch 2.13 aborts
+    # now and then ("terminate called without an active exception", under torchrun too): free them first.
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 
