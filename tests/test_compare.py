@@ -77,12 +77,23 @@ PAPER = ("name: p\ndefaults: {model: 'mlp:1M', bw: 100, mode: simulate}\nsweep: 
 
 @pytest.mark.parametrize("claims,fragment", [
     ("paper: {source: s}\n", "non-empty 'claims'"),
-    ("paper: {claims: [{what: w, row: NOPE, metric: gst_ratio, paper: 1}]}\n", "row 'NOPE' is not a run label"),
-    ("paper: {claims: [{what: w, row: PS, metric: speed, paper: 1}]}\n", "metric 'speed' is not one of"),
-    ("paper: {claims: [{what: w, row: PS, metric: gst_ratio, paper: 1, relation: ratio}]}\n",
+    ("paper: {text: nope, claims: [{what: w}]}\n", "paper.text 'nope' names no paper (valid: bml,"),
+    ("paper: {text: bml, claims: [{what: w, row: PS, metric: gst_ratio, paper: 1, from: f}]}\n", "needs 'quote'"),
+    ("paper: {text: bml, claims: [{what: w, kind: guess, from: f}]}\n", "kind 'guess' is not one of paper, model"),
+    ("paper: {text: bml, claims: [{what: w, kind: model, row: PS, metric: overlapped_s, paper: [0, 1000], from: f}]}\n",
+     "the range [0, 1000] cannot fail"),
+    ("paper: {text: bml, claims: [{what: w, kind: model, row: PS, metric: gst_median_s, paper: [0.01, 5], from: f}]}\n",
+     "the range [0.01, 5] cannot fail"),
+    ("paper: {text: bml, claims: [{what: w, kind: model, row: PS, metric: accuracy, paper: [0, 1], from: f}]}\n",
+     "the range [0, 1] cannot fail"),
+    ("paper: {text: bml, claims: [{what: w, kind: model, row: PS, relative_to: H, metric: gst_median_s, paper: [0, 3],"
+     " from: f}]}\n", "the range [0, 3] cannot fail"),
+    ("paper: {text: bml, claims: [{what: w, kind: model, from: f, row: NOPE, metric: gst_ratio, paper: 1}]}\n", "row 'NOPE' is not a run label"),
+    ("paper: {text: bml, claims: [{what: w, kind: model, from: f, row: PS, metric: speed, paper: 1}]}\n", "metric 'speed' is not one of"),
+    ("paper: {text: bml, claims: [{what: w, kind: model, from: f, row: PS, metric: gst_ratio, paper: 1, relation: ratio}]}\n",
      "relation 'ratio' needs 'relative_to'"),
-    ("paper: {claims: [{what: w, row: PS, metric: gst_ratio, paper: [2, 1]}]}\n", "a number or [low, high]"),
-    ("paper: {claims: [{what: w, row: PS, metric: gst_ratio, paper: 1, figure: 5}]}\n", "unknown key 'figure'"),
+    ("paper: {text: bml, claims: [{what: w, kind: model, from: f, row: PS, metric: gst_ratio, paper: [2, 1]}]}\n", "a number or [low, high]"),
+    ("paper: {text: bml, claims: [{what: w, kind: model, from: f, row: PS, metric: gst_ratio, paper: 1, figure: 5}]}\n", "unknown key 'figure'"),
 ])
 def test_paper_block_errors(tmp_path, claims, fragment):
     r = run_dmlbed("compare", write(tmp_path, PAPER + claims), "--out", str(tmp_path / "out"))
@@ -97,25 +108,31 @@ def test_paper_table_relations():
            [{"label": "B", "mode": m, "gst_median_s": g, "jct_s": j} for m, g, j in
             (("emulate", 1.0, 5.0), ("simulate", 1.0, None))]
     claims = [{"what": "ratio", "row": "B", "relative_to": "A", "relation": "ratio", "metric": "gst_median_s",
-               "paper": 0.5, "from": "f"},
+               "paper": 0.5, "from": "f", "kind": "paper", "why": "w"},
               {"what": "reduction", "row": "B", "relative_to": "A", "relation": "reduction", "metric": "jct_s",
-               "paper": (0.4, 0.6), "from": "f"}]
+               "paper": (0.4, 0.6), "from": "f", "kind": "model"}]
     out = table(claims, rows, ["mode"])
     got = [(c["what"], c["mode"], c["ours"], c["agrees"]) for c in out]
     assert got == [("ratio", "emulate", 0.5, True), ("ratio", "simulate", 1.0, False),
                    ("reduction", "emulate", 0.5, True), ("reduction", "simulate", None, None)]
     assert out[1]["ours_over_paper"] == 2.0 and out[2]["paper"] == "0.4-0.6"
+    assert [c["verdict"] for c in out] == ["agrees", "differs", "agrees", "no value"]
 
 
 def test_simulated_compare_prints_paper_beside_ours(tmp_path):
-    cfg = write(tmp_path, PAPER + "paper:\n  source: 'test paper'\n  claims:\n"
-                "    - {what: 'ring / PS', row: RING, relative_to: PS, metric: gst_median_s, paper: 1.0}\n"
-                "    - {what: 'PS against its formula', row: PS, metric: gst_ratio, paper: 1.0}\n")
+    cfg = write(tmp_path, PAPER + "paper:\n  source: 'test paper'\n  text: bml\n  claims:\n"
+                "    - {what: 'ring / PS', kind: model, from: m, row: RING, relative_to: PS, metric: gst_median_s,"
+                " paper: 1.0}\n"
+                "    - {what: 'PS against its formula', kind: model, from: m, row: PS, metric: gst_ratio, paper: 1.0}\n"
+                "    - {what: 'far away', from: 'Fig. 9', quote: 'q', paper: 3.0, out_of_reach: 'needs GPUs'}\n")
     r = run_dmlbed("compare", cfg, "--out", str(tmp_path / "out"), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "paper vs ours (test paper)" in r.stdout and "ring / PS" in r.stdout
+    assert "dmlbed's model vs ours" in r.stdout and "ring / PS" in r.stdout
+    assert "out of reach here (not scored):\n  far away (Fig. 9): needs GPUs" in r.stdout
     rows = list(csv.DictReader(open(tmp_path / "out" / "paper.csv")))
-    assert [row["what"] for row in rows] == ["ring / PS", "PS against its formula"]
+    assert [row["what"] for row in rows] == ["ring / PS", "PS against its formula", "far away"]
+    assert rows[2]["verdict"] == "out of reach here" and rows[2]["why"] == "needs GPUs"
+    rows = rows[:2]
     # On a simulated star both are 2(N-1)/N TF, up to the TCP/IP header overhead the simulator counts (3514/3448 at MTU 3500).
     assert float(rows[0]["ours"]) == pytest.approx(1.0, abs=0.01)
     assert float(rows[1]["ours"]) == pytest.approx(3514 / 3448, abs=0.01)

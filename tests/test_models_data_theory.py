@@ -101,3 +101,11 @@ def test_bml_paper_formulas():
     assert theory("bml", parse("bcube:2,3"), s, (100.0,) * 3).gst_s == pytest.approx(2 * 7 / 24 * tf)
     assert theory("ring", parse("star:9"), s, (100.0,)).gst_s == pytest.approx(ps)
     assert theory("ps", parse("star:9"), s, (100.0,), servers=3).gst_s == pytest.approx(2 * 6 / 3 * tf)
+    # more servers than workers: each worker's own link still carries the whole gradient each way
+    assert theory("ps", parse("star:9"), s, (100.0,), servers=5).gst_s == pytest.approx(2 * tf)
+    # one server under tree:3,2 at 100/50: the far subtree's 50 Mbit/s uplink carries 3 workers' gradients,
+    # not the server's link (5 at 100) nor 5 at the slowest level (the old formula, 1.7x pessimistic)
+    tf50 = full_gradient_time(s, 50)
+    for algo in ("ps", "pflow"):
+        assert theory(algo, parse("tree:3,2"), s, (100.0, 50.0), servers=1).gst_s == pytest.approx(2 * 3 * tf50)
+    assert theory("ibatch", parse("tree:3,2"), s, (100.0, 50.0), servers=1).gst_s == pytest.approx(3 * tf50)

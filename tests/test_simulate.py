@@ -113,7 +113,10 @@ def simulated(spec, bw, algo, servers=0, latency_s=0.0, model="lenet5", ecmp="sp
     ("bcube:3,2", "100", "blueconnect", 0), ("bcube:2,3", "100", "ring", 0), ("fattree:4", "100", "hier", 0),
     ("fattree:4", "100", "ps", 0), ("fattree:4", "100", "blueconnect", 0), ("fattree:4", "100", "twolevel", 0),
     ("tree:3,2,2", "200,100,25", "blueconnect", 0), ("tree:3,2,2", "200,100,25", "ring", 0),
-    ("tree:3,2,2", "200,100,25", "twolevel", 0), ("tree:2,2", "100,50", "hier", 0)])
+    ("tree:3,2,2", "200,100,25", "twolevel", 0), ("tree:2,2", "100,50", "hier", 0),
+    # dedicated servers: more servers than workers, and a subtree's uplink as the busiest cut
+    ("star:9", "100", "ps", 5), ("tree:3,2", "100,50", "ps", 1), ("fattree:4", "100", "ps", 2),
+    ("tree:3,2,2", "200,100,25", "ps", 2)])
 def test_ideal_network_gives_the_closed_form(spec, bw, algo, servers):
     result, theory, _ = simulated(spec, bw, algo, servers)
     # pieces split every layer, so they differ by a few bytes: the slowest piece sets the time

@@ -57,14 +57,14 @@ class BucketHook:
         """What DDP calls per bucket: queue it for the sync thread, hand back a future at once."""
         if bucket.index() == 0:
             state.iteration += 1
-        fut = torch.futures.Future()
         if state.sync is None:
-            return state._default(bucket, fut)
+            return state._default(bucket)
+        fut = torch.futures.Future()
         sizes = [p.numel() for p in bucket.parameters()]
         state.pending.put((state.iteration, bucket.index(), bucket.buffer(), sizes, time.time(), fut))
         return fut
 
-    def _default(self, bucket, fut):
+    def _default(self, bucket):
         """DDP's own all-reduce over the process group, timed."""
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
         iteration, index, ready = self.iteration, bucket.index(), time.time()

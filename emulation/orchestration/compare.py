@@ -16,8 +16,8 @@ from emulation.orchestration.outputs import check_output, write_atomic, write_ta
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
-           "wire_ratio", "first_step_wire_ratio", "forward_phase_s", "overlapped_s", "comm_exposed_s",
-           "compute_exposed_s", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
+           "throughput_sps", "wire_ratio", "first_step_wire_ratio", "forward_phase_s", "overlapped_s",
+           "comm_exposed_s", "compute_exposed_s", "push_s", "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
            "error", "out"]
 
 
@@ -116,6 +116,8 @@ def row(entry: dict, summary: dict) -> dict:
     r = {k: summary.get(k) for k in COLUMNS}
     r["mode"] = summary.get("mode", "emulate")
     r.update(summary.get("split_median_s") or {})
+    if r.get("iteration_median_s") and r.get("batch") and r.get("workers"):
+        r["throughput_sps"] = r["batch"] * r["workers"] / r["iteration_median_s"]  # samples per second
     fid = summary.get("fidelity") or {}
     r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"))
     cfg = entry["config"]
@@ -284,7 +286,8 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     plots = plot(out_root, rows, sweep_keys)
     claims = paper.table(job.claims, rows, sweep_keys)
     if claims:
-        write_table(os.path.join(out_root, "paper.csv"), claims, list(claims[0]))
+        write_table(os.path.join(out_root, "paper.csv"), claims, ["what", "kind", *sweep_keys, "paper", "ours",
+                                                                  "ours_over_paper", "verdict", "agrees", "why"])
     pairs = sim_vs_emu(rows, sweep_keys)
     if pairs:
         write_table(os.path.join(out_root, "sim_vs_emu.csv"), pairs, list(pairs[0]))

@@ -41,6 +41,47 @@ def all_reduce_bound(hosts: int) -> float:
     return 2 * (hosts - 1) / hosts
 
 
+def cuts(topo: Topology, bw: Sequence[float]) -> List[Tuple[frozenset, float]]:
+    """Every way up out of a group of hosts in a switch-centric topology: (the hosts below a node, the bytes/s of
+    the links leaving that group upwards), one entry per distinct group; a host's own link is the smallest."""
+    children: Dict[str, List[str]] = {}
+    for link in topo.links:
+        children.setdefault(link.upper, []).append(link.lower)
+    below: Dict[str, frozenset] = {}
+
+    def hosts_below(node: str) -> frozenset:
+        if node not in below:
+            below[node] = (frozenset([topo.node(node).index]) if topo.is_host(node) else
+                           frozenset().union(*(hosts_below(c) for c in children.get(node, ()))))
+        return below[node]
+    everyone = frozenset(range(len(topo.hosts)))
+    groups = {hosts_below(n) for n in [h.name for h in topo.hosts] + [s.name for s in topo.switches]} - {everyone}
+    out = []
+    for group in sorted(groups, key=lambda g: (len(g), sorted(g))):
+        rate = sum(bw[min(l.level, len(bw) - 1)] * 1e6 / 8 for l in topo.links
+                   if hosts_below(l.lower) <= group and not hosts_below(l.upper) <= group)
+        out.append((group, rate))
+    return out
+
+
+def dedicated_servers_time(topo: Topology, gradient_bytes: float, bw: Sequence[float], servers: int) -> float:
+    """One push (or one pull) between workers M..N-1 and servers 0..M-1, each worker exchanging G/M with every
+    server: as long as its busiest cut needs, for any M and W (a worker's own link carries G even when M > W).
+    BCube (server-centric, its hosts relay) is taken at its slowest level: max(W/M, 1) * TF."""
+    hosts = len(topo.hosts)
+    workers = hosts - servers
+    if topo.kind == "bcube":
+        return max(workers / servers, 1.0) * host_tf(gradient_bytes, bw)
+    share = gradient_bytes / servers
+    slowest = 0.0
+    for group, rate in cuts(topo, bw):
+        s_in = sum(1 for h in group if h < servers)
+        w_in = len(group) - s_in
+        up, down = w_in * (servers - s_in) * share, (workers - w_in) * s_in * share
+        slowest = max(slowest, max(up, down) / rate)
+    return slowest
+
+
 def t_ring(p: int, n_bytes: float, alpha: float, w_bytes: float) -> float:
     """BlueConnect eq. 1: ring reduce-scatter or all-gather of n bytes over p learners."""
     return (p - 1) * alpha + (p - 1) / p * n_bytes / w_bytes

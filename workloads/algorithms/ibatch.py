@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
-from emulation.spec.theory import Theory, host_tf
+from emulation.spec.theory import Theory, dedicated_servers_time, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
 
@@ -193,9 +193,9 @@ def ps_pull(hosts: int, servers: int, layers: int, batches: Sequence[Tuple[int, 
 
 
 def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
-    """The gradient push to M servers: W/M * TF (the pulls are modelled by timeline() above)."""
+    """The gradient push to M servers, as long as its busiest cut needs (the pulls are modelled by timeline())."""
     tf = host_tf(gradient_bytes, bw)
-    return Theory((len(topo.hosts) - servers) / servers * tf, "W/M * TF (push)", tf)
+    return Theory(dedicated_servers_time(topo, gradient_bytes, bw, servers), "busiest cut of the push", tf)
 
 
 @dataclass(frozen=True)

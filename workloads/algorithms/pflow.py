@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from emulation.spec.theory import Theory, host_tf
+from emulation.spec.theory import Theory, dedicated_servers_time, host_tf
 from emulation.spec.topology import Topology
 from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
@@ -277,9 +277,10 @@ class PFlowOptions:
 
 
 def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
-    """Push to and broadcast from M servers, before DVF shrinks the bytes: 2W/M * TF."""
+    """Push to and broadcast from M servers, before DVF shrinks the bytes: each as long as its busiest cut needs."""
     tf = host_tf(gradient_bytes, bw)
-    return Theory(2 * (len(topo.hosts) - servers) / servers * tf, "2W/M * TF (no filter, no tree)", tf)
+    return Theory(2 * dedicated_servers_time(topo, gradient_bytes, bw, servers),
+                  "2 * busiest cut of a push (no filter, no tree)", tf)
 
 
 def check_options(topo, servers: int, options: PFlowOptions) -> None:

@@ -1,8 +1,11 @@
 """Parameter server: peer-to-peer (every worker serves 1/N, the BML paper's baseline) or dedicated servers."""
 
-from emulation.spec.theory import Theory, all_reduce_bound, host_tf
+from emulation.spec.theory import Theory, all_reduce_bound, dedicated_servers_time, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers
 from workloads.plan import COPY, REDUCE, Plan, Transfer
+
+
+DEDICATED_FORMULA = "2 * busiest cut of a push (max(W/M, 1) * TF on a star)"
 
 
 def p2p_ps(workers: int) -> Plan:
@@ -27,11 +30,11 @@ def plan(topo, servers: int) -> Plan:
 
 
 def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
-    """P2P: 2(N-1)/N * TF (BML paper). Dedicated: each server link carries W/M of the gradient each way."""
+    """P2P: 2(N-1)/N * TF (BML paper). Dedicated: a push then a pull, each as long as its busiest cut needs
+    (W/M of the gradient into a server's link, the whole gradient out of a worker's, or a subtree's uplinks)."""
     tf = host_tf(gradient_bytes, bw)
     if servers:
-        workers = len(topo.hosts) - servers
-        return Theory(2 * workers / servers * tf, "2W/M * TF", tf)
+        return Theory(2 * dedicated_servers_time(topo, gradient_bytes, bw, servers), DEDICATED_FORMULA, tf)
     return Theory(all_reduce_bound(len(topo.hosts)) * tf, "2(N-1)/N * TF", tf)
 
 

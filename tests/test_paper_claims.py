@@ -1,0 +1,72 @@
+"""Every claim the shipped configs score is the paper's own: its quote is in the cited paper's text and holds the
+number claimed; claims of dmlbed's own model say so; no range can hold for every value."""
+
+import glob
+import math
+import os
+import re
+
+import pytest
+import yaml
+
+from helpers import ROOT
+
+from emulation.orchestration import paper
+
+PAPERS_DIR = os.environ.get("DMLBED_PAPERS", os.path.join(ROOT, "..", "shared", "papers"))
+CONFIGS = sorted(p for p in glob.glob(os.path.join(ROOT, "configs", "*.yaml"))
+                 if "paper" in (yaml.safe_load(open(p)) or {}))
+WORDS = {0.5: ("half",), 2.0: ("double", "twice"), 1.0: ("same", "similar")}
+
+
+def shipped_claims():
+    for path in CONFIGS:
+        data = yaml.safe_load(open(path))
+        for c in paper.claims(data, [r["label"] for r in data["runs"]]):
+            yield pytest.param(c, id=f"{os.path.basename(path)}:{c['what']}")
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def printed_forms(x: float):
+    """How a paper prints the value x: itself, its inverse (a factor), as a percentage, or as a percent gain or
+    cut; and the words for 1/2, 2 and 1."""
+    forms = {x, 1 / x if x else math.inf, 100 * x, 100 * (x - 1), 100 * (1 - x)}
+    return {f"{round(v, 4):g}" for v in forms if math.isfinite(v) and v > 0} | set(WORDS.get(x, ()))
+
+
+def test_the_shipped_configs_have_claims():
+    assert [os.path.basename(p) for p in CONFIGS] == ["blueconnect.yaml", "bml-fig5.yaml", "bml-fig6.yaml",
+                                                      "ibatch.yaml", "pflow.yaml", "terngrad.yaml"]
+
+
+@pytest.mark.parametrize("claim", list(shipped_claims()))
+def test_a_paper_claim_quotes_its_paper_and_the_number(claim):
+    if claim["kind"] == "model":
+        assert "dmlbed" in claim["from"], "a claim of dmlbed's model says so where it comes from"
+        return
+    text_path = os.path.join(PAPERS_DIR, claim["text"] + ".txt")
+    if not os.path.exists(text_path):
+        pytest.skip(f"the paper texts are not at {PAPERS_DIR} (set DMLBED_PAPERS)")
+    assert flat(claim["quote"]) in flat(open(text_path).read()), f"not in {claim['text']}.txt: {claim['quote']}"
+    assert re.search(r"\b(sec\.|Fig\.|Table|App\.)", claim["from"]), claim["from"]
+    if "out_of_reach" in claim or claim["metric"] == "gst_ratio":  # gst_ratio: against the quoted formula
+        return
+    values = claim["paper"] if isinstance(claim["paper"], tuple) else (claim["paper"],)
+    for v in values:
+        if isinstance(claim["paper"], tuple) and v == 1.0:
+            continue  # the floor of an "up to N x" claim is no speed-up, not a number the paper prints
+        forms = printed_forms(v)
+        assert any(re.search(rf"(?<![\d.]){re.escape(f)}(?![\d])", claim["quote"]) for f in forms), \
+            f"none of {sorted(forms)} in the quote {claim['quote']!r}"
+
+
+def test_a_quote_that_is_not_in_the_paper_is_caught():
+    if not os.path.isdir(PAPERS_DIR):
+        pytest.skip(f"the paper texts are not at {PAPERS_DIR}")
+    text = flat(open(os.path.join(PAPERS_DIR, "terngrad.txt")).read())
+    assert flat("the reduction factor is still $16\\times$") in text
+    assert flat("the reduction factor is still $32\\times$") not in text
+    assert not any(re.search(rf"(?<![\d.]){re.escape(f)}(?![\d])", "cuts traffic 16x") for f in printed_forms(0.1))
