@@ -116,3 +116,43 @@ def test_decomposition_reaches_theory_and_the_workers(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["correct"] is True and "stage order 4,3" in summary["gst_formula"]
+
+
+RESNET50_BYTES = 25_557_032 * 4
+
+
+def test_fig5_ordering_blueconnect_ahead_of_a_flat_ring_at_10_to_1():
+    # Fig. 5: two systems of 4 GPUs, the network 10x slower than inside a system; BLC about 1.6x over NCCL's ring
+    from workloads.algorithms import get
+    t = get("blueconnect").gst_theory(parse("tree:4,2"), RESNET50_BYTES, (100.0, 10.0), options={"alpha": 5e-3})
+    ring = dict(t.baselines)["one-level ring (eq. 5)"]
+    assert ring / t.gst_s == pytest.approx(1.52, abs=0.01)
+    assert ring == pytest.approx(one_level_time(parse("tree:4,2"), RESNET50_BYTES, (100.0, 10.0), 5e-3))
+
+
+def test_with_latency_auto_leaves_the_flat_ring_on_192_learners():
+    # Fig. 6's layout (48 systems of 4 GPUs), rates and alpha scaled 1000x down: without latency eq. 9 finds
+    # nothing better than the flat ring (factor 192); with alpha, the ring's 382 steps cost more than the stage
+    # inside a system, and auto picks 4,48, which beats the ring
+    from workloads.algorithms import get
+    topo, bw = parse("tree:4,48"), (1000.0, 100.0)
+    flat = get("blueconnect").gst_theory(topo, RESNET50_BYTES, bw, options={"decomposition": "auto"})
+    assert "factors 192" in flat.formula and flat.gst_s == pytest.approx(dict(flat.baselines)["one-level ring (eq. 5)"])
+    auto = get("blueconnect").gst_theory(topo, RESNET50_BYTES, bw, options={"decomposition": "auto", "alpha": 5e-3})
+    assert "factors 4,48" in auto.formula and "alpha 0.005" in auto.formula
+    assert auto.gst_s < dict(auto.baselines)["one-level ring (eq. 5)"]
+    plan = get("blueconnect").build_plan(topo, 0, {"decomposition": "auto", "alpha": 5e-3}, bw, RESNET50_BYTES)
+    assert plan.meta["radices"] == [4, 48]
+
+
+def test_theory_prints_the_baselines_at_the_same_alpha():
+    import json
+    from helpers import run_dmlbed
+    r = run_dmlbed("theory", "--topo", "tree:4,2", "--bw", "100,10", "--algo", "blueconnect", "--model", "resnet50",
+                   "--alpha", "0.005", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out["baselines_s"]) == {"one-level ring (eq. 5)", "two-level (eq. 7)"}
+    assert out["baselines_s"]["one-level ring (eq. 5)"] > out["gst_theory_s"]
+    r = run_dmlbed("theory", "--topo", "tree:4,2", "--algo", "ring", "--alpha", "0.005")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "alpha" in r.stderr, r.stderr

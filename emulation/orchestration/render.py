@@ -154,6 +154,8 @@ def print_theory(o: dict) -> None:
     """The paper's formula, and the calibrated model's GST when a calibration was given."""
     print(f"{o['algo']} on {o['topology']}, {o['model']} ({o['gradient_bytes'] / 2**20:.2f} MiB): GST = {o['formula']} "
           f"= {o['gst_theory_s']:.4f} s (TF = {o['tf_s']:.4f} s at {min(o['bw_mbps']):g} Mbit/s)")
+    for what, seconds in (o.get("baselines_s") or {}).items():
+        print(f"  beside it, {what}: {seconds:.4f} s ({seconds / o['gst_theory_s']:.3f} x)")
     if "gst_theory_calibrated_s" in o:
         cal = o["gst_theory_calibrated_s"]
         print(f"calibrated ({o['calibration']}): " + (f"GST = {cal:.4f} s, {o['gst_formula_calibrated']}"

@@ -127,7 +127,7 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
     summary = head(cfg, checked)
     log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
-    plan = algorithm.build_plan(topo, checked.servers, algorithm_options(cfg), bw)
+    plan = algorithm.build_plan(topo, checked.servers, algorithm_options(cfg), bw, 4 * sum(tensor_sizes(cfg.model)))
     pieces = [n * 4 for n in piece_sizes(tensor_sizes(cfg.model), plan.pieces)]
     share = link_goodput(cfg)
     rates = {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}

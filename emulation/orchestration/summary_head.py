@@ -23,7 +23,8 @@ def head(cfg: RunConfig, checked: Checked) -> dict:
             "ranks": len(topo.hosts), "servers": checked.servers, "parameters": parameters,
             "gradient_bytes": parameters * 4, "bw_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
             "batch": cfg.batch, "codec": cfg.codec, "iterations_requested": cfg.iters,
-            "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s, "config": asdict(cfg)}
+            "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
+            **({"gst_baselines_s": dict(theory.baselines)} if theory.baselines else {}), "config": asdict(cfg)}
 
 
 def model_fields(cfg: RunConfig, checked: Checked) -> dict:

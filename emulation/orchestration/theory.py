@@ -29,6 +29,8 @@ def report(job: TheoryJob) -> dict:
     out = {key: h[key] for key in ("topology", "algo", "model", "parameters", "gradient_bytes")}
     out.update(bw_mbps=list(checked.bw), servers=checked.servers, tf_s=h["tf_s"], gst_theory_s=h["gst_theory_s"],
                formula=h["gst_formula"], **model_fields(cfg, checked), **overlap_theory(cfg, checked))
+    if "gst_baselines_s" in h:
+        out["baselines_s"] = h["gst_baselines_s"]
     if any(checked.impairment.delay_ms):
         out["delay_ms"] = list(checked.impairment.delay_ms)
     return out

@@ -26,7 +26,7 @@ def plan_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int]
     (None: not a single plan)."""
     if algorithm.plan is None:
         return None
-    plan = algorithm.build_plan(topo, servers, options, bw)
+    plan = algorithm.build_plan(topo, servers, options, bw, 4 * sum(layer_sizes))
     pieces = [n * 4 for n in piece_sizes(layer_sizes, plan.pieces)]
     return simulate_plan(plan, pieces, Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES,
                          link_delay_s=link_delay_s).gst_s

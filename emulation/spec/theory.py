@@ -20,10 +20,13 @@ class Theory:
     gst_s: float
     formula: str
     tf_s: float
+    baselines: Tuple[Tuple[str, float], ...] = ()  # (what, seconds) the paper sets beside it, same alpha
 
     def to_dict(self) -> Dict[str, object]:
         """JSON-ready form."""
-        return asdict(self)
+        out = asdict(self)
+        out["baselines"] = dict(self.baselines)
+        return out
 
 
 def full_gradient_time(gradient_bytes: float, mbps: float) -> float:

@@ -132,12 +132,15 @@ class Algorithm:
         self.check_options(topo, used, self.options_of(options))
 
     def build_plan(self, topo: Topology, servers: int = 0, options=None,
-                   bw: Optional[Sequence[float]] = None) -> Plan:
+                   bw: Optional[Sequence[float]] = None, gradient_bytes: Optional[float] = None) -> Plan:
         """The all-reduce plan (PlanError when this algorithm is not a single plan) for its options (typed, or a
-        mapping of run options) and the bandwidth per level, which 'auto' choices need."""
+        mapping of run options), the bandwidth per level and the gradient's size, which 'auto' choices need."""
         if self.plan is None:
             raise PlanError(f"{self.name} is not a single all-reduce plan")
-        return self.plan(topo, self.resolve_servers(servers), **self._keywords(options, bw))
+        keywords = self._keywords(options, bw)
+        if keywords and gradient_bytes is not None:
+            keywords["gradient_bytes"] = gradient_bytes
+        return self.plan(topo, self.resolve_servers(servers), **keywords)
 
     def _keywords(self, options, bw: Optional[Sequence[float]] = None) -> Dict[str, object]:
         """The keyword arguments its plan and theory take: its options (and the rates, when it has options)."""
@@ -158,7 +161,7 @@ class Algorithm:
             return base
         from workloads.compression import terngrad_wire_fraction
         from workloads.plan import piece_sizes
-        plan = self.build_plan(topo, servers, options, bw)
+        plan = self.build_plan(topo, servers, options, bw, gradient_bytes)
         elements = max(1, int(gradient_bytes // 4))
         f = terngrad_wire_fraction(plan, piece_sizes([elements], plan.pieces))
         return Theory(base.gst_s * f, f"{base.formula} x {f:.4f} (TernGrad: |g| on the wire, 2-bit ternaries, partial "

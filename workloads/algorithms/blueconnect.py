@@ -8,11 +8,12 @@ learner a holds the pieces whose digits 0..i equal a's, reduced over a's stage-0
 
 import math
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from emulation.spec.radix import group_members, to_digits
 from emulation.spec.theory import (DECOMPOSITION_HELP, Theory, best_decomposition, blueconnect_time,
-                                   decomposition_time, host_tf, is_power_of_two, parse_decomposition, two_level_time)
+                                   decomposition_time, host_tf, is_power_of_two, one_level_time, parse_decomposition,
+                                   two_level_time)
 from emulation.spec.topology import Topology
 from workloads.algorithms.base import Algorithm, option
 from workloads.plan import COPY, REDUCE, Plan, Transfer
@@ -115,11 +116,11 @@ def two_level(radices: Sequence[int]) -> Plan:
     return Plan("twolevel", P, P, (tuple(steps),), tuple(range(P)), {"radices": list(radices)})
 
 
-def decomposition_of(topo: Topology, decomposition: str, gradient_bytes: float, bw):
+def decomposition_of(topo: Topology, decomposition: str, gradient_bytes: float, bw, alpha: float = 0.0):
     """(digit spans, stage order) of a --decomposition value on topo, None for 'topology' ('auto': eq. 9's best
-    at this size and rate)."""
+    at this size, rate and per-message latency alpha)."""
     parsed = parse_decomposition(decomposition, topo)
-    return best_decomposition(topo, gradient_bytes, bw) if parsed == "auto" else parsed
+    return best_decomposition(topo, gradient_bytes, bw, alpha) if parsed == "auto" else parsed
 
 
 def factors_of(topo: Topology, spans) -> List[int]:
@@ -128,24 +129,37 @@ def factors_of(topo: Topology, spans) -> List[int]:
     return [math.prod(radices[a:b + 1]) for a, b in spans]
 
 
-def blueconnect_theory(topo: Topology, gradient_bytes, bw, servers: int, decomposition: str = "topology") -> Theory:
-    """BlueConnect eq. 9 over the chosen factors and stage order."""
-    chosen = decomposition_of(topo, decomposition, gradient_bytes, bw)
+def blueconnect_theory(topo: Topology, gradient_bytes, bw, servers: int, decomposition: str = "topology",
+                       alpha: float = 0.0) -> Theory:
+    """BlueConnect eq. 9 over the chosen factors and stage order, with the paper's baselines beside it at the
+    same alpha: the one-level ring (eq. 5) and, on trees, the two-level reduce-to-master (eq. 7)."""
+    chosen = decomposition_of(topo, decomposition, gradient_bytes, bw, alpha)
+    latency = f", alpha {alpha:g} s" if alpha else ""
+    baselines = (("one-level ring (eq. 5)", one_level_time(topo, gradient_bytes, bw, alpha)),)
+    if topo.kind in ("tree", "fattree"):
+        baselines += (("two-level (eq. 7)", two_level_time(topo, gradient_bytes, bw, alpha)),)
+    tf = host_tf(gradient_bytes, bw)
     if chosen is None:
-        return Theory(blueconnect_time(topo, gradient_bytes, bw), "BlueConnect eq. 9", host_tf(gradient_bytes, bw))
+        return Theory(blueconnect_time(topo, gradient_bytes, bw, alpha), "BlueConnect eq. 9" + latency, tf, baselines)
     spans, order = chosen
     factors = factors_of(topo, spans)
-    return Theory(decomposition_time(topo, gradient_bytes, bw, spans, order),
+    return Theory(decomposition_time(topo, gradient_bytes, bw, spans, order, alpha),
                   f"BlueConnect eq. 9, factors {','.join(map(str, factors))} in stage order "
-                  f"{','.join(str(factors[j]) for j in order)}", host_tf(gradient_bytes, bw))
+                  f"{','.join(str(factors[j]) for j in order)}{latency}", tf, baselines)
 
 
-def blueconnect_plan(topo: Topology, servers: int, decomposition: str = "topology", bw=None) -> Plan:
+def blueconnect_plan(topo: Topology, servers: int, decomposition: str = "topology", alpha: float = 0.0,
+                     bw=None, gradient_bytes: Optional[float] = None) -> Plan:
     """The plan of a --decomposition (BCube transfers pinned to their digit's level); 'auto' needs the rates
-    (eq. 9 without latency ranks decompositions the same at every gradient size)."""
-    chosen = decomposition_of(topo, decomposition, 1.0, bw or (1.0,) * topo.levels)
+    and, with a latency alpha, the gradient's size (1 MiB when the caller does not know it: without latency,
+    eq. 9 ranks decompositions the same at every size)."""
+    chosen = decomposition_of(topo, decomposition, gradient_bytes or AUTO_PLAN_BYTES, bw or (1.0,) * topo.levels,
+                              alpha)
     factors, order = (topo.radices(), None) if chosen is None else (factors_of(topo, chosen[0]), chosen[1])
     return blueconnect(factors, pin_levels=topo.kind == "bcube", order=order)
+
+
+AUTO_PLAN_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,8 @@ class BlueConnectOptions:
 
     decomposition: str = option("topology", "blueconnect: " + DECOMPOSITION_HELP + " (factors join consecutive "
                                 "levels, lowest first; '@' gives a stage order, e.g. 3,4@1,0)", shapes_plan=True)
+    alpha: float = option(0.0, "blueconnect: per-message latency alpha in seconds (eq. 1-9) for its theory and "
+                          "--decomposition auto (0: bandwidth only)", low=0.0, high=1.0, shapes_plan=True)
 
 
 def check_options(topo: Topology, servers: int, options: BlueConnectOptions) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from workloads.compression import COMPRESSORS
+from workloads.models import tensor_sizes
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
 from workloads.strategies.base import ModelState, RankContext, Strategy, wire_since, wire_snapshot
@@ -24,7 +25,8 @@ class PlanSync:
 
     def __init__(self, ctx: RankContext, port_offset: int = 0):
         self.ctx = ctx
-        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw)
+        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw,
+                                             4 * sum(tensor_sizes(ctx.cfg.model)))
         self.channel = ctx.channel(self.plan, PieceLayout([1], self.plan.pieces), port_offset)
         self.layouts: Dict[Tuple[int, ...], Tuple[PieceLayout, PieceLayout, torch.Tensor, torch.Tensor,
                                                   torch.Tensor]] = {}
