@@ -38,7 +38,8 @@ def printed_forms(x: float):
 
 
 def test_the_shipped_configs_have_claims():
-    assert [os.path.basename(p) for p in CONFIGS] == ["blueconnect.yaml", "bml-fig5.yaml", "bml-fig6.yaml",
+    assert [os.path.basename(p) for p in CONFIGS] == ["blueconnect-fig5.yaml", "blueconnect-fig6.yaml",
+                                                      "blueconnect.yaml", "bml-fig5.yaml", "bml-fig6.yaml",
                                                       "ibatch.yaml", "pflow.yaml", "terngrad.yaml"]
 
 
@@ -70,3 +71,13 @@ def test_a_quote_that_is_not_in_the_paper_is_caught():
     assert flat("the reduction factor is still $16\\times$") in text
     assert flat("the reduction factor is still $32\\times$") not in text
     assert not any(re.search(rf"(?<![\d.]){re.escape(f)}(?![\d])", "cuts traffic 16x") for f in printed_forms(0.1))
+
+
+def test_reproduce_blueconnect_fig5_in_the_flow_model(tmp_path):
+    import json
+    from helpers import run_dmlbed
+    r = run_dmlbed("reproduce", "blueconnect-fig5", "--json", "--out", str(tmp_path / "out"), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    claims = {c["what"]: c for c in json.loads(r.stdout)["paper"]}
+    fig5 = claims["all-reduce time flat ring / BlueConnect (10:1)"]
+    assert fig5["kind"] == "paper" and fig5["verdict"] == "agrees" and 1.4 < fig5["ours"] < 1.7
