@@ -81,7 +81,7 @@ class CommonConfig:
                      commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE, LAUNCH))
     servers: int = option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
                           kind=int, low=0, high=MAX_HOSTS, commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH))
-    batch: int = option(32, "sub-minibatch per worker", kind=int, low=1, high=4096)
+    batch: int = option(32, "sub-minibatch per worker", kind=int, low=1, high=4096, commands=(RUN, COMPARE, THEORY))
     iters: int = option(10, "iterations", kind=int, low=1, high=100000, commands=(RUN, COMPARE, SIMULATE))
     data: str = option("synthetic", "synthetic | digits | mnist:PATH")
     lr: float = option(0.01, "learning rate", kind=float, low=0, high=10, low_open=True)
@@ -132,6 +132,21 @@ class CommonConfig:
     calibration: str = option(None, "a `dmlbed calibrate` calibration.json of this topology and rate: theory, bench "
                               "and simulate add its fitted latency-bandwidth model beside the paper's formula",
                               commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH))
+    tg_gpus: int = option(1, "theory --codec terngrad (TernGrad App. B): GPUs per machine i (the hosts are the j "
+                          "machines)", kind=int, low=1, high=64, commands=(THEORY,))
+    tg_step_s: float = option(0.0, "theory --codec terngrad: T(1,1,K,|g|), one GPU's profiled time for a mini-batch "
+                              "of --batch, seconds (default: --compute-time)", kind=float, low=0, high=3600,
+                              commands=(THEORY,))
+    tg_gpu_gbps: float = option(100.0, "theory --codec terngrad: GPU-to-GPU bandwidth inside a machine C_gwd, Gbit/s",
+                                kind=float, low=0, high=10000, low_open=True, commands=(THEORY,))
+    tg_cpu_gbps: float = option(100.0, "theory --codec terngrad: CPU-GPU bandwidth C_cwd, Gbit/s", kind=float, low=0,
+                                high=10000, low_open=True, commands=(THEORY,))
+    tg_latency_us: float = option(0.0, "theory --codec terngrad: network latency C_ncost, microseconds", kind=float,
+                                  low=0, high=1e6, commands=(THEORY,))
+    tg_scaling: str = option("weak", "theory --codec terngrad: weak (--batch per GPU, eq. 17-18) or strong (--batch "
+                             "in all, eq. 15-16) scaling", choices=("weak", "strong"), commands=(THEORY,))
+    tg_ternarize_last: bool = option(False, "theory --codec terngrad: ternarize the last layer too (the paper "
+                                     "keeps it fp32)", kind=bool, commands=(THEORY,))
     mode: str = option("emulate", "emulate (real workers on Mininet) or simulate (flow-level, any size)",
                        choices=("emulate", "simulate"), commands=(COMPARE,))
     latency_us: float = option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,

@@ -154,6 +154,13 @@ def print_theory(o: dict) -> None:
     """The paper's formula, and the calibrated model's GST when a calibration was given."""
     print(f"{o['algo']} on {o['topology']}, {o['model']} ({o['gradient_bytes'] / 2**20:.2f} MiB): GST = {o['formula']} "
           f"= {o['gst_theory_s']:.4f} s (TF = {o['tf_s']:.4f} s at {min(o['bw_mbps']):g} Mbit/s)")
+    if "terngrad_model" in o:
+        m = o["terngrad_model"]
+        i = m["inputs"]
+        print(f"TernGrad App. B ({i['scaling']} scaling, {i['machines']} machines x {i['gpus']} GPUs, "
+              f"T(1,1,K) {i['step_s']:g} s): fp32 {m['fp32']['t_s']:.4f} s/step, "
+              f"{m['fp32']['throughput_sps']:.1f} samples/s; terngrad {m['terngrad']['t_s']:.4f} s/step, "
+              f"{m['terngrad']['throughput_sps']:.1f} samples/s; speed-up {m['speedup']:.2f}x")
     for what, seconds in (o.get("baselines_s") or {}).items():
         print(f"  beside it, {what}: {seconds:.4f} s ({seconds / o['gst_theory_s']:.3f} x)")
     if "gst_theory_calibrated_s" in o:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from emulation.orchestration.options import Checked, RunConfig, validate
 from emulation.orchestration.summary_head import head, model_fields, overlap_theory
+from emulation.spec import terngrad_model
+from workloads.models import tensor_sizes
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,17 @@ def report(job: TheoryJob) -> dict:
                formula=h["gst_formula"], **model_fields(cfg, checked), **overlap_theory(cfg, checked))
     if "gst_baselines_s" in h:
         out["baselines_s"] = h["gst_baselines_s"]
+    if cfg.codec == "terngrad":
+        out["terngrad_model"] = terngrad_app_b(cfg, checked)
     if any(checked.impairment.delay_ms):
         out["delay_ms"] = list(checked.impairment.delay_ms)
     return out
+
+
+def terngrad_app_b(cfg: RunConfig, checked: Checked) -> dict:
+    """TernGrad's own performance model (App. B) for this configuration: the hosts are its machines."""
+    cluster = terngrad_model.Cluster(
+        gpus=cfg.tg_gpus, machines=len(checked.topo.hosts), batch=cfg.batch, step_s=cfg.tg_step_s or cfg.compute_time,
+        gpu_bps=cfg.tg_gpu_gbps * 1e9 / 8, cpu_bps=cfg.tg_cpu_gbps * 1e9 / 8, net_bps=min(checked.bw) * 1e6 / 8,
+        latency_s=cfg.tg_latency_us * 1e-6)
+    return terngrad_model.report(cluster, cfg.tg_scaling, tensor_sizes(cfg.model), not cfg.tg_ternarize_last)
