@@ -24,7 +24,9 @@ def test_clipping_limits_to_2_5_sigma():
 
 
 @pytest.mark.parametrize("values,width", [([-1, 0, 1, 1, 0], 2), ([-7, 7, 0], 4), ([-127, 100], 8),
-                                          ([3000, -5], 16), ([], 2), ([0] * 9, 2)])
+                                          ([3000, -5], 13), ([], 2), ([0] * 9, 2), ([-2, 2, 1], 3),
+                                          ([9, -9, 0, 4, -3], 5), ([-63, 63] * 7, 7), ([-200, 255, 7], 9),
+                                          ([32767, -32767], 16)])
 def test_packing_round_trips_losslessly(values, width):
     arr = np.array(values, dtype=np.float32)
     codec = PackedIntCodec()
@@ -64,13 +66,26 @@ def test_terngrad_wire_fraction_follows_the_packed_widths():
     from emulation.spec.topology import parse
     from workloads.algorithms import get
     from workloads.compression import partial_sum_width, terngrad_wire_fraction
-    assert [partial_sum_width(c) for c in (1, 2, 7, 8, 127, 128)] == [2, 4, 4, 8, 8, 16]
+    # ceil(log2(2c + 1)): 3, 5, 15, 17, 255 and 257 levels
+    assert [partial_sum_width(c) for c in (1, 2, 7, 8, 127, 128)] == [2, 3, 4, 5, 8, 9]
     ps = get("ps").build_plan(parse("star:4"), 0)
     # push: ternaries (2 bits); pull: sums of 4 workers (9 levels: 4 bits); busiest sender sends both equally
     assert terngrad_wire_fraction(ps, [100] * ps.pieces) == pytest.approx((2 + 4) / 2 / 32)
     ring = get("ring").build_plan(parse("star:9"), 0)
-    # reduce-scatter carries sums of 1..8 (2, 4 x6, 8 bits), all-gather sums of 9 (8 bits)
-    assert terngrad_wire_fraction(ring, [100] * 9) == pytest.approx((2 + 6 * 4 + 8 + 8 * 8) / 16 / 32)
+    # reduce-scatter carries sums of 1..8 (2, 3, 3, 4, 4, 4, 4, 5 bits), all-gather sums of 9 (19 levels: 5 bits)
+    assert terngrad_wire_fraction(ring, [100] * 9) == pytest.approx((2 + 2 * 3 + 4 * 4 + 5 + 8 * 5) / 16 / 32)
+
+
+def test_random_sums_round_trip_at_every_width():
+    codec = PackedIntCodec()
+    rng = np.random.default_rng(3)
+    for workers in range(1, 200, 7):
+        arr = rng.integers(-workers, workers + 1, 1001).astype(np.float32)
+        arr[0] = workers  # the extreme sum is present
+        data = codec.encode(arr)
+        assert data[0] == int(np.ceil(np.log2(2 * workers + 1)))
+        assert len(data) == 1 + -(-1001 * data[0] // 8)  # exactly w bits per value, rounded up to bytes
+        assert np.array_equal(codec.decode(data, 1001), arr)
 
 
 def test_terngrad_theory_scales_the_formula_by_the_wire_fraction():

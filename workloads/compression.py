@@ -6,7 +6,8 @@ TernGrad (Wen et al.): per-layer gradient clipping at c*sigma, a per-layer scale
 (max), stochastic ternarization to {-1, 0, +1}. Workers all-reduce the integer ternary tensors, so the
 sum has at most 2N+1 levels; each worker then applies scaler * sum / N to its own parameters
 (parameter localization). On the wire integers travel bit-packed: 2 bits while values are ternary
-(four per byte), then the narrowest of 4/8/16 bits that holds a partial sum.
+(four per byte), then the narrowest width that holds a partial sum: ceil(log2(2N + 1)) bits for a sum of N
+(the paper's 2N+1 levels of scaler sharing; it counts log2(2N + 1) bits, a fraction).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import numpy as np
 
 CLIP_SIGMAS = 2.5
-WIDTHS = (2, 4, 8, 16)
+WIDTHS = tuple(range(2, 17))  # bits per packed integer: ceil(log2(2m + 1)) for sums of magnitude m
 
 
 class CodecError(ValueError):
@@ -124,18 +125,21 @@ class PackedIntCodec:
         if not np.array_equal(ints, values):
             raise CodecError("packed-int codec only carries integer values")
         w = width_for(ints)
-        offset = ints + (2 ** (w - 1) - 1 if w > 2 else 1)
+        offset = ints + (2 ** (w - 1) - 1)
         if w == 16:
             body = offset.astype("<u2").tobytes()
         elif w == 8:
             body = offset.astype(np.uint8).tobytes()
-        else:
+        elif 8 % w == 0:  # 2 or 4 bits: whole values per byte
             per = 8 // w
             u = offset.astype(np.uint8)
             pad = (-len(u)) % per
             u = np.concatenate([u, np.zeros(pad, np.uint8)]).reshape(-1, per)
             shifts = np.arange(per, dtype=np.uint8) * w
             body = np.bitwise_or.reduce(u << shifts, axis=1).astype(np.uint8).tobytes()
+        else:  # any other width: a little-endian bit stream
+            bits = ((offset.astype(np.uint32)[:, None] >> np.arange(w, dtype=np.uint32)) & 1).astype(np.uint8)
+            body = np.packbits(bits.reshape(-1), bitorder="little").tobytes()
         return bytes([w]) + body
 
     def decode(self, data: bytes, count: int) -> np.ndarray:
@@ -150,11 +154,16 @@ class PackedIntCodec:
             per = 8 // w
             shifts = np.arange(per, dtype=np.uint8) * w
             u = ((body[:, None] >> shifts) & (2 ** w - 1)).reshape(-1)[:count].astype(np.int32)
+        elif w in WIDTHS:
+            bits = np.unpackbits(body, bitorder="little")[:count * w]
+            if len(bits) != count * w:
+                raise CodecError(f"message holds {len(bits) // w} values, expected {count}")
+            u = (bits.reshape(count, w).astype(np.int32) << np.arange(w, dtype=np.int32)).sum(axis=1)
         else:
             raise CodecError(f"unknown width {w}")
         if len(u) != count:
             raise CodecError(f"message holds {len(u)} values, expected {count}")
-        return (u - (2 ** (w - 1) - 1 if w > 2 else 1)).astype(np.float32)
+        return (u - (2 ** (w - 1) - 1)).astype(np.float32)
 
 
 class LZ4Codec:

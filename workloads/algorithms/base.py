@@ -165,4 +165,4 @@ class Algorithm:
         elements = max(1, int(gradient_bytes // 4))
         f = terngrad_wire_fraction(plan, piece_sizes([elements], plan.pieces))
         return Theory(base.gst_s * f, f"{base.formula} x {f:.4f} (TernGrad: |g| on the wire, 2-bit ternaries, partial "
-                      f"sums in 4/8/16 bits)", base.tf_s)
+                      f"sums of c in ceil(log2(2c+1)) bits)", base.tf_s)
