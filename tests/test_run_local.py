@@ -39,6 +39,25 @@ def test_digits_training_reports_accuracy_and_loss_falls(tmp_path):
     assert s["loss_last"] < s["loss_first"]
 
 
+def test_a_recipe_with_momentum_and_a_schedule_gives_an_accuracy_curve(tmp_path):
+    r = run_dmlbed("run", "--topo", "star:3", "--algo", "ring", "--model", "lenet5", "--data", "digits", "--iters",
+                   "12", "--batch", "16", "--lr", "0.02", "--momentum", "0.9", "--weight-decay", "0.0005",
+                   "--lr-schedule", "step:4:0.5", "--eval-every", "4", "--local", "--json", "--out", str(tmp_path),
+                   timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads(r.stdout)
+    assert s["correct"] and [i for i, _ in s["accuracy_curve"]] == [4, 8, 12]
+    assert all(0 <= a <= 1 for _, a in s["accuracy_curve"])
+    assert s["accuracy_curve"][-1][1] == pytest.approx(s["accuracy"])  # the last point is the final model's
+
+
+def test_learning_rate_schedules():
+    from workloads.schedule import lr_factor
+    assert [lr_factor("constant", i, 10) for i in (0, 9)] == [1.0, 1.0]
+    assert [lr_factor("step:4:0.5", i, 12) for i in (0, 3, 4, 8, 11)] == [1.0, 1.0, 0.5, 0.25, 0.25]
+    assert lr_factor("poly:2", 5, 10) == pytest.approx(0.25) and lr_factor("poly:1", 10, 10) == 0.0
+
+
 @pytest.mark.parametrize("args,fragment", [
     (["--topo", "star:9", "--algo", "bml"], "valid combinations"),
     (["--topo", "bcube:3,2", "--algo", "hier"], "valid combinations"),
@@ -49,6 +68,11 @@ def test_digits_training_reports_accuracy_and_loss_falls(tmp_path):
     (["--topo", "star:9", "--algo", "ps", "--servers", "9"], "--servers 9 is invalid"),
     (["--topo", "star:9", "--algo", "ps", "--batch", "0"], "--batch"),
     (["--topo", "star:9", "--algo", "ps", "--bw", "0"], "out of range"),
+    (["--topo", "tree:3,2", "--algo", "pflow", "--momentum", "0.9"], "--momentum applies to algorithms whose"),
+    (["--topo", "star:3", "--algo", "ibatch", "--lr-schedule", "poly:1"], "not ibatch: its servers apply"),
+    (["--topo", "star:3", "--algo", "ring", "--eval-every", "5"], "give a real data set"),
+    (["--topo", "star:3", "--algo", "ring", "--lr-schedule", "step:0:0.5"], "schedule 'step:0:0.5' is invalid"),
+    (["--topo", "star:3", "--algo", "ring", "--momentum", "1.5"], "--momentum"),
 ])
 def test_bad_run_input_is_one_line_exit_2(tmp_path, args, fragment):
     r = run_dmlbed("run", *args, "--out", str(tmp_path / "x"))

@@ -42,6 +42,10 @@ class RankConfig:
     batch: int = 32                          # sub-minibatch per worker
     iters: int = 10                          # iterations to run
     lr: float = 0.01                         # SGD learning rate
+    momentum: float = 0.0                    # SGD momentum
+    weight_decay: float = 0.0                # SGD weight decay
+    lr_schedule: str = "constant"            # workloads.schedule: constant | step:EVERY:GAMMA | poly:POWER
+    eval_every: int = 0                      # held-out accuracy every N iterations (0: at the end only)
     seed: int = 0                            # seed of weights and data
     codec: str = "none"                      # gradient compressor around a plan all-reduce
     compute_time: float = 0.0                # device seconds per iteration (0: the CPU's own time)

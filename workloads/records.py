@@ -37,6 +37,7 @@ class IterationRecord:
     sync_start: float = 0.0
     sync_end: float = 0.0
     loss: Optional[float] = None
+    accuracy: Optional[float] = None  # held-out accuracy after this iteration (--eval-every), on one rank
     payload: Dict[str, List[int]] = field(default_factory=dict)
     split: Dict[str, float] = field(default_factory=dict)
     marks: Dict[str, List[float]] = field(default_factory=dict)

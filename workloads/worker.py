@@ -60,6 +60,8 @@ def train(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorde
             strategy.synchronize(it, rec)
         if not rec.pending:
             rec.end = time.time()
+        if ctx.cfg.eval_every and (it + 1) % ctx.cfg.eval_every == 0 and ctx.rank == min(ctx.contributors):
+            rec.accuracy = accuracy(state.model, ctx.cfg.data)  # after the iteration's end: not in its times
         recorder.add(rec)
 
 
@@ -72,7 +74,7 @@ def main(argv=None) -> int:
     sys.path[:0] = [p for p in cfg.python_path if p not in sys.path]
     ctx = RankContext(cfg)
     model, input_shape = build_model(cfg.model, seed=cfg.seed)
-    state = ModelState(model, cfg.lr)
+    state = ModelState(model, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.lr_schedule, cfg.iters)
     strategy = (DDPOverlap if cfg.overlap else load_strategy(ctx.algorithm.strategy))(ctx, state)
     data = None if ctx.is_server else iter(batches(cfg.data, input_shape, cfg.batch, ctx.rank, ctx.ranks, cfg.seed))
     recorder = Recorder(ctx.files.records(ctx.rank), ctx.files.transfers(ctx.rank), cfg.interfaces)

@@ -210,6 +210,28 @@ def plot_split(out_root: str, rows: List[dict], plt) -> str:
     return path
 
 
+def plot_accuracy(out_root: str, curves: List[dict], sweep_keys: List[str]) -> str:
+    """accuracy.png: held-out accuracy against iterations, one line per run (--eval-every)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    runs = list(dict.fromkeys((c["label"], *(c.get(k) for k in sweep_keys)) for c in curves))
+    for run in runs:
+        points = [c for c in curves if (c["label"], *(c.get(k) for k in sweep_keys)) == run]
+        name = " ".join([run[0]] + [f"{k}={v}" for k, v in zip(sweep_keys, run[1:])])
+        ax.plot([c["iteration"] for c in points], [c["accuracy"] for c in points], marker="o", ms=3, label=name)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("held-out accuracy")
+    ax.set_title("Convergence", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out_root, "accuracy.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def config_name(data: dict, path: str) -> str:
     """A compare config's name: its `name`, else its file name."""
     return data.get("name") or os.path.splitext(os.path.basename(path))[0]
@@ -273,7 +295,7 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     data, entries, out_root = job.data, job.entries, job.out
     sweep_keys = list((data.get("sweep") or {}).keys())
     os.makedirs(out_root, exist_ok=True)
-    rows = []
+    rows, curves = [], []
     for n, entry in enumerate(entries, 1):
         log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
         if entry["config"].mode == "simulate":
@@ -281,9 +303,14 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
         else:
             summary = experiment.execute(entry["job"], log=log, progress=progress)
         rows.append(row(entry, summary))
+        curves += [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
+                   for i, a in summary.get("accuracy_curve") or []]
         write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
     plots = plot(out_root, rows, sweep_keys)
+    if curves:
+        write_table(os.path.join(out_root, "accuracy.csv"), curves, ["label", *sweep_keys, "iteration", "accuracy"])
+        plots.append(plot_accuracy(out_root, curves, sweep_keys))
     claims = paper.table(job.claims, rows, sweep_keys)
     if claims:
         write_table(os.path.join(out_root, "paper.csv"), claims, ["what", "kind", *sweep_keys, "paper", "ours",

@@ -25,6 +25,7 @@ from workloads.compression import COMPRESSORS
 from workloads.data import check_data
 from workloads.models import input_shape, parameter_count_of
 from workloads.overlap import DDP_BUCKET_MB
+from workloads.schedule import SCHEDULE_HELP, parse_schedule
 
 GRE_MAX_MTU = 1450  # Mininet's RemoteGRELink sets it on both ends
 MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
@@ -85,6 +86,12 @@ class CommonConfig:
     iters: int = option(10, "iterations", kind=int, low=1, high=100000, commands=(RUN, COMPARE, SIMULATE))
     data: str = option("synthetic", "synthetic | digits | mnist:PATH")
     lr: float = option(0.01, "learning rate", kind=float, low=0, high=10, low_open=True)
+    momentum: float = option(0.0, "SGD momentum of the workers' optimizer", kind=float, low=0, high=0.999)
+    weight_decay: float = option(0.0, "SGD weight decay (L2) of the workers' optimizer", kind=float, low=0, high=1)
+    lr_schedule: str = option("constant", "learning-rate schedule: " + SCHEDULE_HELP, parse=parse_schedule)
+    eval_every: int = option(0, "measure held-out accuracy every N iterations, a curve in summary.json "
+                             "(accuracy_curve); 0: once at the end. Needs a real data set (digits, mnist:PATH)",
+                             kind=int, low=0, high=100000)
     seed: int = option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1)
     timeout: float = option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
                      commands=(RUN, COMPARE, BENCH, CALIBRATE, LAUNCH))
@@ -365,6 +372,7 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     algorithm.check(topo, cfg.servers, algorithm_options(cfg), cfg.codec)
     if cfg.overlap:
         check_overlap(cfg, algorithm, label)
+    check_training(cfg, algorithm, label)
     shape = input_shape(cfg.model)
     check_data(cfg.data, shape)
     if workers:
@@ -375,6 +383,23 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
                          cfg.mtu if emulated_run else None)
     servers = algorithm.resolve_servers(cfg.servers)
     return Checked(topo, bw, algorithm, servers, tuple(algorithm.contributors(topo, servers)), impairment)
+
+
+def check_training(cfg: RunConfig, algorithm, label: Callable[[str], str]) -> None:
+    """OptionError for an optimizer setting the algorithm's workers do not use, or a curve without held-out data."""
+    changed = [n for n in ("momentum", "weight_decay", "lr_schedule") if getattr(cfg, n) != option_default(n)]
+    if changed and not algorithm.worker_optimizer:
+        raise OptionError(f"{label(changed[0])} applies to algorithms whose workers step an optimizer ("
+                          f"{', '.join(names_with(lambda a: a.worker_optimizer))}), not {algorithm.name}: its "
+                          f"servers apply plain SGD as its paper does")
+    if cfg.eval_every and cfg.data == "synthetic":
+        raise OptionError(f"{label('eval_every')} measures held-out accuracy: give a real data set with "
+                          f"{label('data')} (digits or mnist:PATH), not synthetic")
+
+
+def option_default(name: str):
+    """The default of a common option."""
+    return next(f.default for f in fields(CommonConfig) if f.name == name)
 
 
 def check_overlap(cfg: RunConfig, algorithm, label: Callable[[str], str]) -> None:

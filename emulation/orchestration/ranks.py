@@ -148,7 +148,8 @@ def rank_configs(cfg: RunConfig, checked: Checked, out_dir: str, port: int = PLA
     ports = free_ports(LOOPBACK_PORT_SETS * ranks + 1) if cfg.local else None
     common = dict(ranks=ranks, topology=topo.spec, algo=cfg.algo, servers=checked.servers,
                   options=algorithm_options(cfg), bw=tuple(checked.bw), model=cfg.model, data=cfg.data,
-                  batch=cfg.batch, iters=cfg.iters, lr=cfg.lr, seed=cfg.seed, codec=cfg.codec,
+                  batch=cfg.batch, iters=cfg.iters, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                  lr_schedule=cfg.lr_schedule, eval_every=cfg.eval_every, seed=cfg.seed, codec=cfg.codec,
                   compute_time=cfg.compute_time * cfg.dilation, dilation=cfg.dilation, overlap=cfg.overlap,
                   bucket_mb=cfg.bucket_mb, python_path=(os.getcwd(),) if is_user_model(cfg.model) else (),
                   timeout=cfg.timeout * cfg.dilation, out_dir=out_dir, port=port,

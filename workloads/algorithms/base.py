@@ -70,6 +70,7 @@ class Algorithm:
     starts);
     ddp_allreduce: with --overlap, DDP's own all-reduce synchronizes the buckets (an algorithm without a plan);
     plan algorithms run their plan on every bucket (workloads/ddp.py).
+    worker_optimizer: False when its servers apply the updates themselves (plain SGD, as its paper).
     """
 
     name: str
@@ -85,6 +86,7 @@ class Algorithm:
     codecs: Tuple[str, ...] = ("none",)
     check_options: Callable[[Topology, int, Any], None] = no_option_checks
     ddp_allreduce: bool = False
+    worker_optimizer: bool = True  # its workers step torch's SGD (momentum, weight decay, schedules apply)
 
     @property
     def overlaps(self) -> bool:

@@ -212,4 +212,4 @@ IBATCH = Algorithm(
     name="ibatch", summary="parameter server whose pulls are batched by layer and overlap the forward pass",
     paper="iBatch (Wang et al., 2019)", topologies=ALL_TOPOLOGIES, theory=theory,
     strategy="workloads.strategies.ibatch:BatchedPulls", servers=REQUIRED_SERVERS, default_servers=1,
-    options=IBatchOptions)
+    options=IBatchOptions, worker_optimizer=False)

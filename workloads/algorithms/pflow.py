@@ -292,4 +292,4 @@ PFLOW = Algorithm(
     name="pflow", summary="Parameter Flow: push updates, servers broadcast them (DVF filter, TSB tree, BSP/SSP)",
     paper="Parameter Flow (2019)", topologies=ALL_TOPOLOGIES, theory=theory,
     strategy="workloads.strategies.pflow:ParameterFlow", servers=REQUIRED_SERVERS, default_servers=1,
-    options=PFlowOptions, check_options=check_options)
+    options=PFlowOptions, check_options=check_options, worker_optimizer=False)

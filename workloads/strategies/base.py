@@ -20,6 +20,7 @@ from workloads.channel import Channel
 from workloads.rankconfig import RankConfig
 from workloads.records import IterationRecord
 from workloads.runfolder import RankFiles
+from workloads.schedule import lr_factor
 
 
 class RankContext:
@@ -70,12 +71,15 @@ class RankContext:
 class ModelState:
     """The model's parameters, gradients and SGD optimizer as flat fp32 vectors in layer-major order."""
 
-    def __init__(self, model: torch.nn.Module, lr: float):
+    def __init__(self, model: torch.nn.Module, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
+                 schedule: str = "constant", iterations: int = 1):
         self.model = model
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.sizes = [p.numel() for p in self.params]
         self.total = sum(self.sizes)
-        self.optimizer = torch.optim.SGD(self.params, lr=lr)
+        self.optimizer = torch.optim.SGD(self.params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda it: lr_factor(schedule, it, iterations))
         self.lr = lr
         self._flat = torch.empty(self.total)
 
@@ -100,8 +104,9 @@ class ModelState:
             offset += p.numel()
 
     def step(self) -> None:
-        """One SGD step with the gradient in .grad."""
+        """One SGD step with the gradient in .grad, then the schedule's next learning rate."""
         self.optimizer.step()
+        self.scheduler.step()
 
     def parameters_flat(self) -> np.ndarray:
         """A copy of every parameter, flat."""
