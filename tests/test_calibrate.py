@@ -159,7 +159,7 @@ def test_reproduce_lists_the_paper_configs_and_refuses_unknown_names():
     assert r.returncode == 0
     names = [line.split()[0] for line in r.stdout.splitlines()]
     assert names == ["blueconnect-fig5", "blueconnect-fig6", "blueconnect", "bml-fig5", "bml-fig6", "ibatch", "pflow",
-                     "terngrad"]
+                     "terngrad-convergence", "terngrad"]
     r = run_dmlbed("reproduce", "bml-fig7")
     assert r.returncode == 2 and "valid are blueconnect" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 

@@ -40,7 +40,8 @@ def printed_forms(x: float):
 def test_the_shipped_configs_have_claims():
     assert [os.path.basename(p) for p in CONFIGS] == ["blueconnect-fig5.yaml", "blueconnect-fig6.yaml",
                                                       "blueconnect.yaml", "bml-fig5.yaml", "bml-fig6.yaml",
-                                                      "ibatch.yaml", "pflow.yaml", "terngrad.yaml"]
+                                                      "ibatch.yaml", "pflow.yaml", "terngrad-convergence.yaml",
+                                                      "terngrad.yaml"]
 
 
 @pytest.mark.parametrize("claim", list(shipped_claims()))
