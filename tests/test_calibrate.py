@@ -158,9 +158,9 @@ def test_reproduce_lists_the_paper_configs_and_refuses_unknown_names():
     r = run_dmlbed("reproduce", "--list")
     assert r.returncode == 0
     names = [line.split()[0] for line in r.stdout.splitlines()]
-    assert names == ["blueconnect-fig5", "blueconnect-fig6", "blueconnect", "bml-fig5", "bml-fig6", "ibatch", "pflow",
+    assert names == ["blueconnect-fig5", "blueconnect-fig6", "blueconnect", "bml-fig5", "bml-fig6", "bml-fig7", "ibatch", "pflow",
                      "terngrad-convergence", "terngrad"]
-    r = run_dmlbed("reproduce", "bml-fig7")
+    r = run_dmlbed("reproduce", "bml-fig99")
     assert r.returncode == 2 and "valid are blueconnect" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

@@ -39,7 +39,7 @@ def printed_forms(x: float):
 
 def test_the_shipped_configs_have_claims():
     assert [os.path.basename(p) for p in CONFIGS] == ["blueconnect-fig5.yaml", "blueconnect-fig6.yaml",
-                                                      "blueconnect.yaml", "bml-fig5.yaml", "bml-fig6.yaml",
+                                                      "blueconnect.yaml", "bml-fig5.yaml", "bml-fig6.yaml", "bml-fig7.yaml",
                                                       "ibatch.yaml", "pflow.yaml", "terngrad-convergence.yaml",
                                                       "terngrad.yaml"]
 
