@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 
 import pytest
 
@@ -151,3 +152,15 @@ def test_sim_vs_emu_pairs_rows_run_both_ways():
     assert pairs[0]["sim_over_emu"] == pytest.approx(1.05) and pairs[0]["agrees"] is True
     assert pairs[1]["sim_over_emu"] == pytest.approx(0.8) and pairs[1]["agrees"] is False
     assert pairs[1]["emulation_fidelity"] == "degraded"
+
+
+def test_plots_include_the_accuracy_curves(tmp_path):
+    from emulation.orchestration.compare import plot
+    rows = [{"label": "fp32", "batch": 4, "jct_s": 2.0, "gst_median_s": 0.5, "gst_theory_s": 0.4},
+            {"label": "terngrad", "batch": 4, "jct_s": 1.0, "gst_median_s": 0.1, "gst_theory_s": 0.1}]
+    curves = [{"label": r["label"], "batch": 4, "iteration": i, "accuracy": a}
+              for r in rows for i, a in ((25, 0.3), (50, 0.9))]
+    paths = plot(str(tmp_path), rows, ["batch"], curves)
+    assert [os.path.basename(p) for p in paths] == ["jct.png", "gst.png", "accuracy.png"]
+    assert all(os.path.getsize(p) > 1000 for p in paths)
+    assert [os.path.basename(p) for p in plot(str(tmp_path), rows, ["batch"])] == ["jct.png", "gst.png"]

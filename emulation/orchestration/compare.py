@@ -149,8 +149,9 @@ def sim_vs_emu(rows: List[dict], sweep_keys: List[str]) -> List[dict]:
     return out
 
 
-def plot(out_root: str, rows: List[dict], sweep_keys: List[str]) -> List[str]:
-    """jct.png (JCT per configuration) and gst.png (measured vs theoretical GST); returns the paths."""
+def plot(out_root: str, rows: List[dict], sweep_keys: List[str], curves: List[dict] = ()) -> List[str]:
+    """jct.png (JCT per configuration) and gst.png (measured vs theoretical GST), split.png and accuracy.png
+    when the runs have them; returns the paths."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -178,16 +179,22 @@ def plot(out_root: str, rows: List[dict], sweep_keys: List[str]) -> List[str]:
         ax.set_xticks([gi + width * (len(labels) - 1) / 2 for gi in range(len(groups))])
         ax.set_xticklabels([", ".join(f"{k}={v}" for k, v in zip(sweep_keys, g)) or "all" for g in groups])
         ax.set_ylabel("seconds")
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = os.path.join(out_root, name)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save(fig, ax, plt, title, os.path.join(out_root, name)))
     if any(r.get("forward_phase_s") is not None for r in rows):
         paths.append(plot_split(out_root, rows, plt))
+    if curves:
+        paths.append(plot_accuracy(out_root, curves, sweep_keys, plt))
     return paths
+
+
+def save(fig, ax, plt, title: str, path: str) -> str:
+    """Title and legend the axes, write the figure to path and close it."""
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot_split(out_root: str, rows: List[dict], plt) -> str:
@@ -201,20 +208,11 @@ def plot_split(out_root: str, rows: List[dict], plt) -> str:
         ax.bar(names, vals, bottom=bottom, label=label)
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_ylabel("seconds per iteration (median)")
-    ax.set_title("Parameter pull + forward pass", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(out_root, "split.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, ax, plt, "Parameter pull + forward pass", os.path.join(out_root, "split.png"))
 
 
-def plot_accuracy(out_root: str, curves: List[dict], sweep_keys: List[str]) -> str:
+def plot_accuracy(out_root: str, curves: List[dict], sweep_keys: List[str], plt) -> str:
     """accuracy.png: held-out accuracy against iterations, one line per run (--eval-every)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4))
     runs = list(dict.fromkeys((c["label"], *(c.get(k) for k in sweep_keys)) for c in curves))
     for run in runs:
@@ -223,13 +221,7 @@ def plot_accuracy(out_root: str, curves: List[dict], sweep_keys: List[str]) -> s
         ax.plot([c["iteration"] for c in points], [c["accuracy"] for c in points], marker="o", ms=3, label=name)
     ax.set_xlabel("iteration")
     ax.set_ylabel("held-out accuracy")
-    ax.set_title("Convergence", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(out_root, "accuracy.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, ax, plt, "Convergence", os.path.join(out_root, "accuracy.png"))
 
 
 def config_name(data: dict, path: str) -> str:
@@ -307,10 +299,9 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
                    for i, a in summary.get("accuracy_curve") or []]
         write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
-    plots = plot(out_root, rows, sweep_keys)
+    plots = plot(out_root, rows, sweep_keys, curves)
     if curves:
         write_table(os.path.join(out_root, "accuracy.csv"), curves, ["label", *sweep_keys, "iteration", "accuracy"])
-        plots.append(plot_accuracy(out_root, curves, sweep_keys))
     claims = paper.table(job.claims, rows, sweep_keys)
     if claims:
         write_table(os.path.join(out_root, "paper.csv"), claims, ["what", "kind", *sweep_keys, "paper", "ours",
