@@ -17,6 +17,7 @@ from emulation.simulation.routes import ECMP_MODES
 from emulation.spec.calibration import load as load_calibration
 from emulation.spec.impairment import Impairment, parse_impairment
 from emulation.spec.placement import TUNNELS, parse_servers
+from emulation.spec.terngrad_model import SCALINGS
 from emulation.spec.tcp import AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, TcpSettings, goodput
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
 from workloads.algorithms import ALGORITHMS, get as get_algorithm, names_with
@@ -151,7 +152,7 @@ class CommonConfig:
     tg_latency_us: float = option(0.0, "theory --codec terngrad: network latency C_ncost, microseconds", kind=float,
                                   low=0, high=1e6, commands=(THEORY,))
     tg_scaling: str = option("weak", "theory --codec terngrad: weak (--batch per GPU, eq. 17-18) or strong (--batch "
-                             "in all, eq. 15-16) scaling", choices=("weak", "strong"), commands=(THEORY,))
+                             "in all, eq. 15-16) scaling", choices=SCALINGS, commands=(THEORY,))
     tg_ternarize_last: bool = option(False, "theory --codec terngrad: ternarize the last layer too (the paper "
                                      "keeps it fp32)", kind=bool, commands=(THEORY,))
     mode: str = option("emulate", "emulate (real workers on Mininet) or simulate (flow-level, any size)",

@@ -148,6 +148,9 @@ def blueconnect_theory(topo: Topology, gradient_bytes, bw, servers: int, decompo
                   f"{','.join(str(factors[j]) for j in order)}{latency}", tf, baselines)
 
 
+AUTO_PLAN_BYTES = 1 << 20  # the gradient size 'auto' assumes with latency when the caller does not give one
+
+
 def blueconnect_plan(topo: Topology, servers: int, decomposition: str = "topology", alpha: float = 0.0,
                      bw=None, gradient_bytes: Optional[float] = None) -> Plan:
     """The plan of a --decomposition (BCube transfers pinned to their digit's level); 'auto' needs the rates
@@ -159,12 +162,9 @@ def blueconnect_plan(topo: Topology, servers: int, decomposition: str = "topolog
     return blueconnect(factors, pin_levels=topo.kind == "bcube", order=order)
 
 
-AUTO_PLAN_BYTES = 1 << 20
-
-
 @dataclass(frozen=True)
 class BlueConnectOptions:
-    """BlueConnect's run options (flag --decomposition)."""
+    """BlueConnect's run options (flags --decomposition, --alpha)."""
 
     decomposition: str = option("topology", "blueconnect: " + DECOMPOSITION_HELP + " (factors join consecutive "
                                 "levels, lowest first; '@' gives a stage order, e.g. 3,4@1,0)", shapes_plan=True)
