@@ -388,7 +388,8 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
 
 def check_training(cfg: RunConfig, algorithm, label: Callable[[str], str]) -> None:
     """OptionError for an optimizer setting the algorithm's workers do not use, or a curve without held-out data."""
-    changed = [n for n in ("momentum", "weight_decay", "lr_schedule") if getattr(cfg, n) != option_default(n)]
+    defaults = {name: default for name, _, default in described()}
+    changed = [n for n in ("momentum", "weight_decay", "lr_schedule") if getattr(cfg, n) != defaults[n]]
     if changed and not algorithm.worker_optimizer:
         raise OptionError(f"{label(changed[0])} applies to algorithms whose workers step an optimizer ("
                           f"{', '.join(names_with(lambda a: a.worker_optimizer))}), not {algorithm.name}: its "
@@ -396,11 +397,6 @@ def check_training(cfg: RunConfig, algorithm, label: Callable[[str], str]) -> No
     if cfg.eval_every and cfg.data == "synthetic":
         raise OptionError(f"{label('eval_every')} measures held-out accuracy: give a real data set with "
                           f"{label('data')} (digits or mnist:PATH), not synthetic")
-
-
-def option_default(name: str):
-    """The default of a common option."""
-    return next(f.default for f in fields(CommonConfig) if f.name == name)
 
 
 def check_overlap(cfg: RunConfig, algorithm, label: Callable[[str], str]) -> None:
