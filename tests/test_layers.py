@@ -194,3 +194,13 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
 def test_kernel_probes_need_no_mininet():
     path = dict(MODULES)["emulation.net.probes"]
     assert not [t for t, _ in imports_of(path, "emulation.net.probes") if t.split(".")[0] == "mininet"]
+
+
+def test_the_cli_starts_without_torch():
+    """Every dmlbed command starts in a fraction of a second: torch is imported only by what trains (ranks)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", "import sys, emulation.orchestration.commands, "
+                        "emulation.orchestration.cli; print('torch' in sys.modules)"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stdout + r.stderr

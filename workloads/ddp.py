@@ -20,10 +20,9 @@ from typing import Dict, List, Optional
 
 import torch
 
-from workloads.rankconfig import RankConfig
+from workloads.rankconfig import RANK_CONFIG_ENV, RankConfig
 from workloads.records import IterationRecord
 
-RANK_CONFIG_ENV = "DMLBED_RANK_CONFIG"  # set by `dmlbed launch` for every rank
 CHECKED_ITERATIONS = 2  # each bucket's exact sum is checked in the first iterations (DDP's first, and rebuilt)
 
 

@@ -12,6 +12,7 @@ from workloads.engine import CHUNK_BYTES
 from workloads.overlap import DDP_BUCKET_MB
 from workloads.transport import SOCKET_BUFFER
 
+RANK_CONFIG_ENV = "DMLBED_RANK_CONFIG"  # the RankConfig file `dmlbed launch` gives a user's script
 GLOO_PORT = 29500  # torch.distributed's rendezvous on rank 0's address
 
 

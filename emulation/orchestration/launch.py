@@ -25,8 +25,7 @@ from emulation.orchestration.outputs import check_output, clear, write_atomic
 from emulation.orchestration.ranks import PROJECT, RankError, hosts_for, network_lock, rank_configs, real_bw
 from emulation.orchestration.sampling import CpuSampler, InterfaceSampler, switch_pid
 from emulation.orchestration.timeline import launch_trace
-from workloads.ddp import RANK_CONFIG_ENV
-from workloads.rankconfig import GLOO_PORT
+from workloads.rankconfig import GLOO_PORT, RANK_CONFIG_ENV
 from workloads.runfolder import RunFolder
 from workloads.verify import verify
 
