@@ -26,11 +26,16 @@ def parse_schedule(text: str) -> tuple:
                      f"POWER > 0)")
 
 
-def lr_factor(schedule: str, iteration: int, iterations: int) -> float:
-    """The factor on the base learning rate for an iteration (0-based) of a run of `iterations`."""
+def factor_of(schedule: str):
+    """The schedule parsed once: (iteration, iterations) -> factor on the base learning rate (0-based iteration)."""
     parsed = parse_schedule(schedule)
     if parsed[0] == "step":
-        return parsed[2] ** (iteration // parsed[1])
+        return lambda iteration, iterations: parsed[2] ** (iteration // parsed[1])
     if parsed[0] == "poly":
-        return max(0.0, 1.0 - iteration / max(iterations, 1)) ** parsed[1]
-    return 1.0
+        return lambda iteration, iterations: max(0.0, 1.0 - iteration / max(iterations, 1)) ** parsed[1]
+    return lambda iteration, iterations: 1.0
+
+
+def lr_factor(schedule: str, iteration: int, iterations: int) -> float:
+    """The factor on the base learning rate for an iteration (0-based) of a run of `iterations`."""
+    return factor_of(schedule)(iteration, iterations)

@@ -8,6 +8,7 @@ import sys
 from typing import List
 
 from emulation.orchestration.fidelity import one_line
+from emulation.orchestration.paper import OUT_OF_REACH
 from emulation.spec.topology import Topology
 
 
@@ -245,7 +246,7 @@ def print_paper(result: dict) -> None:
     sections = (("paper", f"paper vs ours ({result.get('source') or 'the paper'})"),
                 ("model", "dmlbed's model vs ours (not a paper's measurement)"))
     for kind, title in sections:
-        scored = [c for c in rows if c["kind"] == kind and c["verdict"] != "out of reach here"]
+        scored = [c for c in rows if c["kind"] == kind and c["verdict"] != OUT_OF_REACH]
         if not scored:
             continue
         print(f"\n{title}:")
@@ -257,7 +258,7 @@ def print_paper(result: dict) -> None:
             print(f"  {c['what']:<46} " + " ".join(f"{str(c.get(k)):>8}" for k in keys) +
                   f" {c['paper']:>11} {ours:>8} {over:>10}  {c['verdict']}")
             print(f"  {'':<46}   from {c['from']}" + (f"; why: {c['why']}" if c["why"] else ""))
-    unreachable = [c for c in rows if c["verdict"] == "out of reach here"]
+    unreachable = [c for c in rows if c["verdict"] == OUT_OF_REACH]
     if unreachable:
         print("\nout of reach here (not scored):")
         for c in unreachable:

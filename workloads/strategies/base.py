@@ -20,7 +20,7 @@ from workloads.channel import Channel
 from workloads.rankconfig import RankConfig
 from workloads.records import IterationRecord
 from workloads.runfolder import RankFiles
-from workloads.schedule import lr_factor
+from workloads.schedule import factor_of
 
 
 class RankContext:
@@ -78,8 +78,8 @@ class ModelState:
         self.sizes = [p.numel() for p in self.params]
         self.total = sum(self.sizes)
         self.optimizer = torch.optim.SGD(self.params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda it: lr_factor(schedule, it, iterations))
+        factor = factor_of(schedule)  # parsed once, not every iteration
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda it: factor(it, iterations))
         self.lr = lr
         self._flat = torch.empty(self.total)
 
