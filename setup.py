@@ -11,7 +11,7 @@ setup(
                                     "workloads", "workloads.*"]),
     package_data={"workloads": ["model_table.json"]},
     python_requires=">=3.9",
-    install_requires=["numpy", "pyyaml", "tqdm", "matplotlib", "scipy"],
+    install_requires=["numpy", "pyyaml", "tqdm", "matplotlib", "scipy", "setproctitle"],
     extras_require={"ryu": ["ryu==4.34", "eventlet==0.33.3", "dnspython>=2"],
                     "torch": ["torch==2.13.0"], "test": ["pytest"]},
     entry_points={"console_scripts": ["dmlbed=emulation.orchestration.cli:main",

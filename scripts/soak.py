@@ -51,7 +51,7 @@ def processes_of_runs():
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "workloads.worker" in cmd or "ryu-manager" in cmd or "controllers/launch.py" in cmd or "mininet:" in cmd:
+        if "workloads.worker" in cmd or "workloads.forkserver" in cmd or "ryu-manager" in cmd or "controllers/launch.py" in cmd or "mininet:" in cmd:
             found.append(f"{pid}: {cmd[:80]}")
     return found
 

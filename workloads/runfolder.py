@@ -67,6 +67,11 @@ class RankFiles:
         return self._file(rank, "bench.jsonl")
 
     @property
+    def fork_server_stderr(self) -> str:
+        """The standard error of the process the ranks were forked from (workloads/forkserver.py)."""
+        return os.path.join(self.path, "forkserver.stderr")
+
+    @property
     def checks(self) -> str:
         """The folder of the first iteration's saved inputs and outputs (workloads.verify)."""
         return os.path.join(self.path, "checks")

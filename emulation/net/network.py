@@ -215,6 +215,16 @@ class EmulatedNetwork:
         host's own counters from outside; {} for hosts on other machines."""
         return {h.name: h.pid for h in self.net.hosts if not getattr(h, "isRemote", False)}
 
+    def fork_namespace(self, host_name: str) -> Optional[int]:
+        """The pid of the host's shell, whose network namespace a forked rank enters; None for a remote host."""
+        host = self.host(host_name)
+        return None if getattr(host, "isRemote", False) else host.pid
+
+    def adopt(self, proc, host_name: str, what: str) -> None:
+        """Stop proc (started outside popen, e.g. forked into a host's namespace) at teardown; record it."""
+        self.procs.append(proc)
+        self.state.add_pid(proc.pid, f"{what} on {host_name}")
+
     def popen(self, host_name: str, args: List[str], **kwargs) -> subprocess.Popen:
         """Start a process in a host's namespace; it is killed at teardown and recorded for `dmlbed clean`."""
         kwargs.setdefault("stdout", subprocess.PIPE)

@@ -11,7 +11,8 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Callable, List, Tuple
 
-from emulation.orchestration.options import Checked, OptionError, RunConfig, validate
+from emulation.orchestration.forkclient import rank_start
+from emulation.orchestration.options import Checked, OptionError, RunConfig, userspace_switch, validate
 from emulation.orchestration.outputs import check_output, write_atomic, write_table
 from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, hosts_for, network_lock,
                                            run_bench_ranks)
@@ -86,7 +87,7 @@ def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2
                               f"({', '.join(plans)})")
         cfg = replace(base, algo=algo, model="mlp:1K")
         runs.append((cfg, validate(cfg, workers=False)))
-    check_memory(len(runs[0][1].topo.hosts), 3 * max(sizes) // 2, not base.local)
+    check_memory(len(runs[0][1].topo.hosts), 3 * max(sizes) // 2, userspace_switch(base, True), start=rank_start())
     check_output(base.out, ("bench.json", "bench.csv"), "a benchmark", base.force)
     return BenchPlan(base, runs, sizes, warmup, reps)
 

@@ -13,10 +13,11 @@ from typing import Callable, Optional
 from emulation.orchestration import fidelity, signals
 from emulation.orchestration.options import Checked, RunConfig, validate
 from emulation.orchestration.outputs import check_output, clear, write_atomic
-from emulation.orchestration.ranks import (RankError, hosts_for, network_lock, rank_configs, real_bw, start_ranks,
-                                           watch_training)
+from emulation.orchestration.forkclient import rank_start
+from emulation.orchestration.ranks import (RankError, hosts_for, memory_of, network_lock, rank_configs, real_bw,
+                                           start_ranks, watch_training)
 from emulation.orchestration.results import WARMUP, dilate, per_iteration, summarize, write_csvs
-from emulation.orchestration.sampling import CpuSampler, switch_pid
+from emulation.orchestration.sampling import CpuSampler, first_iteration_s, switch_pid
 from emulation.orchestration.summary_head import head, model_fields, overlap_theory
 from emulation.orchestration.timeline import write_trace
 from emulation.simulation.calibrated import calibrated_ratio
@@ -66,7 +67,8 @@ def _execute(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progr
     shutil.rmtree(files.path, ignore_errors=True)
     os.makedirs(files.path)
     error, interruption = None, None
-    started = time.time()
+    started = spawned = time.time()
+    startup = {"method": rank_start()}
     cpu = CpuSampler(switch=None if cfg.local else switch_pid())
     port_drops, placement = {}, {}
     try:
@@ -76,12 +78,14 @@ def _execute(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progr
             placement = hosts.placement
             if placement:
                 summary["cluster"] = hosts.cluster_summary()
+            spawned = time.time()
             procs = start_ranks(hosts, files, rank_configs(cfg, checked, os.path.abspath(files.path)))
             log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
             drops_before = hosts.port_drops()
             with cpu:
                 watch_training(procs, files, topo, cfg.iters, stall_s=(cfg.timeout + 3 * theory_s) * cfg.dilation,
-                               progress=f"{cfg.algo} on {topo.spec}" if progress else None)
+                               progress=f"{cfg.algo} on {topo.spec}" if progress else None,
+                               on_first_iteration=lambda: startup.update(memory=memory_of(procs)))
             summary["packet_in"] = hosts.packet_ins()
             port_drops = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
     except (RankError, RuntimeError) as exc:
@@ -107,6 +111,7 @@ def _execute(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progr
                                               cpu.report(fidelity.measured_window(rows, WARMUP)), not cfg.local,
                                               port_drops, placement)
         log(fidelity.one_line(summary["fidelity"]))
+        summary["rank_start"] = dict(startup, first_iteration_s=first_iteration_s(rows, spawned))
         summary["duration_s"] = time.time() - started
         summary["completed"] = error is None and summary.get("iterations") == cfg.iters
         write_atomic(folder.file(RunFolder.SUMMARY), json.dumps(summary, indent=1))

@@ -11,6 +11,7 @@ from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from emulation.net.probes import choose_datapath, netem_available
+from emulation.orchestration.forkclient import rank_start
 from emulation.orchestration.resources import check_memory
 from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
@@ -353,6 +354,12 @@ def check_topology(spec: str, emulated: bool) -> Topology:
     return topo
 
 
+def userspace_switch(cfg: RunConfig, emulated: bool) -> bool:
+    """Whether the run's switch is userspace Open vSwitch (which needs its own memory), not the kernel module."""
+    return emulated and not cfg.local and (cfg.datapath == "user" or
+                                           (cfg.datapath == "auto" and choose_datapath("auto") == "user"))
+
+
 def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool = True,
              workers: bool = True) -> Checked:
     """Check a run before anything starts: values, topology (host cap), bandwidth, algorithm and its options,
@@ -377,7 +384,8 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     shape = input_shape(cfg.model)
     check_data(cfg.data, shape)
     if workers:
-        check_memory(len(topo.hosts), parameter_count_of(cfg.model) * 4, emulated and not cfg.local)
+        check_memory(len(topo.hosts), parameter_count_of(cfg.model) * 4, userspace_switch(cfg, emulated),
+                     start=rank_start())
     if cfg.calibration:
         emulated_run = emulated and not cfg.local
         load_calibration(cfg.calibration, topo.spec, bw, cfg.dilation if emulated_run else None,

@@ -9,12 +9,14 @@ import os
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Protocol, Sequence
+from typing import Callable, Dict, List, Optional, Protocol, Sequence
 
 from emulation.net.controller import free_ports, stop_process_group
+from emulation.orchestration.forkclient import ForkedRank, ForkServer, rank_start
 from emulation.orchestration.options import (Checked, OptionError, RunConfig, algorithm_options, cluster_servers,
                                             tcp_settings)
 from emulation.orchestration.results import per_iteration
+from emulation.orchestration.sampling import rank_memory
 from emulation.spec.addressing import PLAN_PORT
 from emulation.spec.impairment import Impairment
 from emulation.spec.topology import Topology
@@ -63,6 +65,13 @@ class Hosts(Protocol):
     def namespace_pids(self) -> Dict[str, int]:
         """Host -> a pid in its network namespace (per-host counters from /proc/PID/net)."""
 
+    def fork_namespace(self, host: str) -> Optional[int]:
+        """The pid whose network namespace a rank forked on this machine enters (0: this process's own), or None
+        where a rank cannot be forked from here (a host on another machine)."""
+
+    def adopt(self, proc, host: str, what: str) -> None:
+        """Stop proc (started outside popen) with the hosts; record it for `dmlbed clean`."""
+
 
 class LoopbackHosts:
     """Every rank as a plain process on 127.0.0.1 (no emulation, no root): for development and tests."""
@@ -86,6 +95,14 @@ class LoopbackHosts:
         proc = subprocess.Popen(args, start_new_session=True, **kwargs)
         self.procs.append(proc)
         return proc
+
+    def fork_namespace(self, host: str) -> Optional[int]:
+        """Every loopback rank stays in this namespace."""
+        return 0
+
+    def adopt(self, proc, host: str, what: str) -> None:
+        """Stopped on exit like the ranks popen() started."""
+        self.procs.append(proc)
 
     def packet_ins(self) -> int:
         """No controller on loopback."""
@@ -166,22 +183,48 @@ def rank_configs(cfg: RunConfig, checked: Checked, out_dir: str, port: int = PLA
 
 def start_ranks(hosts: Hosts, files: RankFiles, configs: List[RankConfig],
                 module: str = TRAINING_RANK) -> Dict[int, subprocess.Popen]:
-    """Write every rank's config and start `python -m module --config FILE` on its host (stderr to its file)."""
+    """Write every rank's config and start `python -m module --config FILE` on its host (stderr to its file):
+    forked from one fork server that has imported torch once, or each as its own interpreter (DMLBED_RANK_START=exec,
+    and hosts on other machines)."""
     os.makedirs(files.path, exist_ok=True)
-    procs = {}
     for c in configs:
-        path = os.path.abspath(files.config(c.rank))
-        c.write(path)
-        with open(files.stderr(c.rank), "w") as err:
-            procs[c.rank] = hosts.popen(c.host, [sys.executable, "-m", module, "--config", path],
-                                        stdout=subprocess.DEVNULL, stderr=err, cwd=PROJECT)
+        c.write(os.path.abspath(files.config(c.rank)))
+    namespaces = {c.rank: hosts.fork_namespace(c.host) for c in configs}
+    forked = [c for c in configs if namespaces[c.rank] is not None] if rank_start() == "fork" else []
+    procs = fork_ranks(hosts, files, forked, namespaces, module) if forked else {}
+    for c in configs:
+        if c.rank not in procs:
+            with open(files.stderr(c.rank), "w") as err:
+                procs[c.rank] = hosts.popen(c.host, [sys.executable, "-m", module, "--config",
+                                                     os.path.abspath(files.config(c.rank))],
+                                            stdout=subprocess.DEVNULL, stderr=err, cwd=PROJECT)
+    return procs
+
+
+def fork_ranks(hosts: Hosts, files: RankFiles, configs: List[RankConfig], namespaces: Dict[int, Optional[int]],
+               module: str) -> Dict[int, ForkedRank]:
+    """Fork each rank from one fork server into its host's namespace; the hosts stop them and the server."""
+    server = ForkServer(PROJECT, files.fork_server_stderr)
+    procs: Dict[int, ForkedRank] = {}
+    try:
+        server.start()
+        for c in configs:
+            procs[c.rank] = server.fork(module, ["--config", os.path.abspath(files.config(c.rank))],
+                                        os.path.abspath(files.stderr(c.rank)), namespaces[c.rank] or None)
+            hosts.adopt(procs[c.rank], c.host, f"{module} rank {c.rank}")
+    finally:
+        server.close()  # the server leaves after its last rank; adopted after them, it is stopped after them
+        if server.proc is not None:
+            hosts.adopt(server.proc, "this machine", "rank fork server")
     return procs
 
 
 def watch_training(procs: Dict[int, subprocess.Popen], files: RankFiles, topo: Topology, iterations: int,
-                   stall_s: float, progress: Optional[str] = None) -> None:
-    """Wait for every training rank, showing progress (a bar titled `progress`, or none); RankError naming the rank
-    that failed, or the ranks waited on when no iteration finished for stall_s."""
+                   stall_s: float, progress: Optional[str] = None,
+                   on_first_iteration: Optional[Callable[[], None]] = None) -> None:
+    """Wait for every training rank, showing progress (a bar titled `progress`, or none), calling on_first_iteration
+    once every rank has finished an iteration; RankError naming the rank that failed, or the ranks waited on when no
+    iteration finished for stall_s."""
     bar = None
     if progress:
         from tqdm import tqdm
@@ -192,6 +235,8 @@ def watch_training(procs: Dict[int, subprocess.Popen], files: RankFiles, topo: T
             rows = files.read_rows(len(topo.hosts))
             done = min(len(v) for v in rows.values())
             if done != last_done:
+                if done >= 1 and last_done < 1 and on_first_iteration is not None:
+                    on_first_iteration()
                 last_done, last_progress = done, time.monotonic()
                 if bar is not None:
                     bar.n = done
@@ -215,6 +260,12 @@ def watch_training(procs: Dict[int, subprocess.Popen], files: RankFiles, topo: T
     finally:
         if bar is not None:
             bar.close()
+
+
+def memory_of(procs: Dict[int, subprocess.Popen]) -> dict:
+    """Per-rank memory of running ranks, the fork server they came from counted in."""
+    servers = {p.server.proc.pid for p in procs.values() if isinstance(p, ForkedRank) and p.server.proc}
+    return rank_memory([p.pid for p in procs.values()], sorted(servers))
 
 
 def wait_ranks(procs: Dict[int, subprocess.Popen], files: RankFiles, what: str, within_s: float) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-RANK_BASE_BYTES = 400 << 20   # a torch worker before its model: 350-370 MB measured (PSS, LeNet-5 workers)
+# A torch rank before its model (PSS, LeNet-5, at its first iteration): started as its own interpreter 341 MiB;
+# forked from the fork server 150-200 MiB, plus the server itself once (workloads/forkserver.py).
+RANK_BASE_BYTES = {"exec": 400 << 20, "fork": 200 << 20}
+FORK_SERVER_BYTES = 300 << 20
 RANK_MODEL_COPIES = 8         # parameters, gradient, flat gradient, result, optimizer state, send/receive buffers
-SWITCH_BYTES = 1 << 30        # userspace Open vSwitch with AF_XDP ports: 0.75 GB resident measured
+SWITCH_BYTES = 1 << 30        # userspace Open vSwitch with AF_XDP ports: 0.75 GB resident measured (kernel: none)
 HEADROOM = 0.9                # never plan to use more than this share of the available memory
 
 
@@ -26,9 +29,11 @@ def available_memory(meminfo: str = "/proc/meminfo") -> Optional[int]:
     return None
 
 
-def memory_needed(ranks: int, gradient_bytes: int, emulated: bool) -> int:
-    """Bytes a run of `ranks` torch processes with a gradient of gradient_bytes needs, plus the switch."""
-    return ranks * (RANK_BASE_BYTES + RANK_MODEL_COPIES * gradient_bytes) + (SWITCH_BYTES if emulated else 0)
+def memory_needed(ranks: int, gradient_bytes: int, userspace_switch: bool, start: str = "fork") -> int:
+    """Bytes a run of `ranks` torch processes with a gradient of gradient_bytes needs, started as `start` (fork:
+    from the fork server; exec: each its own interpreter), plus the userspace switch where it runs."""
+    return (ranks * (RANK_BASE_BYTES[start] + RANK_MODEL_COPIES * gradient_bytes)
+            + (FORK_SERVER_BYTES if start == "fork" else 0) + (SWITCH_BYTES if userspace_switch else 0))
 
 
 def gib(n: float) -> str:
@@ -36,14 +41,16 @@ def gib(n: float) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
 
-def check_memory(ranks: int, gradient_bytes: int, emulated: bool, available: Optional[int] = None) -> None:
+def check_memory(ranks: int, gradient_bytes: int, userspace_switch: bool, available: Optional[int] = None,
+                 start: str = "fork") -> None:
     """Refuse a run the machine's memory cannot hold, in one line naming both figures."""
     available = available_memory() if available is None else available
     if available is None:
         return
-    need = memory_needed(ranks, gradient_bytes, emulated)
+    need = memory_needed(ranks, gradient_bytes, userspace_switch, start)
     if need > HEADROOM * available:
-        raise ResourceError(f"this run needs about {gib(need)} of memory ({ranks} ranks x ({gib(RANK_BASE_BYTES)} + "
-                            f"{RANK_MODEL_COPIES} x {gib(gradient_bytes)} model)"
-                            f"{' + the switch' if emulated else ''}) but the machine has {gib(available)} "
-                            f"available: use a smaller --model or fewer hosts")
+        raise ResourceError(f"this run needs about {gib(need)} of memory ({ranks} ranks x "
+                            f"({gib(RANK_BASE_BYTES[start])} + {RANK_MODEL_COPIES} x {gib(gradient_bytes)} model)"
+                            f"{' + the fork server' if start == 'fork' else ''}"
+                            f"{' + the userspace switch' if userspace_switch else ''}) but the machine has "
+                            f"{gib(available)} available: use a smaller --model or fewer hosts")

@@ -164,3 +164,30 @@ class InterfaceSampler:
         """Each host's TCP counters over the sampled time."""
         return {h: {k: self.tcp_after.get(h, {}).get(k, 0) - v for k, v in before.items()}
                 for h, before in self.tcp_before.items()}
+
+
+def pss_kib(pid: int) -> Optional[int]:
+    """A process's proportional set size in KiB (shared pages divided among the processes sharing them)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+def rank_memory(rank_pids: List[int], extra_pids: List[int]) -> dict:
+    """Per-rank memory (PSS, MiB) of running ranks: the median rank, and the whole set's share per rank with the
+    processes they were started from (extra_pids: the fork server) counted in."""
+    ranks = [k for k in (pss_kib(p) for p in rank_pids) if k is not None]
+    extra = [k for k in (pss_kib(p) for p in extra_pids) if k is not None]
+    if not ranks:
+        return {}
+    return {"pss_mib_median": round(statistics.median(ranks) / 1024, 1),
+            "pss_mib_per_rank": round((sum(ranks) + sum(extra)) / len(ranks) / 1024, 1),
+            "pss_mib_total": round((sum(ranks) + sum(extra)) / 1024, 1), "ranks_sampled": len(ranks)}
+
+
+def first_iteration_s(rows: Dict[int, List[dict]], started: float) -> Optional[float]:
+    """Seconds from starting the ranks until the last of them began its first iteration."""
+    firsts = [r[0]["start"] for r in rows.values() if r and "start" in r[0]]
+    return round(max(firsts) - started, 3) if firsts and len(firsts) == len(rows) else None
