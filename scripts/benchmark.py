@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from emulation.orchestration.experiment import run  # noqa: E402
+from emulation.orchestration.forkclient import RANK_START_ENV  # noqa: E402
 from emulation.orchestration.options import RunConfig  # noqa: E402
 
 # The emulated device's forward+backward of LeNet-5, sub-minibatch 32, in emulated seconds. Nine torch processes
@@ -52,6 +53,9 @@ OVERLAP_RUNS = {  # key: (topology, algorithm, model, bandwidth, iterations, ext
     **{f"{a}-resnet50": (t, a, "resnet50", "100", 4, {"batch": 2}) for a, t in
        (("ps", "star:4"), ("ring", "star:4"), ("hd", "star:4"), ("bml", "bcube:2,2"), ("blueconnect", "bcube:2,2"))},
 }
+# Rank start-up: each topology's ranks forked from the fork server and started as their own interpreters (as before
+# it), LeNet-5 at 100 Mbit/s; per-rank memory (PSS at the first iteration, the fork server's share counted in).
+RANK_START_RUNS = {"star:9": "ps", "bcube:3,2": "bml"}
 RATIO_RUNS = ("ps-100", "ring-100", "bml-100", "ps-25", "ring-25", "bml-25")
 QUICK_RUNS = ("ps-100-dilated", "bml-100", "overloaded-fattree")
 
@@ -97,12 +101,36 @@ def overlap_runs(out: str, log) -> dict:
     return pairs
 
 
+def rank_start_runs(out: str, log) -> dict:
+    """Per topology and start method: per-rank memory and seconds from starting the ranks to the first iteration."""
+    found = {}
+    for topo, algo in RANK_START_RUNS.items():
+        for method in ("exec", "fork"):
+            os.environ[RANK_START_ENV] = method
+            try:
+                cfg = RunConfig(topology=topo, algo=algo, model="lenet5", iters=4, bw="100", compute_time=COMPUTE_TIME,
+                                out=os.path.join(out, "rank-start", f"{topo.replace(':', '-')}-{method}"), force=True)
+                s = run(cfg, log=log, progress=True)
+            finally:
+                os.environ.pop(RANK_START_ENV, None)
+            found.setdefault(topo, {})[method] = {**s["rank_start"].get("memory", {}), "correct": s["correct"],
+                                                  "first_iteration_s": s["rank_start"]["first_iteration_s"]}
+        pair = found[topo]
+        pair["memory_fork_over_exec"] = pair["fork"]["pss_mib_per_rank"] / pair["exec"]["pss_mib_per_rank"]
+        pair["first_iteration_fork_over_exec"] = pair["fork"]["first_iteration_s"] / pair["exec"]["first_iteration_s"]
+        log(f"rank start {topo}: {pair['exec']['pss_mib_per_rank']:.0f} -> {pair['fork']['pss_mib_per_rank']:.0f} "
+            f"MiB per rank, first iteration {pair['exec']['first_iteration_s']:.1f} -> "
+            f"{pair['fork']['first_iteration_s']:.1f} s")
+    return found
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results/benchmark")
     ap.add_argument("--iters", type=int, default=12)
     ap.add_argument("--quick", action="store_true", help="3 iterations of the PS and BML runs at 100 (dilated) and the overloaded run (the test suite)")
     ap.add_argument("--only", help="comma-separated run keys")
+    ap.add_argument("--rank-start-only", action="store_true", help="only the rank start-up comparison")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     keys = [k for k in RUNS if not args.quick or k in QUICK_RUNS]
@@ -110,7 +138,10 @@ def main() -> int:
         keys = [k for k in keys if k in args.only.split(",")]
     summaries, started = {}, time.time()
     log = lambda m: print(f"[benchmark] {m}", file=sys.stderr)  # noqa: E731
-    overlap = {} if args.quick or args.only else overlap_runs(args.out, log)
+    starts = {} if args.quick or args.only else rank_start_runs(args.out, log)
+    if args.rank_start_only:
+        keys = []
+    overlap = {} if args.quick or args.only or args.rank_start_only else overlap_runs(args.out, log)
     for key in keys:
         topo, algo, bw, extra = RUNS[key]
         extra = dict(extra)
@@ -120,8 +151,9 @@ def main() -> int:
         cfg = RunConfig(topology=topo, algo=algo, model="lenet5", batch=32, iters=iters, bw=bw,
                         compute_time=compute, out=os.path.join(args.out, key), force=True, **extra)
         summaries[key] = run(cfg, log=log, progress=True)
-    net = net_check(args.out) if not args.quick and not args.only else None
-    net50 = net_check(args.out, "50") if not args.quick and not args.only else None
+    full = not (args.quick or args.only or args.rank_start_only)
+    net = net_check(args.out) if full else None
+    net50 = net_check(args.out, "50") if full else None
     report = {"compute_time_s": COMPUTE_TIME, "dilated_compute_time_s": DILATED_COMPUTE_TIME, "dilation_for_bml_100": DILATION, "iterations": args.iters,
               "duration_s": time.time() - started,
               "runs": {k: {"gst_median_s": s["gst_median_s"], "gst_theory_s": s["gst_theory_s"],
@@ -133,6 +165,13 @@ def main() -> int:
                            "levels": s["fidelity"].get("levels"), "tcp_totals": s["fidelity"].get("tcp_totals"),
                            "cpu": s["fidelity"].get("cpu")} for k, s in summaries.items()}}
     runs, targets = report["runs"], {}
+    if starts:
+        report["rank_start"] = starts
+        for topo, pair in starts.items():
+            targets[f"rank start {topo}: forked per-rank memory <= half of an interpreter's"] = \
+                pair["memory_fork_over_exec"] <= 0.5
+            targets[f"rank start {topo}: first iteration sooner forked"] = pair["first_iteration_fork_over_exec"] < 1
+            targets[f"rank start {topo}: correct both ways"] = pair["fork"]["correct"] and pair["exec"]["correct"]
     for k in RATIO_RUNS:
         if k in runs:
             targets[f"{k}: GST/theory <= 1.15"] = runs[k]["gst_ratio"] <= 1.15
