@@ -106,9 +106,16 @@ class RankFiles:
     def write_final(self, rank: int, record: dict) -> None:
         """Write a rank's final record through a temporary file (the runner never reads half of it)."""
         path = self.final(rank)
-        with open(path + ".tmp", "w") as f:
-            json.dump(record, f)
-        os.replace(path + ".tmp", path)
+        try:
+            with open(path + ".tmp", "w") as f:
+                json.dump(record, f)
+            os.replace(path + ".tmp", path)
+        except OSError:
+            try:
+                os.remove(path + ".tmp")
+            except OSError:
+                pass
+            raise
 
     def last_error_line(self, rank: int) -> str:
         """The last non-empty line a rank wrote to stderr."""

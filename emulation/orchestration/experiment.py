@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 from emulation.orchestration import fidelity, signals
 from emulation.orchestration.options import Checked, RunConfig, validate
-from emulation.orchestration.outputs import check_output, clear, write_atomic
+from emulation.orchestration.outputs import check_output, check_space, clear, write_atomic
 from emulation.orchestration.forkclient import rank_start
 from emulation.orchestration.ranks import (RankError, hosts_for, memory_of, network_lock, rank_configs, real_bw,
                                            start_ranks, watch_training)
@@ -22,7 +22,8 @@ from emulation.orchestration.summary_head import head, model_fields, overlap_the
 from emulation.orchestration.timeline import write_trace
 from emulation.simulation.calibrated import calibrated_ratio
 from workloads.runfolder import RunFolder
-from workloads.verify import verify
+from workloads.models import parameter_count_of
+from workloads.verify import MAX_CHECK_BYTES, verify
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,16 @@ def prepare(cfg: RunConfig, label: Optional[Callable[[str], str]] = None) -> Run
     """Validate a run and its output folder (OptionError and its kin, all ValueErrors, name what is wrong)."""
     checked = validate(cfg, label)
     check_output(cfg.out, RunFolder.RESULTS, "a run's results", cfg.force)
+    check_space(cfg.out, output_bytes(len(checked.topo.hosts), cfg.iters, parameter_count_of(cfg.model) * 4))
     return RunJob(cfg, checked)
+
+
+def output_bytes(ranks: int, iterations: int, gradient_bytes: int) -> int:
+    """About what a run writes at its peak: each rank's records and transfers per iteration (8 KiB per rank and
+    iteration measured for PS and ring on star:4 and star:9), its first iteration's result checks (input and
+    output, removed once compared), the CSVs, timeline and summary (64 KiB)."""
+    checks = 2 * gradient_bytes if gradient_bytes <= MAX_CHECK_BYTES else 0
+    return (64 << 10) + ranks * (iterations * (8 << 10) + checks)
 
 
 def run(cfg: RunConfig, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> dict:

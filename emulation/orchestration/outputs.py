@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
-from typing import Iterable, List, Sequence
+from typing import Iterable, List, Optional, Sequence
 
 from emulation.orchestration.options import OptionError
 
@@ -29,25 +29,47 @@ def clear(out: str, files: Iterable[str]) -> None:
             os.remove(os.path.join(out, name))
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write a text file through a temporary file and a rename (readers never see half a file)."""
+class OutputError(RuntimeError):
+    """Results could not be written (a full disk, a folder that became unwritable): the message names the folder
+    and the cause."""
+
+
+def output_error(path: str, exc: OSError) -> OutputError:
+    """The one-line error for a result file that could not be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return OutputError(f"cannot write results to {folder}: {exc.strerror or exc} ({os.path.basename(path)})")
+
+
+@contextlib.contextmanager
+def atomic_file(path: str, newline: Optional[str] = None):
+    """Open a temporary file beside path and rename it into place when the block ends (readers never see half a
+    file); if writing fails, the temporary file is removed and OutputError names the folder and the cause."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    try:
+        with open(tmp, "w", newline=newline) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise output_error(path, exc) from None
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write a text file through a temporary file and a rename."""
+    with atomic_file(path) as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def write_atomic_csv(path: str, header: List[str], rows) -> None:
-    """Write a CSV to a temporary file and rename it into place (readers never see half a file)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
+    """Write a CSV through a temporary file and a rename."""
+    with atomic_file(path, newline="") as f:
         w = csv.writer(f)
         w.writerow(header)
         for row in rows:
             w.writerow(row)
-    os.replace(tmp, path)
 
 
 def write_table(path: str, rows: List[dict], columns: Sequence[str], first: Sequence[str] = ()) -> None:
@@ -55,10 +77,35 @@ def write_table(path: str, rows: List[dict], columns: Sequence[str], first: Sequ
     rows carry, sorted."""
     cols = list(columns[:1]) + list(first) + [c for c in columns[1:] if c not in first]
     cols += sorted({k for r in rows for k in r} - set(cols))
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
+    with atomic_file(path, newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow(r)
-    os.replace(tmp, path)
+
+
+def free_bytes(folder: str) -> Optional[int]:
+    """Bytes an unprivileged writer may still use on the file system that holds folder (or would hold it)."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def check_space(out: str, need: int) -> None:
+    """Refuse an --out folder that cannot be written or has less room than the results need, before anything
+    starts (OptionError naming the folder and both figures)."""
+    path = os.path.abspath(out)
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OptionError(f"--out {out}: {existing} is not writable")
+    free = free_bytes(out)
+    if free is not None and free < need:
+        raise OptionError(f"--out {out} has {free / 1024:.0f} KiB free but this run writes about "
+                          f"{need / 1024:.0f} KiB: free some space or choose another folder")
