@@ -108,6 +108,30 @@ def test_verdicts():
     assert verdict_and_cause(slow, 10, 1.0)["verdict"] == "not faithful"
 
 
+def test_links_above_their_rate_or_a_gst_far_below_theory_are_not_faithful():
+    fast = {"decomposition_median_s": {"below_rate_s": 0.01, "idle_s": 0.02}, "levels": {"L0": {"critical_fidelity": 0.95}},
+            "cpu": {"saturated_share": 0.1}, "tcp_totals": {}, "gst_ratio": 1.03}
+    assert verdict_and_cause(fast, 10, 1.0)["verdict"] == "faithful"
+    unshaped = dict(fast, levels={"L0": {"critical_fidelity": 0.97}, "L1": {"critical_fidelity": 6.2}})
+    v = verdict_and_cause(unshaped, 10, 1.0)
+    assert v["verdict"] == "not faithful" and "6.20 times their shaped rate" in v["cause"]
+    assert verdict_and_cause(dict(fast, levels={"L0": {"critical_fidelity": 1.1}}), 10, 1.0)["verdict"] == "faithful"
+    v = verdict_and_cause(dict(fast, gst_ratio=7e-11), 10, 1.0)
+    assert v["verdict"] == "not faithful" and "7e-11 of theory" in v["cause"]
+
+
+def test_spurious_timeouts_are_counted_per_worker_and_iteration():
+    from emulation.orchestration.fidelity import spurious_timeouts
+    assert spurious_timeouts({"rto_timeouts": 10, "retrans_segs": 20, "dsack_received": 20}) == 10
+    assert spurious_timeouts({"rto_timeouts": 10, "retrans_segs": 20, "dsack_received": 5}) == 2.5
+    assert spurious_timeouts({"rto_timeouts": 0, "retrans_segs": 20, "dsack_received": 20}) == 0
+    fast = {"decomposition_median_s": {"below_rate_s": 0.01, "idle_s": 0.02}, "levels": {"L0": {"critical_fidelity": 0.95}},
+            "cpu": {"saturated_share": 0.1}, "tcp_totals": {}}
+    v = verdict_and_cause(dict(fast, spurious_rto_per_worker_iteration=5.6), 10, 1.0)
+    assert v["verdict"] == "degraded" and "5.6 spurious TCP retransmission timeouts per worker" in v["cause"]
+    assert verdict_and_cause(dict(fast, spurious_rto_per_worker_iteration=0.4), 10, 1.0)["verdict"] == "faithful"
+
+
 def test_loopback_runs_are_not_measured():
     fid = report(None, (100.0,), 1.0, [{"iteration": 0, "gst_s": 1.0}], {}, [], {}, {"busy_mean": 0.5}, False)
     assert fid["verdict"] == "not measured"

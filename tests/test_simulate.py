@@ -123,6 +123,34 @@ def test_ideal_network_gives_the_closed_form(spec, bw, algo, servers):
     assert result.gst_s == pytest.approx(theory.gst_s, rel=1e-4)
 
 
+@pytest.mark.parametrize("spec,algo", [("star:9", "ps"), ("star:9", "ring"), ("bcube:3,2", "bml"),
+                                       ("star:8", "hd")])
+def test_terngrad_moves_each_transfer_in_its_packed_width(spec, algo):
+    """With TernGrad every transfer carries a partial sum of c gradients in ceil(log2(2c+1)) bits: the
+    simulation moves those bytes, and on an ideal network the busiest sender sets the GST as in theory."""
+    from workloads.compression import TernGradCompressor, terngrad_wire_fraction
+    topo = parse(spec)
+    b = parse_bandwidth("100", topo)
+    plan = get(algo).build_plan(topo, 0)
+    pieces = [n * 4 for n in piece_sizes(tensor_sizes("lenet5"), plan.pieces)]
+    rates = {l: v * 1e6 / 8 for l, v in enumerate(b)}
+    fp32 = simulate_plan(plan, pieces, Router(topo, "spread"), rates)
+    packed = simulate_plan(plan, pieces, Router(topo, "spread"), rates, wire_bits=TernGradCompressor.wire_bits(plan))
+    fraction = terngrad_wire_fraction(plan, [p // 4 for p in pieces])
+    assert 0.06 < fraction < 0.2
+    assert packed.gst_s == pytest.approx(fp32.gst_s * fraction, rel=0.02)
+    assert sum(packed.host_tx_bytes.values()) < 0.2 * sum(fp32.host_tx_bytes.values())
+
+
+def test_cli_simulates_a_codec(tmp_path):
+    proc = subprocess.run(DMLBED + ["simulate", "--topo", "star:9", "--algo", "ps", "--codec", "terngrad", "--json",
+                                    "--out", str(tmp_path / "t")], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout)
+    assert s["wire_ratio"] == pytest.approx((2 + 5) / 2 / 32, rel=0.01)  # pushes ternary, pulls sums of 8 in 5 bits
+    assert s["gst_ratio"] == pytest.approx(1 / goodput(), rel=0.02)
+
+
 def test_where_the_closed_form_ignores_the_topology_the_simulation_says_so():
     # PS on BCube relays over both NICs (faster than the one-NIC formula); on an oversubscribed tree it is slower
     result, theory, _ = simulated("bcube:3,2", "100", "ps")

@@ -88,26 +88,36 @@ def partial_sum_width(contributors: int) -> int:
     raise CodecError(f"a sum of {contributors} ternaries does not fit in {WIDTHS[-1]} bits")
 
 
-def terngrad_wire_fraction(plan, piece_elems: Sequence[int]) -> float:
-    """Wire bytes over fp32 bytes of the plan's busiest sender when TernGrad's integers travel packed: each
-    transfer carries a partial sum of c gradients in partial_sum_width(c) bits (2 while ternary)."""
+def terngrad_widths(plan) -> Dict[Tuple[int, int, int, int, int], int]:
+    """Bits per value of every transfer of a plan when TernGrad's integers travel packed, keyed (stream, step, src,
+    dst, piece): a transfer carries a partial sum of c gradients, at most partial_sum_width(c) bits (2 while
+    ternary)."""
     contributors = set(plan.contributors)
     counts: Dict[Tuple[int, int], int] = {}
-    fp32: Dict[int, float] = {}
-    wire: Dict[int, float] = {}
-    for stream in plan.streams:
-        for step in stream:
+    widths: Dict[Tuple[int, int, int, int, int], int] = {}
+    for s, stream in enumerate(plan.streams):
+        for n, step in enumerate(stream):
             moved = []
             for t in step:
                 c = counts.get((t.src, t.piece), 1 if t.src in contributors else 0)
-                size = piece_elems[t.piece] * 4
-                fp32[t.src] = fp32.get(t.src, 0.0) + size
-                wire[t.src] = wire.get(t.src, 0.0) + size * partial_sum_width(max(c, 1)) / 32
+                widths[(s, n, t.src, t.dst, t.piece)] = partial_sum_width(max(c, 1))
                 moved.append((t, c))
             for t, c in moved:
                 key = (t.dst, t.piece)
                 mine = counts.get(key, 1 if t.dst in contributors else 0)
                 counts[key] = mine + c if t.op == "reduce" else c
+    return widths
+
+
+def terngrad_wire_fraction(plan, piece_elems: Sequence[int]) -> float:
+    """Wire bytes over fp32 bytes of the plan's busiest sender when TernGrad's integers travel packed
+    (terngrad_widths)."""
+    fp32: Dict[int, float] = {}
+    wire: Dict[int, float] = {}
+    for (_, _, src, _, piece), width in terngrad_widths(plan).items():
+        size = piece_elems[piece] * 4
+        fp32[src] = fp32.get(src, 0.0) + size
+        wire[src] = wire.get(src, 0.0) + size * width / 32
     if not fp32:
         return 1.0
     busiest = max(fp32, key=lambda r: (fp32[r], wire[r]))
@@ -190,6 +200,11 @@ class NoCompression:
 
     codec = None
 
+    @staticmethod
+    def wire_bits(plan) -> None:
+        """fp32 on the wire."""
+        return None
+
     def __init__(self, layer_sizes: Sequence[int], seed: int):
         pass
 
@@ -214,6 +229,11 @@ class TernGradCompressor:
 
     def __init__(self, layer_sizes: Sequence[int], seed: int):
         self.tern = TernGrad(layer_sizes, seed)
+
+    @staticmethod
+    def wire_bits(plan) -> Dict[Tuple[int, int, int, int, int], int]:
+        """Bits per value of each of the plan's transfers (for the flow model)."""
+        return terngrad_widths(plan)
 
     def prepare(self, flat: np.ndarray, share_max: Callable[[np.ndarray], np.ndarray]):
         """(clipped gradient, scalers shared by max over every rank)."""

@@ -18,6 +18,9 @@ CRITICAL_NEED = 0.8               # links whose data needs this share of the bot
 CPU_SATURATED_SAMPLES = 0.5       # share of saturated samples that makes CPU the cause
 DROP_SHARE = 0.01                 # queue drops per segment sent above which TCP loss recovery distorts timing
 OVER_BUDGET_SHARE = 0.05          # share of rank-iterations whose real compute overran --compute-time
+OVER_RATE_LEVEL = 1.15            # achieved / shaped above which the shaper did not hold the rate
+FAR_BELOW_THEORY = 0.25           # measured / theory GST below which the links cannot have been at their rate
+SPURIOUS_RTO_PER_WORKER_ITERATION = 1.0  # spurious timeouts that make timings jitter
 
 
 def measured_window(rows: Dict[int, List[dict]], warmup: int) -> Optional[Tuple[float, float]]:
@@ -262,8 +265,21 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     out["tcp_totals"] = {k: sum(h[k] for h in hosts.values()) for k in
                          ("retrans_segs", "rto_timeouts", "loss_probes", "dsack_received", "qdisc_drops", "out_segs")}
     out["switch_port_drops"] = switch_port_drops or {}
+    out["spurious_rto"] = sum(spurious_timeouts(h) for h in hosts.values())
+    worker_iterations = sum(len(r) for r in rows.values())
+    out["spurious_rto_per_worker_iteration"] = round(out["spurious_rto"] / worker_iterations, 3) \
+        if worker_iterations else None
     out.update(verdict_and_cause(out, len(kept), theory_s))
     return out
+
+
+def spurious_timeouts(host: Dict[str, int]) -> float:
+    """A host's retransmission timeouts that were spurious, estimated: its timeouts times the share of its
+    retransmitted segments the receivers reported (D-SACK) as duplicates."""
+    retrans, timeouts = host.get("retrans_segs") or 0, host.get("rto_timeouts") or 0
+    if not retrans or not timeouts:
+        return 0.0
+    return timeouts * min(1.0, (host.get("dsack_received") or 0) / retrans)
 
 
 def spurious_retransmissions(totals: Dict[str, int]) -> bool:
@@ -280,10 +296,24 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     switch_saturated = (cpu.get("switch_saturated_share") or 0) >= CPU_SATURATED_SAMPLES
     level_min = min((l["critical_fidelity"] for l in fid.get("levels", {}).values() if l.get("critical_fidelity")),
                     default=None)
+    level_max = max((l["critical_fidelity"] for l in fid.get("levels", {}).values() if l.get("critical_fidelity")),
+                    default=None)
+    over_rate = level_max is not None and level_max > OVER_RATE_LEVEL
+    far_below = fid.get("gst_ratio") is not None and fid["gst_ratio"] < FAR_BELOW_THEORY
+    spurious = fid.get("spurious_rto_per_worker_iteration") or 0
     totals = fid.get("tcp_totals", {})
     emulator_s = max(0.0, d.get("below_rate_s") or 0) + max(0.0, (d.get("idle_s") or 0) - (d.get("early_s") or 0))
     share = emulator_s / theory_s if theory_s and d else None
     causes = []
+    if over_rate:
+        causes.append((5000.0 + level_max, f"links carried {level_max:.2f} times their shaped rate: the shaper did not "
+                                           f"hold it, so the timings are not those of the asked-for links"))
+    if far_below:
+        causes.append((4000.0 + 1 / max(fid["gst_ratio"], 1e-12),
+                       f"GST is {fid['gst_ratio']:.2g} of theory: faster than the shaped links can carry the data"))
+    if spurious > SPURIOUS_RTO_PER_WORKER_ITERATION:
+        causes.append((0.5 + spurious / 100, f"{spurious:.1f} spurious TCP retransmission timeouts per worker and "
+                                             f"iteration (the ACKs came later than the timer; nothing was lost)"))
     if cpu_saturated:
         # Saturated resources are root causes; slow or idle links are what they look like from the network.
         causes.append((1000.0 + cpu["saturated_share"], f"CPU saturation: all cores busy in {cpu['saturated_share']:.0%} of samples"))
@@ -319,11 +349,11 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
                                           f"{fid.get('compute_rank_iterations')} rank-iterations after warm-up"))
     # A saturated CPU or switch thread warns (degraded); a run is not faithful when the network shows the damage.
     if (level_min is not None and level_min < DEGRADED_LEVEL) or \
-            (share is not None and share > DEGRADED_EMULATION_SHARE):
+            (share is not None and share > DEGRADED_EMULATION_SHARE) or over_rate or far_below:
         verdict = "not faithful"
     elif cpu_saturated or switch_saturated or (level_min is not None and level_min < FAITHFUL_LEVEL) or \
             (share is not None and share > FAITHFUL_EMULATION_SHARE) or drop_share > DROP_SHARE or \
-            over_share > OVER_BUDGET_SHARE:
+            over_share > OVER_BUDGET_SHARE or spurious > SPURIOUS_RTO_PER_WORKER_ITERATION:
         verdict = "degraded"
     else:
         verdict = "faithful"

@@ -98,7 +98,7 @@ class CommonConfig:
     timeout: float = option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
                      commands=(RUN, COMPARE, BENCH, CALIBRATE, LAUNCH))
     codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS),
-                        commands=(RUN, COMPARE, THEORY))
+                        commands=(RUN, COMPARE, THEORY, SIMULATE))
     compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
                                  kind=float, low=0, high=3600, commands=(RUN, COMPARE, THEORY, SIMULATE))
     overlap: bool = option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket-mb, each "

@@ -17,6 +17,7 @@ from emulation.simulation.flows import TRACE_UNITS, FlowResult, simulate_plan
 from emulation.simulation.routes import Router
 from emulation.spec.calibration import load as load_calibration
 from workloads.algorithms import names_with
+from workloads.compression import COMPRESSORS
 from workloads.engine import CHUNK_BYTES
 from workloads.models import tensor_sizes
 from workloads.plan import piece_sizes
@@ -51,8 +52,6 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False) -> Checked:
     if checked.algorithm.plan is None:
         raise OptionError(f"simulate runs the plan algorithms ({', '.join(names_with(lambda a: a.plan is not None))})"
                           f", not {cfg.algo}")
-    if cfg.codec != "none":
-        raise OptionError(f"codec {cfg.codec} cannot be simulated: the flow model moves fp32 payloads (codec none)")
     if cfg.dilation != 1:
         raise OptionError("dilation applies to emulated runs only: a simulation has no real time to stretch")
     if cfg.ecmp_ports == "emulated":
@@ -136,14 +135,15 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
         rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
     router = Router(topo, "hash" if ports else cfg.ecmp, ports)
     log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
+    wire_bits = COMPRESSORS[cfg.codec].wire_bits(plan)
     result = simulate_plan(plan, pieces, router, rates, latency_s=latency,
                            chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None,
-                           link_delay_s=checked.impairment.link_delay_s())
+                           link_delay_s=checked.impairment.link_delay_s(), wire_bits=wire_bits)
     gst, iteration_s, split = result.gst_s, cfg.compute_time + result.gst_s, {}
     overlap = overlap_model(cfg, lambda sizes: simulate_plan(
         plan, [n * 4 for n in piece_sizes(sizes, plan.pieces)], router, rates, latency_s=latency,
         chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None,
-        link_delay_s=checked.impairment.link_delay_s()).gst_s)
+        link_delay_s=checked.impairment.link_delay_s(), wire_bits=wire_bits).gst_s)
     if overlap:  # buckets synchronized one after another as backward makes them ready
         gst, iteration_s, split = overlap["gst_s"], overlap["iteration_s"], {"exposed_s": overlap["exposed_s"]}
         summary.update(overlap=overlap, **overlap_theory(cfg, checked))
@@ -152,6 +152,7 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
         by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / share * cfg.iters
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     theory_s = summary["gst_theory_s"]
+    sent, ratio = sum(result.host_tx_bytes.values()), wire_ratio(plan, pieces, wire_bits)
     summary.update({"mode": "simulate", "shaped_mbps": list(bw),
                     "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
                                        "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
@@ -164,7 +165,8 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
                     "iterations": cfg.iters, "gst_median_s": gst, "compute_median_s": cfg.compute_time,
                     "iteration_median_s": iteration_s, "jct_s": iteration_s * cfg.iters,
                     "gst_ratio": gst / theory_s if theory_s else None,
-                    "bytes_by_level": by_level, "payload_fp32_bytes": sum(result.host_tx_bytes.values()) * cfg.iters,
+                    "bytes_by_level": by_level, "payload_sent_bytes": sent * cfg.iters,
+                    "payload_fp32_bytes": sent / ratio * cfg.iters, "wire_ratio": ratio,
                     "link_utilization": level_utilization(links),
                     "messages": result.messages, "events": result.events,
                     "rank_done_s": {"min": min(result.rank_done_s), "max": max(result.rank_done_s)},
@@ -189,6 +191,17 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
         summary["trace"] = f"omitted: {result.messages} transfers (a timeline keeps up to {TRACE_UNITS})"
     write_atomic(folder.file(RunFolder.SUMMARY), json.dumps(summary, indent=1))
     return summary
+
+
+def wire_ratio(plan, piece_bytes, wire_bits) -> float:
+    """Payload bytes sent over fp32 bytes, over every transfer of the plan (1 without a codec)."""
+    if not wire_bits:
+        return 1.0
+    fp32 = wire = 0.0
+    for (_, _, _, _, piece), bits in wire_bits.items():
+        fp32 += piece_bytes[piece]
+        wire += piece_bytes[piece] * bits / 32
+    return wire / fp32 if fp32 else 1.0
 
 
 def simulated_trace(result: FlowResult, topo, cfg: RunConfig, bw) -> dict:

@@ -27,6 +27,7 @@ from workloads.plan import Plan
 TIME_TOLERANCE = 1e-9
 GRANULARITIES = ("chunk", "message")
 TRACE_UNITS = 200_000  # a simulation keeps its transfers for a timeline up to this many
+WireBits = Dict[Tuple[int, int, int, int, int], int]
 
 
 @dataclass
@@ -45,17 +46,21 @@ class FlowResult:
     units: Optional[List[Tuple[int, int, int, int, float, float, float, int]]] = None
 
 
-def _messages(plan: Plan, piece_bytes: Sequence[int]):
-    """Aggregate the plan's transfers per (stream, step, src, dst): bytes, pieces (in wire order), level."""
+def _messages(plan: Plan, piece_bytes: Sequence[int], wire_bits: Optional[WireBits] = None):
+    """Aggregate the plan's transfers per (stream, step, src, dst): wire bytes, pieces (in wire order), level, fp32
+    bytes (wire_bits: bits per value of each transfer when a codec packs them; else 32)."""
     msgs: Dict[Tuple[int, int, int, int], list] = {}
     for s, stream in enumerate(plan.streams):
         for n, step in enumerate(stream):
             for t in step:
+                fp32 = piece_bytes[t.piece]
+                wire = fp32 * wire_bits[(s, n, t.src, t.dst, t.piece)] / 32 if wire_bits else fp32
                 m = msgs.get((s, n, t.src, t.dst))
                 if m is None:
-                    msgs[(s, n, t.src, t.dst)] = [piece_bytes[t.piece], [t.piece], t.level]
+                    msgs[(s, n, t.src, t.dst)] = [wire, [t.piece], t.level, fp32]
                 else:
-                    m[0] += piece_bytes[t.piece]
+                    m[0] += wire
+                    m[3] += fp32
                     m[1].append(t.piece)
                     if m[2] is None:
                         m[2] = t.level
@@ -93,8 +98,9 @@ class _Graph:
     """Nodes and their dependencies: two sides per message (send 2m, receive 2m+1), then join nodes that stand
     for a group of sides (all receives of a piece in one step), so a wide step costs edges, not their square."""
 
-    def __init__(self, plan: Plan, piece_bytes: Sequence[int], chunk_bytes: Optional[int] = None):
-        msgs = _messages(plan, piece_bytes)
+    def __init__(self, plan: Plan, piece_bytes: Sequence[int], chunk_bytes: Optional[int] = None,
+                 wire_bits: Optional[WireBits] = None):
+        msgs = _messages(plan, piece_bytes, wire_bits)
         pinned: Dict[Tuple[int, int, int], int] = {}  # (rank, peer, stream) -> level pinned by any transfer
         for (s, n, src, dst), m in msgs.items():
             if m[2] is not None:
@@ -104,9 +110,10 @@ class _Graph:
         self.bytes: List[float] = []
         regions_of: List[list] = []
         for key, m in msgs.items():
+            packed = m[0] / m[3] if m[3] else 1.0  # the engine chunks fp32 arrays, then encodes each chunk
             for size, regions in _units(m[1], piece_bytes, chunk_bytes):
                 self.keys.append(key)
-                self.bytes.append(size)
+                self.bytes.append(size * packed)
                 regions_of.append(regions)
         self.sides = 2 * len(self.keys)
         self.level = [pinned.get((k[2], k[3], k[0]), 0) for k in self.keys]
@@ -167,13 +174,15 @@ class _Graph:
 
 def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
                   latency_s: Union[float, Dict[int, float]] = 0.0, chunk_bytes: Optional[int] = None,
-                  link_delay_s: Optional[Dict[int, float]] = None) -> FlowResult:
+                  link_delay_s: Optional[Dict[int, float]] = None,
+                  wire_bits: Optional[WireBits] = None) -> FlowResult:
     """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level; latency_s: one
     value, or per link level (a unit takes the latency of the highest level its path crosses); link_delay_s:
     propagation delay of a directed link per level, added for every link a unit's path crosses; chunk_bytes:
     move data in the engine's chunks (a chunk goes on once its own earlier steps are done), else in whole
-    messages (a step's message waits for all its pieces, as the closed forms assume)."""
-    g = _Graph(plan, piece_bytes, chunk_bytes)
+    messages (a step's message waits for all its pieces, as the closed forms assume); wire_bits: bits per value of
+    each transfer, keyed (stream, step, src, dst, piece), when a codec packs them (else fp32)."""
+    g = _Graph(plan, piece_bytes, chunk_bytes, wire_bits)
     count = len(g.keys)
     link_ids: Dict[Tuple[str, str], int] = {}
     path_ids: List[Tuple[int, ...]] = []
