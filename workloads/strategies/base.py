@@ -81,7 +81,15 @@ class ModelState:
         factor = factor_of(schedule)  # parsed once, not every iteration
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda it: factor(it, iterations))
         self.lr = lr
-        self._flat = torch.empty(self.total)
+        self._flat = torch.zeros(self.total)
+        # .grad as views of one flat buffer (DDP's gradient_as_bucket_view): backward accumulates into it in place,
+        # so the flat gradient needs no copy and no second gradient-sized buffer
+        self._views = []
+        offset = 0
+        for p in self.params:
+            p.grad = self._flat[offset:offset + p.numel()].view_as(p)
+            self._views.append(p.grad)
+            offset += p.numel()
 
     def zero_grad(self) -> None:
         """Clear gradients (kept allocated)."""
@@ -90,12 +98,16 @@ class ModelState:
                 p.grad.zero_()
 
     def gradient(self) -> torch.Tensor:
-        """The local gradient as one flat tensor (a buffer reused every iteration)."""
-        torch.cat([p.grad.reshape(-1) for p in self.params], out=self._flat)
+        """The local gradient as one flat tensor (a buffer reused every iteration): .grad itself where backward
+        kept accumulating into the views, else gathered into it."""
+        if any(p.grad is not v for p, v in zip(self.params, self._views)):
+            torch.cat([p.grad.reshape(-1) for p in self.params], out=self._flat)
         return self._flat
 
     def set_gradient(self, flat: torch.Tensor) -> None:
         """Write a flat gradient back into the parameters' .grad."""
+        if flat.data_ptr() == self._flat.data_ptr() and all(p.grad is v for p, v in zip(self.params, self._views)):
+            return  # already there
         offset = 0
         for p in self.params:
             if p.grad is None:
