@@ -31,7 +31,7 @@ def test_topo_text_shows_addresses_by_level():
     (["topo", "tree:"], "fanouts are empty"),
     (["topo", "mesh:4"], "unknown topology 'mesh'"),
     (["net", "star:9", "--bw", "0", "--check"], "out of range"),
-    (["net", "star:9", "--bw", "5000", "--check"], "(0, 1000]"),
+    (["net", "star:9", "--bw", "5000", "--check"], "[2, 1000]"),
     (["net", "tree:3,2,2", "--bw", "10,20", "--check"], "needs 1 or 3"),
     (["net", "star:9", "--bw", "100"], "one of the arguments --check --cli is required"),
     (["net", "star:9", "--check", "--duration", "0"], "--duration"),

@@ -127,6 +127,8 @@ def test_bandwidth_per_level():
 
 
 @pytest.mark.parametrize("text,fragment", [("0", "out of range"), ("-5", "out of range"),
+                                           ("1e-7", "the shaper honours rates from 2 Mbit/s"),
+                                           ("100,1,100", "out of range"),
                                            (str(MAX_BW_MBPS + 1), "out of range"), ("fast", "not a number"),
                                            ("100,200", "needs 1 or 3")])
 def test_bad_bandwidth(text, fragment):
