@@ -120,16 +120,21 @@ def test_links_above_their_rate_or_a_gst_far_below_theory_are_not_faithful():
     assert v["verdict"] == "not faithful" and "7e-11 of theory" in v["cause"]
 
 
-def test_spurious_timeouts_are_counted_per_worker_and_iteration():
+def test_spurious_timeouts_are_counted_and_unsteady_timings_are_degraded():
     from emulation.orchestration.fidelity import spurious_timeouts
     assert spurious_timeouts({"rto_timeouts": 10, "retrans_segs": 20, "dsack_received": 20}) == 10
     assert spurious_timeouts({"rto_timeouts": 10, "retrans_segs": 20, "dsack_received": 5}) == 2.5
     assert spurious_timeouts({"rto_timeouts": 0, "retrans_segs": 20, "dsack_received": 20}) == 0
     fast = {"decomposition_median_s": {"below_rate_s": 0.01, "idle_s": 0.02}, "levels": {"L0": {"critical_fidelity": 0.95}},
             "cpu": {"saturated_share": 0.1}, "tcp_totals": {}}
-    v = verdict_and_cause(dict(fast, spurious_rto_per_worker_iteration=5.6), 10, 1.0)
-    assert v["verdict"] == "degraded" and "5.6 spurious TCP retransmission timeouts per worker" in v["cause"]
-    assert verdict_and_cause(dict(fast, spurious_rto_per_worker_iteration=0.4), 10, 1.0)["verdict"] == "faithful"
+    jitter = dict(fast, spurious_rto_per_worker_iteration=5.6, gst_cv=0.13)
+    v = verdict_and_cause(jitter, 10, 1.0)
+    assert v["verdict"] == "degraded" and "CV 0.13" in v["cause"]
+    assert "5.6 spurious TCP retransmission timeouts per worker" in v["cause"]
+    steady = verdict_and_cause(dict(fast, spurious_rto_per_worker_iteration=5.6, gst_cv=0.004), 10, 1.0)
+    assert steady["verdict"] == "faithful" and "5.6 spurious" in steady["timer_note"]
+    assert verdict_and_cause(dict(fast, gst_cv=0.08), 10, 1.0)["verdict"] == "degraded"
+    assert "timer_note" not in verdict_and_cause(dict(fast, spurious_rto_per_worker_iteration=0.4), 10, 1.0)
 
 
 def test_loopback_runs_are_not_measured():

@@ -88,3 +88,44 @@ def test_emulated_issue4_algorithms(tmp_path, algo, topo, extra):
     if algo == "ibatch":
         assert s["split_median_s"]["forward_phase_s"] > 0
     assert leftovers(topo) == []
+
+
+def worker_pid(out_dir, rank):
+    """The pid of rank's worker process of the run writing to out_dir (its command line names its config)."""
+    import os
+    marker = os.path.join(os.path.abspath(out_dir), "workers", f"rank-{rank}.config.json")
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker in f.read().decode(errors="replace"):
+                        return int(pid)
+            except OSError:
+                continue
+    raise AssertionError(f"no worker for rank {rank} under {out_dir}")
+
+
+def test_a_link_left_unshaped_is_not_faithful(tmp_path):
+    """Take the shaper off both hosts' links after the first iteration: the links then carry far more than their
+    rate, and the verdict must say so rather than call the fast timings faithful."""
+    import os
+    import subprocess
+    import sys
+    from helpers import ROOT, wait_for_iterations
+    out = tmp_path / "unshaped"
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", "run", "--topo", "star:2", "--algo",
+                             "ring", "--model", "mlp:500000", "--bw", "20", "--iters", "14", "--json", "--out",
+                             str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_iterations(str(out), 0, 1, proc)
+    for rank in (0, 1):
+        config = json.load(open(os.path.join(out, "workers", f"rank-{rank}.config.json")))
+        subprocess.run(["nsenter", "-t", str(worker_pid(out, rank)), "-n", "tc", "qdisc", "del", "dev",
+                        config["ifname"], "root"], check=True)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-2000:]
+    summary = json.loads(stdout)
+    fidelity = summary["fidelity"]
+    assert summary["correct"]
+    assert fidelity["verdict"] == "not faithful", fidelity
+    assert "times their shaped rate" in fidelity["cause"] or "of theory" in fidelity["cause"], fidelity["cause"]
+    assert leftovers("star:2") == []

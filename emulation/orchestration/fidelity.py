@@ -20,7 +20,8 @@ DROP_SHARE = 0.01                 # queue drops per segment sent above which TCP
 OVER_BUDGET_SHARE = 0.05          # share of rank-iterations whose real compute overran --compute-time
 OVER_RATE_LEVEL = 1.15            # achieved / shaped above which the shaper did not hold the rate
 FAR_BELOW_THEORY = 0.25           # measured / theory GST below which the links cannot have been at their rate
-SPURIOUS_RTO_PER_WORKER_ITERATION = 1.0  # spurious timeouts that make timings jitter
+SPURIOUS_RTO_PER_WORKER_ITERATION = 1.0  # spurious timeouts per worker and iteration worth a note
+STEADY_CV = 0.05                  # per-iteration GST coefficient of variation above which timings are unsteady
 
 
 def measured_window(rows: Dict[int, List[dict]], warmup: int) -> Optional[Tuple[float, float]]:
@@ -311,9 +312,14 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     if far_below:
         causes.append((4000.0 + 1 / max(fid["gst_ratio"], 1e-12),
                        f"GST is {fid['gst_ratio']:.2g} of theory: faster than the shaped links can carry the data"))
-    if spurious > SPURIOUS_RTO_PER_WORKER_ITERATION:
-        causes.append((0.5 + spurious / 100, f"{spurious:.1f} spurious TCP retransmission timeouts per worker and "
-                                             f"iteration (the ACKs came later than the timer; nothing was lost)"))
+    cv = fid.get("gst_cv")
+    unsteady = cv is not None and cv > STEADY_CV
+    if unsteady:
+        why = f"per-iteration GST varies (CV {cv:.2f})"
+        if spurious > SPURIOUS_RTO_PER_WORKER_ITERATION:
+            why += (f" with {spurious:.1f} spurious TCP retransmission timeouts per worker and iteration (the ACKs "
+                    f"came later than the timer; nothing was lost)")
+        causes.append((0.5 + cv, why))
     if cpu_saturated:
         # Saturated resources are root causes; slow or idle links are what they look like from the network.
         causes.append((1000.0 + cpu["saturated_share"], f"CPU saturation: all cores busy in {cpu['saturated_share']:.0%} of samples"))
@@ -353,12 +359,15 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
         verdict = "not faithful"
     elif cpu_saturated or switch_saturated or (level_min is not None and level_min < FAITHFUL_LEVEL) or \
             (share is not None and share > FAITHFUL_EMULATION_SHARE) or drop_share > DROP_SHARE or \
-            over_share > OVER_BUDGET_SHARE or spurious > SPURIOUS_RTO_PER_WORKER_ITERATION:
+            over_share > OVER_BUDGET_SHARE or unsteady:
         verdict = "degraded"
     else:
         verdict = "faithful"
     cause = max(causes)[1] if causes and verdict != "faithful" else None
     out = {"verdict": verdict, "cause": cause, "emulator_share": round(share, 4) if share is not None else None}
+    if spurious > SPURIOUS_RTO_PER_WORKER_ITERATION and not unsteady:  # counted; judged by what it did to timings
+        out["timer_note"] = (f"{spurious:.1f} spurious TCP retransmission timeouts per worker and iteration (ACKs "
+                             f"later than --rto-min, nothing lost); the timings held steady (CV {cv or 0:.3f})")
     queue_drops = (fid.get("switch_port_drops") or {}).get("switch_queue_drops") or 0
     if queue_drops:  # congestion inside the network: part of what is studied, so it informs, it does not judge
         out["network_note"] = (f"{queue_drops} packets dropped at switch-to-switch queues: congestion in the "
@@ -387,4 +396,6 @@ def one_line(fid: Dict[str, object]) -> str:
         parts.append(f"cause: {fid['cause']}")
     if fid.get("network_note"):
         parts.append(f"network: {fid['network_note']}")
+    if fid.get("timer_note"):
+        parts.append(f"TCP: {fid['timer_note']}")
     return ", ".join(parts)
