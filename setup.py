@@ -9,9 +9,9 @@ setup(
                 "gradient synchronization under a Ryu controller",
     packages=find_packages(include=["dmlbed", "dmlbed.*", "emulation", "emulation.*", "controllers", "controllers.*",
                                     "workloads", "workloads.*"]),
-    package_data={"workloads": ["model_table.json"]},
-    python_requires=">=3.9",
-    install_requires=["numpy", "pyyaml", "tqdm", "matplotlib", "scipy", "setproctitle"],
+    package_data={"workloads": ["model_table.json", "datasets/digits.csv.gz"]},
+    python_requires=">=3.10",  # dataclass(slots=True)
+    install_requires=["numpy", "pyyaml", "tqdm", "matplotlib", "scipy", "setproctitle", "lz4"],
     extras_require={"ryu": ["ryu==4.34", "eventlet==0.33.3", "dnspython>=2"],
                     "torch": ["torch==2.13.0"], "test": ["pytest"]},
     entry_points={"console_scripts": ["dmlbed=emulation.orchestration.cli:main",

@@ -1,4 +1,4 @@
-"""Training data: seeded synthetic tensors, scikit-learn's bundled digits (offline), MNIST IDX files."""
+"""Training data: seeded synthetic tensors, the UCI digits kept in workloads/datasets (offline), MNIST IDX files."""
 
 from __future__ import annotations
 
@@ -49,15 +49,18 @@ class SyntheticBatches:
                    torch.randint(0, self.classes, (self.batch,), generator=self.gen))
 
 
+DIGITS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "datasets", "digits.csv.gz")
+
+
 def digits_28x28() -> Tuple["torch.Tensor", "torch.Tensor"]:
-    """scikit-learn's bundled 8x8 digits (1797 images, no download), resized to 1x28x28 in [0, 1]."""
+    """The UCI 8x8 digits scikit-learn ships (1797 images, kept in workloads/datasets), resized to 1x28x28 in
+    [0, 1]."""
     import torch
     import torch.nn.functional as F
-    from sklearn.datasets import load_digits
-    d = load_digits()
-    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    rows = np.loadtxt(DIGITS, delimiter=",", dtype=np.float32)
+    x = torch.from_numpy(rows[:, :64].reshape(-1, 1, 8, 8) / 16.0)
     x = F.interpolate(x, size=(28, 28), mode="bilinear", align_corners=False)
-    return x, torch.tensor(d.target, dtype=torch.long)
+    return x, torch.from_numpy(rows[:, 64].astype(np.int64))
 
 
 def read_idx(path: str) -> np.ndarray:
