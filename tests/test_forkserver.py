@@ -100,11 +100,12 @@ def test_the_rank_start_method_is_validated(monkeypatch):
 
 @pytest.mark.parametrize("start", ["fork", "exec"])
 def test_a_run_starts_its_ranks_either_way_and_measures_them(tmp_path, start):
-    r = run_dmlbed("run", "--topo", "star:3", "--algo", "ring", "--local", "--iters", "3", "--json",
+    r = run_dmlbed("run", "--topo", "star:3", "--algo", "ring", "--local", "--iters", "8", "--json",
                    "--out", str(tmp_path / start), env={**os.environ, "DMLBED_RANK_START": start})
     assert r.returncode == 0, r.stderr[-2000:]
     summary = json.loads(r.stdout)
     assert summary["correct"] and summary["rank_start"]["method"] == start
     assert summary["rank_start"]["first_iteration_s"] > 0
     memory = summary["rank_start"]["memory"]
-    assert memory["ranks_sampled"] == 3 and 20 < memory["pss_mib_per_rank"] < 2000
+    # sampled once every rank has finished an iteration: a fast loopback rank may have finished them all by then
+    assert 1 <= memory["ranks_sampled"] <= 3 and 20 < memory["pss_mib_per_rank"] < 2000
