@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Protocol, Sequence
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from emulation.net.controller import free_ports, stop_process_group
 from emulation.orchestration.forkclient import ForkedRank, ForkServer, rank_start
@@ -27,6 +27,7 @@ from workloads.runfolder import RankFiles
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOOPBACK_PORT_SETS = 4  # concurrent plan channels a rank may open (iBatch: push, pull, profile, chosen pull)
 PORT_STRIDE = 10  # each set of ranks on one network listens on its own ports (no TIME_WAIT clash with the last)
+FAILURE_SETTLE_S = 0.5  # after a rank fails, how long its peers' failures (broken transfers) may take to show
 STARTUP_GRACE_S = 60.0  # the first iteration also waits for every rank to import torch and connect
 WARMUP_RANGE, REPS_RANGE = (0, 100), (1, 1000)  # a bench rank's untimed and timed repetitions per size
 TRAINING_RANK = "workloads.worker"
@@ -244,11 +245,10 @@ def watch_training(procs: Dict[int, subprocess.Popen], files: RankFiles, topo: T
                     if its:
                         bar.set_postfix(gst=f"{its[-1]['gst_s']:.3f}s")
                     bar.refresh()
-            for r, proc in procs.items():
-                code = proc.poll()
-                if code not in (None, 0):
-                    raise RankError(f"worker {topo.hosts[r].name} (rank {r}) exited with code {code} in iteration "
-                                    f"{len(rows[r])}: {files.last_error_line(r)}")
+            if any(p.poll() not in (None, 0) for p in procs.values()):
+                r, code = first_failure(procs)
+                raise RankError(f"worker {topo.hosts[r].name} (rank {r}) exited with code {code} in iteration "
+                                f"{len(files.read_rows(len(topo.hosts))[r])}: {files.last_error_line(r)}")
             if all(p.poll() == 0 for p in procs.values()):
                 return
             allowed = stall_s + (STARTUP_GRACE_S if done <= 0 else 0)
@@ -260,6 +260,15 @@ def watch_training(procs: Dict[int, subprocess.Popen], files: RankFiles, topo: T
     finally:
         if bar is not None:
             bar.close()
+
+
+def first_failure(procs: Dict[int, subprocess.Popen], settle_s: float = FAILURE_SETTLE_S) -> Tuple[int, int]:
+    """(rank, exit code) of the failure to report once one rank has failed: a rank's peers fail soon after it
+    (their transfers break), so wait settle_s for the others, then name a rank ended by a signal before ranks that
+    exited on their own, lowest rank first among equals."""
+    time.sleep(settle_s)
+    failed = {r: p.poll() for r, p in procs.items() if p.poll() not in (None, 0)}
+    return min(failed.items(), key=lambda item: (item[1] >= 0, item[0]))
 
 
 def memory_of(procs: Dict[int, subprocess.Popen]) -> dict:
