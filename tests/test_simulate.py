@@ -142,6 +142,35 @@ def test_terngrad_moves_each_transfer_in_its_packed_width(spec, algo):
     assert sum(packed.host_tx_bytes.values()) < 0.2 * sum(fp32.host_tx_bytes.values())
 
 
+def test_parameter_flow_is_its_push_then_its_broadcast():
+    """Parameter Flow is two plans in sequence: with a direct broadcast it takes the dedicated-server formula on an
+    ideal network; its tree broadcast relieves the server's link, so it is faster, but no worker receives sooner
+    than its own link allows."""
+    from emulation.simulation.flows import in_sequence
+    from workloads.algorithms.pflow import PFlowOptions
+    topo = parse("star:9")
+    b = parse_bandwidth("100", topo)
+    rates = {l: v * 1e6 / 8 for l, v in enumerate(b)}
+    sizes = tensor_sizes("mlp:1M")
+    algo = get("pflow")
+
+    def gst(tree):
+        plans = algo.simulation_plans(topo, 1, PFlowOptions(pf_dvf="none", pf_tree=tree))
+        assert [p.name for p in plans] == ["pflow-push", "pflow-broadcast"]
+        return in_sequence([simulate_plan(p, [n * 4 for n in piece_sizes(sizes, p.pieces)], Router(topo, "spread"),
+                                          rates) for p in plans])
+
+    direct, tree = gst("none"), gst("5,3")
+    theory = algo.gst_theory(topo, 4 * sum(sizes), b, 1)
+    assert direct.gst_s == pytest.approx(theory.gst_s, rel=1e-3)
+    push = theory.gst_s / 2
+    assert push + 4 * sum(sizes) / rates[0] <= tree.gst_s < 0.8 * direct.gst_s
+    assert sum(direct.host_tx_bytes.values()) == pytest.approx(2 * 8 * 4 * sum(sizes), rel=1e-6)
+    for options in (PFlowOptions(), PFlowOptions(pf_dvf="none", staleness=2)):  # data-dependent, or not BSP
+        with pytest.raises(ValueError):
+            algo.simulation_plans(topo, 1, options)
+
+
 def test_cli_simulates_a_codec(tmp_path):
     proc = subprocess.run(DMLBED + ["simulate", "--topo", "star:9", "--algo", "ps", "--codec", "terngrad", "--json",
                                     "--out", str(tmp_path / "t")], capture_output=True, text=True, cwd=ROOT)
@@ -224,6 +253,8 @@ def test_cli_simulate_writes_a_run_summary(tmp_path):
     (["--topo", "star:4", "--algo", "ring", "--ecmp-ports", "/nonexistent"], "--ecmp-ports"),
     (["--topo", "star:4", "--algo", "ring", "--ecmp-ports", "emulated"], "for compare configs"),
     (["--topo", "bcube:3,2", "--algo", "hier"], "valid combinations"),
+    (["--topo", "star:9", "--algo", "pflow"], "--pf-dvf none"),
+    (["--topo", "star:9", "--algo", "pflow", "--pf-dvf", "none", "--staleness", "1"], "BSP"),
 ])
 def test_cli_simulate_refuses_bad_input_in_one_line(args, needle, tmp_path):
     proc = subprocess.run(DMLBED + ["simulate"] + args + ["--out", str(tmp_path / "x")], capture_output=True,

@@ -13,14 +13,14 @@ from emulation.orchestration.outputs import check_output, clear, write_atomic, w
 from emulation.orchestration.results import WARMUP
 from emulation.orchestration.summary_head import head, overlap_model, overlap_theory
 from emulation.orchestration.timeline import chrome_trace
-from emulation.simulation.flows import TRACE_UNITS, FlowResult, simulate_plan
+from emulation.simulation.flows import TRACE_UNITS, FlowResult, in_sequence, simulate_plan
 from emulation.simulation.routes import Router
 from emulation.spec.calibration import load as load_calibration
 from workloads.algorithms import names_with
 from workloads.compression import COMPRESSORS
 from workloads.engine import CHUNK_BYTES
 from workloads.models import tensor_sizes
-from workloads.plan import piece_sizes
+from workloads.plan import PlanError, piece_sizes
 from workloads.runfolder import RunFolder
 
 Ports = Dict[Tuple[int, int, int], Tuple[int, int]]
@@ -49,9 +49,14 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False) -> Checked:
     algorithm, fp32 payloads, an emulated run of the same topology to take ECMP ports from (in a compare
     config, 'emulated': its emulated row of the same label, which has not run yet)."""
     checked = validate(cfg, emulated=False, workers=False)
-    if checked.algorithm.plan is None:
-        raise OptionError(f"simulate runs the plan algorithms ({', '.join(names_with(lambda a: a.plan is not None))})"
-                          f", not {cfg.algo}")
+    if not checked.algorithm.simulable:
+        raise OptionError(f"simulate runs the plan algorithms and those made of plans "
+                          f"({', '.join(names_with(lambda a: a.simulable))}), not {cfg.algo}")
+    try:
+        checked.algorithm.simulation_plans(checked.topo, checked.servers, algorithm_options(cfg), checked.bw,
+                                           4 * sum(tensor_sizes(cfg.model)))
+    except PlanError as exc:
+        raise OptionError(str(exc)) from None
     if cfg.dilation != 1:
         raise OptionError("dilation applies to emulated runs only: a simulation has no real time to stretch")
     if cfg.ecmp_ports == "emulated":
@@ -126,24 +131,29 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
     summary = head(cfg, checked)
     log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
-    plan = algorithm.build_plan(topo, checked.servers, algorithm_options(cfg), bw, 4 * sum(tensor_sizes(cfg.model)))
-    pieces = [n * 4 for n in piece_sizes(tensor_sizes(cfg.model), plan.pieces)]
+    plans = algorithm.simulation_plans(topo, checked.servers, algorithm_options(cfg), bw,
+                                       4 * sum(tensor_sizes(cfg.model)))
     share = link_goodput(cfg)
     rates = {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}
     latency = cfg.latency_us * 1e-6
     if cfg.calibration:  # the fitted model replaces goodput and latency
         rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
     router = Router(topo, "hash" if ports else cfg.ecmp, ports)
-    log(f"simulating {len(plan.streams)} stream(s) of {sum(len(s) for s in plan.streams)} steps")
-    wire_bits = COMPRESSORS[cfg.codec].wire_bits(plan)
-    result = simulate_plan(plan, pieces, router, rates, latency_s=latency,
-                           chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None,
-                           link_delay_s=checked.impairment.link_delay_s(), wire_bits=wire_bits)
+    chunk = CHUNK_BYTES if cfg.granularity == "chunk" else None
+    codec = COMPRESSORS[cfg.codec]
+
+    def synchronize(sizes) -> FlowResult:
+        """One synchronization of layers of these sizes: every phase's plan in turn."""
+        return in_sequence([simulate_plan(plan, [n * 4 for n in piece_sizes(sizes, plan.pieces)], router, rates,
+                                          latency_s=latency, chunk_bytes=chunk,
+                                          link_delay_s=checked.impairment.link_delay_s(),
+                                          wire_bits=codec.wire_bits(plan)) for plan in plans])
+
+    log(f"simulating {len(plans)} plan(s), {sum(len(p.streams) for p in plans)} stream(s) of "
+        f"{sum(len(s) for p in plans for s in p.streams)} steps")
+    result = synchronize(tensor_sizes(cfg.model))
     gst, iteration_s, split = result.gst_s, cfg.compute_time + result.gst_s, {}
-    overlap = overlap_model(cfg, lambda sizes: simulate_plan(
-        plan, [n * 4 for n in piece_sizes(sizes, plan.pieces)], router, rates, latency_s=latency,
-        chunk_bytes=CHUNK_BYTES if cfg.granularity == "chunk" else None,
-        link_delay_s=checked.impairment.link_delay_s(), wire_bits=wire_bits).gst_s)
+    overlap = overlap_model(cfg, lambda sizes: synchronize(sizes).gst_s)
     if overlap:  # buckets synchronized one after another as backward makes them ready
         gst, iteration_s, split = overlap["gst_s"], overlap["iteration_s"], {"exposed_s": overlap["exposed_s"]}
         summary.update(overlap=overlap, **overlap_theory(cfg, checked))
@@ -152,7 +162,8 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
         by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / share * cfg.iters
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     theory_s = summary["gst_theory_s"]
-    sent, ratio = sum(result.host_tx_bytes.values()), wire_ratio(plan, pieces, wire_bits)
+    sent = sum(result.host_tx_bytes.values())
+    ratio = wire_ratio(plans, tensor_sizes(cfg.model), codec)
     summary.update({"mode": "simulate", "shaped_mbps": list(bw),
                     "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
                                        "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
@@ -193,14 +204,17 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
     return summary
 
 
-def wire_ratio(plan, piece_bytes, wire_bits) -> float:
-    """Payload bytes sent over fp32 bytes, over every transfer of the plan (1 without a codec)."""
-    if not wire_bits:
-        return 1.0
+def wire_ratio(plans, sizes, codec) -> float:
+    """Payload bytes sent over fp32 bytes, over every transfer of the plans (1 without a codec)."""
     fp32 = wire = 0.0
-    for (_, _, _, _, piece), bits in wire_bits.items():
-        fp32 += piece_bytes[piece]
-        wire += piece_bytes[piece] * bits / 32
+    for plan in plans:
+        piece_bytes = [n * 4 for n in piece_sizes(sizes, plan.pieces)]
+        bits = codec.wire_bits(plan)
+        for s, stream in enumerate(plan.streams):
+            for n, step in enumerate(stream):
+                for t in step:
+                    fp32 += piece_bytes[t.piece]
+                    wire += piece_bytes[t.piece] * (bits[(s, n, t.src, t.dst, t.piece)] / 32 if bits else 1.0)
     return wire / fp32 if fp32 else 1.0
 
 

@@ -312,3 +312,22 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     return FlowResult(now, count, dict(zip(hops_by_id, link_bytes)), dict(zip(hops_by_id, busy)), host_tx,
                       rank_done, events, units)
 
+
+
+def in_sequence(results: Sequence[FlowResult]) -> FlowResult:
+    """Phases that run one after another (Parameter Flow's push, then its broadcast) as one synchronization: times
+    add, bytes and busy times add per link, and each phase's units start where the previous phase ended."""
+    offset, units, link_bytes, busy, host_tx = 0.0, [], {}, {}, {}
+    for n, r in enumerate(results):
+        for target, source in ((link_bytes, r.link_bytes), (busy, r.link_busy_s), (host_tx, r.host_tx_bytes)):
+            for k, v in source.items():
+                target[k] = target.get(k, 0.0) + v
+        if units is not None and r.units is not None:
+            units += [(n, step, src, dst, size, start + offset, end + offset, level)
+                      for (_, step, src, dst, size, start, end, level) in r.units]
+        else:
+            units = None
+        offset += r.gst_s
+    last = results[-1]
+    return FlowResult(offset, sum(r.messages for r in results), link_bytes, busy, host_tx,
+                      [offset - last.gst_s + t for t in last.rank_done_s], sum(r.events for r in results), units)

@@ -70,6 +70,9 @@ class Algorithm:
     starts);
     ddp_allreduce: with --overlap, DDP's own all-reduce synchronizes the buckets (an algorithm without a plan);
     plan algorithms run their plan on every bucket (workloads/ddp.py).
+    phases: topology, servers, options -> the plans one synchronization runs one after another, for algorithms
+    that are made of plans but are not one (the flow model simulates them in sequence); PlanError where its
+    options make the traffic depend on the data.
     worker_optimizer: False when its servers apply the updates themselves (plain SGD, as its paper).
     """
 
@@ -87,6 +90,7 @@ class Algorithm:
     check_options: Callable[[Topology, int, Any], None] = no_option_checks
     ddp_allreduce: bool = False
     worker_optimizer: bool = True  # its workers step torch's SGD (momentum, weight decay, schedules apply)
+    phases: Optional[Callable[[Topology, int, Any], Tuple[Plan, ...]]] = None
 
     @property
     def overlaps(self) -> bool:
@@ -143,6 +147,21 @@ class Algorithm:
         if keywords and gradient_bytes is not None:
             keywords["gradient_bytes"] = gradient_bytes
         return self.plan(topo, self.resolve_servers(servers), **keywords)
+
+    @property
+    def simulable(self) -> bool:
+        """Whether the flow model can run it: one plan, or plans in sequence."""
+        return self.plan is not None or self.phases is not None
+
+    def simulation_plans(self, topo: Topology, servers: int = 0, options=None,
+                         bw: Optional[Sequence[float]] = None, gradient_bytes: Optional[float] = None
+                         ) -> Tuple[Plan, ...]:
+        """The plans one synchronization runs, in order (PlanError naming why the flow model cannot run it)."""
+        if self.plan is not None:
+            return (self.build_plan(topo, servers, options, bw, gradient_bytes),)
+        if self.phases is None:
+            raise PlanError(f"{self.name} is not made of plans")
+        return tuple(self.phases(topo, self.resolve_servers(servers), self.options_of(options)))
 
     def _keywords(self, options, bw: Optional[Sequence[float]] = None) -> Dict[str, object]:
         """The keyword arguments its plan and theory take: its options (and the rates, when it has options)."""

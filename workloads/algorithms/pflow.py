@@ -270,10 +270,11 @@ def broadcast_plan(ranks: int, servers: int, blocks: int, overlay: Overlay) -> P
 class PFlowOptions:
     """Parameter Flow's run options (flags --staleness, --pf-tree, --pf-dvf, --pf-blocks)."""
 
-    staleness: int = option(0, "pflow: 0 = BSP, s > 0 = SSP with bound s", low=0, high=100)
-    pf_tree: str = option("5,3", "pflow: broadcast tree T,H (max degree, depth) or none", parse=parse_tree)
-    pf_dvf: str = option("1e-5,2e-5", "pflow: DVF thresholds LOW,UP or none", parse=parse_dvf)
-    pf_blocks: int = option(8, "pflow: blocks streamed down the tree", low=1, high=1024)
+    staleness: int = option(0, "pflow: 0 = BSP, s > 0 = SSP with bound s", low=0, high=100, shapes_plan=True)
+    pf_tree: str = option("5,3", "pflow: broadcast tree T,H (max degree, depth) or none", parse=parse_tree,
+                          shapes_plan=True)
+    pf_dvf: str = option("1e-5,2e-5", "pflow: DVF thresholds LOW,UP or none", parse=parse_dvf, shapes_plan=True)
+    pf_blocks: int = option(8, "pflow: blocks streamed down the tree", low=1, high=1024, shapes_plan=True)
 
 
 def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
@@ -281,6 +282,19 @@ def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
     tf = host_tf(gradient_bytes, bw)
     return Theory(2 * dedicated_servers_time(topo, gradient_bytes, bw, servers),
                   "2 * busiest cut of a push (no filter, no tree)", tf)
+
+
+def phases(topo: Topology, servers: int, options: PFlowOptions) -> Tuple[Plan, Plan]:
+    """One BSP synchronization as the flow model runs it: the push, then the streaming broadcast down the overlay.
+    DVF's dropped share and SSP's timing depend on the run, so the model takes them off (PlanError)."""
+    if parse_dvf(options.pf_dvf):
+        raise PlanError("pflow's DVF filter drops a share that depends on the gradients: simulate --pf-dvf none "
+                        "(an emulated run reports the dropped share)")
+    if options.staleness:
+        raise PlanError("the flow model runs BSP synchronizations: simulate pflow with --staleness 0")
+    hosts = len(topo.hosts)
+    return (push_plan(hosts, servers, options.pf_blocks),
+            broadcast_plan(hosts, servers, options.pf_blocks, overlay_for(options.pf_tree, topo, servers)))
 
 
 def check_options(topo, servers: int, options: PFlowOptions) -> None:
@@ -292,4 +306,4 @@ PFLOW = Algorithm(
     name="pflow", summary="Parameter Flow: push updates, servers broadcast them (DVF filter, TSB tree, BSP/SSP)",
     paper="Parameter Flow (2019)", topologies=ALL_TOPOLOGIES, theory=theory,
     strategy="workloads.strategies.pflow:ParameterFlow", servers=REQUIRED_SERVERS, default_servers=1,
-    options=PFlowOptions, check_options=check_options, worker_optimizer=False)
+    options=PFlowOptions, check_options=check_options, worker_optimizer=False, phases=phases)
