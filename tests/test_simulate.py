@@ -155,10 +155,10 @@ def test_parameter_flow_is_its_push_then_its_broadcast():
     algo = get("pflow")
 
     def gst(tree):
-        plans = algo.simulation_plans(topo, 1, PFlowOptions(pf_dvf="none", pf_tree=tree))
-        assert [p.name for p in plans] == ["pflow-push", "pflow-broadcast"]
-        return in_sequence([simulate_plan(p, [n * 4 for n in piece_sizes(sizes, p.pieces)], Router(topo, "spread"),
-                                          rates) for p in plans])
+        phases = algo.simulation_phases(topo, sizes, 1, PFlowOptions(pf_dvf="none", pf_tree=tree))
+        assert [p.name for p, _ in phases] == ["pflow-push", "pflow-broadcast"]
+        return in_sequence([simulate_plan(p, [n * 4 for n in pieces], Router(topo, "spread"), rates)
+                            for p, pieces in phases])
 
     direct, tree = gst("none"), gst("5,3")
     theory = algo.gst_theory(topo, 4 * sum(sizes), b, 1)
@@ -168,7 +168,25 @@ def test_parameter_flow_is_its_push_then_its_broadcast():
     assert sum(direct.host_tx_bytes.values()) == pytest.approx(2 * 8 * 4 * sum(sizes), rel=1e-6)
     for options in (PFlowOptions(), PFlowOptions(pf_dvf="none", staleness=2)):  # data-dependent, or not BSP
         with pytest.raises(ValueError):
-            algo.simulation_plans(topo, 1, options)
+            algo.simulation_phases(topo, sizes, 1, options)
+
+
+@pytest.mark.parametrize("spec,servers", [("star:9", 1), ("star:9", 3), ("fattree:4", 2)])
+def test_ibatch_gst_is_its_push_of_whole_layers(spec, servers):
+    """iBatch's GST is the push of every layer, one piece each, to its server (round-robin by layer): on an ideal
+    network its busiest cut, as in theory."""
+    topo = parse(spec)
+    b = parse_bandwidth("100", topo)
+    sizes = tensor_sizes("lenet5")
+    algo = get("ibatch")
+    [(plan, pieces)] = algo.simulation_phases(topo, sizes, servers)
+    assert plan.name == "ibatch-push" and pieces == list(sizes)
+    result = simulate_plan(plan, [n * 4 for n in pieces], Router(topo, "spread"), {l: v * 1e6 / 8 for l, v in enumerate(b)})
+    theory = algo.gst_theory(topo, 4 * sum(sizes), b, servers)
+    if servers == 1:
+        assert result.gst_s == pytest.approx(theory.gst_s, rel=1e-4)
+    else:  # whole layers round-robin: the server holding LeNet-5's 3.2M-parameter layer takes longest
+        assert result.gst_s >= theory.gst_s * (1 - 1e-4)
 
 
 def test_cli_simulates_a_codec(tmp_path):

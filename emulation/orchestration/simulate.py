@@ -20,7 +20,7 @@ from workloads.algorithms import names_with
 from workloads.compression import COMPRESSORS
 from workloads.engine import CHUNK_BYTES
 from workloads.models import tensor_sizes
-from workloads.plan import PlanError, piece_sizes
+from workloads.plan import PlanError
 from workloads.runfolder import RunFolder
 
 Ports = Dict[Tuple[int, int, int], Tuple[int, int]]
@@ -53,8 +53,8 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False) -> Checked:
         raise OptionError(f"simulate runs the plan algorithms and those made of plans "
                           f"({', '.join(names_with(lambda a: a.simulable))}), not {cfg.algo}")
     try:
-        checked.algorithm.simulation_plans(checked.topo, checked.servers, algorithm_options(cfg), checked.bw,
-                                           4 * sum(tensor_sizes(cfg.model)))
+        checked.algorithm.simulation_phases(checked.topo, tensor_sizes(cfg.model), checked.servers,
+                                            algorithm_options(cfg), checked.bw)
     except PlanError as exc:
         raise OptionError(str(exc)) from None
     if cfg.dilation != 1:
@@ -131,8 +131,6 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
     topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
     summary = head(cfg, checked)
     log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
-    plans = algorithm.simulation_plans(topo, checked.servers, algorithm_options(cfg), bw,
-                                       4 * sum(tensor_sizes(cfg.model)))
     share = link_goodput(cfg)
     rates = {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}
     latency = cfg.latency_us * 1e-6
@@ -144,13 +142,14 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
 
     def synchronize(sizes) -> FlowResult:
         """One synchronization of layers of these sizes: every phase's plan in turn."""
-        return in_sequence([simulate_plan(plan, [n * 4 for n in piece_sizes(sizes, plan.pieces)], router, rates,
-                                          latency_s=latency, chunk_bytes=chunk,
-                                          link_delay_s=checked.impairment.link_delay_s(),
-                                          wire_bits=codec.wire_bits(plan)) for plan in plans])
+        phases = algorithm.simulation_phases(topo, sizes, checked.servers, algorithm_options(cfg), bw)
+        return in_sequence([simulate_plan(plan, [n * 4 for n in pieces], router, rates, latency_s=latency,
+                                          chunk_bytes=chunk, link_delay_s=checked.impairment.link_delay_s(),
+                                          wire_bits=codec.wire_bits(plan)) for plan, pieces in phases])
 
-    log(f"simulating {len(plans)} plan(s), {sum(len(p.streams) for p in plans)} stream(s) of "
-        f"{sum(len(s) for p in plans for s in p.streams)} steps")
+    phases = algorithm.simulation_phases(topo, tensor_sizes(cfg.model), checked.servers, algorithm_options(cfg), bw)
+    log(f"simulating {len(phases)} plan(s), {sum(len(p.streams) for p, _ in phases)} stream(s) of "
+        f"{sum(len(s) for p, _ in phases for s in p.streams)} steps")
     result = synchronize(tensor_sizes(cfg.model))
     gst, iteration_s, split = result.gst_s, cfg.compute_time + result.gst_s, {}
     overlap = overlap_model(cfg, lambda sizes: synchronize(sizes).gst_s)
@@ -163,7 +162,7 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     theory_s = summary["gst_theory_s"]
     sent = sum(result.host_tx_bytes.values())
-    ratio = wire_ratio(plans, tensor_sizes(cfg.model), codec)
+    ratio = wire_ratio(phases, codec)
     summary.update({"mode": "simulate", "shaped_mbps": list(bw),
                     "model_settings": {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
                                        "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
@@ -204,11 +203,11 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
     return summary
 
 
-def wire_ratio(plans, sizes, codec) -> float:
-    """Payload bytes sent over fp32 bytes, over every transfer of the plans (1 without a codec)."""
+def wire_ratio(phases, codec) -> float:
+    """Payload bytes sent over fp32 bytes, over every transfer of the phases' plans (1 without a codec)."""
     fp32 = wire = 0.0
-    for plan in plans:
-        piece_bytes = [n * 4 for n in piece_sizes(sizes, plan.pieces)]
+    for plan, pieces in phases:
+        piece_bytes = [n * 4 for n in pieces]
         bits = codec.wire_bits(plan)
         for s, stream in enumerate(plan.streams):
             for n, step in enumerate(stream):

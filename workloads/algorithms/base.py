@@ -70,9 +70,9 @@ class Algorithm:
     starts);
     ddp_allreduce: with --overlap, DDP's own all-reduce synchronizes the buckets (an algorithm without a plan);
     plan algorithms run their plan on every bucket (workloads/ddp.py).
-    phases: topology, servers, options -> the plans one synchronization runs one after another, for algorithms
-    that are made of plans but are not one (the flow model simulates them in sequence); PlanError where its
-    options make the traffic depend on the data.
+    phases: topology, servers, options, layer sizes -> the plans one synchronization runs one after another, each
+    with its pieces' element counts, for algorithms made of plans but not one (the flow model simulates them in
+    sequence); PlanError where its options make the traffic depend on the data.
     worker_optimizer: False when its servers apply the updates themselves (plain SGD, as its paper).
     """
 
@@ -90,7 +90,7 @@ class Algorithm:
     check_options: Callable[[Topology, int, Any], None] = no_option_checks
     ddp_allreduce: bool = False
     worker_optimizer: bool = True  # its workers step torch's SGD (momentum, weight decay, schedules apply)
-    phases: Optional[Callable[[Topology, int, Any], Tuple[Plan, ...]]] = None
+    phases: Optional[Callable[[Topology, int, Any, Sequence[int]], Tuple[Tuple[Plan, List[int]], ...]]] = None
 
     @property
     def overlaps(self) -> bool:
@@ -153,15 +153,17 @@ class Algorithm:
         """Whether the flow model can run it: one plan, or plans in sequence."""
         return self.plan is not None or self.phases is not None
 
-    def simulation_plans(self, topo: Topology, servers: int = 0, options=None,
-                         bw: Optional[Sequence[float]] = None, gradient_bytes: Optional[float] = None
-                         ) -> Tuple[Plan, ...]:
-        """The plans one synchronization runs, in order (PlanError naming why the flow model cannot run it)."""
+    def simulation_phases(self, topo: Topology, sizes: Sequence[int], servers: int = 0, options=None,
+                          bw: Optional[Sequence[float]] = None) -> Tuple[Tuple[Plan, List[int]], ...]:
+        """The plans one synchronization of layers of these sizes runs, in order, each with its pieces' element
+        counts (PlanError naming why the flow model cannot run it)."""
+        from workloads.plan import piece_sizes
         if self.plan is not None:
-            return (self.build_plan(topo, servers, options, bw, gradient_bytes),)
+            plan = self.build_plan(topo, servers, options, bw, 4 * sum(sizes))
+            return ((plan, piece_sizes(sizes, plan.pieces)),)
         if self.phases is None:
             raise PlanError(f"{self.name} is not made of plans")
-        return tuple(self.phases(topo, self.resolve_servers(servers), self.options_of(options)))
+        return tuple(self.phases(topo, self.resolve_servers(servers), self.options_of(options), list(sizes)))
 
     def _keywords(self, options, bw: Optional[Sequence[float]] = None) -> Dict[str, object]:
         """The keyword arguments its plan and theory take: its options (and the rates, when it has options)."""

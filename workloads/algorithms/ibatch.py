@@ -200,6 +200,12 @@ def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
     return Theory(dedicated_servers_time(topo, gradient_bytes, bw, servers), "busiest cut of the push", tf)
 
 
+def phases(topo, servers: int, options, sizes: Sequence[int]) -> Tuple[Tuple[Plan, List[int]]]:
+    """What its GST times, as the flow model runs it: the push of every layer (one piece each) to its server. The
+    pulls overlap the next forward pass and are judged by timeline() on the run's own profile, not by the GST."""
+    return ((ps_push(len(topo.hosts), servers, len(sizes)), list(sizes)),)
+
+
 @dataclass(frozen=True)
 class IBatchOptions:
     """iBatch's run options (flag --pull)."""
@@ -212,4 +218,4 @@ IBATCH = Algorithm(
     name="ibatch", summary="parameter server whose pulls are batched by layer and overlap the forward pass",
     paper="iBatch (Wang et al., 2019)", topologies=ALL_TOPOLOGIES, theory=theory,
     strategy="workloads.strategies.ibatch:BatchedPulls", servers=REQUIRED_SERVERS, default_servers=1,
-    options=IBatchOptions, worker_optimizer=False)
+    options=IBatchOptions, worker_optimizer=False, phases=phases)

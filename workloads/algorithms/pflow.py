@@ -13,7 +13,7 @@ import numpy as np
 from emulation.spec.theory import Theory, dedicated_servers_time, host_tf
 from emulation.spec.topology import Topology
 from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
-from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
+from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer, piece_sizes
 
 MILP_MAX_WORKERS = 8
 LEAF_PENALTY = 0.05  # alpha of eq. 12: fewer leaves -> a balanced tree
@@ -284,7 +284,8 @@ def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
                   "2 * busiest cut of a push (no filter, no tree)", tf)
 
 
-def phases(topo: Topology, servers: int, options: PFlowOptions) -> Tuple[Plan, Plan]:
+def phases(topo: Topology, servers: int, options: PFlowOptions,
+           sizes: Sequence[int]) -> Tuple[Tuple[Plan, List[int]], Tuple[Plan, List[int]]]:
     """One BSP synchronization as the flow model runs it: the push, then the streaming broadcast down the overlay.
     DVF's dropped share and SSP's timing depend on the run, so the model takes them off (PlanError)."""
     if parse_dvf(options.pf_dvf):
@@ -292,9 +293,10 @@ def phases(topo: Topology, servers: int, options: PFlowOptions) -> Tuple[Plan, P
                         "(an emulated run reports the dropped share)")
     if options.staleness:
         raise PlanError("the flow model runs BSP synchronizations: simulate pflow with --staleness 0")
-    hosts = len(topo.hosts)
-    return (push_plan(hosts, servers, options.pf_blocks),
-            broadcast_plan(hosts, servers, options.pf_blocks, overlay_for(options.pf_tree, topo, servers)))
+    hosts, blocks = len(topo.hosts), options.pf_blocks
+    pieces = piece_sizes([sum(sizes)], servers * blocks)  # its ranks lay the gradient out as one layer
+    return ((push_plan(hosts, servers, blocks), pieces),
+            (broadcast_plan(hosts, servers, blocks, overlay_for(options.pf_tree, topo, servers)), pieces))
 
 
 def check_options(topo, servers: int, options: PFlowOptions) -> None:
