@@ -21,7 +21,7 @@ OVER_BUDGET_SHARE = 0.05          # share of rank-iterations whose real compute 
 OVER_RATE_LEVEL = 1.15            # achieved / shaped above which the shaper did not hold the rate
 FAR_BELOW_THEORY = 0.25           # measured / theory GST below which the links cannot have been at their rate
 SPURIOUS_RTO_PER_WORKER_ITERATION = 1.0  # spurious timeouts per worker and iteration worth a note
-STEADY_CV = 0.05                  # per-iteration GST coefficient of variation above which timings are unsteady
+STEADY_CV = 0.10                  # per-iteration GST CV above which timings are unsteady (the benchmark's bound)
 
 
 def measured_window(rows: Dict[int, List[dict]], warmup: int) -> Optional[Tuple[float, float]]:
