@@ -308,7 +308,9 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     causes = []
     if over_rate:
         causes.append((5000.0 + level_max, f"links carried {level_max:.2f} times their shaped rate: the shaper did not "
-                                           f"hold it, so the timings are not those of the asked-for links"))
+                                           f"hold it, so the timings are not those of the asked-for links (on the "
+                                           f"userspace datapath switch->host is shaped only with --shape-ingress, "
+                                           f"which incast into a server needs)"))
     if far_below:
         causes.append((4000.0 + 1 / max(fid["gst_ratio"], 1e-12),
                        f"GST is {fid['gst_ratio']:.2g} of theory: faster than the shaped links can carry the data"))
