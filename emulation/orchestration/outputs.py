@@ -84,13 +84,18 @@ def write_table(path: str, rows: List[dict], columns: Sequence[str], first: Sequ
             w.writerow(r)
 
 
-def free_bytes(folder: str) -> Optional[int]:
-    """Bytes an unprivileged writer may still use on the file system that holds folder (or would hold it)."""
+def nearest_existing(folder: str) -> str:
+    """folder itself, or the closest of its parents that exists (where it would be created)."""
     path = os.path.abspath(folder)
     while not os.path.exists(path):
         path = os.path.dirname(path)
+    return path
+
+
+def free_bytes(folder: str) -> Optional[int]:
+    """Bytes an unprivileged writer may still use on the file system that holds folder (or would hold it)."""
     try:
-        st = os.statvfs(path)
+        st = os.statvfs(nearest_existing(folder))
     except OSError:
         return None
     return st.f_bavail * st.f_frsize
@@ -99,10 +104,7 @@ def free_bytes(folder: str) -> Optional[int]:
 def check_space(out: str, need: int) -> None:
     """Refuse an --out folder that cannot be written or has less room than the results need, before anything
     starts (OptionError naming the folder and both figures)."""
-    path = os.path.abspath(out)
-    existing = path
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
+    existing = nearest_existing(out)
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OptionError(f"--out {out}: {existing} is not writable")
     free = free_bytes(out)
