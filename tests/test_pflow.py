@@ -107,3 +107,29 @@ def test_direct_broadcast_and_push():
     inputs = {r: rng.standard_normal(90).astype(np.float32) for r in range(5)}
     out = simulate(push, inputs, layout)
     assert np.allclose(out[0], sum(inputs[r] for r in range(1, 5)), atol=1e-5)
+
+
+def test_the_runner_solves_the_overlay_once_and_every_rank_takes_it():
+    """P3's answer depends on the solver's time limit (star:9, T,H = 5,3: the tree after 1 s is not the one after
+    3 s), so ranks solving it side by side on busy cores could stream down different trees: the runner solves it
+    and every rank reads the same parents from its config."""
+    from emulation.orchestration.options import RunConfig, validate
+    from emulation.orchestration.ranks import rank_configs
+    from workloads.algorithms import get as get_algorithm
+    from workloads.algorithms.pflow import overlay_from
+    from workloads.rankconfig import RankConfig
+    cfg = RunConfig(topology="star:5", algo="pflow", pf_tree="2,2", local=True)
+    configs = rank_configs(cfg, validate(cfg), "/tmp")
+    shared = [RankConfig.from_json(c.to_json()).shared for c in configs]
+    assert all(s == shared[0] for s in shared) and len(shared[0]["overlay"]) == 5
+    topo = parse("star:5")
+    given = {"overlay": [-1, 0, 1, 2, 3], "overlay_method": "milp", "overlay_cost": 0.0}  # a chain, not what P3 gives
+    assert overlay_from(given, "2,2", topo, 1).parent == (-1, 0, 1, 2, 3)
+    assert overlay_from({}, "2,2", topo, 1).parent == tuple(shared[0]["overlay"])
+    assert get_algorithm("ring").shared(topo, 0, None) == {}
+
+
+def test_a_solver_stopped_by_its_time_limit_says_so():
+    costs = overlay_costs(parse("star:9"), list(range(9)))
+    assert milp_overlay(costs, 5, 3, time_limit=0.5).method == "milp-incumbent"
+    assert milp_overlay(overlay_costs(parse("star:4"), list(range(4))), 2, 2).method == "milp"

@@ -37,6 +37,7 @@ class RankConfig:
     algo: str = "ring"                       # the synchronization algorithm's registry name
     servers: int = 0                         # dedicated servers in use (resolved from --servers)
     options: Dict[str, object] = field(default_factory=dict)  # the algorithm's own options (its descriptor types them)
+    shared: Dict[str, object] = field(default_factory=dict)   # what the runner computed once for every rank (Algorithm.shared)
     bw: Tuple[float, ...] = (100.0,)         # link rate per level, Mbit/s of emulated time (plans that choose by rate)
     model: str = "lenet5"                    # model name (workloads.models)
     data: str = "synthetic"                  # synthetic | digits | mnist:PATH

@@ -164,8 +164,10 @@ def rank_configs(cfg: RunConfig, checked: Checked, out_dir: str, port: int = PLA
     topo = checked.topo
     ranks = len(topo.hosts)
     ports = free_ports(LOOPBACK_PORT_SETS * ranks + 1) if cfg.local else None
+    options = algorithm_options(cfg)
+    shared = checked.algorithm.shared(topo, checked.servers, checked.algorithm.options_of(options))
     common = dict(ranks=ranks, topology=topo.spec, algo=cfg.algo, servers=checked.servers,
-                  options=algorithm_options(cfg), bw=tuple(checked.bw), model=cfg.model, data=cfg.data,
+                  options=options, shared=shared, bw=tuple(checked.bw), model=cfg.model, data=cfg.data,
                   batch=cfg.batch, iters=cfg.iters, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                   lr_schedule=cfg.lr_schedule, eval_every=cfg.eval_every, seed=cfg.seed, codec=cfg.codec,
                   compute_time=cfg.compute_time * cfg.dilation, dilation=cfg.dilation, overlap=cfg.overlap,

@@ -57,6 +57,11 @@ def no_option_checks(topo: Topology, servers: int, options) -> None:
     """Algorithms without checks of their own accept everything."""
 
 
+def nothing_shared(topo: Topology, servers: int, options) -> Dict[str, object]:
+    """Algorithms whose ranks derive everything themselves share nothing."""
+    return {}
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """One synchronization algorithm, described for every layer that needs to know about it.
@@ -74,6 +79,8 @@ class Algorithm:
     with its pieces' element counts, for algorithms made of plans but not one (the flow model simulates them in
     sequence); PlanError where its options make the traffic depend on the data.
     worker_optimizer: False when its servers apply the updates themselves (plain SGD, as its paper).
+    shared: topology, servers, options -> what the runner computes once and gives every rank (RankConfig.shared),
+    for what its ranks must agree on but could compute differently (a solver under a time limit).
     """
 
     name: str
@@ -91,6 +98,7 @@ class Algorithm:
     ddp_allreduce: bool = False
     worker_optimizer: bool = True  # its workers step torch's SGD (momentum, weight decay, schedules apply)
     phases: Optional[Callable[[Topology, int, Any, Sequence[int]], Tuple[Tuple[Plan, List[int]], ...]]] = None
+    shared: Callable[[Topology, int, Any], Dict[str, object]] = nothing_shared
 
     @property
     def overlaps(self) -> bool:

@@ -4,6 +4,7 @@ plans (pure; its ranks run workloads/strategies/pflow.py)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -12,10 +13,12 @@ import numpy as np
 
 from emulation.spec.theory import Theory, dedicated_servers_time, host_tf
 from emulation.spec.topology import Topology
+from emulation.spec.topology import parse as parse_topology
 from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer, piece_sizes
 
 MILP_MAX_WORKERS = 8
+MILP_SECONDS = 5.0  # star:9, T,H = 5,3: the tree found by 3 s is the one proved optimal after 18 s
 LEAF_PENALTY = 0.05  # alpha of eq. 12: fewer leaves -> a balanced tree
 DVF_MIN_MBPS = 50.0  # measured push bandwidth from which DVF uses its lower threshold
 
@@ -122,9 +125,10 @@ def greedy_overlay(costs: np.ndarray, degree: int, depth: int) -> Overlay:
     return Overlay(tuple(parent), "greedy", tree_cost(parent, costs))
 
 
-def milp_overlay(costs: np.ndarray, degree: int, depth: int, time_limit: float = 20.0) -> Overlay:
+def milp_overlay(costs: np.ndarray, degree: int, depth: int, time_limit: float = MILP_SECONDS) -> Overlay:
     """P3 (eq. 12-20) with scipy's MILP solver: l_ij (i sends to j), t_i (leaf), h^k_ij (edge i->j on the
-    path to k); plus depth labels that rule out cycles detached from the root (MTZ)."""
+    path to k); plus depth labels that rule out cycles detached from the root (MTZ). Method 'milp' when proved
+    optimal, 'milp-incumbent' when the time limit ended the search."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     n = len(costs)  # node 0 = server
     check_feasible(n - 1, degree, depth)
@@ -186,13 +190,17 @@ def milp_overlay(costs: np.ndarray, degree: int, depth: int, time_limit: float =
         raise PlanError(f"P3 found no tree of degree {degree} and depth {depth}: {res.message}")
     x = np.round(res.x).astype(int)
     parent = [-1] + [next(i for i in range(n) if x[L(i, j)]) for j in range(1, n)]
-    return Overlay(tuple(parent), "milp", tree_cost(parent, costs))
+    return Overlay(tuple(parent), "milp" if res.status == 0 else "milp-incumbent", tree_cost(parent, costs))
 
 
 def build_overlay(costs: np.ndarray, degree: int, depth: int) -> Overlay:
-    """P3 by MILP when the group is small, else the greedy construction."""
+    """P3 by MILP when the group is small (the greedy construction if the solver finds no tree in time), else the
+    greedy construction."""
     if len(costs) - 1 <= MILP_MAX_WORKERS:
-        return milp_overlay(costs, degree, depth)
+        try:
+            return milp_overlay(costs, degree, depth)
+        except PlanError:
+            check_feasible(len(costs) - 1, degree, depth)
     return greedy_overlay(costs, degree, depth)
 
 
@@ -226,12 +234,27 @@ def parse_dvf(text) -> Optional[Tuple[float, float]]:
 
 
 def overlay_for(tree_text, topo: Topology, servers: int) -> "Overlay":
-    """The broadcast overlay every rank computes identically (P3 or greedy, or direct when 'none')."""
+    """The broadcast overlay (P3 or greedy, or direct when 'none'); the solver's answer can depend on its time
+    limit, so a run computes it once and gives it to every rank (shared)."""
+    return _overlay_for(tree_text, topo.spec, servers)
+
+
+@functools.lru_cache(maxsize=32)
+def _overlay_for(tree_text, spec: str, servers: int) -> "Overlay":
+    """overlay_for by topology spec, solved once per process."""
+    topo = parse_topology(spec)
     workers = list(range(servers, len(topo.hosts)))
     tree = parse_tree(tree_text)
     if tree is None:
         return direct_overlay(len(workers))
     return build_overlay(overlay_costs(topo, [0] + workers), *tree)
+
+
+def overlay_from(shared: Dict[str, object], tree_text, topo: Topology, servers: int) -> "Overlay":
+    """The overlay the runner computed for every rank (shared), or this rank's own when it was given none."""
+    if "overlay" in shared:
+        return Overlay(tuple(shared["overlay"]), str(shared["overlay_method"]), float(shared["overlay_cost"]))
+    return overlay_for(tree_text, topo, servers)
 
 
 def push_plan(ranks: int, servers: int, blocks: int) -> Plan:
@@ -300,12 +323,20 @@ def phases(topo: Topology, servers: int, options: PFlowOptions,
 
 
 def check_options(topo, servers: int, options: PFlowOptions) -> None:
-    """The broadcast tree T,H must reach every worker."""
-    overlay_for(options.pf_tree, topo, servers)
+    """The broadcast tree T,H must reach every worker (the tree itself is solved when the run starts)."""
+    tree = parse_tree(options.pf_tree)
+    if tree is not None:
+        check_feasible(len(topo.hosts) - servers, *tree)
+
+
+def shared(topo, servers: int, options: PFlowOptions) -> Dict[str, object]:
+    """The broadcast overlay, solved once by the runner so that every rank streams down the same tree."""
+    overlay = overlay_for(options.pf_tree, topo, servers)
+    return {"overlay": list(overlay.parent), "overlay_method": overlay.method, "overlay_cost": overlay.cost}
 
 
 PFLOW = Algorithm(
     name="pflow", summary="Parameter Flow: push updates, servers broadcast them (DVF filter, TSB tree, BSP/SSP)",
     paper="Parameter Flow (2019)", topologies=ALL_TOPOLOGIES, theory=theory,
     strategy="workloads.strategies.pflow:ParameterFlow", servers=REQUIRED_SERVERS, default_servers=1,
-    options=PFlowOptions, check_options=check_options, worker_optimizer=False, phases=phases)
+    options=PFlowOptions, check_options=check_options, worker_optimizer=False, phases=phases, shared=shared)

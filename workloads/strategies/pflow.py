@@ -11,7 +11,7 @@ from typing import Dict, List
 import numpy as np
 
 from workloads.compression import LZ4Codec
-from workloads.algorithms.pflow import DVF, broadcast_plan, overlay_for, parse_dvf, push_plan
+from workloads.algorithms.pflow import DVF, broadcast_plan, overlay_from, parse_dvf, push_plan
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
 from workloads.strategies.base import ModelState, RankContext, Strategy, wire_snapshot, wire_total
@@ -28,7 +28,7 @@ class ParameterFlow(Strategy):
         hosts, servers = len(ctx.topo.hosts), ctx.servers
         blocks = opts.pf_blocks
         self.layout = PieceLayout([state.total], servers * blocks)  # one layer: piece-major is the flat order
-        self.overlay = overlay_for(opts.pf_tree, ctx.topo, servers)
+        self.overlay = overlay_from(ctx.cfg.shared, opts.pf_tree, ctx.topo, servers)
         self.push = ctx.channel(push_plan(hosts, servers, blocks), self.layout, PUSH)
         self.bcast = ctx.channel(broadcast_plan(hosts, servers, blocks, self.overlay), self.layout, BROADCAST)
         dvf = parse_dvf(opts.pf_dvf)
