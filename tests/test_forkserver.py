@@ -109,3 +109,27 @@ def test_a_run_starts_its_ranks_either_way_and_measures_them(tmp_path, start):
     memory = summary["rank_start"]["memory"]
     # sampled once every rank has finished an iteration: a fast loopback rank may have finished them all by then
     assert 1 <= memory["ranks_sampled"] <= 3 and 20 < memory["pss_mib_per_rank"] < 2000
+
+
+def test_a_server_launched_ahead_serves_every_set_of_ranks_then_leaves(tmp_path, monkeypatch):
+    """fork_server_ahead: launched before the hosts come up (its imports overlap the bring-up), it forks every set
+    of ranks a bench or calibration starts, and is gone when its block ends, whether or not ranks ever came."""
+    from emulation.orchestration.ranks import LoopbackHosts, fork_server_ahead, start_ranks
+    from workloads.rankconfig import RankConfig
+    from workloads.runfolder import RankFiles
+    (tmp_path / "fork_probe.py").write_text(PROBE)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("DMLBED_RANK_START", "fork")
+    with fork_server_ahead(RankFiles(str(tmp_path / "never"))) as unused:
+        assert unused.proc.poll() is None
+    assert unused.proc.poll() is not None  # hosts that failed to come up leave no server behind
+    with fork_server_ahead(RankFiles(str(tmp_path / "workers"))) as server, LoopbackHosts() as hosts:
+        for round in ("a", "b"):
+            files = RankFiles(str(tmp_path / "workers" / round))
+            procs = start_ranks(hosts, files, [RankConfig(rank=r, ranks=2) for r in range(2)], "fork_probe",
+                                server)
+            assert {r: p.wait(timeout=60) for r, p in procs.items()} == {0: 0, 1: 0}
+            assert "session leader: True" in open(files.stderr(0)).read()
+        assert server.proc.poll() is None  # still there for the next set
+    assert server.proc.poll() is not None
+    assert os.path.exists(tmp_path / "workers" / "forkserver.stderr")

@@ -14,8 +14,8 @@ from typing import Callable, List, Tuple
 from emulation.orchestration.forkclient import rank_start
 from emulation.orchestration.options import Checked, OptionError, RunConfig, userspace_switch, validate
 from emulation.orchestration.outputs import check_output, write_atomic, write_table
-from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, hosts_for, network_lock,
-                                           run_bench_ranks)
+from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, fork_server_ahead, hosts_for,
+                                           network_lock, run_bench_ranks)
 from emulation.orchestration.resources import check_memory
 from emulation.orchestration.results import rep_times
 from emulation.simulation.calibrated import calibrated_gst
@@ -127,13 +127,14 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
               "local": base.local, "calibration": base.calibration, "dilation": base.dilation,
               "mtu": None if base.local else base.mtu}
     cal = load_calibration(base.calibration, first.topo.spec, first.bw) if base.calibration else None
-    with network_lock(base), hosts_for(runs[0][0], first.topo, first.bw, first.impairment, log) as hosts:
+    with network_lock(base), fork_server_ahead(folder.ranks()) as server, \
+            hosts_for(runs[0][0], first.topo, first.bw, first.impairment, log) as hosts:
         report.update(datapath=hosts.datapath, shaping=hosts.shaping)
         for i, (cfg, checked) in enumerate(runs):
             files = folder.ranks(cfg.algo)
             shutil.rmtree(files.path, ignore_errors=True)
             records = run_bench_ranks(hosts, cfg, checked, BenchJob(tuple(sizes), job.warmup, job.reps), files,
-                                PLAN_PORT + PORT_STRIDE * i, cfg.algo, log)
+                                       PLAN_PORT + PORT_STRIDE * i, cfg.algo, log, server)
             theory = lambda size, c=checked: c.algorithm.gst_theory(c.topo, size, c.bw, c.servers).gst_s  # noqa
             calibrated = None if cal is None else \
                 lambda size, c=checked: calibrated_gst(c.algorithm, c.topo, c.servers, [size // 4], cal)  # noqa

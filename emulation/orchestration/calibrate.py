@@ -18,8 +18,8 @@ from typing import Callable, Dict, List, Tuple
 
 from emulation.orchestration.options import Checked, RunConfig, validate
 from emulation.orchestration.outputs import check_output, write_atomic
-from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, hosts_for, network_lock,
-                                           run_bench_ranks)
+from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, fork_server_ahead, hosts_for,
+                                           network_lock, run_bench_ranks)
 from emulation.orchestration.results import rep_times
 from emulation.spec.addressing import PLAN_PORT
 from emulation.spec.calibration import Calibration, CalibrationError, fit
@@ -68,7 +68,8 @@ def calibrate(job: CalibrationPlan, sizes=MESSAGE_SIZES, log: Callable[[str], No
     fits: Dict[str, list] = {"pingpong": [], "exchange": []}
     wrong = 0
     unresolved: List[dict] = []
-    with network_lock(cfg), hosts_for(cfg, topo, checked.bw, checked.impairment, log) as hosts:
+    with network_lock(cfg), fork_server_ahead(folder.ranks()) as server, \
+            hosts_for(cfg, topo, checked.bw, checked.impairment, log) as hosts:
         datapath = hosts.datapath
         for i, level in enumerate(probe_levels(topo)):
             for j, kind in enumerate(("pingpong", "exchange")):
@@ -80,7 +81,7 @@ def calibrate(job: CalibrationPlan, sizes=MESSAGE_SIZES, log: Callable[[str], No
                 shutil.rmtree(files.path, ignore_errors=True)
                 records = run_bench_ranks(hosts, cfg, checked, BenchJob(tuple(buffers), warmup, reps, (kind, level)),
                                           files, PLAN_PORT + PORT_STRIDE * (2 * i + j), f"{kind} across level {level}",
-                                          log)
+                                          log, server)
                 wrong += sum(r["wrong"] for r in records)
                 points = one_way_times(records, kind, plan.pieces, cfg.dilation)
                 try:

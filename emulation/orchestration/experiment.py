@@ -14,7 +14,8 @@ from emulation.orchestration import fidelity, signals
 from emulation.orchestration.options import Checked, RunConfig, validate
 from emulation.orchestration.outputs import check_output, check_space, clear, write_atomic
 from emulation.orchestration.forkclient import rank_start
-from emulation.orchestration.ranks import (RankError, hosts_for, memory_of, network_lock, rank_configs, real_bw,
+from emulation.orchestration.ranks import (RankError, fork_server_ahead, hosts_for, memory_of, network_lock,
+                                           rank_configs, real_bw,
                                            start_ranks, watch_training)
 from emulation.orchestration.results import WARMUP, dilate, per_iteration, summarize, write_csvs
 from emulation.orchestration.sampling import CpuSampler, first_iteration_s, switch_pid
@@ -82,14 +83,14 @@ def _execute(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progr
     cpu = CpuSampler(switch=None if cfg.local else switch_pid())
     port_drops, placement = {}, {}
     try:
-        with hosts_for(cfg, topo, bw, checked.impairment, log) as hosts:
+        with fork_server_ahead(files) as server, hosts_for(cfg, topo, bw, checked.impairment, log) as hosts:
             summary.update(datapath=hosts.datapath, shaping=hosts.shaping, tcp=hosts.tcp_summary(),
                            impairment=hosts.impairment_summary())
             placement = hosts.placement
             if placement:
                 summary["cluster"] = hosts.cluster_summary()
             spawned = time.time()
-            procs = start_ranks(hosts, files, rank_configs(cfg, checked, os.path.abspath(files.path)))
+            procs = start_ranks(hosts, files, rank_configs(cfg, checked, os.path.abspath(files.path)), server=server)
             log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
             drops_before = hosts.port_drops()
             with cpu:

@@ -82,18 +82,32 @@ class ForkServer:
         self.news = threading.Condition()
         self.reader: Optional[threading.Thread] = None
         self.gone = False
+        self.ready = False
+        self.adopted = False  # recorded by the hosts that stop it
 
     def start(self) -> "ForkServer":
         """Start the server and wait until it has imported everything (ForkServerError naming its last line)."""
+        return self.launch().wait_ready()
+
+    def launch(self) -> "ForkServer":
+        """Start the server without waiting for its imports (they can overlap other work, e.g. a network's
+        bring-up)."""
         with open(self.stderr_path, "w") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", SERVER_MODULE], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=err, cwd=self.cwd, start_new_session=True)
         self.reader = threading.Thread(target=self._read, daemon=True, name="fork-server-replies")
         self.reader.start()
+        return self
+
+    def wait_ready(self) -> "ForkServer":
+        """Wait until the launched server has imported everything (once; ForkServerError naming its last line)."""
+        if self.ready:
+            return self
         reply = self._next_reply(READY_TIMEOUT_S)
         if not reply.get("ready"):
             raise ForkServerError(f"the rank fork server did not start: {reply.get('error', 'no reply')}; "
                                   f"{self._last_error_line()}")
+        self.ready = True
         return self
 
     def fork(self, module: str, args: List[str], stderr: str, netns: Optional[int]) -> ForkedRank:

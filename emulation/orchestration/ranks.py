@@ -30,6 +30,7 @@ PORT_STRIDE = 10  # each set of ranks on one network listens on its own ports (n
 FAILURE_SETTLE_S = 0.5  # after a rank fails, how long its peers' failures (broken transfers) may take to show
 STARTUP_GRACE_S = 60.0  # the first iteration also waits for every rank to import torch and connect
 WARMUP_RANGE, REPS_RANGE = (0, 100), (1, 1000)  # a bench rank's untimed and timed repetitions per size
+FORK_SERVER_EXIT_S = 5.0  # a closed fork server whose ranks have ended leaves at once
 TRAINING_RANK = "workloads.worker"
 BENCH_RANK = "workloads.bench_worker"
 
@@ -184,17 +185,17 @@ def rank_configs(cfg: RunConfig, checked: Checked, out_dir: str, port: int = PLA
         for r, host in enumerate(topo.hosts)]
 
 
-def start_ranks(hosts: Hosts, files: RankFiles, configs: List[RankConfig],
-                module: str = TRAINING_RANK) -> Dict[int, subprocess.Popen]:
+def start_ranks(hosts: Hosts, files: RankFiles, configs: List[RankConfig], module: str = TRAINING_RANK,
+                server: Optional[ForkServer] = None) -> Dict[int, subprocess.Popen]:
     """Write every rank's config and start `python -m module --config FILE` on its host (stderr to its file):
-    forked from one fork server that has imported torch once, or each as its own interpreter (DMLBED_RANK_START=exec,
-    and hosts on other machines)."""
+    forked from one fork server that has imported torch once (server: one launched earlier, see
+    fork_server_ahead), or each as its own interpreter (DMLBED_RANK_START=exec, and hosts on other machines)."""
     os.makedirs(files.path, exist_ok=True)
     for c in configs:
         c.write(os.path.abspath(files.config(c.rank)))
     namespaces = {c.rank: hosts.fork_namespace(c.host) for c in configs}
     forked = [c for c in configs if namespaces[c.rank] is not None] if rank_start() == "fork" else []
-    procs = fork_ranks(hosts, files, forked, namespaces, module) if forked else {}
+    procs = fork_ranks(hosts, files, forked, namespaces, module, server) if forked else {}
     for c in configs:
         if c.rank not in procs:
             with open(files.stderr(c.rank), "w") as err:
@@ -205,21 +206,45 @@ def start_ranks(hosts: Hosts, files: RankFiles, configs: List[RankConfig],
 
 
 def fork_ranks(hosts: Hosts, files: RankFiles, configs: List[RankConfig], namespaces: Dict[int, Optional[int]],
-               module: str) -> Dict[int, ForkedRank]:
-    """Fork each rank from one fork server into its host's namespace; the hosts stop them and the server."""
-    server = ForkServer(PROJECT, files.fork_server_stderr)
+               module: str, server: Optional[ForkServer] = None) -> Dict[int, ForkedRank]:
+    """Fork each rank from one fork server into its host's namespace; the hosts stop them and the server. A server
+    of its own leaves after these ranks; a server given stays for more until fork_server_ahead ends."""
+    own = server is None
+    server = server or ForkServer(PROJECT, files.fork_server_stderr).launch()
     procs: Dict[int, ForkedRank] = {}
     try:
-        server.start()
+        server.wait_ready()
         for c in configs:
             procs[c.rank] = server.fork(module, ["--config", os.path.abspath(files.config(c.rank))],
                                         os.path.abspath(files.stderr(c.rank)), namespaces[c.rank] or None)
             hosts.adopt(procs[c.rank], c.host, f"{module} rank {c.rank}")
     finally:
-        server.close()  # the server leaves after its last rank; adopted after them, it is stopped after them
-        if server.proc is not None:
+        if own:
+            server.close()  # the server leaves after its last rank
+        if server.proc is not None and not server.adopted:  # adopted after the first ranks: stopped after them
             hosts.adopt(server.proc, "this machine", "rank fork server")
+            server.adopted = True
     return procs
+
+
+@contextlib.contextmanager
+def fork_server_ahead(files: RankFiles):
+    """A fork server launched now, so that its imports overlap the hosts' bring-up, for every start_ranks until the
+    block ends (then closed, and stopped if it lingers); None when ranks start as fresh interpreters. Its stderr
+    goes to files' folder."""
+    if rank_start() != "fork":
+        yield None
+        return
+    os.makedirs(files.path, exist_ok=True)
+    server = ForkServer(PROJECT, files.fork_server_stderr).launch()
+    try:
+        yield server
+    finally:
+        server.close()
+        try:
+            server.proc.wait(timeout=FORK_SERVER_EXIT_S)
+        except subprocess.TimeoutExpired:
+            stop_process_group(server.proc.pid, server.proc)
 
 
 def watch_training(procs: Dict[int, subprocess.Popen], files: RankFiles, topo: Topology, iterations: int,
@@ -293,10 +318,11 @@ def wait_ranks(procs: Dict[int, subprocess.Popen], files: RankFiles, what: str, 
 
 
 def run_bench_ranks(hosts: Hosts, cfg: RunConfig, checked: Checked, job: BenchJob, files: RankFiles, port: int,
-                    what: str, log) -> List[dict]:
+                    what: str, log, server: Optional[ForkServer] = None) -> List[dict]:
     """Start one bench rank per host for one algorithm (or calibration probe), wait for them, return their
     repetitions."""
-    procs = start_ranks(hosts, files, rank_configs(cfg, checked, os.path.abspath(files.path), port, job), BENCH_RANK)
+    procs = start_ranks(hosts, files, rank_configs(cfg, checked, os.path.abspath(files.path), port, job), BENCH_RANK,
+                        server)
     log(f"{what}: {len(procs)} ranks, {len(job.sizes)} sizes x ({job.warmup} warm-up + {job.reps} timed)")
     wait_ranks(procs, files, what, cfg.timeout * cfg.dilation * (len(job.sizes) * (job.warmup + job.reps) + 1))
     return files.read_bench(len(procs))
