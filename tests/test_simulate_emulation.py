@@ -15,7 +15,7 @@ CASES = [("ring", "star:4"), ("bml", "bcube:2,2"), ("ps", "star:4")]
 
 def test_simulated_gst_within_ten_percent_of_emulated(tmp_path):
     config = tmp_path / "sim-vs-emu.yaml"
-    lines = ["name: sim-vs-emu", "defaults: {model: lenet5, bw: 50, iters: 5, batch: 8, compute_time: 0.3}", "runs:"]
+    lines = ["name: sim-vs-emu", "defaults: {model: lenet5, bw: 50, iters: 4, batch: 8, compute_time: 0.3}", "runs:"]
     for algo, topo in CASES:
         for mode in ("emulate", "simulate"):
             lines.append(f"  - {{label: '{algo} {topo} {mode}', topo: '{topo}', algo: {algo}, mode: {mode}}}")
@@ -39,7 +39,7 @@ def test_fat_tree_simulation_replays_the_emulated_connections_ports(tmp_path):
     every connection on the same core path; GSTs then agree within 10% when the emulation was faithful."""
     config = tmp_path / "ft.yaml"
     config.write_text(
-        "name: ft\ndefaults: {model: lenet5, bw: 50, iters: 4, batch: 8, compute_time: 0.3, topo: 'fattree:4', "
+        "name: ft\ndefaults: {model: lenet5, bw: 50, iters: 3, batch: 8, compute_time: 0.3, topo: 'fattree:4', "
         "algo: ps}\nsweep: {mode: [emulate, simulate]}\nruns:\n"
         "  - {label: ps, sweep: {mode: [emulate]}, dilation: 5}\n"
         "  - {label: ps, sweep: {mode: [simulate]}, ecmp: hash, ecmp_ports: emulated}\n")
