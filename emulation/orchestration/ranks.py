@@ -15,6 +15,7 @@ from emulation.net.controller import free_ports, stop_process_group
 from emulation.orchestration.forkclient import ForkedRank, ForkServer, rank_start
 from emulation.orchestration.options import (Checked, OptionError, RunConfig, algorithm_options, cluster_servers,
                                             tcp_settings)
+from emulation.orchestration.progress import Progress
 from emulation.orchestration.results import per_iteration
 from emulation.orchestration.sampling import rank_memory
 from emulation.spec.addressing import PLAN_PORT
@@ -253,10 +254,7 @@ def watch_training(procs: Dict[int, subprocess.Popen], files: RankFiles, topo: T
     """Wait for every training rank, showing progress (a bar titled `progress`, or none), calling on_first_iteration
     once every rank has finished an iteration; RankError naming the rank that failed, or the ranks waited on when no
     iteration finished for stall_s."""
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=iterations, desc=progress, unit="it", file=sys.stderr)
+    bar = Progress(progress, iterations) if progress else None
     last_progress, last_done = time.monotonic(), -1
     try:
         while True:
@@ -267,11 +265,8 @@ def watch_training(procs: Dict[int, subprocess.Popen], files: RankFiles, topo: T
                     on_first_iteration()
                 last_done, last_progress = done, time.monotonic()
                 if bar is not None:
-                    bar.n = done
                     its = per_iteration(rows, range(len(topo.hosts)), None)
-                    if its:
-                        bar.set_postfix(gst=f"{its[-1]['gst_s']:.3f}s")
-                    bar.refresh()
+                    bar.update(done, its[-1]["gst_s"] if its else None)
             if any(p.poll() not in (None, 0) for p in procs.values()):
                 r, code = first_failure(procs)
                 raise RankError(f"worker {topo.hosts[r].name} (rank {r}) exited with code {code} in iteration "
