@@ -2,6 +2,7 @@
 theory, bench, simulate and run, and a real calibration of an emulated BCube."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -131,6 +132,8 @@ def test_local_calibration_fits_every_level_and_feeds_bench(tmp_path):
     assert [f["level"] for f in report["loaded"]] == [0, 1] and report["meta"]["wrong"] == 0
     assert all(f["rate_Bps"] > 0 and f["alpha_s"] >= 0 and len(f["points"]) == 6 for f in report["loaded"])
     assert all(len(f["points"]) == 4 for f in report["idle"])  # ping-pong messages up to one chunk
+    saved = json.load(open(tmp_path / "cal" / "calibration.json"))["meta"]["provenance"]
+    assert saved["command"].startswith("dmlbed calibrate ") and saved["kernel"] == os.uname().release
     r = run_dmlbed("calibrate", "--topo", "bcube:2,2", "--local", "--out", str(tmp_path / "cal"))
     assert r.returncode == 2 and "already holds" in r.stderr
     r = run_dmlbed("bench", "--topo", "bcube:2,2", "--algo", "bml", "--sizes", "64K", "--reps", "2", "--local",

@@ -57,6 +57,8 @@ def test_local_compare_writes_csv_and_plots(tmp_path):
     for png in ("jct.png", "gst.png"):
         assert (tmp_path / "out" / png).stat().st_size > 5000
     assert len(result["plots"]) == 2
+    provenance = json.load(open(tmp_path / "out" / "provenance.json"))
+    assert provenance["name"] == "t" and provenance["command"].startswith("dmlbed compare ")
 
 
 def test_a_run_can_narrow_the_sweep(tmp_path):

@@ -14,6 +14,7 @@ from typing import Callable, List, Tuple
 from emulation.orchestration.forkclient import rank_start
 from emulation.orchestration.options import Checked, OptionError, RunConfig, userspace_switch, validate
 from emulation.orchestration.outputs import check_output, write_atomic, write_table
+from emulation.orchestration.provenance import provenance
 from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, fork_server_ahead, hosts_for,
                                            network_lock, run_bench_ranks)
 from emulation.orchestration.resources import check_memory
@@ -125,7 +126,7 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
     report = {"topology": first.topo.spec, "bw_mbps": list(first.bw), "sizes": sizes, "warmup": job.warmup,
               "reps": job.reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(first.topo),
               "local": base.local, "calibration": base.calibration, "dilation": base.dilation,
-              "mtu": None if base.local else base.mtu}
+              "mtu": None if base.local else base.mtu, "provenance": provenance()}
     cal = load_calibration(base.calibration, first.topo.spec, first.bw) if base.calibration else None
     with network_lock(base), fork_server_ahead(folder.ranks()) as server, \
             hosts_for(runs[0][0], first.topo, first.bw, first.impairment, log) as hosts:

@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Tuple
 
 from emulation.orchestration.options import Checked, RunConfig, validate
 from emulation.orchestration.outputs import check_output, write_atomic
+from emulation.orchestration.provenance import provenance
 from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, fork_server_ahead, hosts_for,
                                            network_lock, run_bench_ranks)
 from emulation.orchestration.results import rep_times
@@ -93,7 +94,8 @@ def calibrate(job: CalibrationPlan, sizes=MESSAGE_SIZES, log: Callable[[str], No
                     unresolved.append({"level": level, "points": points, "reason": str(exc)})
     cal = Calibration(topo.spec, tuple(checked.bw), datapath, tuple(fits["exchange"]), tuple(fits["pingpong"]),
                       {"sizes": list(sizes), "warmup": warmup, "reps": reps, "wrong": wrong, "local": cfg.local,
-                       "dilation": cfg.dilation, "mtu": None if cfg.local else cfg.mtu, "idle_unresolved": unresolved})
+                       "dilation": cfg.dilation, "mtu": None if cfg.local else cfg.mtu, "idle_unresolved": unresolved,
+                       "provenance": provenance()})
     report = cal.to_dict()
     write_atomic(os.path.join(cfg.out, CALIBRATION_FILE), json.dumps(report, indent=1))
     report["path"] = os.path.join(cfg.out, CALIBRATION_FILE)

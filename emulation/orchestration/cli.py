@@ -29,9 +29,22 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class VersionAction(argparse.Action):
+    """--version: the provenance every result records (read only when asked for)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from emulation.orchestration.provenance import version_text
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = OneLineParser(prog="dmlbed", description="Network emulation testbed for distributed ML.")
+    parser.add_argument("--version", action=VersionAction, help="print dmlbed's version and what it runs on, then exit")
     sub = parser.add_subparsers(dest="name", parser_class=OneLineParser)
     for command in COMMANDS:
         p = sub.add_parser(command.name, help=command.help)

@@ -9,7 +9,8 @@ import json
 import os
 from typing import List
 
-from emulation.orchestration import bench, calibrate, compare, experiment, launch, netcheck, render, simulate, theory
+from emulation.orchestration import (bench, calibrate, compare, experiment, launch, netcheck, render, schemas, simulate,
+                                     theory)
 from emulation.orchestration.options import (BENCH, CALIBRATE, LAUNCH, NET, RUN, SIMULATE, THEORY, OptionError,
                                              add_arguments, check_values, from_args)
 from workloads.algorithms import ALGORITHMS
@@ -398,8 +399,24 @@ class Timeline(Command):
         print(path)
 
 
+class Schema(Command):
+    name, help, json_flag = "schema", "print the JSON Schema of a compare config or of summary.json", False
+
+    def arguments(self, parser):
+        parser.add_argument("which", help=f"{' | '.join(schemas.SCHEMAS)}")
+
+    def prepare(self, args):
+        return schemas.schema(args.which)
+
+    def execute(self, job, args):
+        return job
+
+    def show(self, result):
+        print(json.dumps(result, indent=1, allow_nan=False))
+
+
 COMMANDS = (Topo(), Rules(), Net(), Run(), Launch(), Theory(), Simulate(), Compare(), Reproduce(), Clean(), Bench(),
-            Calibrate(), Timeline())
+            Calibrate(), Timeline(), Schema())
 
 
 def names() -> str:

@@ -13,6 +13,7 @@ import yaml
 from emulation.orchestration import experiment, paper, simulate
 from emulation.orchestration.options import OptionError, from_mapping, option_of, yaml_key
 from emulation.orchestration.outputs import check_output, write_atomic, write_table
+from emulation.orchestration.provenance import provenance
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
@@ -128,6 +129,7 @@ def row(entry: dict, summary: dict) -> dict:
     return r
 
 
+PROVENANCE_FILE = "provenance.json"  # where the comparison's rows came from
 SIM_AGREES = 0.10  # simulated GST within 10% of emulated
 
 
@@ -299,6 +301,7 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
                    for i, a in summary.get("accuracy_curve") or []]
         write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
+    write_atomic(os.path.join(out_root, PROVENANCE_FILE), json.dumps({"name": job.name, **provenance()}, indent=1))
     plots = plot(out_root, rows, sweep_keys, curves)
     if curves:
         write_table(os.path.join(out_root, "accuracy.csv"), curves, ["label", *sweep_keys, "iteration", "accuracy"])

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Callable, List, Sequence
 
 from emulation.orchestration.options import Checked, RunConfig, algorithm_options, link_goodput
+from emulation.orchestration.provenance import provenance
 from emulation.simulation.calibrated import calibrated_fields, delay_fields
 from workloads.models import parameter_count_of, ready_order, tensor_flops, tensor_sizes
 from workloads.overlap import bucket_ready_fractions, ddp_buckets, model_fractions, timeline
@@ -24,7 +25,8 @@ def head(cfg: RunConfig, checked: Checked) -> dict:
             "gradient_bytes": parameters * 4, "bw_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
             "batch": cfg.batch, "codec": cfg.codec, "iterations_requested": cfg.iters,
             "gst_theory_s": theory.gst_s, "gst_formula": theory.formula, "tf_s": theory.tf_s,
-            **({"gst_baselines_s": dict(theory.baselines)} if theory.baselines else {}), "config": asdict(cfg)}
+            **({"gst_baselines_s": dict(theory.baselines)} if theory.baselines else {}), "config": asdict(cfg),
+            "provenance": provenance()}
 
 
 def model_fields(cfg: RunConfig, checked: Checked) -> dict:

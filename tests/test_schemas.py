@@ -1,0 +1,86 @@
+"""Provenance and schemas: every result says where it came from, `dmlbed --version` prints it, and the JSON Schemas
+generated from the option table validate every shipped config and the summary of each command that writes one."""
+
+import glob
+import json
+import os
+import subprocess
+
+import jsonschema
+import pytest
+import yaml
+
+from emulation.orchestration.options import yaml_keys
+from emulation.orchestration.schemas import schema
+from helpers import ROOT, run_dmlbed
+
+HEAD = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def validator(name):
+    return jsonschema.Draft202012Validator(schema(name), format_checker=jsonschema.FormatChecker())
+
+
+def check_provenance(block, command):
+    assert block["dmlbed"] and block["python"] and block["kernel"] == os.uname().release
+    assert block["commit"] == (HEAD or None) and block["cpus"] == os.cpu_count() and block["memory_bytes"] > 2 ** 28
+    assert block["command"].startswith(f"dmlbed {command} "), block["command"]
+    assert block["torch"] and block["controller_library"]
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml"))),
+                         ids=os.path.basename)
+def test_every_shipped_config_validates(path):
+    validator("config").validate(yaml.safe_load(open(path)))
+
+
+def test_the_config_schema_is_the_option_table():
+    s = schema("config")
+    assert set(s["properties"]["defaults"]["properties"]) == set(yaml_keys())
+    v = validator("config")
+    assert not v.is_valid({"runs": [{"algo": "ps", "tpo": "star:4"}]})  # a misspelled key
+    assert not v.is_valid({"runs": [{"algo": "ps", "iters": 0}]})  # below the option's range
+    assert not v.is_valid({"runs": [{"algo": "allreduce"}]})  # not a registered algorithm
+    assert not v.is_valid({"defaults": {"algo": "ps"}})  # no runs
+    claim = {"what": "x", "from": "sec. 4", "row": "a", "metric": "gst_median_s", "paper": 1.5}
+    assert not v.is_valid({"runs": [{"label": "a"}], "paper": {"source": "s", "text": "bml", "claims": [claim]}})
+    assert v.is_valid({"runs": [{"label": "a"}],
+                       "paper": {"source": "s", "text": "bml", "claims": [{**claim, "quote": "1.5x faster"}]}})
+
+
+def test_a_run_and_a_simulation_write_summaries_the_schema_accepts(tmp_path):
+    r = run_dmlbed("run", "--topo", "star:3", "--algo", "ring", "--local", "--iters", "2", "--out",
+                   str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = run_dmlbed("simulate", "--topo", "bcube:3,2", "--algo", "bml", "--out", str(tmp_path / "sim"))
+    assert s.returncode == 0, s.stderr[-2000:]
+    for folder, command in (("run", "run"), ("sim", "simulate")):
+        summary = json.load(open(tmp_path / folder / "summary.json"))
+        validator("summary").validate(summary)
+        check_provenance(summary["provenance"], command)
+    broken = json.load(open(tmp_path / "run" / "summary.json"))
+    broken["config"]["iters"] = "ten"
+    assert not validator("summary").is_valid(broken)
+
+
+def test_a_bench_says_where_it_came_from(tmp_path):  # calibration.json: tests/test_calibrate.py
+    r = run_dmlbed("bench", "--topo", "star:2", "--algo", "ring", "--local", "--sizes", "4K,64K", "--reps", "1",
+                   "--out", str(tmp_path / "bench"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    check_provenance(json.load(open(tmp_path / "bench" / "bench.json"))["provenance"], "bench")
+
+
+def test_version_prints_the_provenance():
+    r = run_dmlbed("--version")
+    assert r.returncode == 0 and r.stdout.startswith("dmlbed ")
+    if HEAD:
+        assert HEAD[:12] in r.stdout.splitlines()[0]
+    for key in ("kernel", "openvswitch", "mininet", "python", "torch", "controller", "machine"):
+        assert any(line.startswith(key) for line in r.stdout.splitlines()), key
+
+
+def test_the_schema_command_prints_json_and_refuses_an_unknown_name():
+    r = run_dmlbed("schema", "summary")
+    assert r.returncode == 0 and json.loads(r.stdout)["title"] == "dmlbed summary.json"
+    r = run_dmlbed("schema", "sumary")
+    assert r.returncode == 2 and "valid are config, summary" in r.stderr and len(r.stderr.strip().splitlines()) == 1
