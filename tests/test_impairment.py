@@ -116,3 +116,11 @@ def test_a_delayed_network_shows_its_delay_on_real_packets():
     report = json.loads(r.stdout)
     assert r.returncode == 0 and report["impairment"]["delay_ms"] == [5.0]
     assert report["pairs_reachable"] == report["pairs_tested"]
+
+
+def test_delay_and_loss_take_units_as_mininet_users_write_them():
+    imp = parse_impairment("5ms,200us", "1%", parse("bcube:3,2"))
+    assert imp.delay_ms == (5.0, 0.2) and imp.loss_pct == (1.0, 1.0)
+    assert parse_impairment("1s", "0", parse("star:4")).delay_ms == (1000.0,)
+    with pytest.raises(TopologyError, match="us, usec, ms, msec, s, sec"):
+        parse_impairment("5m", "0", parse("star:4"))

@@ -134,3 +134,15 @@ def test_bandwidth_per_level():
 def test_bad_bandwidth(text, fragment):
     with pytest.raises(TopologyError, match=fragment):
         parse_bandwidth(text, parse("tree:3,2,2"))
+
+
+@pytest.mark.parametrize("text,mbps", [("1Gbit", 1000.0), ("100Mbit", 100.0), ("5000kbit", 5.0), ("10 mbit", 10.0),
+                                       ("2e1", 20.0), ("2000000bit", 2.0)])
+def test_bandwidth_takes_units_as_tc_writes_them(text, mbps):
+    assert parse_bandwidth(text, parse("star:4")) == (mbps,)
+
+
+@pytest.mark.parametrize("text", ["100Mbps", "1Tbit", "inf", "nan", "1 G bit"])
+def test_a_unit_tc_does_not_write_is_refused_naming_the_valid_ones(text):
+    with pytest.raises(TopologyError, match="bit, kbit, mbit, gbit"):
+        parse_bandwidth(text, parse("star:4"))  # Mbps is ambiguous: tc reads it as megabytes per second

@@ -13,7 +13,7 @@ from typing import Callable, List, Tuple
 
 from emulation.orchestration.forkclient import rank_start
 from emulation.orchestration.options import Checked, OptionError, RunConfig, userspace_switch, validate
-from emulation.orchestration.outputs import check_output, write_atomic, write_table
+from emulation.orchestration.outputs import output_folder, write_atomic, write_table
 from emulation.orchestration.provenance import provenance
 from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, fork_server_ahead, hosts_for,
                                            network_lock, run_bench_ranks)
@@ -89,8 +89,9 @@ def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2
         cfg = replace(base, algo=algo, model="mlp:1K")
         runs.append((cfg, validate(cfg, workers=False)))
     check_memory(len(runs[0][1].topo.hosts), 3 * max(sizes) // 2, userspace_switch(base, True), start=rank_start())
-    check_output(base.out, ("bench.json", "bench.csv"), "a benchmark", base.force)
-    return BenchPlan(base, runs, sizes, warmup, reps)
+    out = output_folder(base.out, ("bench.json", "bench.csv"), "a benchmark", base.force, "bench")
+    return BenchPlan(replace(base, out=out), [(replace(cfg, out=out), checked) for cfg, checked in runs], sizes,
+                     warmup, reps)
 
 
 def table(algo: str, records: List[dict], contributors: int, theory: Callable[[int], float],

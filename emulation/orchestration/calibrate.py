@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Tuple
 
 from emulation.orchestration.options import Checked, RunConfig, validate
-from emulation.orchestration.outputs import check_output, write_atomic
+from emulation.orchestration.outputs import output_folder, write_atomic
 from emulation.orchestration.provenance import provenance
 from emulation.orchestration.ranks import (PORT_STRIDE, check_repetitions, fork_server_ahead, hosts_for,
                                            network_lock, run_bench_ranks)
@@ -48,8 +48,8 @@ def prepare(base: RunConfig, warmup: int = 2, reps: int = 7) -> CalibrationPlan:
     check_repetitions(warmup, reps)
     cfg = replace(base, algo="ring", model="mlp:1K")
     checked = validate(cfg, workers=False)
-    check_output(base.out, (CALIBRATION_FILE,), "a calibration", base.force)
-    return CalibrationPlan(cfg, checked, warmup, reps)
+    out = output_folder(base.out, (CALIBRATION_FILE,), "a calibration", base.force, "calibrate")
+    return CalibrationPlan(replace(cfg, out=out), checked, warmup, reps)
 
 
 def one_way_times(records: List[dict], kind: str, pieces: int, dilation: float = 1.0) -> List[Tuple[int, float]]:

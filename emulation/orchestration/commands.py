@@ -210,7 +210,7 @@ class Simulate(Command):
 
 def matrix_arguments(parser, what: str) -> None:
     """The flags of a command that runs a config's matrix (compare, reproduce)."""
-    parser.add_argument("--out", help="output folder (default results/NAME)")
+    parser.add_argument("--out", help="output folder (default: a new results/compare/NAME/DATE-TIME)")
     parser.add_argument("--local", action="store_true", help="run the workers on 127.0.0.1 without emulation")
     parser.add_argument("--force", action="store_true", help=f"replace an earlier {what} in --out")
     parser.add_argument("--wait", action="store_true",
@@ -262,7 +262,8 @@ class Reproduce(Command):
             raise OptionError(f"a name is required: {', '.join(configs)} (or --list)")
         if args.name not in configs:
             raise OptionError(f"no paper config named '{args.name}': valid are {', '.join(configs)}")
-        return compare.prepare(configs[args.name], args.out, args.local, args.force, args.wait)
+        return compare.prepare(configs[args.name], args.out, args.local, args.force, args.wait,
+                               kind="reproduce")
 
     def needs_root(self, job):
         return isinstance(job, compare.CompareJob) and job.emulated
@@ -321,10 +322,10 @@ class Bench(Command):
         parser.add_argument("--algo", required=True, help="comma-separated plan algorithms, e.g. ring,ps")
         parser.add_argument("--sizes", default="1M:64M:x4",
                             help="MIN:MAX:xFACTOR or a list (bytes, K/M/G), default 1M:64M:x4")
-        repetition_arguments(parser, 5, "results/bench")
+        repetition_arguments(parser, 5, "results/bench/DATE-TIME")
 
     def prepare(self, args):
-        base = from_args(args, BENCH, algo="ring", out=args.out or "results/bench")
+        base = from_args(args, BENCH, algo="ring", out=args.out)
         check_values(base, only=BENCH)
         algos = [a.strip() for a in args.algo.split(",") if a.strip()]
         return bench.prepare(base, algos, bench.parse_sizes(args.sizes), args.warmup, args.reps)
@@ -347,10 +348,10 @@ class Calibrate(Command):
 
     def arguments(self, parser):
         add_arguments(parser, CALIBRATE, skip=("out",))
-        repetition_arguments(parser, 7, "results/calibration")
+        repetition_arguments(parser, 7, "results/calibrate/DATE-TIME")
 
     def prepare(self, args):
-        base = from_args(args, CALIBRATE, out=args.out or "results/calibration")
+        base = from_args(args, CALIBRATE, out=args.out)
         check_values(base, only=CALIBRATE)
         return calibrate.prepare(base, args.warmup, args.reps)
 

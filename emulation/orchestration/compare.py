@@ -12,7 +12,8 @@ import yaml
 
 from emulation.orchestration import experiment, paper, simulate
 from emulation.orchestration.options import OptionError, from_mapping, option_of, yaml_key
-from emulation.orchestration.outputs import check_output, write_atomic, write_table
+from emulation.orchestration.outputs import (check_output, claim_folder, default_parent, planned_folder, write_atomic,
+                                            write_table)
 from emulation.orchestration.provenance import provenance
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
@@ -231,11 +232,6 @@ def config_name(data: dict, path: str) -> str:
     return data.get("name") or os.path.splitext(os.path.basename(path))[0]
 
 
-def output_root(data: dict, path: str, out_root: Optional[str]) -> str:
-    """Where a compare writes: --out, or results/NAME."""
-    return out_root or os.path.join("results", config_name(data, path))
-
-
 @dataclass(frozen=True)
 class CompareJob:
     """A comparison checked before anything starts: the config, every run's checked job, the paper claims."""
@@ -254,17 +250,21 @@ class CompareJob:
 
 
 def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False,
-            wait: bool = False) -> CompareJob:
-    """Everything a compare needs, checked before anything starts: config, every run, paper claims, output."""
+            wait: bool = False, kind: str = "compare") -> CompareJob:
+    """Everything a compare needs, checked before anything starts: config, every run, paper claims, output (--out,
+    or a new results/KIND/NAME/DATE-TIME)."""
     data = load(path)
-    out_root = output_root(data, path, out_root)
-    entries = expand(data, out_root, local)
+    planned = out_root or planned_folder(default_parent(kind, config_name(data, path)))
+    entries = expand(data, planned, local)
     try:
         claims = paper.claims(data, list(dict.fromkeys(e["label"] for e in entries)))
     except paper.PaperError as exc:
         raise ConfigError(str(exc)) from None
-    check_output(out_root, ("comparison.json",), "a comparison", force)
-    return CompareJob(config_name(data, path), data, entries, claims, out_root, wait)
+    if out_root:
+        check_output(out_root, ("comparison.json",), "a comparison", force)
+    else:
+        claim_folder(planned)  # its runs' folders are named inside it already
+    return CompareJob(config_name(data, path), data, entries, claims, planned, wait)
 
 
 def compare(path: str, out_root: str = None, local: bool = False,

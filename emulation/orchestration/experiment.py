@@ -7,12 +7,12 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from emulation.orchestration import fidelity, signals
 from emulation.orchestration.options import Checked, RunConfig, validate
-from emulation.orchestration.outputs import check_output, check_space, clear, write_atomic
+from emulation.orchestration.outputs import check_space, clear, default_parent, output_folder, write_atomic
 from emulation.orchestration.forkclient import rank_start
 from emulation.orchestration.ranks import (RankError, fork_server_ahead, hosts_for, memory_of, network_lock,
                                            rank_configs, real_bw,
@@ -38,8 +38,9 @@ class RunJob:
 def prepare(cfg: RunConfig, label: Optional[Callable[[str], str]] = None) -> RunJob:
     """Validate a run and its output folder (OptionError and its kin, all ValueErrors, name what is wrong)."""
     checked = validate(cfg, label)
-    check_output(cfg.out, RunFolder.RESULTS, "a run's results", cfg.force)
-    check_space(cfg.out, output_bytes(len(checked.topo.hosts), cfg.iters, parameter_count_of(cfg.model) * 4))
+    check_space(cfg.out or default_parent("run"),
+                output_bytes(len(checked.topo.hosts), cfg.iters, parameter_count_of(cfg.model) * 4))
+    cfg = replace(cfg, out=output_folder(cfg.out, RunFolder.RESULTS, "a run's results", cfg.force, "run"))
     return RunJob(cfg, checked)
 
 

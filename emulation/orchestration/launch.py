@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from emulation.orchestration import fidelity, signals
 from emulation.orchestration.options import (Checked, OptionError, RunConfig, check_overlap, flag_of, option_of,
                                              validate)
-from emulation.orchestration.outputs import check_output, clear, write_atomic
+from emulation.orchestration.outputs import clear, output_folder, write_atomic
 from emulation.orchestration.ranks import PROJECT, RankError, hosts_for, network_lock, rank_configs, real_bw
 from emulation.orchestration.sampling import CpuSampler, InterfaceSampler, switch_pid
 from emulation.orchestration.timeline import launch_trace
@@ -85,7 +85,7 @@ def prepare(cfg: RunConfig, command: List[str], cwd: Optional[str] = None, env: 
     cfg = replace(cfg, algo=cfg.algo or DEFAULT_ALGO)
     checked = validate(cfg, workers=False)
     check_overlap(cfg, checked.algorithm, lambda n: "--algo" if n == "overlap" else flag_of(n, option_of(n)))
-    check_output(cfg.out, RESULTS, "a run's results", cfg.force)
+    cfg = replace(cfg, out=output_folder(cfg.out, RESULTS, "a run's results", cfg.force, "launch"))
     return LaunchJob(cfg, checked, tuple(command), cwd, dict(env or {}), hooked, time_limit)
 
 

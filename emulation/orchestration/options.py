@@ -80,7 +80,8 @@ class CommonConfig:
     model: str = option("lenet5", "lenet5 | alexnet | vgg19 | vgg19-22k | resnet50 | googlenet | inception_v3 | "
                         "mlp:SIZE (e.g. mlp:12.5MB) | package.module:factory (your nn.Module with an input_shape)",
                         commands=(RUN, COMPARE, THEORY, SIMULATE))
-    bw: str = option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200)",
+    bw: str = option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200); "
+                     "with a unit as tc writes it: 1Gbit, 500Mbit",
                      commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE, LAUNCH))
     servers: int = option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
                           kind=int, low=0, high=MAX_HOSTS, commands=(RUN, COMPARE, THEORY, SIMULATE, BENCH))
@@ -106,10 +107,10 @@ class CommonConfig:
                            commands=(RUN, COMPARE, THEORY, SIMULATE))
     bucket_mb: float = option(DDP_BUCKET_MB, "--overlap: DDP's bucket size, MiB (bucket_cap_mb)", kind=float,
                               low=0, high=4096, low_open=True, commands=(RUN, COMPARE, THEORY, SIMULATE))
-    delay: str = option("0", "one-way delay of every link, ms, or one value per link level (netem under the "
-                        "shaping; theory and simulate add it as latency)",
+    delay: str = option("0", "one-way delay of every link, ms (or 5ms, 200us), or one value per link level (netem "
+                        "under the shaping; theory and simulate add it as latency)",
                         commands=(RUN, COMPARE, THEORY, SIMULATE, NET, BENCH, CALIBRATE, LAUNCH))
-    loss: str = option("0", "packet loss of every link, percent, or one value per link level (netem)",
+    loss: str = option("0", "packet loss of every link, percent (or 1%), or one value per link level (netem)",
                        commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
                              "reported divided by F (for rates a 2-core machine cannot emulate in real time)",
@@ -172,7 +173,8 @@ class CommonConfig:
     granularity: str = option("chunk", "simulate: data moves in the engine's chunks, each going on once its own "
                               "earlier steps are done (chunk), or in whole step messages, as the closed forms "
                               "assume (message)", choices=GRANULARITIES, commands=(SIMULATE, COMPARE))
-    out: str = option("results/run", "output folder (summary.json, iterations.csv, workers.csv)",
+    out: str = option(None, "output folder (summary.json, iterations.csv, workers.csv; default: a new "
+                            "results/COMMAND/DATE-TIME, with results/COMMAND/latest pointing at it)",
                       commands=(RUN, SIMULATE, LAUNCH), yaml=False)
     local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
                          commands=(RUN, COMPARE, BENCH, CALIBRATE, LAUNCH), yaml=False)

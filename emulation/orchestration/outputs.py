@@ -1,14 +1,74 @@
-"""Where results go: the one --out folder policy (another command's results are replaced only with --force) and
-writers that never leave half a file behind."""
+"""Where results go: the one --out folder policy (another command's results are replaced only with --force; without
+--out, a new folder of its own) and writers that never leave half a file behind."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
 import os
+import time
 from typing import Iterable, List, Optional, Sequence
 
 from emulation.orchestration.options import OptionError
+
+
+RESULTS_ROOT = "results"
+LATEST = "latest"  # results/<command>/latest: a link to the newest folder
+
+
+def default_parent(*parts: str) -> str:
+    """Where the folders of a command run without --out go: results/<command>[/<name>]."""
+    return os.path.join(RESULTS_ROOT, *parts)
+
+
+def output_folder(out: Optional[str], files: Sequence[str], what: str, force: bool, *parts: str) -> str:
+    """The folder a command writes, as the last step of its validation: --out, refused while it holds another
+    `what` unless force (check_output); or, without --out, a new folder made now under results/<parts...> named by
+    the date and time, which latest then points at (so that a second command never finds the first's results)."""
+    if out:
+        check_output(out, files, what, force)
+        return out
+    return new_folder(default_parent(*parts))
+
+
+def planned_folder(parent: str) -> str:
+    """parent/<YYYYmmdd-HHMMSS>, or with -2, -3, ... when another command took that second (nothing is made)."""
+    stamp, n = time.strftime("%Y%m%d-%H%M%S"), 1
+    while os.path.lexists(os.path.join(parent, stamp if n == 1 else f"{stamp}-{n}")):
+        n += 1
+    return os.path.join(parent, stamp if n == 1 else f"{stamp}-{n}")
+
+
+class FolderTaken(OptionError):
+    """A planned results folder was made by another command in the meantime."""
+
+
+def claim_folder(path: str) -> str:
+    """Make the planned folder path (FolderTaken if it exists by now) and point latest beside it at it."""
+    parent, name = os.path.split(path)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            raise FolderTaken(f"{path} was just made by another command: run again or give --out") from None
+        link, tmp = os.path.join(parent, LATEST), os.path.join(parent, f".{LATEST}.{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        os.symlink(name, tmp)
+        os.replace(tmp, link)  # readers see the old link or the new one, never none
+    except OSError as exc:
+        raise OptionError(f"cannot make a results folder in {parent}: {exc.strerror or exc} (give --out)") from None
+    return path
+
+
+def new_folder(parent: str) -> str:
+    """A new parent/<date-time> folder of one command's own, made now, with parent/latest pointing at it."""
+    while True:
+        try:
+            return claim_folder(planned_folder(parent))
+        except FolderTaken:
+            continue
 
 
 def check_output(out: str, files: Sequence[str], what: str, force: bool) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Tuple
 
 from emulation.orchestration.options import Checked, OptionError, RunConfig, algorithm_options, link_goodput, validate
-from emulation.orchestration.outputs import check_output, clear, write_atomic, write_atomic_csv
+from emulation.orchestration.outputs import clear, output_folder, write_atomic, write_atomic_csv
 from emulation.orchestration.results import WARMUP
 from emulation.orchestration.summary_head import head, overlap_model, overlap_theory
 from emulation.orchestration.timeline import chrome_trace
@@ -40,7 +40,7 @@ def prepare(cfg: RunConfig, in_compare: bool = False) -> SimulationJob:
     """Validate a simulation (check_simulable), its output folder and the ports it replays."""
     checked = check_simulable(cfg, in_compare)
     ports = emulated_ports(cfg.ecmp_ports, len(checked.topo.hosts)) if cfg.ecmp_ports and not in_compare else None
-    check_output(cfg.out, RunFolder.RESULTS, "a run's results", cfg.force)
+    cfg = replace(cfg, out=output_folder(cfg.out, RunFolder.RESULTS, "a run's results", cfg.force, "simulate"))
     return SimulationJob(cfg, checked, ports)
 
 

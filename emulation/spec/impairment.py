@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from emulation.spec.topology import Topology, parse_per_level
+from emulation.spec.topology import PERCENT_UNITS, TIME_UNITS, Topology, parse_per_level
 
 MAX_DELAY_MS = 10000.0
 
@@ -52,8 +52,8 @@ NONE_TEXT = "0"
 
 def parse_impairment(delay: str, loss: str, topo: Topology) -> Impairment:
     """Per-level delay (ms) and loss (%) from '2' (every level) or '0.1,2' (one per level)."""
-    return Impairment(parse_per_level(delay or NONE_TEXT, topo, "--delay", "ms", MAX_DELAY_MS),
-                      parse_per_level(loss or NONE_TEXT, topo, "--loss", "%", 100.0))
+    return Impairment(parse_per_level(delay or NONE_TEXT, topo, "--delay", "ms", MAX_DELAY_MS, units=TIME_UNITS),
+                      parse_per_level(loss or NONE_TEXT, topo, "--loss", "%", 100.0, units=PERCENT_UNITS))
 
 
 def netem_leaf_command(tc: str, dev: str, packets: int, netem: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -365,21 +366,40 @@ MAX_BW_MBPS = 1000.0
 MIN_BW_MBPS = 2.0
 
 
+RATE_UNITS = {"": 1.0, "bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}  # tc's names, in Mbit/s
+TIME_UNITS = {"": 1.0, "us": 1e-3, "usec": 1e-3, "ms": 1.0, "msec": 1.0, "s": 1e3, "sec": 1e3}  # in ms
+PERCENT_UNITS = {"": 1.0, "%": 1.0}
+VALUE_WITH_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%]*)\s*$")
+
+
+def parse_value(text: str, units: Dict[str, float]) -> float:
+    """'5ms', '1Gbit', '0.5%' or a plain number, in the quantity's base unit (ValueError if the unit is not in
+    units, matched without case)."""
+    m = VALUE_WITH_UNIT.match(text)
+    if not m or m.group(2).lower() not in units:
+        raise ValueError(text)
+    return float(m.group(1)) * units[m.group(2).lower()]
+
+
 def parse_per_level(text: str, topo: Topology, what: str, unit: str, high: float, low_open: bool = False,
-                    range_error: str = None, low: float = 0.0) -> Tuple[float, ...]:
+                    range_error: str = None, low: float = 0.0, units: Dict[str, float] = None) -> Tuple[float, ...]:
     """One value per link level from 'V' (every level) or 'V0,V1,...' (one per level), each in [low, high] (or
-    (low, high] when low_open); `what` names the option in errors, `range_error` overrides the range message."""
+    (low, high] when low_open) of the base unit, each a number or one with a unit of `units` as tc and Mininet
+    users write them; `what` names the option in errors, `range_error` overrides the range message."""
+    units = units or {"": 1.0}
     interval = f"{'(' if low_open and not low else '['}{low:g}, {high:g}]"
+    suffixes = ", ".join(u for u in units if u)
     try:
-        values = [float(v) for v in str(text).split(",")]
+        values = [parse_value(v, units) for v in str(text).split(",")]
     except ValueError:
-        raise TopologyError(f"{what} '{text}' is not a number: give {unit} in {interval}, one value or one per "
-                            f"level") from None
+        raise TopologyError(f"{what} '{text}' is not a number{' with a unit' if suffixes else ''}: give {unit} in "
+                            f"{interval}{' (or with a unit: ' + suffixes + ')' if suffixes else ''}, one value or "
+                            f"one per level") from None
     if len(values) not in (1, topo.levels):
         raise TopologyError(f"{what} '{text}' has {len(values)} values: {topo.spec} needs 1 or "
                             f"{topo.levels} (one per link level)")
     for v in values:
-        if not (low < v if low_open and not low else low <= v) or v > high:
+        if not math.isfinite(v) or not (low < v if low_open and not low else low <= v) or v > high:
             raise TopologyError(f"{what} {v:g} {unit} is out of range: {range_error or 'give ' + unit + ' in'} "
                                 f"{interval} {unit}")
     return tuple(values * topo.levels if len(values) == 1 else values)
@@ -387,6 +407,6 @@ def parse_per_level(text: str, topo: Topology, what: str, unit: str, high: float
 
 def parse_bandwidth(text: str, topo: Topology) -> Tuple[float, ...]:
     """Per-link-level bandwidths in Mbit/s from '100' (all levels) or '1000,100,200' (one per level)."""
-    return parse_per_level(text, topo, "bandwidth", "Mbit/s", MAX_BW_MBPS, low=MIN_BW_MBPS,
+    return parse_per_level(text, topo, "bandwidth", "Mbit/s", MAX_BW_MBPS, low=MIN_BW_MBPS, units=RATE_UNITS,
                            range_error=f"the shaper honours rates from {MIN_BW_MBPS:g} Mbit/s (measured) up to "
                                        f"{MAX_BW_MBPS:g}: give a value in")
