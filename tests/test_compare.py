@@ -166,3 +166,26 @@ def test_plots_include_the_accuracy_curves(tmp_path):
     assert [os.path.basename(p) for p in paths] == ["jct.png", "gst.png", "accuracy.png"]
     assert all(os.path.getsize(p) > 1000 for p in paths)
     assert [os.path.basename(p) for p in plot(str(tmp_path), rows, ["batch"])] == ["jct.png", "gst.png"]
+
+
+def test_plots_show_every_iteration_of_every_run(tmp_path):
+    """A box per run from its iterations.csv (warm-up left out), theory marked, SVG beside PNG, the axis named by
+    what the sweep varies."""
+    from emulation.orchestration.plots import iteration_values, plot
+    runs = []
+    for label, gsts in (("a", [9.0, 9.0, 1.0, 2.0, 3.0]), ("b", [5.0, 5.0, 0.5, 0.5])):
+        folder = tmp_path / label
+        folder.mkdir()
+        (folder / "iterations.csv").write_text("iteration,gst_s,iteration_s\n" + "".join(
+            f"{i},{g},{g + 1}\n" for i, g in enumerate(gsts)))
+        runs.append({"label": label, "bw": 50, "out": str(folder), "jct_s": 10.0, "gst_median_s": 2.0,
+                     "gst_theory_s": 1.5, "iteration_median_s": 3.0})
+    assert iteration_values(runs[0], "gst_s", "gst_median_s") == [1.0, 2.0, 3.0]
+    assert iteration_values({"gst_median_s": 0.7}, "gst_s", "gst_median_s") == [0.7]  # no folder: its median
+    paths = plot(str(tmp_path), runs, ["bw"])
+    for p in paths:
+        svg = open(p[:-4] + ".svg").read()
+        assert "<svg" in svg
+    gst_svg = open(tmp_path / "gst.svg").read()  # text stays text in the SVG, for editing
+    assert ">bw</text>" in gst_svg and ">bw=50</text>" in gst_svg and ">theory</text>" in gst_svg
+    assert gst_svg.count("<g id=\"patch_") >= 3  # the axes and a box per run

@@ -6,7 +6,7 @@ import itertools
 import json
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List
 
 import yaml
 
@@ -14,6 +14,7 @@ from emulation.orchestration import experiment, paper, simulate
 from emulation.orchestration.options import OptionError, from_mapping, option_of, yaml_key
 from emulation.orchestration.outputs import (check_output, claim_folder, default_parent, planned_folder, write_atomic,
                                             write_table)
+from emulation.orchestration.plots import plot
 from emulation.orchestration.provenance import provenance
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
@@ -150,81 +151,6 @@ def sim_vs_emu(rows: List[dict], sweep_keys: List[str]) -> List[dict]:
                     "agrees": None if ratio is None else abs(ratio - 1) <= SIM_AGREES,
                     "emulation_fidelity": e.get("fidelity")})
     return out
-
-
-def plot(out_root: str, rows: List[dict], sweep_keys: List[str], curves: List[dict] = ()) -> List[str]:
-    """jct.png (JCT per configuration) and gst.png (measured vs theoretical GST), split.png and accuracy.png
-    when the runs have them; returns the paths."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = list(dict.fromkeys(r["label"] for r in rows))
-    groups = list(dict.fromkeys(tuple(r.get(k) for k in sweep_keys) for r in rows))
-    width = 0.8 / max(1, len(labels))
-    paths = []
-    for metric, theory, title, name in (("jct_s", None, "Job completion time", "jct.png"),
-                                        ("gst_median_s", "gst_theory_s", "Gradient synchronization time "
-                                         "(bars: measured median, dots: theory)", "gst.png")):
-        fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) * len(labels) / 2 + 3), 4.2))
-        for li, label in enumerate(labels):
-            xs, ys, ts = [], [], []
-            for gi, g in enumerate(groups):
-                match = [r for r in rows if r["label"] == label and tuple(r.get(k) for k in sweep_keys) == g]
-                if match and match[0].get(metric) is not None:
-                    xs.append(gi + li * width)
-                    ys.append(match[0][metric])
-                    ts.append(match[0].get(theory) if theory else None)
-            bars = ax.bar(xs, ys, width, label=label)
-            if theory:
-                ax.scatter(xs, ts, color="black", zorder=3, s=18)
-            ax.bar_label(bars, fmt="%.2f", fontsize=7)
-        ax.set_xticks([gi + width * (len(labels) - 1) / 2 for gi in range(len(groups))])
-        ax.set_xticklabels([", ".join(f"{k}={v}" for k, v in zip(sweep_keys, g)) or "all" for g in groups])
-        ax.set_ylabel("seconds")
-        paths.append(save(fig, ax, plt, title, os.path.join(out_root, name)))
-    if any(r.get("forward_phase_s") is not None for r in rows):
-        paths.append(plot_split(out_root, rows, plt))
-    if curves:
-        paths.append(plot_accuracy(out_root, curves, sweep_keys, plt))
-    return paths
-
-
-def save(fig, ax, plt, title: str, path: str) -> str:
-    """Title and legend the axes, write the figure to path and close it."""
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plot_split(out_root: str, rows: List[dict], plt) -> str:
-    """split.png: pull + forward time split into overlapped, exposed communication, exposed computation."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    names = [r["label"] for r in rows]
-    bottom = [0.0] * len(rows)
-    for key, label in (("comm_exposed_s", "communication not overlapped"), ("overlapped_s", "overlapped"),
-                       ("compute_exposed_s", "computation not overlapped")):
-        vals = [r.get(key) or 0.0 for r in rows]
-        ax.bar(names, vals, bottom=bottom, label=label)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_ylabel("seconds per iteration (median)")
-    return save(fig, ax, plt, "Parameter pull + forward pass", os.path.join(out_root, "split.png"))
-
-
-def plot_accuracy(out_root: str, curves: List[dict], sweep_keys: List[str], plt) -> str:
-    """accuracy.png: held-out accuracy against iterations, one line per run (--eval-every)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    runs = list(dict.fromkeys((c["label"], *(c.get(k) for k in sweep_keys)) for c in curves))
-    for run in runs:
-        points = [c for c in curves if (c["label"], *(c.get(k) for k in sweep_keys)) == run]
-        name = " ".join([run[0]] + [f"{k}={v}" for k, v in zip(sweep_keys, run[1:])])
-        ax.plot([c["iteration"] for c in points], [c["accuracy"] for c in points], marker="o", ms=3, label=name)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("held-out accuracy")
-    return save(fig, ax, plt, "Convergence", os.path.join(out_root, "accuracy.png"))
 
 
 def config_name(data: dict, path: str) -> str:

@@ -104,9 +104,14 @@ def phase_ratios(iterations: List[dict]) -> Dict[str, dict]:
             for k, (raw, enc) in sorted(out.items())}
 
 
+def after_warmup(values: List[float]) -> List[float]:
+    """The values past the first WARMUP (all of them if there are too few)."""
+    return values[WARMUP:] if len(values) > WARMUP else values
+
+
 def median_after_warmup(values: List[float]) -> Optional[float]:
     """Median leaving out the first WARMUP values (all of them if there are too few)."""
-    kept = values[WARMUP:] if len(values) > WARMUP else values
+    kept = after_warmup(values)
     return statistics.median(kept) if kept else None
 
 
