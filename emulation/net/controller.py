@@ -1,5 +1,5 @@
-"""Start and stop the Ryu controller as its own ryu-manager process (on 127.0.0.1 unless switches on other
-machines must reach it)."""
+"""The network's OpenFlow controller: dmlbed's Ryu app or the user's, each as its own ryu-manager process (on
+127.0.0.1 unless switches on other machines must reach it), or a controller the user started (remote)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ import sys
 import time
 from typing import List, Optional
 
+from emulation.net.probes import connected_bridges, packets_to_controller
+from emulation.spec.controllers import APP, REMOTE, ControllerChoice
 from emulation.spec.topology import Topology
+
+OWN_APP = "controllers.app"
 
 
 class ControllerError(RuntimeError):
@@ -31,13 +35,31 @@ def free_ports(n: int) -> List[int]:
             s.close()
 
 
-class ControllerProcess:
-    """A ryu-manager running dmlbed's app for one topology; its status file reports installs and PacketIns."""
+def wait_connected(topo: Topology, timeout: float, what: str, alive=lambda: True) -> float:
+    """Wait until every switch of topo holds an OpenFlow connection to its controller; returns seconds waited."""
+    start = time.monotonic()
+    names = [s.name for s in topo.switches]
+    while True:
+        missing = sorted(set(names) - set(connected_bridges(names)))
+        if not missing:
+            return time.monotonic() - start
+        if not alive():
+            raise ControllerError(f"{what} ended before every switch connected")
+        if time.monotonic() - start > timeout:
+            raise ControllerError(f"switches not connected to {what} within {timeout:.0f}s: {', '.join(missing)}")
+        time.sleep(0.2)
 
-    def __init__(self, topo: Topology, workdir: str, port: Optional[int] = None, host: str = "127.0.0.1"):
+
+class ControllerProcess:
+    """A ryu-manager running dmlbed's app for one topology (its status file reports installs and PacketIns), or
+    the user's own app (the switches' connections and flow counters say the same)."""
+
+    def __init__(self, topo: Topology, workdir: str, port: Optional[int] = None, host: str = "127.0.0.1",
+                 app: str = OWN_APP):
         self.topo = topo
         self.host = host
         self.workdir = workdir
+        self.app = app
         self.port = port or free_ports(1)[0]
         self.topology_path = os.path.join(workdir, "topology.json")
         self.status_path = os.path.join(workdir, "controller-status.json")
@@ -50,7 +72,7 @@ class ControllerProcess:
             f.write(self.topo.to_json())
         env = dict(os.environ, DMLBED_TOPOLOGY=self.topology_path, DMLBED_STATUS=self.status_path)
         cmd = [sys.executable, "-m", "controllers.launch", "--ofp-listen-host", self.host,
-               "--ofp-tcp-listen-port", str(self.port), "controllers.app"]
+               "--ofp-tcp-listen-port", str(self.port), self.app]
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                      cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -85,8 +107,17 @@ class ControllerProcess:
         except (OSError, ValueError):
             return {"switches": {}, "packet_in": 0}
 
+    @property
+    def own(self) -> bool:
+        """Whether it runs dmlbed's app, which reports every switch as programmed."""
+        return self.app == OWN_APP
+
     def wait_installed(self, timeout: float = 60.0) -> float:
-        """Wait until every switch has connected and confirmed its rules; returns seconds waited."""
+        """Wait until every switch has connected and confirmed its rules (the user's app: connected); returns
+        seconds waited."""
+        if not self.own:
+            return wait_connected(self.topo, timeout, f"your controller app ({self.log_tail()})",
+                                  lambda: self.proc is None or self.proc.poll() is None)
         start = time.monotonic()
         expected = {s.dpid_hex for s in self.topo.switches}
         while True:
@@ -103,6 +134,8 @@ class ControllerProcess:
 
     def packet_ins(self) -> int:
         """Data-plane PacketIns the controller has seen so far."""
+        if not self.own:
+            return packets_to_controller([s.name for s in self.topo.switches])
         return int(self.status().get("packet_in", 0))
 
     def stop(self) -> None:
@@ -110,6 +143,44 @@ class ControllerProcess:
         if self.proc is None or self.proc.poll() is not None:
             return
         stop_process_group(self.proc.pid, self.proc)
+
+
+class RemoteController:
+    """A controller the user started and stops: dmlbed only points the switches at it and watches them."""
+
+    def __init__(self, topo: Topology, host: str, port: int):
+        self.topo, self.host, self.port = topo, host, port
+
+    def start(self, timeout: float = 20.0) -> None:
+        """Check that it accepts OpenFlow connections (ControllerError naming the address if not)."""
+        try:
+            with socket.create_connection((self.host, self.port), timeout=min(timeout, 5.0)):
+                return None
+        except OSError as exc:
+            raise ControllerError(f"no controller listens on {self.host}:{self.port} ({exc.strerror or exc}): "
+                                  f"start yours first") from None
+
+    def wait_installed(self, timeout: float = 60.0) -> float:
+        """Wait until every switch has connected to it (its rules are its own business)."""
+        return wait_connected(self.topo, timeout, f"the controller at {self.host}:{self.port}")
+
+    def status(self) -> dict:
+        """Nothing beyond what the switches say."""
+        return {}
+
+    def packet_ins(self) -> int:
+        """Packets the switches' flows sent to it."""
+        return packets_to_controller([s.name for s in self.topo.switches])
+
+    def stop(self) -> None:
+        """It is the user's to stop."""
+
+
+def make_controller(choice: ControllerChoice, topo: Topology, workdir: str, host: str):
+    """The controller a network runs under (a ControllerProcess, or a RemoteController it does not start)."""
+    if choice.kind == REMOTE:
+        return RemoteController(topo, choice.host, choice.port)
+    return ControllerProcess(topo, workdir, host=host, app=choice.app if choice.kind == APP else OWN_APP)
 
 
 def stop_process_group(pid: int, proc: Optional[subprocess.Popen] = None, grace: float = 3.0) -> None:

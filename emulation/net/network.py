@@ -16,13 +16,14 @@ from typing import Callable, Dict, List, Optional, Sequence
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 
-from emulation.net.controller import ControllerProcess, stop_process_group
+from emulation.net.controller import ControllerProcess, RemoteController, make_controller, stop_process_group
 from emulation.net.nodes import DmlSwitch, ListeningController, QuietHost, ShapedLink, switch_side_interfaces
 from emulation.net.probes import (NetworkError, available_congestion_controls, choose_datapath, ecn_marking_qdisc,
                                   ensure_ovs, leaf_drops, netem_available, ovs_setting)
 from emulation.net.runstate import RunState, clean as clean_stale
 from emulation.net.topos import SpecTopo, shaper_name
 from emulation.spec.addressing import all_host_configs, config_commands
+from emulation.spec.controllers import ControllerChoice
 from emulation.spec.impairment import Impairment
 from emulation.spec.shaping import bridge_commands, ingress_commands, ingress_netem_commands, offloads_off_command
 from emulation.spec.tcp import TcpSettings
@@ -45,8 +46,10 @@ class EmulatedNetwork:
     def __init__(self, topo: Topology, bw: Sequence[float], datapath: str = "auto",
                  ingress_shaping: bool = False, install_timeout: float = 90.0,
                  log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings(),
-                 cluster=None, impairment: Optional[Impairment] = None):
+                 cluster=None, impairment: Optional[Impairment] = None,
+                 controller: ControllerChoice = ControllerChoice()):
         self.topo = topo
+        self.controller_choice = controller
         self.impairment = impairment or Impairment.none(topo.levels)
         self.cluster = cluster  # None: this machine only; else an emulation.net.cluster.Cluster (node classes)
         self.bw = tuple(bw)
@@ -58,7 +61,7 @@ class EmulatedNetwork:
         self.log = log
         self.datapath: Optional[str] = None
         self.net: Optional[Mininet] = None
-        self.controller: Optional[ControllerProcess] = None
+        self.controller: Optional[ControllerProcess | RemoteController] = None
         self.state: Optional[RunState] = None
         self.workdir: Optional[str] = None
         self.procs: List[subprocess.Popen] = []
@@ -92,9 +95,13 @@ class EmulatedNetwork:
             self.state.add_ovs_settings(["pmd-maxsleep"])
             subprocess.run(["ovs-vsctl", "set", "open_vswitch", ".",
                             f"other_config:pmd-maxsleep={PMD_MAX_SLEEP_US}"], capture_output=True, check=True)
-        self.log(f"starting controller ({self.topo.spec}, datapath {self.datapath})")
-        self.controller = ControllerProcess(self.topo, self.workdir, host=listen)
-        self.state.add_pid(self.controller.start(), "ryu-manager")
+        choice = self.controller_choice
+        self.log(f"{'starting' if choice.kind != 'remote' else 'using'} controller "
+                 f"{' '.join(str(v) for v in choice.summary().values())} ({self.topo.spec}, datapath {self.datapath})")
+        self.controller = make_controller(choice, self.topo, self.workdir, listen)
+        pid = self.controller.start()
+        if pid is not None:
+            self.state.add_pid(pid, "ryu-manager")
         setLogLevel(os.environ.get("DMLBED_MININET_LOG", "warning"))
         afxdp = self.datapath == "user"
         if self.tcp.congestion_control not in available_congestion_controls():
@@ -135,7 +142,8 @@ class EmulatedNetwork:
         self._configure_hosts(ingress_shaping=afxdp and self.ingress_shaping)
         if afxdp:
             self._configure_shapers()
-        self.log("waiting for every switch to be programmed")
+        self.log("waiting for every switch to be programmed" if choice.own else
+                 "waiting for every switch to connect to the controller")
         self.controller.wait_installed(self.install_timeout)
 
     @property
@@ -284,6 +292,10 @@ class EmulatedNetwork:
         if self.impairment.active and self.datapath == "user" and not self.ingress_shaping:
             out["applied"] += "; switch->host at the host's ingress (IFB with netem)"
         return out
+
+    def controller_summary(self) -> dict:
+        """Which controller the switches ran under (for results)."""
+        return self.controller_choice.summary()
 
     def tcp_summary(self) -> dict:
         """The TCP settings asked for, what a host reports having, and ECN availability (for results)."""

@@ -3,11 +3,12 @@ without Mininet; the errors a network bring-up reports."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
@@ -117,4 +118,39 @@ def leaf_drops(tc_output: str) -> int:
         if re.match(r"\s*qdisc [pb]fifo ", block):
             m = re.search(r"dropped (\d+)", block)
             total += int(m.group(1)) if m else 0
+    return total
+
+
+def _ovs_table(table: str, columns: str) -> List[Dict[str, object]]:
+    """Rows of an OVSDB table as dicts (ovs-vsctl's JSON: a UUID or a set stays as OVSDB writes it)."""
+    r = subprocess.run(["ovs-vsctl", "--format=json", f"--columns={columns}", "list", table],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return []
+    data = json.loads(r.stdout)
+    return [dict(zip(data["headings"], row)) for row in data["data"]]
+
+
+def connected_bridges(bridges: List[str]) -> List[str]:
+    """The bridges among these whose OpenFlow controller connection is up."""
+    up = {row["_uuid"][1] for row in _ovs_table("controller", "_uuid,is_connected") if row["is_connected"] is True}
+    out = []
+    for row in _ovs_table("bridge", "name,controller"):
+        ref = row["controller"]  # ["uuid", id] for one controller, ["set", [...]] for several
+        ids = [ref[1]] if ref[0] == "uuid" else [r[1] for r in ref[1]]
+        if row["name"] in bridges and any(i in up for i in ids):
+            out.append(row["name"])
+    return out
+
+
+def packets_to_controller(bridges: List[str]) -> int:
+    """Packets the bridges' flows sent to their controller (PacketIns, whoever the controller is): the n_packets
+    of every flow whose actions include CONTROLLER."""
+    total = 0
+    for bridge in bridges:
+        r = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge], capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            m = re.search(r"n_packets=(\d+)", line)
+            if m and "CONTROLLER" in line.partition("actions=")[2]:
+                total += int(m.group(1))
     return total

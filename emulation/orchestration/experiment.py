@@ -85,7 +85,8 @@ def _execute(cfg: RunConfig, checked: Checked, log: Callable[[str], None], progr
     port_drops, placement = {}, {}
     try:
         with fork_server_ahead(files) as server, hosts_for(cfg, topo, bw, checked.impairment, log) as hosts:
-            summary.update(datapath=hosts.datapath, shaping=hosts.shaping, tcp=hosts.tcp_summary(),
+            summary.update(datapath=hosts.datapath, shaping=hosts.shaping, controller=hosts.controller_summary(),
+                           tcp=hosts.tcp_summary(),
                            impairment=hosts.impairment_summary())
             placement = hosts.placement
             if placement:

@@ -143,7 +143,8 @@ def _execute(job: LaunchJob, log: Callable[[str], None]) -> dict:
     sampler, port_drops = None, {}
     try:
         with hosts_for(cfg, topo, checked.bw, checked.impairment, log) as hosts:
-            summary.update(datapath=hosts.datapath, shaping=hosts.shaping, tcp=hosts.tcp_summary())
+            summary.update(datapath=hosts.datapath, shaping=hosts.shaping, controller=hosts.controller_summary(),
+                           tcp=hosts.tcp_summary())
             configs = rank_configs(cfg, checked, os.path.abspath(files.path))
             master_port = configs[0].master_port if cfg.local else GLOO_PORT
             sampler = InterfaceSampler(hosts.namespace_pids(), {h.name: [i.name for i in h.interfaces]

@@ -17,6 +17,7 @@ from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
 from emulation.spec.calibration import load as load_calibration
 from emulation.spec.impairment import Impairment, parse_impairment
+from emulation.spec.controllers import ControllerChoice, parse_controller
 from emulation.spec.placement import TUNNELS, parse_servers
 from emulation.spec.terngrad_model import SCALINGS
 from emulation.spec.tcp import AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, TcpSettings, goodput
@@ -132,6 +133,11 @@ class CommonConfig:
                       low=MIN_MTU, high=MAX_MTU, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, SIMULATE, THEORY, LAUNCH))
     datapath: str = option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
                            choices=("auto", "kernel", "user"), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
+    controller: str = option("dmlbed", "the OpenFlow controller: dmlbed (its proactive Ryu app) or remote:IP:PORT "
+                             "(one you started, as mn --controller remote)", parse=lambda t: parse_controller(t, None),
+                             commands=(RUN, NET, LAUNCH), yaml=False)
+    controller_app: str = option(None, "your Ryu app (FILE.py), run by dmlbed in place of its own",
+                                 parse=lambda t: parse_controller(None, t), commands=(RUN, NET, LAUNCH), yaml=False)
     shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
                                  kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     cluster: str = option(None, "emulate across machines: SERVER[,SERVER...] reached over SSH, this machine "
@@ -370,6 +376,7 @@ def validate(cfg: RunConfig, label: Callable[[str], str] = None, emulated: bool 
     label = label or (lambda n: flag_of(n, option_of(n)))
     check_values(cfg, label)
     topo = check_topology(cfg.topology, emulated)
+    controller_choice(cfg, label)
     if cfg.local and cfg.cluster:
         raise OptionError(f"{label('local')} runs without emulation and {label('cluster')} emulates across machines: "
                           f"give one of them")
@@ -513,3 +520,20 @@ def from_mapping(entry: Mapping[str, Any], where: str, **fixed) -> RunConfig:
 
 __all__ = ["RunConfig", "Option", "OptionError", "Checked", "validate", "add_arguments", "from_args",
            "from_mapping", "algorithm_options", "yaml_keys", "check_topology", "MAX_EMULATED_HOSTS", "TopologyError"]
+
+
+def controller_choice(cfg: RunConfig, label: Callable[[str], str] = None) -> ControllerChoice:
+    """The controller an emulated run asked for; OptionError for one a loopback run or several machines cannot
+    use."""
+    label = label or (lambda n: flag_of(n, option_of(n)))
+    try:
+        choice = parse_controller(cfg.controller, cfg.controller_app)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    if not choice.own and cfg.local:
+        raise OptionError(f"{label('controller')} and {label('controller_app')} control emulated switches: "
+                          f"{label('local')} has none")
+    if not choice.own and cfg.cluster:
+        raise OptionError(f"{label('cluster')} runs dmlbed's own controller only (switches on every server must "
+                          f"reach it)")
+    return choice

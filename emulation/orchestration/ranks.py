@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 from emulation.net.controller import free_ports, stop_process_group
 from emulation.orchestration.forkclient import ForkedRank, ForkServer, rank_start
 from emulation.orchestration.options import (Checked, OptionError, RunConfig, algorithm_options, cluster_servers,
-                                            tcp_settings)
+                                            controller_choice, tcp_settings)
 from emulation.orchestration.progress import Progress
 from emulation.orchestration.results import per_iteration
 from emulation.orchestration.sampling import rank_memory
@@ -55,6 +55,9 @@ class Hosts(Protocol):
 
     def port_drops(self) -> Dict[str, int]:
         """Cumulative drop counters of the switches' ports."""
+
+    def controller_summary(self) -> Optional[dict]:
+        """Which controller ran the switches (None without switches)."""
 
     def tcp_summary(self) -> dict:
         """The hosts' TCP settings (for results)."""
@@ -115,6 +118,10 @@ class LoopbackHosts:
         """No switch on loopback."""
         return {}
 
+    def controller_summary(self) -> Optional[dict]:
+        """No switches, no controller."""
+        return None
+
     def tcp_summary(self) -> dict:
         """Loopback runs use the machine's own TCP."""
         return {"congestion_control": "machine default (loopback)"}
@@ -157,7 +164,8 @@ def hosts_for(cfg: RunConfig, topo: Topology, bw: Sequence[float], impairment: O
         from emulation.net.cluster import Cluster
         cluster = Cluster(servers, cfg.tunnel)
     return EmulatedNetwork(topo, real_bw(bw, cfg), datapath=cfg.datapath, ingress_shaping=cfg.shape_ingress,
-                           log=log, tcp=tcp_settings(cfg), cluster=cluster, impairment=impairment)
+                           log=log, tcp=tcp_settings(cfg), cluster=cluster, impairment=impairment,
+                           controller=controller_choice(cfg))
 
 
 def rank_configs(cfg: RunConfig, checked: Checked, out_dir: str, port: int = PLAN_PORT,
