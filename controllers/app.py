@@ -1,14 +1,22 @@
-"""Ryu app (OpenFlow 1.3): installs dmlbed's proactive rules at switch connection, counts PacketIns."""
+"""Ryu app (OpenFlow 1.3; also an os-ken app): installs dmlbed's proactive rules at switch connection, counts
+PacketIns."""
 
 import json
 import os
 import time
 
-from ryu.base import app_manager
-from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from ryu.lib import hub
-from ryu.ofproto import ofproto_v1_3
+try:  # Ryu 4.34, the product's controller library (Python <= 3.11)
+    from ryu.base.app_manager import RyuApp as App
+    from ryu.controller import ofp_event
+    from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+    from ryu.lib import hub
+    from ryu.ofproto import ofproto_v1_3
+except ImportError:  # os-ken, Ryu's maintained fork, where Ryu cannot run (Python 3.12+): the same API renamed
+    from os_ken.base.app_manager import OSKenApp as App
+    from os_ken.controller import ofp_event
+    from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+    from os_ken.lib import hub
+    from os_ken.ofproto import ofproto_v1_3
 
 from controllers.rules import RuleSet, compute_rules
 from emulation.spec.topology import Topology, from_json, parse
@@ -66,7 +74,7 @@ def install(datapath, rules: RuleSet) -> int:
     return len(flows)
 
 
-class DmlbedController(app_manager.RyuApp):
+class DmlbedController(App):
     """Proactive controller: every rule is installed when a switch connects; PacketIns are counted."""
 
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]

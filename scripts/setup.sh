@@ -36,6 +36,22 @@ if [ ! -f "$stamp" ]; then
     touch "$stamp"
 fi
 
+# os-ken (Ryu's maintained fork) on Python 3.12, where Ryu 4.34 cannot install: the tests check that dmlbed's
+# controller app sends it the same flow-mods as under Ryu. Kept in the user's cache; skipped without a python3.12.
+OSKEN_VENV="${DMLBED_OSKEN_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/dmlbed/os-ken-4.2.2-py3.12}"
+PY312=""
+for candidate in $(command -v python3.12 2>/dev/null) "$HOME"/.pyenv/versions/3.12*/bin/python3.12; do
+    if [ -x "$candidate" ] && "$candidate" -c "import sys; assert sys.version_info[:2] == (3, 12)" 2>/dev/null; then
+        PY312="$candidate"; break
+    fi
+done
+if [ ! -x "$OSKEN_VENV/bin/python" ] && [ -n "$PY312" ]; then
+    say "installing os-ken 4.2.2 for Python 3.12 in $OSKEN_VENV (the controller app's os-ken check)"
+    "$PY312" -m venv "$OSKEN_VENV" && "$OSKEN_VENV/bin/pip" install -q os-ken==4.2.2 2>&1 | \
+        { grep -v "is ignored: it is neither" || true; } || rm -rf "$OSKEN_VENV"
+    "$OSKEN_VENV/bin/python" -c "import os_ken.ofproto.ofproto_v1_3_parser" 2>/dev/null || rm -rf "$OSKEN_VENV"
+fi
+
 if [ "$(id -u)" = 0 ]; then
     if ! ovs-vsctl -t 3 show >/dev/null 2>&1; then
         say "starting Open vSwitch (works without its kernel module)"

@@ -33,6 +33,7 @@ def test_a_tutorial_ddp_script_runs_on_loopback(tmp_path):
     r, s = launch(tmp_path, "--topo", "star:3", "--local")
     assert r.returncode == 0, r.stderr[-2000:]
     assert s["completed"] and s["exit_codes"] == {"0": 0, "1": 0, "2": 0}
+    assert s["provenance"]["command"].startswith("dmlbed launch ") and s["controller"] is None
     outputs = rank_outputs(tmp_path, 3)
     assert all(f"rank {i} done" in out for i, out in enumerate(outputs))
     assert len({re.search(r"parameters (\w+)", o).group(1) for o in outputs}) == 1  # DDP keeps replicas equal

@@ -1,14 +1,19 @@
 """Pure controller tests: every host pair has a loop-free rule path; BCube traffic stays on its level;
 the Ryu app builds correct OpenFlow 1.3 messages (fake datapath, real ofproto_parser)."""
 
-import pytest
-
+import json
+import os
 import random
+import subprocess
+import sys
+
+import pytest
 
 from controllers.rules import OFPP_CONTROLLER, compute_rules, ecmp_choice, ecmp_width
 from controllers.paths import follow_packet
 from emulation.spec.addressing import all_host_configs, bcube_path
 from emulation.spec.topology import parse
+from helpers import ROOT
 
 SPECS = ["bcube:2,1", "bcube:2,2", "bcube:3,2", "bcube:2,3", "bcube:4,2", "bcube:3,3", "fattree:4",
          "fattree:6", "star:2", "star:9", "tree:3,2,2", "tree:2,2,2,2", "tree:1,4", "tree:9"]
@@ -185,3 +190,27 @@ def test_bcube_flow_mod_matches_destination_mac():
     macs = {m.match.get("eth_dst"): m.instructions[0].actions[0].port
             for m in dp.sent if type(m).__name__ == "OFPFlowMod" and m.priority == 100}
     assert macs == {"02:00:01:00:00:01": 1, "02:00:01:00:00:04": 2, "02:00:01:00:00:07": 3}
+
+
+OSKEN_VENV = os.environ.get("DMLBED_OSKEN_VENV") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dmlbed", "os-ken-4.2.2-py3.12")
+OSKEN_PYTHON = os.path.join(OSKEN_VENV, "bin", "python")
+
+
+def flowmod_bytes(python, specs):
+    r = subprocess.run([python, os.path.join(ROOT, "tests", "flowmod_bytes.py"), *specs], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+@pytest.mark.skipif(not os.path.exists(OSKEN_PYTHON), reason="no Python 3.12 with os-ken (make setup installs it "
+                                                               "where a python3.12 exists)")
+def test_the_app_sends_the_same_flow_mods_under_os_ken_on_python_3_12():
+    """Ryu 4.34 cannot run on Python 3.12; os-ken, its maintained fork, can: dmlbed's app sends every switch of
+    bcube:3,2 and fattree:4 the same OpenFlow messages under both, byte for byte."""
+    specs = ["bcube:3,2", "fattree:4"]
+    ryu, osken = flowmod_bytes(sys.executable, specs), flowmod_bytes(OSKEN_PYTHON, specs)
+    assert ryu["library"] == "ryu" and osken["library"] == "os_ken" and osken["python"].startswith("3.12")
+    assert len(ryu["messages"]) == sum(len(parse(s).switches) for s in specs) and all(len(m) > 3 for m in ryu["messages"].values())
+    assert osken["messages"] == ryu["messages"]

@@ -22,6 +22,7 @@ from emulation.orchestration import fidelity, signals
 from emulation.orchestration.options import (Checked, OptionError, RunConfig, check_overlap, flag_of, option_of,
                                              validate)
 from emulation.orchestration.outputs import clear, output_folder, write_atomic
+from emulation.orchestration.provenance import provenance
 from emulation.orchestration.ranks import PROJECT, RankError, hosts_for, network_lock, rank_configs, real_bw
 from emulation.orchestration.sampling import CpuSampler, InterfaceSampler, switch_pid
 from emulation.orchestration.timeline import launch_trace
@@ -136,7 +137,8 @@ def _execute(job: LaunchJob, log: Callable[[str], None]) -> dict:
                                    "the script's own (DDP's all-reduce over gloo unless it registers a hook)"),
                "bw_mbps": checked.bw[0] if len(set(checked.bw)) == 1 else list(checked.bw),
                "shaped_mbps": list(real_bw(checked.bw, cfg)), "config": {"out": cfg.out, "topology": topo.spec,
-                                                                          "bw": cfg.bw, "local": cfg.local}}
+                                                                          "bw": cfg.bw, "local": cfg.local},
+               "provenance": provenance()}
     error, interruption, exit_codes, started, ended = None, None, {}, time.time(), None
     procs: Dict[int, subprocess.Popen] = {}
     cpu = CpuSampler(switch=None if cfg.local else switch_pid())
