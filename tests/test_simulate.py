@@ -315,6 +315,7 @@ def test_compare_simulates_with_the_ports_of_the_emulated_row_of_its_label(tmp_p
             "runs": [{"label": "x", "topo": "fattree:4", "algo": "ps", "ecmp": "hash", "ecmp_ports": "emulated"}]}
     entries = expand(data, str(tmp_path))
     assert entries[1]["config"].ecmp_ports == entries[0]["config"].out
+    assert entries[1]["job"].cfg.ecmp_ports == entries[0]["job"].cfg.out  # what the checked job will run
     with pytest.raises(ConfigError, match="needs an emulated run with the label 'x'"):
         expand({"runs": [{"label": "x", "topo": "fattree:4", "algo": "ps", "mode": "simulate",
                           "ecmp_ports": "emulated"}]}, str(tmp_path))

@@ -83,6 +83,7 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
             except ValueError as exc:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
+            cfg = job.cfg  # the configuration the checked job runs
             if cfg.mode == "simulate" and cfg.ecmp_ports == "emulated":
                 cfg.ecmp_ports = emulated_sibling(out, label, combo, where)
             out.append({"label": label, "sweep": combo, "config": cfg, "job": job})
