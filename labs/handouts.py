@@ -1,7 +1,7 @@
 """Run every lab's handout commands as a student would, then its checker, then the checker on a tampered file.
 
-`make benchmark` runs the handouts exactly as written; the test suite runs them with every `--iters N` cut to
-`--iters 2` (the same commands and checks, minutes fewer). Usage:
+`make benchmark` runs every handout exactly as written; the test suite runs two of them (tests/test_labs.py
+SUITE_LABS) with every `--iters N` cut to `--iters 2` (the same commands and checks, minutes fewer). Usage:
     .venv/bin/python labs/handouts.py [--iters N] [--only lab1-topologies,...] [--json]
 """
 
