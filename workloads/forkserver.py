@@ -18,7 +18,7 @@ import select
 import signal
 import sys
 import traceback
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 CLONE_NEWNET = 0x40000000
 PRELOAD = ("torch", "torch.distributed", "torch.nn.functional", "numpy", "workloads.worker", "workloads.bench_worker")

@@ -41,9 +41,9 @@ def plot(out_root: str, rows: List[dict], sweep_keys: List[str], curves: List[di
     import matplotlib.pyplot as plt
 
     paths = [spread(out_root, rows, sweep_keys, plt, "iteration_s", "iteration_median_s", None, "jct_s",
-                    "Iteration time (box: every iteration after warm-up; label: JCT)", "jct"),
+                    "Iteration time\n(box: every iteration after the warm-up; above it: the run's JCT)", "jct"),
              spread(out_root, rows, sweep_keys, plt, "gst_s", "gst_median_s", "gst_theory_s", None,
-                    "Gradient synchronization time (box: every iteration after warm-up; diamond: theory)", "gst")]
+                    "Gradient synchronization time\n(box: every iteration after the warm-up; diamond: theory)", "gst")]
     if any(r.get("forward_phase_s") is not None for r in rows):
         paths.append(plot_split(out_root, rows, plt))
     if curves:
@@ -59,7 +59,8 @@ def spread(out_root: str, rows: List[dict], sweep_keys: List[str], plt, column: 
     labels = list(dict.fromkeys(r["label"] for r in rows))
     groups = list(dict.fromkeys(tuple(r.get(k) for k in sweep_keys) for r in rows))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    width = 0.8 / max(1, len(labels))
+    by_label = not sweep_keys  # no sweep: a tick per run, named by its label
+    width = 0.6 if by_label else 0.8 / max(1, len(labels))
     handles = []
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(groups) * len(labels) + 2.5), 4.4))
     for li, label in enumerate(labels):
@@ -69,7 +70,7 @@ def spread(out_root: str, rows: List[dict], sweep_keys: List[str], plt, column: 
             values = iteration_values(match[0], column, fallback) if match else []
             if not values:
                 continue
-            x = gi + (li - (len(labels) - 1) / 2) * width
+            x = li if by_label else gi + (li - (len(labels) - 1) / 2) * width
             ax.boxplot([values], positions=[x], widths=width * 0.8, patch_artist=True, manage_ticks=False,
                        boxprops={"facecolor": colour, "alpha": 0.6}, medianprops={"color": colour, "linewidth": 2},
                        flierprops={"markersize": 3})
@@ -81,12 +82,13 @@ def spread(out_root: str, rows: List[dict], sweep_keys: List[str], plt, column: 
         handles.append(Patch(facecolor=colour, alpha=0.6, label=label))
     if theory:
         handles.append(Line2D([], [], marker="D", color="black", linestyle="", markersize=5, label="theory"))
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([group_name(sweep_keys, g) or "all runs" for g in groups], fontsize=8)
-    ax.set_xlim(-0.6, len(groups) - 0.4)
-    ax.set_xlabel(", ".join(sweep_keys) if sweep_keys else "run (colour)")
+    ticks = labels if by_label else [group_name(sweep_keys, g) for g in groups]
+    ax.set_xticks(range(len(ticks)))
+    ax.set_xticklabels(ticks, fontsize=8)
+    ax.set_xlim(-0.6, len(ticks) - 0.4)
+    ax.set_xlabel(", ".join(sweep_keys) if sweep_keys else "run")
     ax.set_ylabel("seconds")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.08)  # room for the labels above the boxes
     return save(fig, ax, plt, title, os.path.join(out_root, name), handles)
 
 
