@@ -7,8 +7,10 @@ import re
 import subprocess
 import sys
 
+import jsonschema
 import pytest
 
+from emulation.orchestration.schemas import schema
 from helpers import ROOT, run_dmlbed
 
 SCRIPT = os.path.join(ROOT, "tests", "scripts", "ddp_tutorial.py")
@@ -34,6 +36,7 @@ def test_a_tutorial_ddp_script_runs_on_loopback(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert s["completed"] and s["exit_codes"] == {"0": 0, "1": 0, "2": 0}
     assert s["provenance"]["command"].startswith("dmlbed launch ") and s["controller"] is None
+    jsonschema.Draft202012Validator(schema("launch")).validate(s)
     outputs = rank_outputs(tmp_path, 3)
     assert all(f"rank {i} done" in out for i, out in enumerate(outputs))
     assert len({re.search(r"parameters (\w+)", o).group(1) for o in outputs}) == 1  # DDP keeps replicas equal

@@ -96,8 +96,9 @@ class EmulatedNetwork:
             subprocess.run(["ovs-vsctl", "set", "open_vswitch", ".",
                             f"other_config:pmd-maxsleep={PMD_MAX_SLEEP_US}"], capture_output=True, check=True)
         choice = self.controller_choice
-        self.log(f"{'starting' if choice.kind != 'remote' else 'using'} controller "
-                 f"{' '.join(str(v) for v in choice.summary().values())} ({self.topo.spec}, datapath {self.datapath})")
+        which = {"remote": f"the controller at {choice.host}:{choice.port}", "app": f"your controller app {choice.app}"}
+        self.log(f"{'using' if choice.kind == 'remote' else 'starting'} {which.get(choice.kind, 'controller')} "
+                 f"({self.topo.spec}, datapath {self.datapath})")
         self.controller = make_controller(choice, self.topo, self.workdir, listen)
         pid = self.controller.start()
         if pid is not None:

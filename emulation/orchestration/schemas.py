@@ -1,6 +1,6 @@
-"""JSON Schemas (draft 2020-12) of a compare config and of a run's summary.json, generated from the one option table
-(options.described) and the paper-claim keys, so that editors and other tools can check what dmlbed reads and
-writes (`dmlbed schema config|summary`)."""
+"""JSON Schemas (draft 2020-12) of a compare config, of a run's or a simulation's summary.json and of a launch's,
+generated from the one option table (options.described) and the paper-claim keys, so that editors and other tools
+can check what dmlbed reads and writes (`dmlbed schema config|summary|launch`)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,22 @@ def summary_schema() -> dict:
             "properties": {**head, **measured}, "required": sorted(head) + ["iterations", "gst_median_s", "completed"]}
 
 
-SCHEMAS = {"config": config_schema, "summary": summary_schema}
+def launch_schema() -> dict:
+    """summary.json of `dmlbed launch`: the user's command on every host, how it synchronized, what it measured and
+    where it came from (a script has no algorithm or model of dmlbed's, hence its own schema)."""
+    maybe_text = {"type": ["string", "null"]}
+    properties = {"topology": TEXT, "command": TEXT, "cwd": TEXT, "ranks": COUNT, "algo": maybe_text,
+                  "synchronization": TEXT, "bw_mbps": {"anyOf": [NUMBER, {"type": "array", "items": NUMBER}]},
+                  "shaped_mbps": {"type": "array", "items": NUMBER}, "config": {"type": "object"},
+                  "provenance": provenance_schema(), "completed": {"type": "boolean"}, "error": maybe_text,
+                  "exit_codes": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
+                  "wall_s": {"type": ["number", "null"]}, "fidelity": {"type": "object"},
+                  "controller": {"type": ["object", "null"]}}
+    return {"$schema": DRAFT, "title": "dmlbed launch summary.json", "type": "object", "properties": properties,
+            "required": sorted(set(properties) - {"controller"})}
+
+
+SCHEMAS = {"config": config_schema, "summary": summary_schema, "launch": launch_schema}
 
 
 def schema(name: str) -> dict:
