@@ -49,3 +49,12 @@ def test_bad_input_is_one_line_exit_2(args, fragment):
     assert r.stdout == ""
     after = os.listdir("/run/dmlbed") if os.path.isdir("/run/dmlbed") else []
     assert after == before  # nothing started
+
+
+def test_every_commands_help_prints(capsys):
+    from emulation.orchestration.cli import build_parser
+    from emulation.orchestration.commands import COMMANDS
+    for command in [c.name for c in COMMANDS]:
+        with pytest.raises(SystemExit) as exit:
+            build_parser().parse_args([command, "--help"])
+        assert exit.value.code == 0 and f"usage: dmlbed {command}" in capsys.readouterr().out, command

@@ -181,7 +181,8 @@ class EmulatedNetwork:
             self._run_in(spec_host.name, cmds)
         self.tcp_report = self._read_tcp(self.topo.hosts[0].name)
         wanted = {"slow_start_after_idle": self.tcp.slow_start_after_idle, "tsq_bytes": self.tcp.tsq_bytes,
-                  "rto_min_on_routes": bool(self.tcp.rto_min_ms), "mtu": self.tcp.mtu}
+                  "rto_min_on_routes": bool(self.tcp.rto_min_ms), "quickack_on_routes": self.tcp.quickack,
+                  "mtu": self.tcp.mtu}
         if any(self.tcp_report[k] != v for k, v in wanted.items()):
             raise NetworkError(f"host TCP settings did not apply: {self.tcp_report}")
 
@@ -194,6 +195,7 @@ class EmulatedNetwork:
         out["mtu"] = int(h.cmd(f"cat /sys/class/net/{self.topo.node(host).interfaces[0].name}/mtu").strip() or 0)
         routes = h.cmd("ip route show").splitlines()
         out["rto_min_on_routes"] = sum("rto_min" in r for r in routes) == len(routes) and bool(routes)
+        out["quickack_on_routes"] = sum("quickack 1" in r for r in routes) == len(routes) and bool(routes)
         return out
 
     def _configure_shapers(self) -> None:

@@ -120,6 +120,8 @@ class CommonConfig:
                          choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     rto_min: int = option(TcpSettings.rto_min_ms, "minimum TCP retransmission timeout on host routes, ms "
                           "(0 = the kernel's 200 ms)", kind=int, low=0, high=1000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
+    quickack: bool = option(TcpSettings.quickack, "hosts ACK every segment at once (no delayed ACKs) on their routes",
+                            kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     tsq: int = option(TcpSettings.tsq_bytes, "TCP Small Queues bytes per socket in a host's NIC queue",
                       kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     socket_buffer: int = option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
@@ -239,7 +241,7 @@ def add_arguments(parser, command: str, skip: Iterable[str] = ()) -> None:
     for name, opt, default in described():
         if command not in opt.commands or name in skip:
             continue
-        text = opt.help + (f" ({' | '.join(opt.choices)})" if opt.choices else "")
+        text = (opt.help + (f" ({' | '.join(opt.choices)})" if opt.choices else "")).replace("%", "%%")  # argparse
         if opt.kind is bool:
             parser.add_argument(flag_of(name, opt), dest=name, action="store_true", help=text)
         else:
@@ -480,7 +482,7 @@ def tcp_settings(cfg: RunConfig) -> TcpSettings:
     timers are not stretched, so the minimum RTO is set F times longer: --rto-min is in emulated time (5 ms
     real at F = 6 is 0.8 ms emulated, and its spurious timeouts idled the links)."""
     return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=int(round(cfg.rto_min * cfg.dilation)),
-                       tsq_bytes=cfg.tsq,
+                       quickack=cfg.quickack, tsq_bytes=cfg.tsq,
                        host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue,
                        socket_buffer_bytes=cfg.socket_buffer, mtu=cfg.mtu)
 

@@ -40,6 +40,7 @@ class TcpSettings:
 
     congestion_control: set on every socket dmlbed opens (the machine's default is not inherited);
     rto_min_ms: minimum retransmission timeout on every host route (the kernel's default is 200 ms);
+    quickack: every host route ACKs each segment at once (the route's quickack) instead of delaying ACKs;
     slow_start_after_idle: whether cwnd collapses after idle (off: steps that pause do not restart slowly);
     tsq_bytes: TCP Small Queues limit per socket (net.ipv4.tcp_limit_output_bytes): how much one socket
         may hold in its host's queue, so a host's own NIC queue pushes back instead of dropping;
@@ -53,6 +54,7 @@ class TcpSettings:
 
     congestion_control: str = "cubic"
     rto_min_ms: int = 5
+    quickack: bool = False
     slow_start_after_idle: bool = False
     tsq_bytes: int = 65536
     host_queue_packets: int = 1000
@@ -70,8 +72,9 @@ class TcpSettings:
                 f"sysctl -qw net.ipv4.tcp_wmem='4096 131072 {max(self.socket_buffer_bytes, 131072)}'"]
 
     def route_options(self) -> str:
-        """Options appended to every host route ('' keeps the kernel's 200 ms minimum RTO)."""
-        return f"rto_min {self.rto_min_ms}ms" if self.rto_min_ms else ""
+        """Options appended to every host route ('' keeps the kernel's 200 ms minimum RTO and delayed ACKs)."""
+        return " ".join(([f"rto_min {self.rto_min_ms}ms"] if self.rto_min_ms else []) +
+                        (["quickack 1"] if self.quickack else []))
 
     def to_dict(self) -> Dict[str, object]:
         """JSON-ready form (recorded in summary.json and net --check reports)."""
