@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 DMLBED := .venv/bin/dmlbed
 
-.PHONY: setup demo test test-fast benchmark clean
+.PHONY: setup demo test test-fast benchmark vm-test clean
 
 setup:
 	@bash scripts/setup.sh
@@ -22,6 +22,10 @@ benchmark: setup
 	$(PY) scripts/scale.py --out results/scale
 	$(PY) labs/handouts.py
 	$(DMLBED) bench --topo star:4 --algo ring,ps --sizes 1M:64M:x4 --bw 100 --out results/bench --force
+
+# A Debian 12 VM (debootstrap, provisioned by setup.sh) boots under QEMU and runs dmlbed on the kernel datapath.
+vm-test: setup
+	$(PY) scripts/vm_test.py --out results/vm-test
 
 clean:
 	-$(DMLBED) clean

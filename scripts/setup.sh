@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES="mininet openvswitch-switch iperf3 ethtool iputils-ping iproute2 python3-venv python3-dev openssh-client openssh-server sudo"
 VENV=.venv
+TORCH_CPU_INDEX="${DMLBED_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
 say() { printf '[setup] %s\n' "$*"; }
 
 missing=""
@@ -28,6 +29,21 @@ stamp="$VENV/.requirements-$(cat requirements.txt setup.py | sha1sum | cut -c1-1
 if [ ! -f "$stamp" ]; then
     say "installing pinned Python dependencies (requirements.txt)"
     # pip's notes about absent local index folders are noise on these machines.
+    # PyPI's Linux torch is the CUDA build (several GB of nvidia packages). The CPU build comes from a local wheel
+    # (pip's find-links, as on the machines dmlbed is developed on) or else from PyTorch's own CPU index.
+    torch_pin=$(grep -E '^torch==' requirements.txt)
+    if ! "$VENV/bin/pip" install -q --no-index --no-deps "$torch_pin" >/dev/null 2>&1; then
+        say "no local $torch_pin wheel: installing PyTorch's CPU build from $TORCH_CPU_INDEX"
+        "$VENV/bin/pip" install -q --no-deps --index-url "$TORCH_CPU_INDEX" "$torch_pin+cpu"
+    fi
+    # Ryu 4.34 ships only a setup.py that reads setuptools' easy_install.get_script_args, which setuptools 68
+    # removed: build it with an older setuptools first, before torch's dependencies bring a newer one. (Machines
+    # with a ryu wheel in pip's cache never build it, which hid this.)
+    if ! "$VENV/bin/python" -c "import ryu" 2>/dev/null; then
+        "$VENV/bin/pip" install -q "setuptools<68" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+        "$VENV/bin/pip" install -q $(grep -E '^(ryu|eventlet|dnspython)==' requirements.txt) 2>&1 | \
+            { grep -v "is ignored: it is neither" || true; }
+    fi
     "$VENV/bin/pip" install -q -r requirements.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
     "$VENV/bin/pip" install -q --no-deps --no-build-isolation -e . 2>&1 | { grep -v "is ignored: it is neither" || true; }
     "$VENV/bin/python" -c "import torch, ryu, mininet, numpy, yaml, scipy, matplotlib" \
@@ -52,7 +68,8 @@ if [ ! -x "$OSKEN_VENV/bin/python" ] && [ -n "$PY312" ]; then
     "$OSKEN_VENV/bin/python" -c "import os_ken.ofproto.ofproto_v1_3_parser" 2>/dev/null || rm -rf "$OSKEN_VENV"
 fi
 
-if [ "$(id -u)" = 0 ]; then
+# DMLBED_SETUP_START_OVS=0: provisioning an image in a chroot (scripts/vm_test.py), where no service may start.
+if [ "$(id -u)" = 0 ] && [ "${DMLBED_SETUP_START_OVS:-1}" != 0 ]; then
     if ! ovs-vsctl -t 3 show >/dev/null 2>&1; then
         say "starting Open vSwitch (works without its kernel module)"
         /usr/share/openvswitch/scripts/ovs-ctl start >/dev/null 2>&1 || true

@@ -1,8 +1,10 @@
 """Helpers shared by tests: run the CLI as a user would."""
 
 import os
+import socket
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,3 +58,15 @@ def kill_worker_midway(out_dir, rank, args, start_timeout=120):
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stderr[-2000:]
     return json.loads(stdout), time.monotonic() - start
+
+
+def wait_listening(port, timeout=30):
+    """Wait until something accepts TCP connections on 127.0.0.1:port (a controller starting)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.2)
+    return False

@@ -4,15 +4,13 @@ Vagrant VM definition (validated where vagrant is installed)."""
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
 from emulation.net.controller import free_ports
-from helpers import ROOT
+from helpers import ROOT, wait_listening
 
 VENV_BIN = os.path.dirname(sys.executable)
 
@@ -45,13 +43,7 @@ def test_mn_custom_under_the_project_controller(spec, mn_topo, tmp_path):
                            env=dict(os.environ, DMLBED_TOPOLOGY=spec, DMLBED_STATUS=str(status)),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_listening(port)
         r = subprocess.run(["mn", "--custom", "emulation/net/topos.py", "--topo", mn_topo,
                             "--controller", f"remote,ip=127.0.0.1,port={port}",
                             "--switch", "ovs,datapath=user,protocols=OpenFlow13", "--link", "tc,bw=10",

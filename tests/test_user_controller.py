@@ -5,16 +5,14 @@ the results say which controller ran."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from emulation.net.controller import free_ports
-from helpers import ROOT, run_dmlbed
+from helpers import ROOT, run_dmlbed, wait_listening
 from test_emulation import leftovers
 
 pytestmark = pytest.mark.emulation
@@ -49,13 +47,7 @@ def learning_switch_controller(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "controllers.launch", "--ofp-listen-host", "127.0.0.1",
                              "--ofp-tcp-listen-port", str(port), "ryu.app.simple_switch_13"], cwd=ROOT,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.2)
+    wait_listening(port)
     yield proc, port
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=10)
