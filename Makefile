@@ -18,6 +18,7 @@ test-fast: setup
 
 benchmark: setup
 	$(PY) scripts/benchmark.py --out results/benchmark
+	$(PY) scripts/benchmark.py --low-rate-only --out results/benchmark-low-rate
 	$(PY) scripts/soak.py --runs 20 --out results/soak
 	$(PY) scripts/scale.py --out results/scale
 	$(PY) labs/handouts.py

@@ -59,6 +59,12 @@ OVERLAP_RUNS = {  # key: (topology, algorithm, model, bandwidth, iterations, ext
 # Rank start-up: each topology's ranks forked from the fork server and started as their own interpreters (as before
 # it), LeNet-5 at 100 Mbit/s; per-rank memory (PSS at the first iteration, the fork server's share counted in).
 RANK_START_RUNS = {"star:9": "ps", "bcube:3,2": "bml"}
+# Low rates, where laptop VMs and teaching labs run: PS on star:9 (LeNet-5, --compute-time 0.3, 12 iterations),
+# five runs at each rate, every run judged on its own (the spread must not depend on the run).
+LOW_RATES = ("25", "10")
+LOW_RATE_REPEATS = 5
+LOW_RATE_MAX_CV = 0.05
+LOW_RATE_MAX_SPURIOUS = 1.0  # spurious RTOs per worker and iteration
 RATIO_RUNS = ("ps-100", "ring-100", "bml-100", "ps-25", "ring-25", "bml-25")
 QUICK_RUNS = ("ps-100-dilated", "bml-100", "overloaded-fattree")
 
@@ -127,6 +133,37 @@ def rank_start_runs(out: str, log) -> dict:
     return found
 
 
+def low_rate_runs(out: str, iters: int, log) -> dict:
+    """LOW_RATE_REPEATS runs of PS on star:9 at each of LOW_RATES: per run GST/theory, CV, spurious RTOs, verdict."""
+    found = {}
+    for bw in LOW_RATES:
+        for i in range(LOW_RATE_REPEATS):
+            cfg = RunConfig(topology="star:9", algo="ps", model="lenet5", batch=32, iters=iters, bw=bw,
+                            compute_time=COMPUTE_TIME, out=os.path.join(out, "low-rate", f"ps-{bw}-{i + 1}"), force=True)
+            s = run(cfg, log=log, progress=True)
+            f = s["fidelity"]
+            found.setdefault(bw, []).append({"gst_ratio": s["gst_ratio"], "gst_cv": cv(s), "correct": s["correct"],
+                                             "spurious_rto_per_worker_iteration": f.get("spurious_rto_per_worker_iteration"),
+                                             "rto_timeouts": (f.get("tcp_totals") or {}).get("rto_timeouts"),
+                                             "fidelity": f["verdict"], "cause": f.get("cause")})
+            r = found[bw][-1]
+            log(f"low rate ps star:9 at {bw} Mbit/s, run {i + 1}: GST/theory {r['gst_ratio']:.3f}, CV {r['gst_cv']:.3f}, "
+                f"{r['spurious_rto_per_worker_iteration']} spurious RTOs per worker-iteration, {r['fidelity']}")
+    return found
+
+
+def low_rate_targets(found: dict) -> dict:
+    """Every low-rate run steady and free of spurious timeouts."""
+    targets = {}
+    for bw, runs in found.items():
+        targets[f"low rate ps star:9 at {bw}: every run GST CV <= {LOW_RATE_MAX_CV}"] = \
+            all(r["gst_cv"] is not None and r["gst_cv"] <= LOW_RATE_MAX_CV for r in runs)
+        targets[f"low rate ps star:9 at {bw}: every run < {LOW_RATE_MAX_SPURIOUS:g} spurious RTO per worker-iteration"] = \
+            all((r["spurious_rto_per_worker_iteration"] or 0) < LOW_RATE_MAX_SPURIOUS for r in runs)
+        targets[f"low rate ps star:9 at {bw}: every run correct"] = all(r["correct"] for r in runs)
+    return targets
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="results/benchmark")
@@ -134,6 +171,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="3 iterations of the PS and BML runs at 100 (dilated) and the overloaded run (the test suite)")
     ap.add_argument("--only", help="comma-separated run keys")
     ap.add_argument("--rank-start-only", action="store_true", help="only the rank start-up comparison")
+    ap.add_argument("--low-rate-only", action="store_true", help=f"only the low-rate runs ({LOW_RATE_REPEATS} x PS "
+                    f"star:9 at {' and '.join(LOW_RATES)} Mbit/s)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     keys = [k for k in RUNS if not args.quick or k in QUICK_RUNS]
@@ -141,10 +180,12 @@ def main() -> int:
         keys = [k for k in keys if k in args.only.split(",")]
     summaries, started = {}, time.time()
     log = lambda m: print(f"[benchmark] {m}", file=sys.stderr)  # noqa: E731
-    starts = {} if args.quick or args.only else rank_start_runs(args.out, log)
-    if args.rank_start_only:
+    one_part = args.quick or args.only or args.rank_start_only or args.low_rate_only
+    starts = {} if args.quick or args.only or args.low_rate_only else rank_start_runs(args.out, log)
+    if args.rank_start_only or args.low_rate_only:
         keys = []
-    overlap = {} if args.quick or args.only or args.rank_start_only else overlap_runs(args.out, log)
+    overlap = {} if one_part else overlap_runs(args.out, log)
+    low_rate = low_rate_runs(args.out, args.iters, log) if args.low_rate_only else {}  # make benchmark: its own line
     for key in keys:
         topo, algo, bw, extra = RUNS[key]
         extra = dict(extra)
@@ -154,7 +195,7 @@ def main() -> int:
         cfg = RunConfig(topology=topo, algo=algo, model="lenet5", batch=32, iters=iters, bw=bw,
                         compute_time=compute, out=os.path.join(args.out, key), force=True, **extra)
         summaries[key] = run(cfg, log=log, progress=True)
-    full = not (args.quick or args.only or args.rank_start_only)
+    full = not one_part
     net = net_check(args.out) if full else None
     net50 = net_check(args.out, "50") if full else None
     report = {"compute_time_s": COMPUTE_TIME, "dilated_compute_time_s": DILATED_COMPUTE_TIME, "dilation_for_bml_100": DILATION, "iterations": args.iters,
@@ -191,6 +232,9 @@ def main() -> int:
             runs["ps-100-dilated-overlap"]["jct_s"]
         report["bml_vs_ps_jct_reduction"] = {"without overlap": report.get("bml_jct_reduction_vs_ps"),
                                              "with overlap (1 MiB buckets)": report["bml_jct_reduction_vs_ps_overlap"]}
+    if low_rate:
+        report["low_rate"] = low_rate
+        targets.update(low_rate_targets(low_rate))
     if overlap:
         report["overlap"] = overlap
         for key, pair in overlap.items():

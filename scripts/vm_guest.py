@@ -18,9 +18,10 @@ def emit(step: str, **fields) -> None:
     print(f"{MARK} {json.dumps({'step': step, **fields})}", flush=True)
 
 
-def sh(*cmd: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    """Run a command, keeping its output."""
-    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+def sh(*cmd: str, timeout: float = 1800, progress: bool = False) -> subprocess.CompletedProcess:
+    """Run a command, keeping its output (with progress: its stderr goes to the console as it comes)."""
+    return subprocess.run(list(cmd), stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE,
+                          text=True, timeout=timeout)
 
 
 def qdisc_works(*spec: str) -> bool:
@@ -67,14 +68,12 @@ def demo_fits() -> dict:
 def dmlbed(step: str, *args: str, timeout: float = 1800) -> dict:
     """Run one dmlbed command with --json; report its exit, time and JSON."""
     start = time.monotonic()
-    r = sh(DMLBED, *args, "--json", timeout=timeout)
+    r = sh(DMLBED, *args, "--json", timeout=timeout, progress=True)
     result = {"rc": r.returncode, "seconds": round(time.monotonic() - start, 1)}
     try:
         result["json"] = json.loads(r.stdout)
     except ValueError:
         result["stdout_tail"] = r.stdout[-1500:]
-    if r.returncode:
-        result["stderr_tail"] = r.stderr[-1500:]
     emit(step, **result)
     return result
 

@@ -145,7 +145,7 @@ def test_loopback_runs_are_not_measured():
 
 
 def test_tcp_settings_are_namespace_commands_and_route_options():
-    tcp = TcpSettings(congestion_control="cubic", rto_min_ms=5, tsq_bytes=65536)
+    tcp = TcpSettings(congestion_control="cubic", rto_min_ms=5, tsq_bytes=65536, quickack=False)
     cmds = tcp.sysctl_commands()
     assert not any("congestion_control" in c for c in cmds)  # set per socket: see TcpSettings
     assert "sysctl -qw net.ipv4.tcp_limit_output_bytes=65536" in cmds
@@ -154,7 +154,9 @@ def test_tcp_settings_are_namespace_commands_and_route_options():
     routes = [c for c in config_commands(all_host_configs(topo)["h0"], tcp.route_options()) if "ip route" in c]
     assert routes and all(c.endswith("rto_min 5ms") for c in routes)
     assert any("10.0.0.0/16" in c for c in routes)  # the connected subnet routes too
-    assert TcpSettings(rto_min_ms=0).route_options() == ""
+    assert TcpSettings(rto_min_ms=0, quickack=False).route_options() == ""
+    assert TcpSettings(rto_min_ms=5, quickack=True).route_options() == "rto_min 5ms quickack 1"
+    assert TcpSettings(rto_min_ms=0, quickack=True).route_options() == "quickack 1"
     assert wire_bytes(1448, 1500) == pytest.approx(1514)
 
 
