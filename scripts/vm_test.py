@@ -286,6 +286,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--rebuild", action="store_true", help="rebuild the guest's base even if cached")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds the guest may take")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the guest and the chroot's mounts are cleaned up
     if os.geteuid() != 0:
         print("vm-test: needs root (debootstrap, chroot): run it with sudo", file=sys.stderr)
         return 2
