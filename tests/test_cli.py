@@ -58,3 +58,14 @@ def test_every_commands_help_prints(capsys):
         with pytest.raises(SystemExit) as exit:
             build_parser().parse_args([command, "--help"])
         assert exit.value.code == 0 and f"usage: dmlbed {command}" in capsys.readouterr().out, command
+
+
+def test_reproduce_help_names_every_paper_config(capsys):
+    from emulation.orchestration import compare
+    from emulation.orchestration.cli import build_parser
+    from emulation.orchestration.commands import CONFIGS
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["reproduce", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # argparse wraps at hyphens
+    names = compare.reproducible(CONFIGS)
+    assert len(names) >= 10 and all(name in help_text for name in names)

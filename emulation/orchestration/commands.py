@@ -249,8 +249,7 @@ class Reproduce(Command):
     name, help = "reproduce", "run a paper's config and print the paper's values beside ours"
 
     def arguments(self, parser):
-        parser.add_argument("name", nargs="?", help="bml-fig5, bml-fig6, terngrad, blueconnect, pflow, ibatch "
-                                                    "(see --list)")
+        parser.add_argument("name", nargs="?", help=f"{', '.join(compare.reproducible(CONFIGS))} (see --list)")
         parser.add_argument("--list", action="store_true", help="list the paper configs")
         matrix_arguments(parser, "reproduction")
 
@@ -275,8 +274,9 @@ class Reproduce(Command):
 
     def show(self, result):
         if "list" in result:
+            width = max(map(len, result["list"]), default=0) + 2
             for name, path in result["list"].items():
-                print(f"{name:<12} {os.path.relpath(path)}")
+                print(f"{name:<{width}}{os.path.relpath(path)}")
             return
         render.print_paper(result)
         print(f"\nevery run: {result['out']}/comparison.csv (paper.csv holds the table above)")
