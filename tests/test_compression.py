@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from workloads.compression import CodecError, PackedIntCodec, TernGrad, clip, ternarize, width_for
+from workloads.compression import (CodecError, PackedIntCodec, TernGrad, clip, pack_words, ternarize, unpack_words,
+                                  width_for)
 
 
 def test_ternarize_is_unbiased():
@@ -86,6 +87,23 @@ def test_random_sums_round_trip_at_every_width():
         assert data[0] == int(np.ceil(np.log2(2 * workers + 1)))
         assert len(data) == 1 + -(-1001 * data[0] // 8)  # exactly w bits per value, rounded up to bytes
         assert np.array_equal(codec.decode(data, 1001), arr)
+
+
+@pytest.mark.parametrize("width", range(2, 8))
+def test_word_packing_is_the_little_endian_bit_stream(width):
+    rng = np.random.default_rng(width)
+    for count in (1, 7, 8, 9, 63, 1000):
+        offset = rng.integers(0, 2 ** width, count)
+        bits = ((offset[:, None] >> np.arange(width)) & 1).astype(np.uint8).reshape(-1)
+        stream = np.packbits(bits, bitorder="little").tobytes()
+        assert pack_words(offset, width) == stream
+        assert np.array_equal(unpack_words(np.frombuffer(stream, np.uint8), count, width), offset)
+
+
+def test_a_short_message_is_refused():
+    data = PackedIntCodec().encode(np.array([3, -3, 1, 0, 2], np.float32))  # 3 bits each: 2 bytes
+    with pytest.raises(CodecError, match="expected 9"):
+        PackedIntCodec().decode(data, 9)
 
 
 def test_terngrad_theory_scales_the_formula_by_the_wire_fraction():

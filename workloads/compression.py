@@ -124,6 +124,36 @@ def terngrad_wire_fraction(plan, piece_elems: Sequence[int]) -> float:
     return wire[busiest] / fp32[busiest]
 
 
+def pack_words(offset: np.ndarray, w: int) -> bytes:
+    """Values below 2**w (w <= 8) as a little-endian bit stream, 8 values per w bytes: each group of 8 is
+    or-ed into one 64-bit word whose low w bytes are the group's bytes (what np.packbits(bitorder="little") of
+    every value's w bits gives, at a tenth of its time for odd widths)."""
+    count = len(offset)
+    groups = -(-count // 8)
+    padded = np.zeros(groups * 8, np.uint64)
+    padded[:count] = offset
+    padded = padded.reshape(groups, 8)
+    words = np.zeros(groups, np.uint64)
+    for j in range(8):
+        words |= padded[:, j] << np.uint64(j * w)
+    body = words.astype("<u8").view(np.uint8).reshape(groups, 8)[:, :w].reshape(-1)
+    return body[:-(-count * w // 8)].tobytes()
+
+
+def unpack_words(body: np.ndarray, count: int, w: int) -> np.ndarray:
+    """The inverse of pack_words: `count` values of w <= 8 bits from a little-endian bit stream."""
+    groups = -(-count // 8)
+    padded = np.zeros(groups * w, np.uint8)
+    padded[:len(body[:groups * w])] = body[:groups * w]
+    words = np.zeros((groups, 8), np.uint8)
+    words[:, :w] = padded.reshape(groups, w)
+    words = words.view("<u8").reshape(-1)
+    out = np.empty((groups, 8), np.int32)
+    for j in range(8):
+        out[:, j] = (words >> np.uint64(j * w)) & np.uint64(2 ** w - 1)
+    return out.reshape(-1)[:count]
+
+
 class PackedIntCodec:
     """Wire codec for float32 arrays holding small integers: 1 header byte (width), then packed values."""
 
@@ -140,14 +170,9 @@ class PackedIntCodec:
             body = offset.astype("<u2").tobytes()
         elif w == 8:
             body = offset.astype(np.uint8).tobytes()
-        elif 8 % w == 0:  # 2 or 4 bits: whole values per byte
-            per = 8 // w
-            u = offset.astype(np.uint8)
-            pad = (-len(u)) % per
-            u = np.concatenate([u, np.zeros(pad, np.uint8)]).reshape(-1, per)
-            shifts = np.arange(per, dtype=np.uint8) * w
-            body = np.bitwise_or.reduce(u << shifts, axis=1).astype(np.uint8).tobytes()
-        else:  # any other width: a little-endian bit stream
+        elif w < 8:
+            body = pack_words(offset, w)
+        else:  # 9 to 15 bits (sums of over 127 ternaries): a little-endian bit stream
             bits = ((offset.astype(np.uint32)[:, None] >> np.arange(w, dtype=np.uint32)) & 1).astype(np.uint8)
             body = np.packbits(bits.reshape(-1), bitorder="little").tobytes()
         return bytes([w]) + body
@@ -160,10 +185,10 @@ class PackedIntCodec:
             u = np.frombuffer(data, dtype="<u2", offset=1)[:count].astype(np.int32)
         elif w == 8:
             u = body[:count].astype(np.int32)
-        elif w in (2, 4):
-            per = 8 // w
-            shifts = np.arange(per, dtype=np.uint8) * w
-            u = ((body[:, None] >> shifts) & (2 ** w - 1)).reshape(-1)[:count].astype(np.int32)
+        elif w in WIDTHS and w < 8:
+            if len(body) < -(-count * w // 8):
+                raise CodecError(f"message holds {len(body) * 8 // w} values, expected {count}")
+            u = unpack_words(body, count, w)
         elif w in WIDTHS:
             bits = np.unpackbits(body, bitorder="little")[:count * w]
             if len(bits) != count * w:
