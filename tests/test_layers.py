@@ -115,9 +115,10 @@ def test_only_the_registry_names_algorithms():
 # Orchestration: commands side by side over shared plumbing. A command module runs one `dmlbed` command; the
 # harness (cli, commands) may import every command, compare may import the two it runs, nothing else imports a
 # command (a helper two commands need lives in a plumbing module).
-COMMAND_MODULES = {"experiment", "simulate", "compare", "bench", "calibrate", "netcheck", "theory", "launch"}
+COMMAND_MODULES = {"experiment", "simulate", "compare", "bench", "calibrate", "netcheck", "theory", "launch",
+                   "reproduce_all"}
 HARNESS = {"cli", "commands", "api"}
-COMMAND_IMPORTS = {"compare": {"experiment", "simulate"}}
+COMMAND_IMPORTS = {"compare": {"experiment", "simulate"}, "reproduce_all": {"compare"}}  # matrices of matrices
 
 
 def project_imports(module: str, path: str):

@@ -9,8 +9,8 @@ import json
 import os
 from typing import List
 
-from emulation.orchestration import (bench, calibrate, compare, experiment, launch, netcheck, render, schemas, simulate,
-                                     theory)
+from emulation.orchestration import (bench, calibrate, compare, experiment, launch, netcheck, render, reproduce_all,
+                                     schemas, simulate, theory)
 from emulation.orchestration.options import (BENCH, CALIBRATE, LAUNCH, NET, RUN, SIMULATE, THEORY, OptionError,
                                              add_arguments, check_values, from_args)
 from workloads.algorithms import ALGORITHMS
@@ -251,25 +251,33 @@ class Reproduce(Command):
     def arguments(self, parser):
         parser.add_argument("name", nargs="?", help=f"{', '.join(compare.reproducible(CONFIGS))} (see --list)")
         parser.add_argument("--list", action="store_true", help="list the paper configs")
+        parser.add_argument("--all", action="store_true", help="run every paper config, one after another, and "
+                            "write one table of every claim (papers.md, papers.csv)")
         matrix_arguments(parser, "reproduction")
 
     def prepare(self, args):
         configs = compare.reproducible(CONFIGS)
         if args.list:
             return configs
+        if args.all:
+            if args.name:
+                raise OptionError("--all runs every paper config: give either --all or a name, not both")
+            return reproduce_all.prepare_all(configs, args.out, args.local, args.force, args.wait)
         if not args.name:
-            raise OptionError(f"a name is required: {', '.join(configs)} (or --list)")
+            raise OptionError(f"a name is required: {', '.join(configs)} (or --all, or --list)")
         if args.name not in configs:
             raise OptionError(f"no paper config named '{args.name}': valid are {', '.join(configs)}")
         return compare.prepare(configs[args.name], args.out, args.local, args.force, args.wait,
                                kind="reproduce")
 
     def needs_root(self, job):
-        return isinstance(job, compare.CompareJob) and job.emulated
+        return isinstance(job, (compare.CompareJob, reproduce_all.AllJob)) and job.emulated
 
     def execute(self, job, args):
         if isinstance(job, dict):
             return {"list": job}
+        if isinstance(job, reproduce_all.AllJob):
+            return reproduce_all.execute_all(job, log=render.log, progress=not args.json)
         return dict(compare.execute(job, log=render.log, progress=not args.json), reproduced=args.name)
 
     def show(self, result):
@@ -278,12 +286,19 @@ class Reproduce(Command):
             for name, path in result["list"].items():
                 print(f"{name:<{width}}{os.path.relpath(path)}")
             return
+        if "claims" in result:
+            render.print_claim_counts(result["claims"])
+            print(f"\nevery claim: {result['out']}/papers.md (the README's table) and papers.csv; each config's "
+                  f"runs in its own folder there")
+            return
         render.print_paper(result)
         print(f"\nevery run: {result['out']}/comparison.csv (paper.csv holds the table above)")
 
     def as_json(self, result):
         if "list" in result:
             return result["list"]
+        if "claims" in result:
+            return {"out": result["out"], "claims": result["claims"], "configs": result["configs"]}
         return {"name": result["reproduced"], "out": result["out"], "paper": result["paper"],
                 "source": result.get("source")}
 

@@ -235,7 +235,7 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     claims = paper.table(job.claims, rows, sweep_keys)
     if claims:
         write_table(os.path.join(out_root, "paper.csv"), claims, ["what", "kind", *sweep_keys, "paper", "ours",
-                                                                  "ours_over_paper", "verdict", "agrees", "why"])
+                                                                  "ours_over_paper", "verdict", "agrees", "how", "why"])
     pairs = sim_vs_emu(rows, sweep_keys)
     if pairs:
         write_table(os.path.join(out_root, "sim_vs_emu.csv"), pairs, list(pairs[0]))

@@ -127,7 +127,7 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
         common = {"what": c["what"], "kind": c["kind"], "from": c["from"], "quote": c.get("quote", "")}
         if "out_of_reach" in c:
             out.append({**common, "paper": str(c.get("paper", "")), "ours": None, "ours_over_paper": None,
-                        "agrees": None, "verdict": OUT_OF_REACH, "why": c["out_of_reach"]})
+                        "agrees": None, "verdict": OUT_OF_REACH, "why": c["out_of_reach"], "how": ""})
             continue
         for g in groups:
             group = dict(zip(sweep_keys, g))
@@ -142,7 +142,18 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
                 over = None if value is None or not paper else value / paper
                 agrees = None if over is None else abs(over - 1.0) <= 0.10
                 shown = f"{paper:g}"
+            row = next(r for r in rows if r["label"] == c["row"] and all(r.get(k) == v for k, v in group.items()))
             out.append({**common, **group, "paper": shown, "ours": value, "ours_over_paper": over,
                         "agrees": agrees, "verdict": verdict(agrees),
-                        "why": c.get("why", "") if agrees is False else ""})
+                        "why": c.get("why", "") if agrees is False else "", "how": how_obtained(row)})
     return out
+
+
+def how_obtained(row: dict) -> str:
+    """Where a row's value came from: simulated, measured on loopback, or measured on the emulated network
+    (with its fidelity verdict)."""
+    if row.get("mode") == "simulate":
+        return "simulated"
+    if row.get("fidelity") in (None, "not measured"):
+        return "measured (loopback)"
+    return f"measured (emulated, {row['fidelity']})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List
+from typing import Dict, List
 
 from emulation.orchestration.fidelity import one_line
 from emulation.orchestration.paper import OUT_OF_REACH
@@ -257,12 +257,22 @@ def print_paper(result: dict) -> None:
             over = "-" if c["ours_over_paper"] is None else f"{c['ours_over_paper']:.2f}"
             print(f"  {c['what']:<46} " + " ".join(f"{str(c.get(k)):>8}" for k in keys) +
                   f" {c['paper']:>11} {ours:>8} {over:>10}  {c['verdict']}")
-            print(f"  {'':<46}   from {c['from']}" + (f"; why: {c['why']}" if c["why"] else ""))
+            print(f"  {'':<46}   from {c['from']}; ours {c['how']}" + (f"; why: {c['why']}" if c["why"] else ""))
     unreachable = [c for c in rows if c["verdict"] == OUT_OF_REACH]
     if unreachable:
         print("\nout of reach here (not scored):")
         for c in unreachable:
             print(f"  {c['what']} ({c['from']}): {c['why']}")
+
+
+def print_claim_counts(claims: List[dict]) -> None:
+    """Per paper config, how many of its claims agree, differ, have no value or are out of reach here."""
+    counts: Dict[str, Dict[str, int]] = {}
+    for c in claims:
+        config = counts.setdefault(c["config"], {})
+        config[c["verdict"]] = config.get(c["verdict"], 0) + 1
+    for name, by_verdict in counts.items():
+        print(f"  {name:<22} " + ", ".join(f"{n} {v}" for v, n in sorted(by_verdict.items())))
 
 
 def print_sim_vs_emu(pairs: List[dict]) -> None:
