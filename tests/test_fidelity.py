@@ -8,7 +8,8 @@ import pytest
 from emulation.orchestration.fidelity import (decompose, iteration_links, one_line, report, step_skew,
                                               union_length, verdict_and_cause)
 from emulation.spec.addressing import all_host_configs, config_commands
-from emulation.spec.tcp import TcpSettings, wire_bytes
+from emulation.orchestration.options import OptionError, RunConfig, check_values, tcp_settings
+from emulation.spec.tcp import TcpSettings, route_rto_min_ms, rto_min_for_rate, tsq_for_rate, wire_bytes
 from emulation.spec.topology import parse
 from workloads.records import IterationRecord
 from workloads.strategies.base import ComputeClock
@@ -99,7 +100,10 @@ def test_verdicts():
     assert "spurious" in verdict_and_cause(late_acks, 10, 1.0)["cause"]
     busy = dict(fast, cpu={"saturated_share": 0.8})
     v = verdict_and_cause(busy, 10, 1.0)
-    assert v["verdict"] == "degraded" and "CPU saturation" in v["cause"]
+    assert v["verdict"] == "degraded" and "CPU saturation" in v["cause"] and "compression" not in v["cause"]
+    coding = dict(busy, codec_cpu_s=0.9, gst_ratio=1.8)  # 0.9 s of compression against a 1.8 s GST
+    assert "gradient compression among it: 0.90 s of CPU" in verdict_and_cause(coding, 10, 1.0)["cause"]
+    assert "compression" not in verdict_and_cause(dict(coding, codec_cpu_s=0.1), 10, 1.0)["cause"]
     switch = dict(fast, cpu={"saturated_share": 0.0, "switch_saturated_share": 0.7},
                   levels={"L0": {"critical_fidelity": 0.05}})
     v = verdict_and_cause(switch, 10, 1.0)
@@ -158,6 +162,36 @@ def test_tcp_settings_are_namespace_commands_and_route_options():
     assert TcpSettings(rto_min_ms=5, quickack=True).route_options() == "rto_min 5ms quickack 1"
     assert TcpSettings(rto_min_ms=0, quickack=True).route_options() == "quickack 1"
     assert wire_bytes(1448, 1500) == pytest.approx(1514)
+
+
+def test_tcp_settings_left_to_the_rate_are_sized_per_host_and_given_ones_stay():
+    assert tsq_for_rate(25) == 15625 and tsq_for_rate(10) == 6250  # 5 ms of the NIC's rate
+    assert tsq_for_rate(100) == 62500 and tsq_for_rate(1000) == 65536 and tsq_for_rate(0.5) == 4096
+    # 2.5 drains of 100 frames of 3514 bytes: 112.4 ms at 25 Mbit/s
+    assert rto_min_for_rate(25, 100) == 282 and rto_min_for_rate(10, 100) == 703
+    assert rto_min_for_rate(100, 100) == 71 and rto_min_for_rate(10000, 100) == 5  # never below the floor
+    assert rto_min_for_rate(25, 50) == 141  # a smaller port buffer drains sooner
+    auto = TcpSettings()
+    host = auto.sized(200, 25)  # tree:3,2,2 at 200,100,25: a host's own NIC at 200, the core at 25
+    assert host.tsq_bytes == 65536 and host.rto_min_ms == 282
+    assert host.route_options() == "rto_min 282ms"
+    given = TcpSettings(rto_min_ms=0, tsq_bytes=16384).sized(10, 10)
+    assert given.tsq_bytes == 16384 and given.rto_min_ms == 0 and given.route_options() == ""
+
+
+def test_rto_min_and_tsq_options_take_auto_or_an_integer():
+    assert tcp_settings(RunConfig(topology="star:4", algo="ps")) == TcpSettings()
+    given = tcp_settings(RunConfig(topology="star:4", algo="ps", rto_min="250", tsq=16384, dilation=2.0))
+    assert given.rto_min_ms == 500 and given.tsq_bytes == 16384  # --rto-min is in emulated time
+    for name, bad in (("rto_min", "soon"), ("rto_min", "1001"), ("tsq", "100")):
+        with pytest.raises(OptionError, match=f"--{name.replace('_', '-')} .* give auto or an integer"):
+            check_values(RunConfig(topology="star:4", algo="ps", **{name: bad}))
+
+
+def test_the_minimum_rto_is_read_back_from_ip_route_output():
+    assert route_rto_min_ms("10.0.0.0/16 dev h0-eth0 scope link rto_min lock 282ms") == 282
+    assert route_rto_min_ms("10.1.0.0/16 dev h0-eth1 scope link rto_min lock 1.2s quickack 1") == 1200
+    assert route_rto_min_ms("10.1.0.0/16 dev h0-eth1 scope link") is None
 
 
 def test_compute_clock_pads_to_the_device_time_and_flags_overruns():

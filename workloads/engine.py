@@ -109,6 +109,7 @@ class PlanExecutor:
         self.chunk_elems = max(1, chunk_bytes // 4)
         self.wire_bytes = 0  # payload bytes this rank sent (encoded size when a codec is used)
         self.wire_by_step: Dict[Tuple[int, int], Tuple[int, int]] = {}  # (stream, step) -> (fp32, sent)
+        self.codec_s = 0.0  # CPU seconds its threads spent encoding and decoding (a device would do it)
         self.transfers: List[dict] = []  # per connection, direction and step: bytes, start, end, waiting
         outgoing, incoming = connections(plan, rank)
         self.levels = connection_levels(plan, rank, level_of)
@@ -261,10 +262,13 @@ class _Run:
 
     def _send(self, op: _Op) -> int:
         view = self.buf[op.lo:op.hi]
+        started = time.thread_time()
         payload = self.codec.encode(view) if self.codec else memoryview(view)
+        coded = time.thread_time() - started if self.codec else 0.0
         self.ex.transport.send(op.peer, op.stream, op.step, op.piece, payload)
         sent = len(payload) if self.codec else view.nbytes
         with self.ex.count_lock:
+            self.ex.codec_s += coded
             self.ex.wire_bytes += sent
             raw, enc = self.ex.wire_by_step.get((op.stream, op.step), (0, 0))
             self.ex.wire_by_step[(op.stream, op.step)] = (raw + view.nbytes, enc + sent)
@@ -275,7 +279,10 @@ class _Run:
         transport = self.ex.transport
         if self.codec:
             data = transport.recv_message(op.peer, op.stream, op.step, op.piece, view.nbytes + view.nbytes // 64 + 1024)
+            started = time.thread_time()
             incoming = self.codec.decode(bytes(data), len(view))
+            with self.ex.count_lock:
+                self.ex.codec_s += time.thread_time() - started
             size = len(data)
         elif op.op == REDUCE:
             incoming = np.empty_like(view)

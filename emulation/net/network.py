@@ -26,7 +26,7 @@ from emulation.spec.addressing import all_host_configs, config_commands
 from emulation.spec.controllers import ControllerChoice
 from emulation.spec.impairment import Impairment
 from emulation.spec.shaping import bridge_commands, ingress_commands, ingress_netem_commands, offloads_off_command
-from emulation.spec.tcp import TcpSettings
+from emulation.spec.tcp import TcpSettings, route_rto_min_ms
 from emulation.spec.topology import Topology
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -168,7 +168,8 @@ class EmulatedNetwork:
         and (userspace datapath) ingress shaping; then read one host's TCP settings back."""
         configs = all_host_configs(self.topo)
         for spec_host in self.topo.hosts:
-            cmds = self.tcp.sysctl_commands() + config_commands(configs[spec_host.name], self.tcp.route_options())
+            tcp = self.host_tcp(spec_host.name)
+            cmds = tcp.sysctl_commands() + config_commands(configs[spec_host.name], tcp.route_options())
             for intf in spec_host.interfaces:
                 cmds.append(offloads_off_command(intf.name))
                 netem = self.impairment.netem(intf.level)
@@ -179,12 +180,17 @@ class EmulatedNetwork:
                     cmds += ingress_netem_commands(intf.name, f"ifb{intf.port}", self.tcp.switch_queue_packets,
                                                    netem, self.tcp.mtu)
             self._run_in(spec_host.name, cmds)
-        self.tcp_report = self._read_tcp(self.topo.hosts[0].name)
-        wanted = {"slow_start_after_idle": self.tcp.slow_start_after_idle, "tsq_bytes": self.tcp.tsq_bytes,
-                  "rto_min_on_routes": bool(self.tcp.rto_min_ms), "quickack_on_routes": self.tcp.quickack,
-                  "mtu": self.tcp.mtu}
+        first = self.topo.hosts[0].name
+        self.tcp_report = self._read_tcp(first)
+        tcp = self.host_tcp(first)
+        wanted = {"slow_start_after_idle": tcp.slow_start_after_idle, "tsq_bytes": tcp.tsq_bytes,
+                  "rto_min_ms": tcp.rto_min_ms or None, "quickack_on_routes": tcp.quickack, "mtu": tcp.mtu}
         if any(self.tcp_report[k] != v for k, v in wanted.items()):
             raise NetworkError(f"host TCP settings did not apply: {self.tcp_report}")
+
+    def host_tcp(self, host: str) -> TcpSettings:
+        """A host's TCP settings, sized to its own NIC rate and the network's slowest link where left to the rate."""
+        return self.tcp.sized(min(self.bw[i.level] for i in self.topo.node(host).interfaces), min(self.bw))
 
     def _read_tcp(self, host: str) -> dict:
         """The TCP settings a host's namespace actually has (as the kernel reports them)."""
@@ -194,7 +200,8 @@ class EmulatedNetwork:
                "tsq_bytes": int(h.cmd("sysctl -n net.ipv4.tcp_limit_output_bytes").strip() or 0)}
         out["mtu"] = int(h.cmd(f"cat /sys/class/net/{self.topo.node(host).interfaces[0].name}/mtu").strip() or 0)
         routes = h.cmd("ip route show").splitlines()
-        out["rto_min_on_routes"] = sum("rto_min" in r for r in routes) == len(routes) and bool(routes)
+        floors = {route_rto_min_ms(r) for r in routes}
+        out["rto_min_ms"] = floors.pop() if len(floors) == 1 else None
         out["quickack_on_routes"] = sum("quickack 1" in r for r in routes) == len(routes) and bool(routes)
         return out
 
@@ -303,7 +310,10 @@ class EmulatedNetwork:
     def tcp_summary(self) -> dict:
         """The TCP settings asked for, what a host reports having, and ECN availability (for results)."""
         ecn = ecn_marking_qdisc()
-        return dict(self.tcp.to_dict(), applied=self.tcp_report,
+        by_host = {h.name: self.host_tcp(h.name) for h in self.topo.hosts}
+        sized = {k: sorted({getattr(t, k) for t in by_host.values()}) for k in ("tsq_bytes", "rto_min_ms")}
+        return dict(self.tcp.to_dict(), sized={k: v[0] if len(v) == 1 else v for k, v in sized.items()},
+                    applied=self.tcp_report,
                     ecn=f"available ({ecn})" if ecn else "unavailable: the kernel has no ECN-marking qdisc "
                                                          "(fq_codel, codel, red)")
 

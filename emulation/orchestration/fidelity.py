@@ -20,6 +20,7 @@ DROP_SHARE = 0.01                 # queue drops per segment sent above which TCP
 OVER_BUDGET_SHARE = 0.05          # share of rank-iterations whose real compute overran --compute-time
 OVER_RATE_LEVEL = 1.15            # achieved / shaped above which the shaper did not hold the rate
 FAR_BELOW_THEORY = 0.25           # measured / theory GST below which the links cannot have been at their rate
+CODEC_SHARE_NAMED = 0.1  # compression CPU time per rank, as a share of GST, worth naming in a CPU-saturation cause
 SPURIOUS_RTO_PER_WORKER_ITERATION = 1.0  # spurious timeouts per worker and iteration worth a note
 STEADY_CV = 0.10                  # per-iteration GST CV above which timings are unsteady (the benchmark's bound)
 
@@ -226,6 +227,9 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
         "cpu": cpu,
         "compute_over_budget": sum(it.get("compute_over_budget", 0) for it in kept),
         "compute_rank_iterations": sum(it.get("workers", 1) for it in kept)}
+    codec = [it["split"]["codec_s"] for it in kept if "codec_s" in (it.get("split") or {})]
+    if codec:  # CPU seconds per rank and iteration that an accelerator would spend compressing
+        out["codec_cpu_s"] = round(statistics.median(codec), 4)
     if not emulated or topo is None:
         out.update(verdict="not measured", cause="loopback run: no emulated network")
         return out
@@ -324,7 +328,12 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
         causes.append((0.5 + cv, why))
     if cpu_saturated:
         # Saturated resources are root causes; slow or idle links are what they look like from the network.
-        causes.append((1000.0 + cpu["saturated_share"], f"CPU saturation: all cores busy in {cpu['saturated_share']:.0%} of samples"))
+        why = f"CPU saturation: all cores busy in {cpu['saturated_share']:.0%} of samples"
+        codec, gst = fid.get("codec_cpu_s"), (fid.get("gst_ratio") or 0) * theory_s
+        if codec and gst and codec > CODEC_SHARE_NAMED * gst:
+            why += (f", gradient compression among it: {codec:.2f} s of CPU per rank and iteration against a GST of "
+                    f"{gst:.2f} s (the papers compress on the accelerator)")
+        causes.append((1000.0 + cpu["saturated_share"], why))
     if switch_saturated:
         causes.append((1000.0 + cpu["switch_saturated_share"], f"software switch saturated: its forwarding thread used a full core in "
                             f"{cpu['switch_saturated_share']:.0%} of samples (lower --bw or use --dilation)"))

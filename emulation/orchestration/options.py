@@ -20,7 +20,8 @@ from emulation.spec.impairment import Impairment, parse_impairment
 from emulation.spec.controllers import ControllerChoice, parse_controller
 from emulation.spec.placement import TUNNELS, parse_servers
 from emulation.spec.terngrad_model import SCALINGS
-from emulation.spec.tcp import AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, TcpSettings, goodput
+from emulation.spec.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, RTO_DRAINS, RTO_MIN_FLOOR_MS,
+                                TSQ_MAX_BYTES, TSQ_MIN_BYTES, TSQ_TIME_S, TcpSettings, goodput)
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
 from workloads.algorithms import ALGORITHMS, get as get_algorithm, names_with
 from workloads.algorithms.base import option_kind
@@ -63,6 +64,21 @@ class Option:
     yaml: bool = True
     required: bool = False
     algorithm_option: bool = False
+
+
+def auto_or_int(flag: str, low: int, high: int) -> Callable[[str], Optional[int]]:
+    """A parser of 'auto' (None: sized to the rate) or an integer in [low, high] (ValueError naming flag)."""
+    def parse(value: str) -> Optional[int]:
+        if str(value) == "auto":
+            return None
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or not low <= number <= high:
+            raise ValueError(f"{flag} {value} is not valid: give auto or an integer in [{low}, {high}]")
+        return number
+    return parse
 
 
 def option(default, help: str, **kwargs) -> Any:
@@ -118,12 +134,16 @@ class CommonConfig:
                              kind=float, low=1, high=100, commands=(RUN, COMPARE, BENCH, CALIBRATE))
     tcp_cc: str = option(TcpSettings.congestion_control, "TCP congestion control of every emulated host",
                          choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
-    rto_min: int = option(TcpSettings.rto_min_ms, "minimum TCP retransmission timeout on host routes, ms "
-                          "(0 = the kernel's 200 ms)", kind=int, low=0, high=1000, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
+    rto_min: str = option("auto", "minimum TCP retransmission timeout on host routes, ms (0 = the kernel's 200 ms; "
+                          f"auto: {RTO_DRAINS:g} drains of a full switch port buffer at the slowest link's rate, "
+                          f"at least {RTO_MIN_FLOOR_MS} ms: 282 ms at 25 Mbit/s, 71 at 100)",
+                          parse=auto_or_int("--rto-min", 0, 1000), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     quickack: bool = option(TcpSettings.quickack, "hosts ACK every segment at once (no delayed ACKs) on their routes",
                             kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
-    tsq: int = option(TcpSettings.tsq_bytes, "TCP Small Queues bytes per socket in a host's NIC queue",
-                      kind=int, low=4096, high=64 << 20, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
+    tsq: str = option("auto", "TCP Small Queues bytes per socket in a host's NIC queue (auto: "
+                      f"{TSQ_TIME_S * 1000:g} ms of the host's NIC rate, {TSQ_MIN_BYTES}-{TSQ_MAX_BYTES} bytes)",
+                      parse=auto_or_int("--tsq", TSQ_MIN_BYTES, 64 << 20),
+                      commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     socket_buffer: int = option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
                                 kind=int, low=16384, high=64 << 20, commands=(RUN, COMPARE, BENCH, CALIBRATE))
     host_queue: int = option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
@@ -300,7 +320,9 @@ def convert(value, opt: Option, label: str, strict: bool):
             except ValueError:
                 pass
         raise OptionError(f"{label} must be a number, not {value!r}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and opt.parse is None and opt.choices is None:
+    if isinstance(value, int) and not isinstance(value, bool) and opt.choices is None:  # rto_min: 250 in YAML
+        return str(value)
+    if isinstance(value, float) and opt.parse is None and opt.choices is None:
         return f"{value:g}" if isinstance(value, float) else str(value)  # bw: 100 in YAML
     if not isinstance(value, str):
         raise OptionError(f"{label} must be a string, not {value!r}")
@@ -480,9 +502,11 @@ def check_algorithm_options(cfg: RunConfig, algorithm, label: Callable[[str], st
 def tcp_settings(cfg: RunConfig) -> TcpSettings:
     """The emulated hosts' TCP and queue settings a configuration asks for. Under time dilation F the kernel's
     timers are not stretched, so the minimum RTO is set F times longer: --rto-min is in emulated time (5 ms
-    real at F = 6 is 0.8 ms emulated, and its spurious timeouts idled the links)."""
-    return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=int(round(cfg.rto_min * cfg.dilation)),
-                       quickack=cfg.quickack, tsq_bytes=cfg.tsq,
+    real at F = 6 is 0.8 ms emulated, and its spurious timeouts idled the links). Left to the rate (auto), both are
+    sized by the network from the rates it shapes, which are real rates already."""
+    rto_min, tsq = option_of("rto_min").parse(cfg.rto_min), option_of("tsq").parse(cfg.tsq)
+    return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=None if rto_min is None else round(rto_min * cfg.dilation),
+                       quickack=cfg.quickack, tsq_bytes=tsq,
                        host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue,
                        socket_buffer_bytes=cfg.socket_buffer, mtu=cfg.mtu)
 

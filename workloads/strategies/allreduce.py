@@ -19,6 +19,11 @@ from workloads.strategies.base import ModelState, RankContext, Strategy, wire_si
 SCALER_CHECKS = {"allreduce": "scalers"}  # the whole gradient's scaler check keeps its name in summaries
 
 
+def add_codec_time(rec: IterationRecord, seconds: float) -> None:
+    """Count CPU seconds of gradient compression (encode, decode, ternarize) in the iteration's record."""
+    rec.split["codec_s"] = rec.split.get("codec_s", 0.0) + seconds
+
+
 class PlanSync:
     """Sums flat vectors of layers over every contributor with the algorithm's plan, compressed or not. Layouts
     and compressors are kept per layer-size tuple (the whole gradient, or one DDP bucket)."""
@@ -93,15 +98,19 @@ class PlanSync:
         sizes = tuple(sizes)
         layout, scalers, index, buf, summed = self._layouts(sizes)
         comp = self._compressor(sizes)
+        started = time.thread_time()
         ctx = comp.prepare(flat, lambda v: self._share_max(check, v, scalers, rec))
         payload = torch.from_numpy(np.ascontiguousarray(comp.compress(flat, ctx), dtype=np.float32))
+        coded = time.thread_time() - started  # the scalers' exchange waits, it does not use the CPU
         torch.index_select(payload, 0, index, out=buf)
         contributor = not self.ctx.is_server
         if check and contributor:
             self.ctx.save_check(check, "sum", "in", buf.numpy(), self.counts)
-        before = wire_snapshot(self.channel.executor)
+        before, engine_codec = wire_snapshot(self.channel.executor), self.channel.executor.codec_s
         self.channel.run(buf.numpy(), codec=comp.codec, layout=layout)
         self._count(rec, before, tag=tag)
+        if comp.codec is not None:
+            add_codec_time(rec, coded + self.channel.executor.codec_s - engine_codec)
         if check and contributor:
             self.ctx.save_check(check, "sum", "out", buf.numpy(), self.counts)
         summed.index_copy_(0, index, buf)
@@ -111,7 +120,11 @@ class PlanSync:
                 tag: Optional[dict] = None) -> np.ndarray:
         """The workers' averaged vector (decompressed)."""
         summed, comp, ctx = self.sum(flat, sizes, rec, check, tag)
-        return np.ascontiguousarray(comp.decompress(summed, ctx, self.ctx.workers), dtype=np.float32)
+        started = time.thread_time()
+        average = np.ascontiguousarray(comp.decompress(summed, ctx, self.ctx.workers), dtype=np.float32)
+        if comp.codec is not None:
+            add_codec_time(rec, time.thread_time() - started)
+        return average
 
     def close(self) -> None:
         """Close the plan's connections."""
