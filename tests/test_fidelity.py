@@ -167,14 +167,14 @@ def test_tcp_settings_are_namespace_commands_and_route_options():
 def test_tcp_settings_left_to_the_rate_are_sized_per_host_and_given_ones_stay():
     assert tsq_for_rate(25) == 15625 and tsq_for_rate(10) == 6250  # 5 ms of the NIC's rate
     assert tsq_for_rate(100) == 62500 and tsq_for_rate(1000) == 65536 and tsq_for_rate(0.5) == 4096
-    # 2.5 drains of 100 frames of 3514 bytes: 112.4 ms at 25 Mbit/s
-    assert rto_min_for_rate(25, 100) == 282 and rto_min_for_rate(10, 100) == 703
-    assert rto_min_for_rate(100, 100) == 71 and rto_min_for_rate(10000, 100) == 5  # never below the floor
-    assert rto_min_for_rate(25, 50) == 141  # a smaller port buffer drains sooner
+    # 3 drains of 100 frames of 3514 bytes: 112.4 ms at 25 Mbit/s
+    assert rto_min_for_rate(25, 100) == 338 and rto_min_for_rate(10, 100) == 844
+    assert rto_min_for_rate(100, 100) == 85 and rto_min_for_rate(10000, 100) == 5  # never below the floor
+    assert rto_min_for_rate(25, 50) == 169  # a smaller port buffer drains sooner
     auto = TcpSettings()
     host = auto.sized(200, 25)  # tree:3,2,2 at 200,100,25: a host's own NIC at 200, the core at 25
-    assert host.tsq_bytes == 65536 and host.rto_min_ms == 282
-    assert host.route_options() == "rto_min 282ms"
+    assert host.tsq_bytes == 65536 and host.rto_min_ms == 338
+    assert host.route_options() == "rto_min 338ms"
     given = TcpSettings(rto_min_ms=0, tsq_bytes=16384).sized(10, 10)
     assert given.tsq_bytes == 16384 and given.rto_min_ms == 0 and given.route_options() == ""
 

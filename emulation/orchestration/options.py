@@ -136,7 +136,7 @@ class CommonConfig:
                          choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     rto_min: str = option("auto", "minimum TCP retransmission timeout on host routes, ms (0 = the kernel's 200 ms; "
                           f"auto: {RTO_DRAINS:g} drains of a full switch port buffer at the slowest link's rate, "
-                          f"at least {RTO_MIN_FLOOR_MS} ms: 282 ms at 25 Mbit/s, 71 at 100)",
+                          f"at least {RTO_MIN_FLOOR_MS} ms: 338 ms at 25 Mbit/s, 85 at 100)",
                           parse=auto_or_int("--rto-min", 0, 1000), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     quickack: bool = option(TcpSettings.quickack, "hosts ACK every segment at once (no delayed ACKs) on their routes",
                             kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))

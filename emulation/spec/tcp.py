@@ -23,13 +23,15 @@ DEFAULT_MTU = 3500
 MIN_MTU, MAX_MTU, AFXDP_MAX_MTU = 576, 9000, 3690
 # Sized to the rate (the defaults, "auto"): a socket may queue TSQ_TIME_S of its host's NIC rate (16 KB at 25
 # Mbit/s), at most TSQ_MAX_BYTES (reached at 105 Mbit/s). The minimum RTO covers RTO_DRAINS drains of a full
-# switch port buffer at the network's slowest rate: a segment can wait behind one on the data path and its ACK
-# behind the receiver's own data on the way back. Measured on PS star:9 at 25 Mbit/s (README, "Faithful
-# timings"): a 64 KB TSQ and 5 ms gave 7.7 spurious RTOs per worker-iteration and CV 0.09; 16 KB with 100 ms 3.7,
-# with 250 ms 0.68 and CV 0.002.
+# switch port buffer at the network's slowest rate: a segment can wait behind a full port buffer and its host's
+# queue, and its ACK behind the same on the way back (the ACK's port also carries other hosts' data to the
+# sender; a host's queue, 8 peers' TSQ on PS star:9, holds about half a port buffer). Measured on PS star:9
+# (README, "Faithful timings"): at 25 Mbit/s a 64 KB TSQ and 5 ms gave 7.7 spurious RTOs per worker-iteration
+# and CV 0.09; 16 KB with 100 ms 3.7, with 250 ms 0.68; at 10 Mbit/s 2.5 drains (703 ms) left 0.14-0.35 and CV
+# up to 0.043 in five runs.
 TSQ_TIME_S = 0.005
 TSQ_MIN_BYTES, TSQ_MAX_BYTES = 4096, 65536
-RTO_DRAINS = 2.5
+RTO_DRAINS = 3.0
 RTO_MIN_FLOOR_MS = 5
 
 
