@@ -21,7 +21,7 @@ from emulation.spec.controllers import ControllerChoice, parse_controller
 from emulation.spec.placement import TUNNELS, parse_servers
 from emulation.spec.terngrad_model import SCALINGS
 from emulation.spec.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, RTO_DRAINS, RTO_MIN_FLOOR_MS,
-                                TSQ_MAX_BYTES, TSQ_MIN_BYTES, TSQ_TIME_S, TcpSettings, goodput)
+                                TSQ_MAX_BYTES, TSQ_MIN_BYTES, TSQ_TIME_S, TcpSettings, goodput, rto_min_for_rate)
 from emulation.spec.topology import MAX_HOSTS, Topology, TopologyError, parse, parse_bandwidth
 from workloads.algorithms import ALGORITHMS, get as get_algorithm, names_with
 from workloads.algorithms.base import option_kind
@@ -136,7 +136,8 @@ class CommonConfig:
                          choices=CONGESTION_CONTROLS, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     rto_min: str = option("auto", "minimum TCP retransmission timeout on host routes, ms (0 = the kernel's 200 ms; "
                           f"auto: {RTO_DRAINS:g} drains of a full switch port buffer at the slowest link's rate, "
-                          f"at least {RTO_MIN_FLOOR_MS} ms: 338 ms at 25 Mbit/s, 85 at 100)",
+                          f"at least {RTO_MIN_FLOOR_MS} ms: {rto_min_for_rate(25, TcpSettings.switch_queue_packets)} "
+                          f"ms at 25 Mbit/s, {rto_min_for_rate(100, TcpSettings.switch_queue_packets)} at 100)",
                           parse=auto_or_int("--rto-min", 0, 1000), commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     quickack: bool = option(TcpSettings.quickack, "hosts ACK every segment at once (no delayed ACKs) on their routes",
                             kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
@@ -323,7 +324,7 @@ def convert(value, opt: Option, label: str, strict: bool):
     if isinstance(value, int) and not isinstance(value, bool) and opt.choices is None:  # rto_min: 250 in YAML
         return str(value)
     if isinstance(value, float) and opt.parse is None and opt.choices is None:
-        return f"{value:g}" if isinstance(value, float) else str(value)  # bw: 100 in YAML
+        return f"{value:g}"  # bw: 2.5 in YAML
     if not isinstance(value, str):
         raise OptionError(f"{label} must be a string, not {value!r}")
     return value
@@ -505,8 +506,8 @@ def tcp_settings(cfg: RunConfig) -> TcpSettings:
     real at F = 6 is 0.8 ms emulated, and its spurious timeouts idled the links). Left to the rate (auto), both are
     sized by the network from the rates it shapes, which are real rates already."""
     rto_min, tsq = option_of("rto_min").parse(cfg.rto_min), option_of("tsq").parse(cfg.tsq)
-    return TcpSettings(congestion_control=cfg.tcp_cc, rto_min_ms=None if rto_min is None else round(rto_min * cfg.dilation),
-                       quickack=cfg.quickack, tsq_bytes=tsq,
+    return TcpSettings(congestion_control=cfg.tcp_cc, quickack=cfg.quickack, tsq_bytes=tsq,
+                       rto_min_ms=None if rto_min is None else round(rto_min * cfg.dilation),
                        host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue,
                        socket_buffer_bytes=cfg.socket_buffer, mtu=cfg.mtu)
 
