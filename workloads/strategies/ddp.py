@@ -53,6 +53,8 @@ class DDPOverlap(Strategy):
                 for phase, (raw, sent) in b["rec"].payload.items():
                     rec.add_payload(phase, raw, sent)
                 rec.transfers += b["rec"].transfers
+                for key, seconds in b["rec"].split.items():  # per-bucket seconds (codec_s) add up
+                    rec.split[key] = rec.split.get(key, 0.0) + seconds
         lines = [b["line"] for b in buckets]
         rec.sync_start = min((b["start"] for b in lines), default=compute["end"])
         rec.sync_end = max((b["end"] for b in lines), default=done)
