@@ -143,8 +143,9 @@ def pack_words(offset: np.ndarray, w: int) -> bytes:
 def unpack_words(body: np.ndarray, count: int, w: int) -> np.ndarray:
     """The inverse of pack_words: `count` values of w <= 8 bits from a little-endian bit stream."""
     groups = -(-count // 8)
+    head = body[:groups * w]
     padded = np.zeros(groups * w, np.uint8)
-    padded[:len(body[:groups * w])] = body[:groups * w]
+    padded[:len(head)] = head
     words = np.zeros((groups, 8), np.uint8)
     words[:, :w] = padded.reshape(groups, w)
     words = words.view("<u8").reshape(-1)

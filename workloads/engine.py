@@ -262,9 +262,12 @@ class _Run:
 
     def _send(self, op: _Op) -> int:
         view = self.buf[op.lo:op.hi]
-        started = time.thread_time()
-        payload = self.codec.encode(view) if self.codec else memoryview(view)
-        coded = time.thread_time() - started if self.codec else 0.0
+        if self.codec:
+            started = time.thread_time()
+            payload = self.codec.encode(view)
+            coded = time.thread_time() - started
+        else:
+            payload, coded = memoryview(view), 0.0
         self.ex.transport.send(op.peer, op.stream, op.step, op.piece, payload)
         sent = len(payload) if self.codec else view.nbytes
         with self.ex.count_lock:

@@ -131,7 +131,9 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
             continue
         for g in groups:
             group = dict(zip(sweep_keys, g))
-            if not any(r["label"] == c["row"] and all(r.get(k) == v for k, v in group.items()) for r in rows):
+            row = next((r for r in rows if r["label"] == c["row"] and all(r.get(k) == v for k, v in group.items())),
+                       None)
+            if row is None:
                 continue
             value = ours(c, rows, group)
             paper = c["paper"]
@@ -142,7 +144,6 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
                 over = None if value is None or not paper else value / paper
                 agrees = None if over is None else abs(over - 1.0) <= 0.10
                 shown = f"{paper:g}"
-            row = next(r for r in rows if r["label"] == c["row"] and all(r.get(k) == v for k, v in group.items()))
             out.append({**common, **group, "paper": shown, "ours": value, "ours_over_paper": over,
                         "agrees": agrees, "verdict": verdict(agrees),
                         "why": c.get("why", "") if agrees is False else "", "how": how_obtained(row)})
