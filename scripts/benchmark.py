@@ -27,6 +27,7 @@ DILATED_COMPUTE_TIME = 0.15
 EQ9_SPEEDUP = 1.29  # BlueConnect eq. 9 vs one-level ring on tree:3,2,2 at 200,100,25 Mbit/s (LeNet-5)
 
 DILATION = 2.0     # the nearest faithful configuration for BML at 100 Mbit/s on 2 cores (see README)
+CODEC_DILATION = 10.0  # TernGrad's wire packing on 2 cores for 9 ranks (0.1 s of CPU per rank and iteration)
 RUNS = {  # key: (topology, algorithm, bandwidth, extra run options)
     "ps-100": ("star:9", "ps", "100", {}),
     "ring-100": ("star:9", "ring", "100", {}),
@@ -42,9 +43,13 @@ RUNS = {  # key: (topology, algorithm, bandwidth, extra run options)
     "overloaded-fattree": ("fattree:4", "ring", "400", {"iters": 5}),
     "ps-100-dilated-overlap": ("star:9", "ps", "100", {"dilation": DILATION, "overlap": True, "bucket_mb": 1}),
     "bml-100-overlap": ("bcube:3,2", "bml", "100", {"dilation": DILATION, "overlap": True, "bucket_mb": 1}),
-    # reported, not targets: TernGrad's encoding and decoding of nine 13 MB gradients needs more than 2 cores
-    "ps-100-terngrad": ("star:9", "ps", "100", {"codec": "terngrad"}),
-    "ring-100-terngrad": ("star:9", "ring", "100", {"codec": "terngrad"}),
+    # TernGrad: staging (clip, scalers, random draws) is device time; the packing on the wire is CPU work that nine
+    # ranks on 2 cores do F times faster than the emulated network only when it is dilated F times
+    "ps-100-terngrad": ("star:9", "ps", "100", {"codec": "terngrad", "dilation": CODEC_DILATION}),
+    "ring-100-terngrad": ("star:9", "ring", "100", {"codec": "terngrad", "dilation": CODEC_DILATION}),
+    # reported, not targets: the same in real time, where the packing shares the cores with the network
+    "ps-100-terngrad-realtime": ("star:9", "ps", "100", {"codec": "terngrad"}),
+    "ring-100-terngrad-realtime": ("star:9", "ring", "100", {"codec": "terngrad"}),
 }
 # Overlap (DDP buckets synchronized during backward): each algorithm with and without --overlap at the same device
 # time, LeNet-5 in 1 MiB buckets (2 buckets: its fully connected layers' gradients are ready early in backward) and
@@ -65,7 +70,7 @@ LOW_RATES = ("25", "10")
 LOW_RATE_REPEATS = 5
 LOW_RATE_MAX_CV = 0.05
 LOW_RATE_MAX_SPURIOUS = 1.0  # spurious RTOs per worker and iteration
-RATIO_RUNS = ("ps-100", "ring-100", "bml-100", "ps-25", "ring-25", "bml-25")
+RATIO_RUNS = ("ps-100", "ring-100", "bml-100", "ps-25", "ring-25", "bml-25", "ps-100-terngrad", "ring-100-terngrad")
 QUICK_RUNS = ("ps-100-dilated", "bml-100", "overloaded-fattree")
 
 
@@ -254,9 +259,10 @@ def main() -> int:
                                                        "verdict", "cause", "cpu")}
         report["net_bcube_50"] = {k: (net50 or {}).get(k) for k in ("fidelity_min", "verdict", "cause", "cpu")}
         targets["net bcube:3,2 --bw 100 fidelity_min >= 0.85"] = (net.get("fidelity_min") or 0) >= 0.85
-    codec_runs = {k: runs[k] for k in ("ps-100-terngrad", "ring-100-terngrad") if k in runs}
-    if codec_runs:  # evidence, not a target (issue 25 item 5 is open)
-        report["terngrad_100"] = {k: {"gst_ratio": r["gst_ratio"], "fidelity": r["fidelity"],
+    codec_runs = {k: runs[k] for k in ("ps-100-terngrad", "ring-100-terngrad", "ps-100-terngrad-realtime",
+                                       "ring-100-terngrad-realtime") if k in runs}
+    if codec_runs:  # the dilated pair are targets (RATIO_RUNS); the real-time pair show why they are dilated
+        report["terngrad_100"] = {k: {"gst_ratio": r["gst_ratio"], "fidelity": r["fidelity"], "dilation": r["dilation"],
                                       "cause": r["fidelity_cause"], "cpu": r["cpu"]} for k, r in codec_runs.items()}
     if "bml-100-realtime" in runs:  # evidence, not a target: why BML at 100 runs dilated
         r = runs["bml-100-realtime"]

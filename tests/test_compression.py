@@ -3,17 +3,31 @@
 import numpy as np
 import pytest
 
-from workloads.compression import (CodecError, PackedIntCodec, TernGrad, clip, pack_words, ternarize, unpack_words,
-                                  width_for)
+from workloads.compression import CodecError, PackedIntCodec, TernGrad, clip, pack_words, unpack_words, width_for
 
 
 def test_ternarize_is_unbiased():
-    rng = np.random.default_rng(0)
-    g = rng.standard_normal(200).astype(np.float32)
-    s = float(np.abs(g).max())
-    mean = np.mean([s * ternarize(g, s, rng) for _ in range(4000)], axis=0)
-    assert np.allclose(mean, g, atol=4 * s / np.sqrt(4000))
-    assert set(np.unique(ternarize(g, s, rng))) <= {-1.0, 0.0, 1.0}
+    g = np.random.default_rng(0).standard_normal(200).astype(np.float32) * 0.1
+    tern = TernGrad([200], seed=0)
+    clipped, scalers = tern.clip_and_scale(g)
+    s = float(scalers[0])
+    samples = [tern.ternary(tern.stage(g), scalers) for _ in range(4000)]
+    assert np.allclose(s * np.mean(samples, axis=0), clipped, atol=4 * s / np.sqrt(4000))
+    assert set(np.unique(samples)) == {-1.0, 0.0, 1.0}
+
+
+def test_staging_draws_before_the_scalers_are_shared():
+    """The device stages a gradient once; any shared scaler (the max over workers, so at least its own) ternarizes
+    it, with a larger scaler keeping fewer values and a zero scaler none."""
+    g = np.random.default_rng(3).standard_normal(5000).astype(np.float32)
+    tern = TernGrad([4000, 1000], seed=1)
+    staged = tern.stage(g)
+    own = tern.ternary(staged, staged.scalers)
+    wider = tern.ternary(staged, staged.scalers * 4)
+    assert np.count_nonzero(wider) < np.count_nonzero(own)
+    assert np.all(np.abs(wider) <= np.abs(own))  # the same draws: a value kept at 4s is kept at s
+    assert not np.any(tern.ternary(staged, np.zeros(2, np.float32)))
+    assert np.array_equal(np.sign(own[own != 0]), np.sign(g[own != 0]))
 
 
 def test_clipping_limits_to_2_5_sigma():
@@ -54,9 +68,9 @@ def test_shared_scaler_sum_has_at_most_2n_plus_1_levels(workers):
     sizes = [500, 20]
     grads = [rng.standard_normal(sum(sizes)).astype(np.float32) * (i + 1) for i in range(workers)]
     codecs = [TernGrad(sizes, seed=i) for i in range(workers)]
-    clipped = [c.clip_and_scale(g) for c, g in zip(codecs, grads)]
-    shared = np.max([s for _, s in clipped], axis=0)
-    total = np.sum([c.compress(cl, shared) for c, (cl, _) in zip(codecs, clipped)], axis=0)
+    staged = [c.stage(g) for c, g in zip(codecs, grads)]
+    shared = np.max([st.scalers for st in staged], axis=0)
+    total = np.sum([c.ternary(st, shared) for c, st in zip(codecs, staged)], axis=0)
     averaged = codecs[0].decompress(total, shared, workers)
     for layer, s in zip(codecs[0].layers(averaged), shared):
         assert len(np.unique(np.round(layer / s * workers))) <= 2 * workers + 1

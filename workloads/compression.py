@@ -1,6 +1,7 @@
 """Gradient compression, GRACE-style: a compressor (what values, with its own memory), a wire codec (how many
-bits), a registry. A compressor wraps an all-reduce strategy: prepare (may negotiate with the other ranks),
-compress, all-reduce what it returns with its codec, decompress into the averaged gradient.
+bits), a registry. A compressor wraps an all-reduce strategy: stage (the device's local work right after backward,
+charged to the compute time), prepare (may negotiate with the other ranks), compress, all-reduce what it returns
+with its codec, decompress into the averaged gradient.
 
 TernGrad (Wen et al.): per-layer gradient clipping at c*sigma, a per-layer scaler shared across workers
 (max), stochastic ternarization to {-1, 0, +1}. Workers all-reduce the integer ternary tensors, so the
@@ -12,6 +13,7 @@ sum has at most 2N+1 levels; each worker then applies scaler * sum / N to its ow
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -32,12 +34,14 @@ def clip(layer: np.ndarray, c: float = CLIP_SIGMAS) -> np.ndarray:
     return np.clip(layer, -c * sigma, c * sigma)
 
 
-def ternarize(layer: np.ndarray, scaler: float, rng: np.random.Generator) -> np.ndarray:
-    """Eq. 1-2: sign(g) * Bernoulli(|g| / scaler), as float32 values in {-1, 0, 1}."""
-    if scaler <= 0.0:
-        return np.zeros_like(layer, dtype=np.float32)
-    keep = rng.random(layer.shape, dtype=np.float32) < (np.abs(layer) / scaler)
-    return (np.sign(layer) * keep).astype(np.float32)
+@dataclass
+class Staged:
+    """A worker's gradient made ready on its device for ternarizing once the scalers are shared."""
+
+    magnitude: np.ndarray  # |clipped gradient|
+    signs: np.ndarray      # its signs, float32
+    draws: np.ndarray      # a uniform [0, 1) draw per value: the Bernoulli trials need no scaler until compared
+    scalers: np.ndarray    # local per-layer max |clipped gradient|
 
 
 class TernGrad:
@@ -58,10 +62,20 @@ class TernGrad:
                            dtype=np.float32)
         return clipped, scalers
 
-    def compress(self, clipped: np.ndarray, shared: np.ndarray) -> np.ndarray:
-        """Ternary values (float32 in {-1,0,1}) using the shared scalers."""
-        return np.concatenate([ternarize(l, float(s), self.rng)
-                               for l, s in zip(self.layers(clipped), shared)]).astype(np.float32)
+    def stage(self, flat: np.ndarray) -> Staged:
+        """Everything ternarizing needs but the shared scalers (clip, local scalers, magnitudes, signs, random draws):
+        a worker's device does this right after backward."""
+        clipped, scalers = self.clip_and_scale(flat)
+        draws = self.rng.random(len(clipped), dtype=np.float32)
+        return Staged(np.abs(clipped), np.sign(clipped).astype(np.float32, copy=False), draws, scalers)
+
+    def ternary(self, staged: Staged, shared: np.ndarray) -> np.ndarray:
+        """Eq. 1-2 with the shared scalers: sign(g) * [draw * scaler < |g|], as float32 in {-1, 0, 1}."""
+        out = np.zeros(len(staged.signs), np.float32)
+        for a, b, s in zip(self.bounds[:-1], self.bounds[1:], shared):
+            if s > 0.0:
+                np.multiply(staged.signs[a:b], staged.draws[a:b] * np.float32(s) < staged.magnitude[a:b], out=out[a:b])
+        return out
 
     def decompress(self, summed: np.ndarray, shared: np.ndarray, workers: int) -> np.ndarray:
         """The averaged gradient: scaler * (sum of ternaries) / workers, per layer."""
@@ -225,6 +239,7 @@ class NoCompression:
     """fp32 as is: the all-reduce sums gradients and decompress averages them."""
 
     codec = None
+    stages = False  # no local work before the exchange
 
     @staticmethod
     def wire_bits(plan) -> None:
@@ -234,13 +249,18 @@ class NoCompression:
     def __init__(self, layer_sizes: Sequence[int], seed: int):
         pass
 
-    def prepare(self, flat: np.ndarray, share_max: Callable[[np.ndarray], np.ndarray]):
+    @staticmethod
+    def stage(flat: np.ndarray) -> np.ndarray:
+        """Nothing to do on the device."""
+        return flat
+
+    def prepare(self, staged: np.ndarray, share_max: Callable[[np.ndarray], np.ndarray]):
         """Nothing to negotiate."""
         return None
 
-    def compress(self, flat: np.ndarray, ctx) -> np.ndarray:
+    def compress(self, staged: np.ndarray, ctx) -> np.ndarray:
         """The gradient itself."""
-        return flat
+        return staged
 
     def decompress(self, summed: np.ndarray, ctx, workers: int) -> np.ndarray:
         """The average, computed in place (summed is the all-reduce's scratch buffer)."""
@@ -252,6 +272,7 @@ class TernGradCompressor:
     ternarize, all-reduce the integers bit-packed on the wire, decode scaler * sum / N."""
 
     codec = PackedIntCodec()
+    stages = True
 
     def __init__(self, layer_sizes: Sequence[int], seed: int):
         self.tern = TernGrad(layer_sizes, seed)
@@ -261,19 +282,21 @@ class TernGradCompressor:
         """Bits per value of each of the plan's transfers (for the flow model)."""
         return terngrad_widths(plan)
 
-    def prepare(self, flat: np.ndarray, share_max: Callable[[np.ndarray], np.ndarray]):
-        """(clipped gradient, scalers shared by max over every rank)."""
-        clipped, scalers = self.tern.clip_and_scale(flat)
-        return clipped, share_max(scalers)
+    def stage(self, flat: np.ndarray) -> Staged:
+        """The device's part before any exchange: clip, local scalers, random draws."""
+        return self.tern.stage(flat)
 
-    def compress(self, flat: np.ndarray, ctx) -> np.ndarray:
+    def prepare(self, staged: Staged, share_max: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """The scalers shared by max over every rank."""
+        return share_max(staged.scalers)
+
+    def compress(self, staged: Staged, shared: np.ndarray) -> np.ndarray:
         """Ternary values in {-1, 0, 1} as float32."""
-        clipped, scalers = ctx
-        return self.tern.compress(clipped, scalers)
+        return self.tern.ternary(staged, shared)
 
-    def decompress(self, summed: np.ndarray, ctx, workers: int) -> np.ndarray:
+    def decompress(self, summed: np.ndarray, shared: np.ndarray, workers: int) -> np.ndarray:
         """scaler * sum / workers per layer."""
-        return self.tern.decompress(summed, ctx[1], workers)
+        return self.tern.decompress(summed, shared, workers)
 
 
 COMPRESSORS: Dict[str, type] = {"none": NoCompression, "terngrad": TernGradCompressor}

@@ -14,7 +14,7 @@ from workloads.compression import COMPRESSORS
 from workloads.models import tensor_sizes
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
-from workloads.strategies.base import ModelState, RankContext, Strategy, wire_since, wire_snapshot
+from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy, wire_since, wire_snapshot
 
 SCALER_CHECKS = {"allreduce": "scalers"}  # the whole gradient's scaler check keeps its name in summaries
 
@@ -90,17 +90,27 @@ class PlanSync:
             self.ctx.save_check(check, "max", "out", buf, self.all_ranks)
         return buf
 
+    def stage(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord):
+        """The compressor's local work on the device before any exchange (for sum(staged=...)); its CPU seconds
+        are recorded apart (codec_staged_s): they belong to the compute time, not the synchronization."""
+        started = time.thread_time()
+        staged = self._compressor(tuple(sizes)).stage(flat)
+        rec.split["codec_staged_s"] = rec.split.get("codec_staged_s", 0.0) + time.thread_time() - started
+        return staged
+
     def sum(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord, check: Optional[str] = None,
-            tag: Optional[dict] = None) -> Tuple[np.ndarray, object, object]:
+            tag: Optional[dict] = None, staged=None) -> Tuple[np.ndarray, object, object]:
         """Compress, all-reduce in piece-major order; (summed compressed layer-major vector -- valid until the next
         call with these sizes --, compressor, its context). check: the name under which this rank's inputs and outputs are saved for the exact-sum check
-        (None: not this time); tag: fields added to every traced transfer (a DDP bucket's index)."""
+        (None: not this time); tag: fields added to every traced transfer (a DDP bucket's index); staged: what
+        stage() made of flat already (else it is staged here)."""
         sizes = tuple(sizes)
         layout, scalers, index, buf, summed = self._layouts(sizes)
         comp = self._compressor(sizes)
         started = time.thread_time()
-        ctx = comp.prepare(flat, lambda v: self._share_max(check, v, scalers, rec))
-        payload = torch.from_numpy(np.ascontiguousarray(comp.compress(flat, ctx), dtype=np.float32))
+        staged = comp.stage(flat) if staged is None else staged
+        ctx = comp.prepare(staged, lambda v: self._share_max(check, v, scalers, rec))
+        payload = torch.from_numpy(np.ascontiguousarray(comp.compress(staged, ctx), dtype=np.float32))
         coded = time.thread_time() - started  # the scalers' exchange waits, it does not use the CPU
         torch.index_select(payload, 0, index, out=buf)
         contributor = not self.ctx.is_server
@@ -117,9 +127,9 @@ class PlanSync:
         return summed.numpy(), comp, ctx
 
     def average(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord, check: Optional[str] = None,
-                tag: Optional[dict] = None) -> np.ndarray:
+                tag: Optional[dict] = None, staged=None) -> np.ndarray:
         """The workers' averaged vector (decompressed)."""
-        summed, comp, ctx = self.sum(flat, sizes, rec, check, tag)
+        summed, comp, ctx = self.sum(flat, sizes, rec, check, tag, staged)
         started = time.thread_time()
         average = np.ascontiguousarray(comp.decompress(summed, ctx, self.ctx.workers), dtype=np.float32)
         if comp.codec is not None:
@@ -139,12 +149,23 @@ class PlanAllReduce(Strategy):
         super().__init__(ctx, state)
         self.sync = PlanSync(ctx)
         self.sync.prepare([state.sizes])
+        self.staged = None
+
+    def backward(self, loss: torch.Tensor, clock: ComputeClock, rec: IterationRecord) -> None:
+        """Backward, then the compressor's local work, both on the device (charged to --compute-time): the papers
+        ternarize on the accelerator before the exchange starts."""
+        super().backward(loss, clock, rec)
+        if COMPRESSORS[self.ctx.cfg.codec].stages:
+            with clock.segment():
+                self.staged = self.sync.stage(self.state.gradient().numpy(), self.state.sizes, rec)
 
     def synchronize(self, it: int, rec: IterationRecord) -> None:
         """All-reduce the local gradient, average (decompress), SGD step."""
         gradient = self.state.gradient()
         rec.sync_start = time.time()
-        average = self.sync.average(gradient.numpy(), self.state.sizes, rec, check="allreduce" if it == 0 else None)
+        staged, self.staged = self.staged, None
+        average = self.sync.average(gradient.numpy(), self.state.sizes, rec, check="allreduce" if it == 0 else None,
+                                    staged=staged)
         rec.sync_end = time.time()
         self.state.set_gradient(torch.from_numpy(average))
         self.state.step()
