@@ -189,3 +189,21 @@ def test_plots_show_every_iteration_of_every_run(tmp_path):
     gst_svg = open(tmp_path / "gst.svg").read()  # text stays text in the SVG, for editing
     assert ">bw</text>" in gst_svg and ">bw=50</text>" in gst_svg and ">theory</text>" in gst_svg
     assert gst_svg.count("<g id=\"patch_") >= 3  # the axes and a box per run
+
+
+def test_theory_rows_are_the_closed_forms(tmp_path):
+    """mode: theory rows: TernGrad's App. B where a profiled step is given, else --compute-time plus the GST formula;
+    nothing runs and no network is needed."""
+    from emulation.orchestration import compare
+    cfg = write(tmp_path, "name: t\ndefaults: {topo: 'star:4', algo: ring, model: lenet5, bw: 100, mode: theory}\n"
+                "runs:\n  - {label: F, batch: 64, tg_gpus: 2, tg_step_s: 0.2}\n"
+                "  - {label: T, batch: 64, tg_gpus: 2, tg_step_s: 0.2, codec: terngrad}\n"
+                "  - {label: R, compute_time: 0.5}\n")
+    job = compare.prepare(cfg, str(tmp_path / "out"))
+    assert not job.emulated
+    rows = {r["label"]: r for r in compare.execute(job)["rows"]}
+    assert [r["mode"] for r in json.load(open(tmp_path / "out" / "comparison.json"))] == ["theory"] * 3
+    assert rows["F"]["workers"] == 8 and rows["F"]["throughput_sps"] == pytest.approx(8 * 64 / rows["F"]["iteration_median_s"])
+    assert rows["T"]["gst_median_s"] < rows["F"]["gst_median_s"] / 10  # 2 bits and fp32 scalers against 32 bits
+    assert rows["R"]["iteration_median_s"] == pytest.approx(0.5 + rows["R"]["gst_theory_s"])
+    assert rows["R"]["throughput_sps"] == pytest.approx(32 * 4 / rows["R"]["iteration_median_s"])

@@ -41,7 +41,7 @@ def test_the_shipped_configs_have_claims():
     assert [os.path.basename(p) for p in CONFIGS] == ["blueconnect-fig5.yaml", "blueconnect-fig6.yaml",
                                                       "blueconnect.yaml", "bml-fig5.yaml", "bml-fig6.yaml", "bml-fig7.yaml",
                                                       "ibatch.yaml", "pflow.yaml", "terngrad-convergence.yaml",
-                                                      "terngrad.yaml"]
+                                                      "terngrad-fig5.yaml", "terngrad.yaml"]
 
 
 @pytest.mark.parametrize("claim", list(shipped_claims()))
@@ -82,3 +82,25 @@ def test_reproduce_blueconnect_fig5_in_the_flow_model(tmp_path):
     claims = {c["what"]: c for c in json.loads(r.stdout)["paper"]}
     fig5 = claims["all-reduce time flat ring / BlueConnect (10:1)"]
     assert fig5["kind"] == "paper" and fig5["verdict"] == "agrees" and 1.4 < fig5["ours"] < 1.7
+
+
+def test_reproduce_terngrad_fig5_evaluates_app_b_beside_the_flow_model(tmp_path):
+    import json
+    from helpers import run_dmlbed
+    from emulation.spec import terngrad_model
+    from workloads.models import tensor_sizes
+    r = run_dmlbed("reproduce", "terngrad-fig5", "--json", "--out", str(tmp_path / "out"), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    claims = {c["what"]: c for c in out["paper"]}
+    app_b = claims["AlexNet throughput TernGrad / fp32, 8 GPUs at 1 Gbit/s (App. B with dmlbed's inputs)"]
+    # eq. 17-18 by hand from the config's inputs: 2 machines of 4 GPUs, 128 images each
+    cluster = terngrad_model.Cluster(gpus=4, machines=2, batch=128, step_s=0.144, gpu_bps=12e9, cpu_bps=12e9,
+                                     net_bps=125e6, latency_s=50e-6)
+    sizes = tensor_sizes("alexnet")
+    fp32, tern = 4 * sum(sizes), terngrad_model.ternary_bytes(sizes)
+    speedup = cluster.t_weak(fp32, fp32) / cluster.t_weak(tern, fp32)
+    assert app_b["ours"] == pytest.approx(speedup, rel=1e-6) and app_b["how"] == "closed form"
+    assert app_b["paper"] == "3.04" and app_b["verdict"] == "differs"
+    simulated = claims["AlexNet throughput TernGrad / fp32, 2 machines at 1 Gbit/s (flow model)"]
+    assert simulated["how"] == "simulated" and simulated["ours"] > 1

@@ -10,7 +10,7 @@ from typing import Callable, Dict, List
 
 import yaml
 
-from emulation.orchestration import experiment, paper, simulate
+from emulation.orchestration import experiment, paper, simulate, theory
 from emulation.orchestration.options import OptionError, from_mapping, option_of, yaml_key
 from emulation.orchestration.outputs import (check_output, claim_folder, default_parent, planned_folder, write_atomic,
                                             write_table)
@@ -78,6 +78,8 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
                 cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local, force=True)
                 if cfg.mode == "simulate":
                     job = simulate.prepare(cfg, in_compare=True)
+                elif cfg.mode == "theory":
+                    job = theory.prepare(cfg)
                 else:
                     job = experiment.prepare(cfg, label=lambda n: f"{where}: {yaml_key(n, option_of(n))}")
             except ValueError as exc:
@@ -120,7 +122,7 @@ def row(entry: dict, summary: dict) -> dict:
     r = {k: summary.get(k) for k in COLUMNS}
     r["mode"] = summary.get("mode", "emulate")
     r.update(summary.get("split_median_s") or {})
-    if r.get("iteration_median_s") and r.get("batch") and r.get("workers"):
+    if r.get("throughput_sps") is None and r.get("iteration_median_s") and r.get("batch") and r.get("workers"):
         r["throughput_sps"] = r["batch"] * r["workers"] / r["iteration_median_s"]  # samples per second
     fid = summary.get("fidelity") or {}
     r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"))
@@ -140,7 +142,7 @@ def sim_vs_emu(rows: List[dict], sweep_keys: List[str]) -> List[dict]:
     """Rows that ran both emulated and simulated (same label and sweep values but mode): GSTs, their ratio,
     whether they agree within 10%, and the emulated run's fidelity verdict."""
     keys = [k for k in sweep_keys if k != "mode"]
-    emulated = {(r["label"], *(r.get(k) for k in keys)): r for r in rows if r["mode"] != "simulate"}
+    emulated = {(r["label"], *(r.get(k) for k in keys)): r for r in rows if r["mode"] == "emulate"}
     out = []
     for r in rows:
         e = emulated.get((r["label"], *(r.get(k) for k in keys))) if r["mode"] == "simulate" else None
@@ -173,7 +175,7 @@ class CompareJob:
     @property
     def emulated(self) -> bool:
         """Whether any run brings up an emulated network (then the matrix holds the network lock)."""
-        return any(e["config"].mode != "simulate" and not e["config"].local for e in self.entries)
+        return any(e["config"].mode == "emulate" and not e["config"].local for e in self.entries)
 
 
 def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False,
@@ -221,6 +223,8 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
         log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
         if entry["config"].mode == "simulate":
             summary = simulate.execute(entry["job"], log=log)
+        elif entry["config"].mode == "theory":
+            summary = theory.summary(entry["job"])
         else:
             summary = experiment.execute(entry["job"], log=log, progress=progress)
         rows.append(row(entry, summary))

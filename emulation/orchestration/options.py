@@ -186,8 +186,9 @@ class CommonConfig:
                              "in all, eq. 15-16) scaling", choices=SCALINGS, commands=(THEORY,))
     tg_ternarize_last: bool = option(False, "theory --codec terngrad: ternarize the last layer too (the paper "
                                      "keeps it fp32)", kind=bool, commands=(THEORY,))
-    mode: str = option("emulate", "emulate (real workers on Mininet) or simulate (flow-level, any size)",
-                       choices=("emulate", "simulate"), commands=(COMPARE,))
+    mode: str = option("emulate", "emulate (real workers on Mininet), simulate (flow-level, any size) or theory (the "
+                       "closed forms; TernGrad's App. B where tg_step_s is given)",
+                       choices=("emulate", "simulate", "theory"), commands=(COMPARE,))
     latency_us: float = option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
                                high=1e6, commands=(SIMULATE, COMPARE))
     goodput: float = option(None, "simulate: share of a link's shaped rate that carries payload (default: full "

@@ -151,10 +151,12 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
 
 
 def how_obtained(row: dict) -> str:
-    """Where a row's value came from: simulated, measured on loopback, or measured on the emulated network
-    (with its fidelity verdict)."""
+    """Where a row's value came from: a closed form, simulated, measured on loopback, or measured on the emulated
+    network (with its fidelity verdict)."""
     if row.get("mode") == "simulate":
         return "simulated"
+    if row.get("mode") == "theory":
+        return "closed form"
     if row.get("fidelity") in (None, "not measured"):
         return "measured (loopback)"
     return f"measured (emulated, {row['fidelity']})"

@@ -40,6 +40,27 @@ def report(job: TheoryJob) -> dict:
     return out
 
 
+def summary(job: TheoryJob) -> dict:
+    """A compare row's summary from the closed forms (mode: theory): with --tg-step-s, TernGrad's App. B (the fp32
+    or the TernGrad row by --codec, its N = GPUs x machines workers); else the algorithm's GST formula after
+    --compute-time."""
+    cfg, checked = job.cfg, job.checked
+    h = head(cfg, checked)
+    out = {key: h[key] for key in ("topology", "algo", "codec", "model", "batch", "bw_mbps", "workers",
+                                   "gst_theory_s", "config")}
+    out.update(mode="theory", iterations=None, correct=None, out=cfg.out)
+    if cfg.tg_step_s:
+        model = terngrad_app_b(cfg, checked)
+        mine = model["terngrad" if cfg.codec == "terngrad" else "fp32"]
+        out.update(workers=model["inputs"]["workers"], gst_median_s=mine["t_comm_s"], gst_theory_s=mine["t_comm_s"],
+                   compute_median_s=mine["t_s"] - mine["t_comm_s"], iteration_median_s=mine["t_s"],
+                   throughput_sps=mine["throughput_sps"], terngrad_model=model, formula=model["equations"])
+    else:
+        out.update(gst_median_s=h["gst_theory_s"], compute_median_s=cfg.compute_time,
+                   iteration_median_s=cfg.compute_time + h["gst_theory_s"], formula=h["gst_formula"])
+    return out
+
+
 def terngrad_app_b(cfg: RunConfig, checked: Checked) -> dict:
     """TernGrad's own performance model (App. B) for this configuration: the hosts are its machines."""
     cluster = terngrad_model.Cluster(
