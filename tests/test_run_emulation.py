@@ -131,3 +131,19 @@ def test_a_link_left_unshaped_is_not_faithful(tmp_path):
     assert fidelity["verdict"] == "not faithful", fidelity
     assert "times their shaped rate" in fidelity["cause"] or "of theory" in fidelity["cause"], fidelity["cause"]
     assert leftovers("star:2") == []
+
+
+def test_shape_ingress_holds_incast_into_one_server_to_its_rate(tmp_path):
+    """With --shape-ingress every host link runs through a bridging namespace that shapes switch->host: eight
+    workers pushing into one iBatch server get its downlink's rate, not eight times it (without it the downlink is
+    unshaped), and the run finishes without stalls (the former IFB shaping held packets for seconds)."""
+    r = run_dmlbed("run", "--topo", "star:9", "--algo", "ibatch", "--model", "mlp:1M", "--bw", "100", "--iters", "4",
+                   "--batch", "8", "--compute-time", "0.3", "--shape-ingress", "--json", "--out", str(tmp_path),
+                   timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(r.stdout)
+    assert s["correct"] and "bridging namespace per host link" in s["shaping"]
+    level = s["fidelity"]["levels"]["L0"]
+    assert level["critical_fidelity"] < 1.15, level  # the server's downlink held its shaped rate
+    assert 0.8 < s["gst_ratio"] < 1.5, s["fidelity"]  # 8 x 4 MB into one 100 Mbit/s port: about 2.6 s, no stall
+    assert leftovers("star:9") == []

@@ -158,6 +158,14 @@ def layer_parameters(layer: Layer) -> int:
     return sum(layer_tensors(layer))
 
 
+def layer_tensor_counts(name: str) -> List[int]:
+    """How many consecutive parameter tensors make each layer (a layer-list model's weight and bias; one per tensor
+    where the layers are not listed: a zoo or user model)."""
+    if name.startswith("mlp:") or name in LAYER_MODELS:
+        return [n for n in (len(layer_tensors(l)) for l in layers_of(name)[0]) if n]
+    return [1] * len(tensor_sizes(name))
+
+
 def tensor_sizes(name: str) -> List[int]:
     """Elements of each parameter tensor in model.parameters() order (no torch for a named model)."""
     return list(entry(name)["tensors"])

@@ -25,7 +25,7 @@ from emulation.net.topos import SpecTopo, shaper_name
 from emulation.spec.addressing import all_host_configs, config_commands
 from emulation.spec.controllers import ControllerChoice
 from emulation.spec.impairment import Impairment
-from emulation.spec.shaping import bridge_commands, ingress_commands, ingress_netem_commands, offloads_off_command
+from emulation.spec.shaping import bridge_commands, ingress_netem_commands, offloads_off_command
 from emulation.spec.tcp import TcpSettings, route_rto_min_ms
 from emulation.spec.topology import Topology
 
@@ -112,13 +112,13 @@ class EmulatedNetwork:
             raise NetworkError("link delay/loss needs the kernel's netem qdisc (sch_netem), which this kernel lacks")
         link, host, switch = ShapedLink, QuietHost, DmlSwitch
         if self.cluster:
-            boxes = {shaper_name(i): l.lower for i, l in enumerate(self.topo.links)
-                     if afxdp and not self.topo.is_host(l.lower)}
+            boxes = {shaper_name(i): l.lower for i, l in enumerate(self.topo.links) if afxdp and self._boxed(l)}
             link, host, switch = self.cluster.node_classes(self.topo, self.state, boxes, self.log)
         self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, shaper_boxes=afxdp,
                                          host_queue=self.tcp.host_queue_packets,
                                          switch_queue=self.tcp.switch_queue_packets,
-                                         impairment=self.impairment, mtu=self.tcp.mtu),
+                                         impairment=self.impairment, mtu=self.tcp.mtu,
+                                         host_boxes=self.host_boxes),
                            link=link, host=host,
                            switch=lambda name, **p: switch(name, datapath=self.datapath, afxdp=afxdp, **p),
                            controller=None, autoSetMacs=False, autoStaticArp=False,
@@ -140,7 +140,7 @@ class EmulatedNetwork:
                 self.state.add_pid(link.tunnel.pid, f"ssh tunnel {link.intf1}-{link.intf2}")
         self.net.start()
         self._quiet_switch_ports()
-        self._configure_hosts(ingress_shaping=afxdp and self.ingress_shaping)
+        self._configure_hosts()
         if afxdp:
             self._configure_shapers()
         self.log("waiting for every switch to be programmed" if choice.own else
@@ -163,9 +163,10 @@ class EmulatedNetwork:
         if args:
             subprocess.run(["sysctl", "-qw"] + args, capture_output=True)
 
-    def _configure_hosts(self, ingress_shaping: bool) -> None:
+    def _configure_hosts(self) -> None:
         """Addresses, routes (with the TCP route options), static ARP, the host's TCP settings, no TX offload
-        and (userspace datapath) ingress shaping; then read one host's TCP settings back."""
+        and (userspace datapath, switch->host unshaped) the links' delay and loss at the host's ingress; then read
+        one host's TCP settings back."""
         configs = all_host_configs(self.topo)
         for spec_host in self.topo.hosts:
             tcp = self.host_tcp(spec_host.name)
@@ -173,10 +174,7 @@ class EmulatedNetwork:
             for intf in spec_host.interfaces:
                 cmds.append(offloads_off_command(intf.name))
                 netem = self.impairment.netem(intf.level)
-                if ingress_shaping:
-                    cmds += ingress_commands(intf.name, f"ifb{intf.port}", self.bw[intf.level],
-                                             self.tcp.switch_queue_packets, netem, self.tcp.mtu)
-                elif netem and self.datapath == "user":  # AF_XDP sends switch->host around the switch's netem
+                if netem and self.datapath == "user" and not self.host_boxes:  # AF_XDP sends around the switch's
                     cmds += ingress_netem_commands(intf.name, f"ifb{intf.port}", self.tcp.switch_queue_packets,
                                                    netem, self.tcp.mtu)
             self._run_in(spec_host.name, cmds)
@@ -205,10 +203,19 @@ class EmulatedNetwork:
         out["quickack_on_routes"] = sum("quickack 1" in r for r in routes) == len(routes) and bool(routes)
         return out
 
+    @property
+    def host_boxes(self) -> bool:
+        """Whether host links run through shaping namespaces too (--shape-ingress on the userspace datapath)."""
+        return self.datapath == "user" and self.ingress_shaping
+
+    def _boxed(self, link) -> bool:
+        """Whether a link runs through a shaping namespace (userspace datapath)."""
+        return self.datapath == "user" and (not self.topo.is_host(link.lower) or self.host_boxes)
+
     def _configure_shapers(self) -> None:
-        """Bridge the two ports of every switch-to-switch shaping namespace."""
+        """Bridge the two ports of every shaping namespace."""
         for i, link in enumerate(self.topo.links):
-            if not self.topo.is_host(link.lower):
+            if self._boxed(link):
                 box = shaper_name(i)
                 self._run_in(box, bridge_commands([f"{box}-eth0", f"{box}-eth1"]))
 
@@ -263,7 +270,8 @@ class EmulatedNetwork:
         """Which directions of which links are shaped (AF_XDP transmits around switch-side qdiscs)."""
         if self.datapath == "kernel":
             return "all links, both directions"
-        down = "switch->host at host ingress (IFB)" if self.ingress_shaping else "switch->host unshaped"
+        down = "switch->host in a bridging namespace per host link" if self.ingress_shaping else \
+            "switch->host unshaped"
         return f"host->switch at host egress; switch<->switch both directions; {down}"
 
     def port_drops(self) -> Dict[str, int]:
@@ -286,11 +294,12 @@ class EmulatedNetwork:
         return totals
 
     def queue_drops(self) -> int:
-        """Packets the shaped switch-side queues dropped so far: the switch-to-switch links' queues (in their
-        shaping namespaces on the userspace datapath; on the switch ports with the kernel datapath)."""
+        """Packets the shaped switch-side queues dropped so far: the queues in the shaping namespaces on the
+        userspace datapath (switch-to-switch links, and host links with --shape-ingress), on the switch ports with
+        the kernel datapath."""
         if self.datapath == "user":
             outs = [self.net.get(shaper_name(i)).cmd("tc -s qdisc show") for i, link in enumerate(self.topo.links)
-                    if not self.topo.is_host(link.lower)]
+                    if self._boxed(link)]
         else:
             outs = [subprocess.run(["tc", "-s", "qdisc", "show", "dev", name], capture_output=True,
                                    text=True).stdout for name in switch_side_interfaces(self.topo)]

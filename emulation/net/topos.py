@@ -32,13 +32,15 @@ class SpecTopo(Topo):
     """Hosts, switches (explicit dpids) and links of a Topology, with per-level link options."""
 
     def build(self, spec: Topology, bw=None, shaper_boxes=False, configure_hosts=False, host_queue=None,
-              switch_queue=None, impairment=None, mtu=None):
+              switch_queue=None, impairment=None, mtu=None, host_boxes=False):
         """spec: the dmlbed Topology; bw: Mbit/s per link level (None = unshaped);
         shaper_boxes: run switch-to-switch links through a bridging namespace x<i> that shapes them;
         configure_hosts: hosts configure themselves (for `mn --custom`; dmlbed's own runs do it later);
         host_queue / switch_queue: HTB leaf packets at a host's egress / at switch-side queues;
         impairment: per-level netem delay/loss as the leaf of every shaped end (None: none);
-        mtu: MTU of every interface of every link (None: the kernel's 1500)."""
+        mtu: MTU of every interface of every link (None: the kernel's 1500);
+        host_boxes: also run host links through a bridging namespace (its egress toward the host shapes
+        switch->host, which AF_XDP transmits around on the switch's own port)."""
         configs = all_host_configs(spec) if configure_hosts else {}
         for host in spec.hosts:
             opts = {}
@@ -58,7 +60,13 @@ class SpecTopo(Topo):
             netem = impairment.netem(link.level) if impairment is not None and bw else None
             # every shaped end gets netem: an end that AF_XDP transmits around never delays twice
             hq, sq = (dict(host_q, netem=netem), dict(switch_q, netem=netem)) if netem else (host_q, switch_q)
-            if spec.is_host(link.lower):
+            if spec.is_host(link.lower) and host_boxes:
+                intf, box = spec.node(link.lower).interface(link.level), shaper_name(i)
+                self.addHost(box, ip=None)
+                self.addLink(link.lower, box, port1=link.lower_port, port2=0, intfName1=intf.name, addr1=intf.mac,
+                             params1=hq, params2=sq, **opts)
+                self.addLink(box, link.upper, port1=1, port2=link.upper_port, params1=sq, params2=sq, **opts)
+            elif spec.is_host(link.lower):
                 intf = spec.node(link.lower).interface(link.level)
                 self.addLink(link.lower, link.upper, port1=link.lower_port, port2=link.upper_port,
                              intfName1=intf.name, addr1=intf.mac, params1=hq, params2=sq, **opts)

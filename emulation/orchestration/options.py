@@ -161,7 +161,8 @@ class CommonConfig:
                              commands=(RUN, NET, LAUNCH), yaml=False)
     controller_app: str = option(None, "your Ryu app (FILE.py), run by dmlbed in place of its own",
                                  parse=lambda t: parse_controller(None, t), commands=(RUN, NET, LAUNCH), yaml=False)
-    shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (IFB; costs CPU)",
+    shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (a bridging namespace "
+                                        "per host link; incast into one host needs it)",
                                  kind=bool, commands=(RUN, COMPARE, NET, BENCH, CALIBRATE, LAUNCH))
     cluster: str = option(None, "emulate across machines: SERVER[,SERVER...] reached over SSH, this machine "
                           "first (Mininet Cluster Edition; see README, Several machines)", parse=parse_servers,

@@ -19,7 +19,8 @@ from emulation.spec.calibration import load as load_calibration
 from workloads.algorithms import names_with
 from workloads.compression import COMPRESSORS
 from workloads.engine import CHUNK_BYTES
-from workloads.models import tensor_sizes
+from workloads.overlap import FORWARD_SHARE
+from workloads.models import layer_tensor_counts, tensor_flops, tensor_sizes
 from workloads.plan import PlanError
 from workloads.runfolder import RunFolder
 
@@ -152,6 +153,14 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
         f"{sum(len(s) for p, _ in phases for s in p.streams)} steps")
     result = synchronize(tensor_sizes(cfg.model))
     gst, iteration_s, split = result.gst_s, cfg.compute_time + result.gst_s, {}
+    if algorithm.forward_phase is not None:  # the forward pass waits for what it pulls (iBatch)
+        forward = simulated_forward(cfg, checked, lambda plan, pieces: simulate_plan(
+            plan, [n * 4 for n in pieces], router, rates, latency_s=latency, chunk_bytes=chunk,
+            link_delay_s=checked.impairment.link_delay_s()).gst_s)
+        iteration_s = forward["total_s"] + cfg.compute_time * (1 - FORWARD_SHARE) + gst
+        split = {"forward_phase_s": forward["total_s"], **{k: forward[k] for k in
+                                                            ("overlapped_s", "comm_exposed_s", "compute_exposed_s")}}
+        summary["forward_phase"] = forward
     overlap = overlap_model(cfg, lambda sizes: synchronize(sizes).gst_s)
     if overlap:  # buckets synchronized one after another as backward makes them ready
         gst, iteration_s, split = overlap["gst_s"], overlap["iteration_s"], {"exposed_s": overlap["exposed_s"]}
@@ -201,6 +210,21 @@ def execute(job: SimulationJob, log: Callable[[str], None] = lambda m: None) -> 
         summary["trace"] = f"omitted: {result.messages} transfers (a timeline keeps up to {TRACE_UNITS})"
     write_atomic(folder.file(RunFolder.SUMMARY), json.dumps(summary, indent=1))
     return summary
+
+
+def simulated_forward(cfg: RunConfig, checked: Checked, pull_s: Callable) -> dict:
+    """The algorithm's forward phase in the flow model: the device's forward share of --compute-time, split over
+    the layers by their FLOPs (by parameters for a model without them)."""
+    counts, sizes = layer_tensor_counts(cfg.model), tensor_sizes(cfg.model)
+    flops = tensor_flops(cfg.model) or [float(n) for n in sizes]
+    bounds = [sum(counts[:i]) for i in range(len(counts) + 1)]
+    layer_sizes = [sum(sizes[a:b]) for a, b in zip(bounds, bounds[1:])]
+    layer_flops = [sum(flops[a:b]) for a, b in zip(bounds, bounds[1:])]
+    total = sum(layer_flops) or 1.0
+    forward_s = [cfg.compute_time * FORWARD_SHARE * f / total for f in layer_flops]
+    algorithm = checked.algorithm
+    return algorithm.forward_phase(checked.topo, checked.servers, algorithm.options_of(algorithm_options(cfg)),
+                                   layer_sizes, forward_s, pull_s)
 
 
 def wire_ratio(phases, codec) -> float:

@@ -6,11 +6,10 @@ from emulation.spec.impairment import netem_leaf_command
 
 # AF_XDP ports transmit around the qdisc of the switch-side veth. So on the userspace
 # datapath switch<->switch links run through a small bridging namespace whose own egress
-# qdiscs shape both directions, and the switch->host direction is shaped only on request,
-# at the host's ingress through an IFB device: measured on star:9 at 100 Mbit/s, 9
-# concurrent flows reach 0.94 of the rate without it and about 0.42 with it (CPU cost).
-
-IFB_QUEUE_LEN = 1000
+# qdiscs shape both directions, and host links do too on request (--shape-ingress), which
+# shapes switch->host. (Shaping that direction at the host's ingress through an IFB device
+# held packets for up to 21 s under incast into one server: a ping took 21 s with every
+# qdisc empty, and Parameter Flow's pushes stalled behind 36 s retransmission timeouts.)
 # TX checksum offload must be off: TCP through the userspace datapath stalls otherwise.
 OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
 
@@ -46,16 +45,6 @@ def redirect_ingress_commands(dev: str, ifb: str) -> List[str]:
     return [f"tc qdisc add dev {dev} handle ffff: ingress",
             f"tc filter add dev {dev} parent ffff: protocol all u32 match u32 0 0 "
             f"action mirred egress redirect dev {ifb}"]
-
-
-def ingress_commands(dev: str, ifb: str, mbps: float, packets: int, netem: Optional[str] = None,
-                     mtu: Optional[int] = None) -> List[str]:
-    """Shape what arrives on dev to mbps by redirecting its ingress to an IFB device with HTB."""
-    return [f"ip link add {ifb} type ifb",
-            ifb_up_command(ifb, IFB_QUEUE_LEN, mtu),
-            *htb_commands(ifb, mbps),
-            leaf_queue_command("tc", ifb, packets, netem),
-            *redirect_ingress_commands(dev, ifb)]
 
 
 def ingress_netem_commands(dev: str, ifb: str, packets: int, netem: str, mtu: Optional[int] = None) -> List[str]:

@@ -81,6 +81,8 @@ class Algorithm:
     worker_optimizer: False when its servers apply the updates themselves (plain SGD, as its paper).
     shared: topology, servers, options -> what the runner computes once and gives every rank (RankConfig.shared),
     for what its ranks must agree on but could compute differently (a solver under a time limit).
+    forward_phase: topology, servers, options, per-layer sizes, per-layer forward seconds, a plan's seconds in the
+    flow model -> the forward pass with what it waits for (iBatch's pulls), for the flow model's iteration.
     """
 
     name: str
@@ -99,6 +101,7 @@ class Algorithm:
     worker_optimizer: bool = True  # its workers step torch's SGD (momentum, weight decay, schedules apply)
     phases: Optional[Callable[[Topology, int, Any, Sequence[int]], Tuple[Tuple[Plan, List[int]], ...]]] = None
     shared: Callable[[Topology, int, Any], Dict[str, object]] = nothing_shared
+    forward_phase: Optional[Callable[..., Dict[str, object]]] = None
 
     @property
     def overlaps(self) -> bool:

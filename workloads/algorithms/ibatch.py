@@ -9,7 +9,7 @@ channel and the forward of batch k starts when batch k has arrived and batch k-1
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from emulation.spec.theory import Theory, dedicated_servers_time, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
@@ -36,14 +36,20 @@ class Profile:
 def timeline(batches: Batches, p: Profile) -> Dict[str, float]:
     """Exact pipeline: total time and its split into overlapped communication, communication not
     overlapped, and computation not overlapped (the iBatch paper's Fig. 7)."""
+    return pipeline([_comm(p, a, b) for a, b in batches], [_comp(p, a, b) for a, b in batches])
+
+
+def pipeline(pulls: Sequence[float], computes: Sequence[float]) -> Dict[str, float]:
+    """timeline() from each batch's pull and forward seconds: the pulls back to back, a batch's forward once it
+    has arrived and the previous batch is computed."""
     comm_end, comp_end = 0.0, 0.0
     comm_iv, comp_iv = [], []
-    for a, b in batches:
+    for pull, compute in zip(pulls, computes):
         start = comm_end
-        comm_end = start + p.startup + sum(p.transfer[a:b + 1])
+        comm_end = start + pull
         comm_iv.append((start, comm_end))
         c0 = max(comm_end, comp_end)
-        comp_end = c0 + sum(p.compute[a:b + 1])
+        comp_end = c0 + compute
         comp_iv.append((c0, comp_end))
     overlap = sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in comm_iv for s2, e2 in comp_iv)
     comm = sum(e - s for s, e in comm_iv)
@@ -185,13 +191,49 @@ def ps_pull(hosts: int, servers: int, layers: int, batches: Sequence[Tuple[int, 
     covered = [i for a, b in batches for i in range(a, b + 1)]
     if covered != list(range(layers)):
         raise PlanError(f"batches {list(batches)} must cover layers 0..{layers - 1} once, in order")
-    for a, b in batches:
-        owners = sorted({server_of(i, servers) for i in range(a, b + 1)})
-        steps.append(tuple(Transfer(w, s, layers + w - servers, COPY) for w in workers for s in owners))
-        steps.append(tuple(Transfer(server_of(i, servers), w, i, COPY) for i in range(a, b + 1) for w in workers))
+    for batch in batches:
+        steps += batch_steps(workers, servers, layers, batch)
     # requests and replies: a server answers a batch only after its requests arrived (step barriers)
     return Plan("ibatch-pull", hosts, layers + len(workers), (tuple(steps),), tuple(workers),
                 {"servers": servers, "batches": [list(b) for b in batches], "barriers": True})
+
+
+def batch_steps(workers: Sequence[int], servers: int, layers: int, batch: Tuple[int, int]) -> List[tuple]:
+    """One batch's pull: every worker's request to the batch's servers, then their replies with its layers."""
+    a, b = batch
+    owners = sorted({server_of(i, servers) for i in range(a, b + 1)})
+    return [tuple(Transfer(w, s, layers + w - servers, COPY) for w in workers for s in owners),
+            tuple(Transfer(server_of(i, servers), w, i, COPY) for i in range(a, b + 1) for w in workers)]
+
+
+def batch_pull(hosts: int, servers: int, layers: int, batch: Tuple[int, int]) -> Plan:
+    """One batch's pull as a plan of its own (the flow model times each batch apart)."""
+    workers = list(range(servers, hosts))
+    return Plan("ibatch-pull-batch", hosts, layers + len(workers), (tuple(batch_steps(workers, servers, layers,
+                                                                                      batch)),),
+                tuple(workers), {"servers": servers, "barriers": True})
+
+
+def forward_phase(topo, servers: int, options, layer_sizes: Sequence[int], forward_s: Sequence[float],
+                  pull_s: Callable[[Plan, List[int]], float]) -> Dict[str, object]:
+    """The forward pass with its pulls, as the ranks run it, in the flow model: each layer pulled alone gives the
+    profile (transfer times and the startup fitted as the ranks fit theirs), iBatch's chooser picks a batching,
+    and the --pull mode's batching is timed batch by batch (pull_s: a plan's seconds for pieces of these element
+    counts) against each layer's forward seconds. Returns timeline()'s split, the batches and the profile."""
+    hosts, L = len(topo.hosts), len(layer_sizes)
+    pieces = list(layer_sizes) + [1] * (hosts - servers)  # layers, then each worker's request token
+
+    def seconds(batch):
+        return pull_s(batch_pull(hosts, servers, L, batch), pieces)
+    single = [seconds((i, i)) for i in range(L)]
+    startup, rate = fit_startup([n * 4 for n in layer_sizes], single)
+    transfer = tuple(n * 4 / rate if rate != float("inf") else 0.0 for n in layer_sizes)
+    profile = Profile(tuple(forward_s), transfer, startup)
+    batches = batches_for(options.pull, choose(profile), L)
+    pulls = single if batches == layer_batches(L) else [seconds(b) for b in batches]
+    out = pipeline(pulls, [sum(forward_s[a:b + 1]) for a, b in batches])
+    return {**out, "batches": [list(b) for b in batches], "pull_s": pulls,
+            "profile": {"compute_s": list(forward_s), "transfer_s": list(transfer), "startup_s": startup}}
 
 
 def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
@@ -211,11 +253,11 @@ class IBatchOptions:
     """iBatch's run options (flag --pull)."""
 
     pull: str = option("ibatch", "ibatch: pull schedule (ibatch = the better greedy batching, layer, default)",
-                       choices=PULL_MODES)
+                       choices=PULL_MODES, shapes_plan=True)  # the flow model times the forward phase's pulls
 
 
 IBATCH = Algorithm(
     name="ibatch", summary="parameter server whose pulls are batched by layer and overlap the forward pass",
     paper="iBatch (Wang et al., 2019)", topologies=ALL_TOPOLOGIES, theory=theory,
     strategy="workloads.strategies.ibatch:BatchedPulls", servers=REQUIRED_SERVERS, default_servers=1,
-    options=IBatchOptions, worker_optimizer=False, phases=phases)
+    options=IBatchOptions, worker_optimizer=False, phases=phases, forward_phase=forward_phase)
