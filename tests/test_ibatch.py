@@ -4,7 +4,7 @@ on communication-bound profiles, the startup fit recovers T_s; the pull plans ar
 import numpy as np
 import pytest
 
-from workloads.algorithms.ibatch import ps_pull, ps_push
+from workloads.algorithms.ibatch import placement, ps_pull, ps_push
 from workloads.algorithms.ibatch import (Profile, choose, default_batches, execution_time, fit_startup, greedy_backward,
                               greedy_forward, layer_batches, paper_objective, timeline)
 from workloads.plan import PieceLayout, PlanError, simulate, validate
@@ -76,7 +76,7 @@ def test_fit_startup_recovers_ts_and_rate():
 
 
 def test_pull_plan_moves_server_parameters_to_every_worker():
-    plan = ps_pull(4, 1, 3, [(0, 1), (2, 2)])
+    plan = ps_pull(4, 1, placement([5, 7, 3], 1), [(0, 1), (2, 2)])
     validate(plan)
     layout = PieceLayout.per_layer([5, 7, 3] + [1, 1, 1])
     server = np.arange(layout.total, dtype=np.float32)
@@ -86,16 +86,40 @@ def test_pull_plan_moves_server_parameters_to_every_worker():
         assert np.array_equal(out[w][:15], server[:15])
     assert len(plan.streams[0]) == 4  # request + reply per batch
     with pytest.raises(PlanError, match="cover layers"):
-        ps_pull(4, 1, 3, [(0, 0), (2, 2)])
+        ps_pull(4, 1, placement([5, 7, 3], 1), [(0, 0), (2, 2)])
+
+
+def test_placement_splits_every_layer_evenly_over_the_servers():
+    place = placement([10, 20, 1, 7], 3)
+    assert place.sizes == (4, 3, 3, 7, 7, 6, 1, 3, 2, 2)
+    assert place.owners == (0, 1, 2, 1, 2, 0, 2, 0, 1, 2)  # slice j of layer i on server (i + j) mod 3
+    assert place.layers == ((0, 3), (3, 6), (6, 7), (7, 10))
+    loads = [sum(n for n, o in zip(place.sizes, place.owners) if o == s) for s in range(3)]
+    assert max(loads) - min(loads) <= 3  # near-equal shares, where whole layers would give 10/21/7
+    assert placement([10, 20], 1).sizes == (10, 20)
+
+
+def test_pull_plan_takes_each_piece_from_its_server():
+    place = placement([6, 9], 2)
+    plan = ps_pull(5, 2, place, [(0, 1)])
+    validate(plan)
+    layout = PieceLayout.per_layer(list(place.sizes) + [1, 1, 1])
+    inputs = {r: np.zeros(layout.total, np.float32) for r in range(5)}
+    for p, (a, b) in enumerate(layout.bounds[:len(place.sizes)]):  # each server holds only its own pieces
+        inputs[place.owners[p]][a:b] = np.arange(a, b)
+    out = simulate(plan, inputs, layout, zero_others=False)
+    for w in (2, 3, 4):
+        assert np.array_equal(out[w][:15], np.arange(15, dtype=np.float32))
 
 
 def test_push_plan_sums_gradients_on_the_servers():
-    plan = ps_push(5, 2, 4)
-    layout = PieceLayout.per_layer([10, 20, 30, 5])
+    place = placement([10, 20, 30, 5], 2)
+    plan = ps_push(5, 2, place)
+    layout = PieceLayout.per_layer(list(place.sizes))
     rng = np.random.default_rng(0)
     inputs = {r: rng.standard_normal(layout.total).astype(np.float32) for r in range(5)}
     out = simulate(plan, inputs, layout)
     expected = sum(inputs[r] for r in (2, 3, 4))
-    for layer, (a, b) in enumerate(layout.bounds):
-        server = layer % 2
+    for piece, (a, b) in enumerate(layout.bounds):
+        server = place.owners[piece]
         assert np.allclose(out[server][a:b], expected[a:b], atol=1e-5)  # servers start from zero

@@ -172,21 +172,18 @@ def test_parameter_flow_is_its_push_then_its_broadcast():
 
 
 @pytest.mark.parametrize("spec,servers", [("star:9", 1), ("star:9", 3), ("fattree:4", 2)])
-def test_ibatch_gst_is_its_push_of_whole_layers(spec, servers):
-    """iBatch's GST is the push of every layer, one piece each, to its server (round-robin by layer): on an ideal
-    network its busiest cut, as in theory."""
+def test_ibatch_gst_is_its_push_of_every_layer(spec, servers):
+    """iBatch's GST is the push of every layer, split evenly over the servers: on an ideal network its busiest cut,
+    as in theory."""
     topo = parse(spec)
     b = parse_bandwidth("100", topo)
     sizes = tensor_sizes("lenet5")
     algo = get("ibatch")
     [(plan, pieces)] = algo.simulation_phases(topo, sizes, servers)
-    assert plan.name == "ibatch-push" and pieces == list(sizes)
+    assert plan.name == "ibatch-push" and sum(pieces) == sum(sizes) and len(pieces) >= len(sizes)
     result = simulate_plan(plan, [n * 4 for n in pieces], Router(topo, "spread"), {l: v * 1e6 / 8 for l, v in enumerate(b)})
     theory = algo.gst_theory(topo, 4 * sum(sizes), b, servers)
-    if servers == 1:
-        assert result.gst_s == pytest.approx(theory.gst_s, rel=1e-4)
-    else:  # whole layers round-robin: the server holding LeNet-5's 3.2M-parameter layer takes longest
-        assert result.gst_s >= theory.gst_s * (1 - 1e-4)
+    assert result.gst_s == pytest.approx(theory.gst_s, rel=0.01)
 
 
 def test_cli_simulates_a_codec(tmp_path):

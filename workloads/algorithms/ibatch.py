@@ -171,47 +171,73 @@ def batches_for(mode: str, picked: Dict[str, object], layers: int) -> Batches:
     return {"ibatch": picked["batches"], "layer": layer_batches(layers), "default": default_batches(layers)}[mode]
 
 
-def server_of(layer: int, servers: int) -> int:
-    """Layers are spread over the servers round-robin."""
-    return layer % servers
+@dataclass(frozen=True)
+class Placement:
+    """Every layer split evenly over the servers, as BigDL partitions the parameters: the pieces (layer-major), each
+    one's server, and each layer's pieces [first, end)."""
+
+    sizes: Tuple[int, ...]
+    owners: Tuple[int, ...]
+    layers: Tuple[Tuple[int, int], ...]
+
+    def pieces_of(self, a: int, b: int) -> range:
+        """The pieces of layers a..b."""
+        return range(self.layers[a][0], self.layers[b][1])
 
 
-def ps_push(hosts: int, servers: int, layers: int) -> Plan:
-    """Every worker pushes every layer's gradient to that layer's server (summed there)."""
+def placement(layer_sizes: Sequence[int], servers: int) -> Placement:
+    """Layer i in min(servers, its size) near-equal slices, slice j on server (i + j) mod servers (so one-piece
+    layers do not all land on server 0)."""
+    sizes: List[int] = []
+    owners: List[int] = []
+    spans = []
+    for i, n in enumerate(layer_sizes):
+        k, first = max(1, min(servers, n)), len(sizes)
+        sizes += [n // k + (1 if j < n % k else 0) for j in range(k)]
+        owners += [(i + j) % servers for j in range(k)]
+        spans.append((first, len(sizes)))
+    return Placement(tuple(sizes), tuple(owners), tuple(spans))
+
+
+def ps_push(hosts: int, servers: int, place: Placement) -> Plan:
+    """Every worker pushes every piece of the gradient to that piece's server (summed there)."""
     check_servers(servers, hosts)
-    step = tuple(Transfer(w, server_of(i, servers), i, REDUCE) for w in range(servers, hosts) for i in range(layers))
-    return Plan("ibatch-push", hosts, layers, ((step,),), tuple(range(servers, hosts)), {"servers": servers})
+    step = tuple(Transfer(w, place.owners[p], p, REDUCE) for w in range(servers, hosts)
+                 for p in range(len(place.sizes)))
+    return Plan("ibatch-push", hosts, len(place.sizes), ((step,),), tuple(range(servers, hosts)), {"servers": servers})
 
 
-def ps_pull(hosts: int, servers: int, layers: int, batches: Sequence[Tuple[int, int]]) -> Plan:
-    """Per batch: every worker sends a pull request (its token piece) to the batch's servers, then those
-    servers send the batch's layers. Pieces 0..L-1 are layers, L+w is worker w's request token."""
+def ps_pull(hosts: int, servers: int, place: Placement, batches: Sequence[Tuple[int, int]]) -> Plan:
+    """Per batch of layers: every worker sends a pull request (its token piece) to the servers holding them, then
+    those servers send their pieces. Pieces 0..P-1 are the placement's, P+w is worker w's request token."""
     workers = list(range(servers, hosts))
-    steps: List[tuple] = []
+    layers = len(place.layers)
     covered = [i for a, b in batches for i in range(a, b + 1)]
     if covered != list(range(layers)):
         raise PlanError(f"batches {list(batches)} must cover layers 0..{layers - 1} once, in order")
+    steps: List[tuple] = []
     for batch in batches:
-        steps += batch_steps(workers, servers, layers, batch)
+        steps += batch_steps(workers, servers, place, batch)
     # requests and replies: a server answers a batch only after its requests arrived (step barriers)
-    return Plan("ibatch-pull", hosts, layers + len(workers), (tuple(steps),), tuple(workers),
+    return Plan("ibatch-pull", hosts, len(place.sizes) + len(workers), (tuple(steps),), tuple(workers),
                 {"servers": servers, "batches": [list(b) for b in batches], "barriers": True})
 
 
-def batch_steps(workers: Sequence[int], servers: int, layers: int, batch: Tuple[int, int]) -> List[tuple]:
-    """One batch's pull: every worker's request to the batch's servers, then their replies with its layers."""
-    a, b = batch
-    owners = sorted({server_of(i, servers) for i in range(a, b + 1)})
-    return [tuple(Transfer(w, s, layers + w - servers, COPY) for w in workers for s in owners),
-            tuple(Transfer(server_of(i, servers), w, i, COPY) for i in range(a, b + 1) for w in workers)]
+def batch_steps(workers: Sequence[int], servers: int, place: Placement, batch: Tuple[int, int]) -> List[tuple]:
+    """One batch's pull: every worker's request to the batch's servers, then their replies with its pieces."""
+    pieces = place.pieces_of(*batch)
+    owners = sorted({place.owners[p] for p in pieces})
+    tokens = len(place.sizes) - servers
+    return [tuple(Transfer(w, s, tokens + w, COPY) for w in workers for s in owners),
+            tuple(Transfer(place.owners[p], w, p, COPY) for p in pieces for w in workers)]
 
 
-def batch_pull(hosts: int, servers: int, layers: int, batch: Tuple[int, int]) -> Plan:
+def batch_pull(hosts: int, servers: int, place: Placement, batch: Tuple[int, int]) -> Plan:
     """One batch's pull as a plan of its own (the flow model times each batch apart)."""
     workers = list(range(servers, hosts))
-    return Plan("ibatch-pull-batch", hosts, layers + len(workers), (tuple(batch_steps(workers, servers, layers,
-                                                                                      batch)),),
-                tuple(workers), {"servers": servers, "barriers": True})
+    return Plan("ibatch-pull-batch", hosts, len(place.sizes) + len(workers),
+                (tuple(batch_steps(workers, servers, place, batch)),), tuple(workers),
+                {"servers": servers, "barriers": True})
 
 
 def forward_phase(topo, servers: int, options, layer_sizes: Sequence[int], forward_s: Sequence[float],
@@ -221,10 +247,11 @@ def forward_phase(topo, servers: int, options, layer_sizes: Sequence[int], forwa
     and the --pull mode's batching is timed batch by batch (pull_s: a plan's seconds for pieces of these element
     counts) against each layer's forward seconds. Returns timeline()'s split, the batches and the profile."""
     hosts, L = len(topo.hosts), len(layer_sizes)
-    pieces = list(layer_sizes) + [1] * (hosts - servers)  # layers, then each worker's request token
+    place = placement(layer_sizes, servers)
+    pieces = list(place.sizes) + [1] * (hosts - servers)  # the layers' pieces, then each worker's request token
 
     def seconds(batch):
-        return pull_s(batch_pull(hosts, servers, L, batch), pieces)
+        return pull_s(batch_pull(hosts, servers, place, batch), pieces)
     single = [seconds((i, i)) for i in range(L)]
     startup, rate = fit_startup([n * 4 for n in layer_sizes], single)
     transfer = tuple(n * 4 / rate if rate != float("inf") else 0.0 for n in layer_sizes)
@@ -243,9 +270,10 @@ def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
 
 
 def phases(topo, servers: int, options, sizes: Sequence[int]) -> Tuple[Tuple[Plan, List[int]]]:
-    """What its GST times, as the flow model runs it: the push of every layer (one piece each) to its server. The
-    pulls overlap the next forward pass and are judged by timeline() on the run's own profile, not by the GST."""
-    return ((ps_push(len(topo.hosts), servers, len(sizes)), list(sizes)),)
+    """What its GST times, as the flow model runs it: the push of every layer, split evenly over the servers. The
+    pulls overlap the next forward pass and are timed by forward_phase(), not by the GST."""
+    place = placement(sizes, servers)
+    return ((ps_push(len(topo.hosts), servers, place), list(place.sizes)),)
 
 
 @dataclass(frozen=True)

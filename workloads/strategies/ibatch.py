@@ -10,8 +10,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from workloads.algorithms.ibatch import (Profile, batches_for, choose, fit_startup, layer_batches, ps_pull, ps_push,
-                                         server_of, timeline)
+from workloads.algorithms.ibatch import (Profile, batches_for, choose, fit_startup, layer_batches, placement, ps_pull,
+                                         ps_push, timeline)
 from workloads.algorithms.ps import dedicated_ps
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
@@ -42,11 +42,12 @@ class BatchedPulls(Strategy):
         self.sizes = [sum(p.numel() for p in ps) for ps in self.params_by_layer]
         L = self.layers = len(self.sizes)
         hosts, servers = len(ctx.topo.hosts), ctx.servers
-        self.layout = PieceLayout.per_layer(self.sizes)
-        self.pull_layout = PieceLayout.per_layer(self.sizes + [1] * ctx.workers)
-        self.push = ctx.channel(ps_push(hosts, servers, L), self.layout, PUSH)
+        self.place = placement(self.sizes, servers)  # layer-major pieces: the flat gradient's own order
+        self.layout = PieceLayout.per_layer(list(self.place.sizes))
+        self.pull_layout = PieceLayout.per_layer(list(self.place.sizes) + [1] * ctx.workers)
+        self.push = ctx.channel(ps_push(hosts, servers, self.place), self.layout, PUSH)
         self.batches = layer_batches(L)
-        self.pull = ctx.channel(ps_pull(hosts, servers, L, self.batches), self.pull_layout, PULL)
+        self.pull = ctx.channel(ps_pull(hosts, servers, self.place, self.batches), self.pull_layout, PULL)
         self.params = state.parameters_flat()  # servers: the parameters they hold and update
         self.grads = np.zeros(self.layout.total, np.float32)
         self.pull_buf = np.zeros(self.pull_layout.total, np.float32)
@@ -62,7 +63,7 @@ class BatchedPulls(Strategy):
             self._decide()
             self.pull.close()
             hosts = len(self.ctx.topo.hosts)
-            self.pull = self.ctx.channel(ps_pull(hosts, self.ctx.servers, self.layers, self.batches),
+            self.pull = self.ctx.channel(ps_pull(hosts, self.ctx.servers, self.place, self.batches),
                                          self.pull_layout, CHOSEN_PULL)
 
     def _decide(self) -> None:
@@ -130,7 +131,8 @@ class BatchedPulls(Strategy):
                 raise self.errors[0]
             with torch.no_grad():
                 for i in range(a, b + 1):
-                    lo, hi = self.pull_layout.bounds[i]
+                    first, end = self.place.layers[i]
+                    lo, hi = self.pull_layout.bounds[first][0], self.pull_layout.bounds[end - 1][1]
                     flat = torch.from_numpy(self.pull_buf[lo:hi])
                     offset = 0
                     for p in self.params_by_layer[i]:
@@ -189,8 +191,8 @@ class BatchedPulls(Strategy):
         self.pull_buf[:self.layout.total] = self.params
         if it == 0:
             mine = np.zeros(self.layout.total, np.float32)
-            for i, (lo, hi) in enumerate(self.layout.bounds):
-                if server_of(i, self.ctx.servers) == self.ctx.rank:
+            for p, (lo, hi) in enumerate(self.layout.bounds):
+                if self.place.owners[p] == self.ctx.rank:
                     mine[lo:hi] = self.params[lo:hi]
             self.ctx.check(it, "pull", "sum", "in", mine, self.pull_counts)
         t0 = time.time()
