@@ -46,6 +46,29 @@ def test_decomposition_adds_up_on_the_bottleneck_link():
     assert total == pytest.approx(d["measured_s"])
 
 
+def test_a_two_phase_synchronization_chains_each_phases_bottleneck():
+    """Parameter Flow's push into h0, then its broadcast out of h0: each phase loads another link of h0, so one
+    link would look idle half the GST; the chain of both is busy all of it."""
+    topo = parse("star:3")
+    rate = 100e6 / 8
+    mb = 1_000_000
+    t_push = 2 * mb / rate  # two workers' pushes share h0's downlink
+    push = [dict(trace(r, 0, 10.0, 10.0 + t_push, mb, peer=0), phase="push") for r in (1, 2)]
+    cast = [dict(trace(0, 0, 10.0 + t_push, 10.0 + 2 * t_push, mb, peer=r), phase="broadcast") for r in (1, 2)]
+    rows = {r: [{}, {}, {}] for r in range(3)}
+    it = {"iteration": 2, "gst_s": 2 * t_push, "sync_start": 10.0, "sync_end": 10.0 + 2 * t_push}
+    links = iteration_links(topo, rows, push + cast, 2, (100.0,))
+    one = decompose(it, links, 2 * t_push)
+    assert one["idle_s"] == pytest.approx(t_push)  # one link: idle through the other phase
+    phases = [iteration_links(topo, rows, p, 2, (100.0,)) for p in (push, cast)]
+    d = decompose(it, links, 2 * t_push, phases)
+    assert d["idle_s"] == pytest.approx(0, abs=1e-9) and d["plan_s"] == pytest.approx(0, abs=1e-9)
+    assert d["bottleneck"].endswith(" then h0>s0 L0")  # the push's links tie: each worker gets half of h0's
+    before = [dict(trace(0, 0, 9.0, 9.5, mb, peer=1), phase="pull")]  # over before the window opens: left out
+    d = decompose(it, links, 2 * t_push, phases + [iteration_links(topo, rows, before, 2, (100.0,))])
+    assert d["early_s"] == 0 and d["bottleneck"].count(" then ") == 1
+
+
 def test_links_are_judged_against_the_fair_share_of_their_paths():
     """Two transfers cross a tree's 25 Mbit/s uplink together: each host link can only offer 12.5."""
     topo = parse("tree:2,2")
@@ -236,7 +259,7 @@ def test_switch_queue_drops_are_reported_as_the_networks_not_judged():
     fast = {"decomposition_median_s": {"below_rate_s": 0.01, "idle_s": 0.02},
             "levels": {"L0": {"critical_fidelity": 0.95}}, "cpu": {}, "tcp_totals": {}}
     v = verdict_and_cause(dict(fast, switch_port_drops={"switch_queue_drops": 40}), 10, 1.0)
-    assert v["verdict"] == "faithful" and "40 packets dropped at switch-to-switch queues" in v["network_note"]
+    assert v["verdict"] == "faithful" and "40 packets dropped at switch-side queues" in v["network_note"]
     assert "network_note" not in verdict_and_cause(fast, 10, 1.0)
 
 

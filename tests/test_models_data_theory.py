@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from emulation.spec.theory import full_gradient_time
-from workloads.algorithms import theory
+from workloads.algorithms import get, theory
+from workloads.algorithms.pflow import overlay_for
 from emulation.spec.topology import parse
 from workloads.data import DataError, SyntheticBatches, batches, check_data, digits_28x28, mnist, read_idx
 from workloads.models import ModelError, build_model, input_shape, parameter_count, parameter_count_of, parse_size
@@ -106,6 +107,13 @@ def test_bml_paper_formulas():
     # one server under tree:3,2 at 100/50: the far subtree's 50 Mbit/s uplink carries 3 workers' gradients,
     # not the server's link (5 at 100) nor 5 at the slowest level (the old formula, 1.7x pessimistic)
     tf50 = full_gradient_time(s, 50)
-    for algo in ("ps", "pflow"):
-        assert theory(algo, parse("tree:3,2"), s, (100.0, 50.0), servers=1).gst_s == pytest.approx(2 * 3 * tf50)
+    assert theory("ps", parse("tree:3,2"), s, (100.0, 50.0), servers=1).gst_s == pytest.approx(2 * 3 * tf50)
+    pflow = get("pflow")
+    direct = pflow.gst_theory(parse("tree:3,2"), s, (100.0, 50.0), 1, options={"pf_tree": "none"})
+    assert direct.gst_s == pytest.approx(2 * 3 * tf50)  # the broadcast as long as the push
+    star = parse("star:9")
+    tree = pflow.gst_theory(star, s, (100.0,), 1, options={"pf_tree": "5,3"})
+    overlay = overlay_for("5,3", star, 1)
+    fanout = max(len(overlay.children(j)) for j in range(len(overlay.parent)))
+    assert 1 < fanout <= 5 and tree.gst_s == pytest.approx(8 * tf + fanout * tf)  # push, then the busiest sender
     assert theory("ibatch", parse("tree:3,2"), s, (100.0, 50.0), servers=1).gst_s == pytest.approx(3 * tf50)

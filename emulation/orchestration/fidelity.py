@@ -163,23 +163,31 @@ def clipped_union(intervals: List[Tuple[float, float]], lo: float, hi: float) ->
     return union_length([(max(a, lo), min(b, hi)) for a, b in intervals if min(b, hi) > max(a, lo)])
 
 
-def decompose(iteration: dict, links: List[dict], theory_s: float) -> Optional[Dict[str, float]]:
+def decompose(iteration: dict, links: List[dict], theory_s: float,
+              phases: Optional[List[List[dict]]] = None) -> Optional[Dict[str, float]]:
     """Measured GST = theory + plan + headers + below rate + idle - early, on the bottleneck link of the
     iteration (the one whose data needs longest at the rate it could get): plan = its payload time beyond
     theory; headers = its wire bytes beyond payload (headers, ACKs, retransmissions); below rate = busy time
     beyond what its wire bytes need (sending slower than it could); idle = the part of the GST window (last
     rank's start to last rank's end) in which the link had nothing to send; early = its busy time before that
-    window opened (ranks that start early get work done while a straggler still computes)."""
-    if not links:
-        return None
-    b = max(links, key=lambda l: l["need_s"])
+    window opened (ranks that start early get work done while a straggler still computes).
+    phases: the links of each phase of the synchronization apart (Parameter Flow's push, then its broadcast),
+    when it has several: then the bottleneck is a chain, each phase's own in turn (one link would sit idle
+    through the phases that load another); phases over before the window opens (iBatch's pulls) are left out."""
     lo, hi = iteration["sync_start"], iteration["sync_end"]
-    busy_in = clipped_union(b["intervals"], lo, hi)
-    early = clipped_union(b["intervals"], float("-inf"), lo)
+    groups = [g for g in (phases or [links]) if g and max(e for l in g for _, e in l["intervals"]) > lo]
+    if not groups:
+        return None
+    chain = [max(g, key=lambda l: l["need_s"]) for g in groups]
+    intervals = [iv for b in chain for iv in b["intervals"]]
+    busy_in = clipped_union(intervals, lo, hi)
+    early = clipped_union(intervals, float("-inf"), lo)
+    need, need_payload = sum(b["need_s"] for b in chain), sum(b["need_payload_s"] for b in chain)
     measured = iteration["gst_s"]
-    return {"theory_s": theory_s, "measured_s": measured, "plan_s": b["need_payload_s"] - theory_s,
-            "headers_s": b["need_s"] - b["need_payload_s"], "below_rate_s": busy_in + early - b["need_s"],
-            "idle_s": measured - busy_in, "early_s": early, "bottleneck": f"{b['link']} L{b['level']}"}
+    return {"theory_s": theory_s, "measured_s": measured, "plan_s": need_payload - theory_s,
+            "headers_s": need - need_payload, "below_rate_s": busy_in + early - need,
+            "idle_s": measured - busy_in, "early_s": early,
+            "bottleneck": " then ".join(f"{b['link']} L{b['level']}" for b in chain)}
 
 
 def median_of(dicts: List[Dict[str, float]], key: str) -> Optional[float]:
@@ -253,7 +261,15 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
                 if l["need_s"] >= CRITICAL_NEED * longest:
                     acc["crit_busy"] += l["busy_s"]
                     acc["crit_need"] += l["need_s"]
-        d = decompose(it, links, theory_s)
+        first: Dict[str, float] = {}  # each phase by its first transfer: the chain's order
+        for t in traces:
+            if t["iteration"] == it["iteration"] and t["start"] is not None:
+                name = t.get("phase") or ""
+                first[name] = min(first.get(name, t["start"]), t["start"])
+        names = sorted(first, key=first.get)
+        phases = [iteration_links(topo, rows, [t for t in traces if (t.get("phase") or "") == name], it["iteration"],
+                                  bw, paths) for name in names] if len(names) > 1 else None
+        d = decompose(it, links, theory_s, phases)
         if d:
             parts.append(d)
         skews += step_skew(traces, it["iteration"])
@@ -384,7 +400,7 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
                              f"later than --rto-min, nothing lost); the timings held steady (CV {cv or 0:.3f})")
     queue_drops = (fid.get("switch_port_drops") or {}).get("switch_queue_drops") or 0
     if queue_drops:  # congestion inside the network: part of what is studied, so it informs, it does not judge
-        out["network_note"] = (f"{queue_drops} packets dropped at switch-to-switch queues: congestion in the "
+        out["network_note"] = (f"{queue_drops} packets dropped at switch-side queues: congestion in the "
                                f"network under study (ECMP collisions, incast), which a flow model without loss "
                                f"does not show")
     return out

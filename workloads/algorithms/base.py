@@ -189,7 +189,7 @@ class Algorithm:
         """The paper's GST for this algorithm (closed form: no plan is built); with codec terngrad, TernGrad's
         performance model (sec. 5, App. B: communication scales with the gradient size on the wire) on
         top of it: the formula times the busiest sender's wire fraction, from the plan."""
-        keywords = self._keywords(options) if self.plan else {}
+        keywords = self._keywords(options) if self.plan or self.phases else {}
         base = self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers), **keywords)
         if codec == "none" or self.plan is None:
             return base

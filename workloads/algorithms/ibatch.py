@@ -263,8 +263,9 @@ def forward_phase(topo, servers: int, options, layer_sizes: Sequence[int], forwa
             "profile": {"compute_s": list(forward_s), "transfer_s": list(transfer), "startup_s": startup}}
 
 
-def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
-    """The gradient push to M servers, as long as its busiest cut needs (the pulls are modelled by timeline())."""
+def theory(topo, gradient_bytes, bw, servers: int, **_) -> Theory:
+    """The gradient push to M servers, as long as its busiest cut needs (the pulls are timed by forward_phase(),
+    whatever the --pull mode)."""
     tf = host_tf(gradient_bytes, bw)
     return Theory(dedicated_servers_time(topo, gradient_bytes, bw, servers), "busiest cut of the push", tf)
 
