@@ -133,3 +133,44 @@ def test_a_solver_stopped_by_its_time_limit_says_so():
     costs = overlay_costs(parse("star:9"), list(range(9)))
     assert milp_overlay(costs, 5, 3, time_limit=0.5).method == "milp-incumbent"
     assert milp_overlay(overlay_costs(parse("star:4"), list(range(4))), 2, 2).method == "milp"
+
+
+def ssp_worker(staleness, queued):
+    """A Parameter Flow worker's push side alone: its queue of (clock, update) and the staleness bound."""
+    import queue
+    from types import SimpleNamespace
+    from workloads.strategies.pflow import ParameterFlow
+    w = object.__new__(ParameterFlow)
+    w.staleness, w.pushed_until, w.layout = staleness, -1, SimpleNamespace(total=3)
+    w.todo = queue.Queue()
+    for item in queued:
+        w.todo.put(item)
+    return w
+
+
+def test_ssp_folds_a_fast_workers_extra_updates_into_the_round_they_reach():
+    """UCC-SSP: servers aggregate every update received, whatever its timestamp. A worker whose clocks 0-2 are
+    queued when round 0 pushes sends all three (two extras); rounds 1 and 2 carry nothing of its own, only what it
+    computed since (clock 3, within round 1's bound); every update goes out exactly once."""
+    updates = [np.full(3, 10.0 ** c, np.float32) for c in range(5)]
+    w = ssp_worker(2, [(c, updates[c]) for c in range(3)])
+    pushed, extras = w._next_push(0)
+    assert extras == 2 and np.array_equal(pushed, updates[0] + updates[1] + updates[2])
+    w.todo.put((3, updates[3]))
+    pushed, extras = w._next_push(1)
+    assert extras == 1 and np.array_equal(pushed, updates[3])  # clock 3 <= 1 + 2; its own went out in round 0
+    pushed, extras = w._next_push(2)
+    assert extras == 0 and not pushed.any()
+    w.todo.put((4, updates[4]))
+    pushed, extras = w._next_push(3)  # clock 3 went out in round 1: clock 4 is an extra of round 3
+    assert extras == 1 and np.array_equal(pushed, updates[4])
+    w.todo.put(None)
+    assert w._next_push(5) == (None, 0)
+
+
+def test_bsp_pushes_each_round_its_own_update_only():
+    updates = [np.full(3, float(c + 1), np.float32) for c in range(2)]
+    w = ssp_worker(0, [(0, updates[0]), (1, updates[1])])
+    pushed, extras = w._next_push(0)
+    assert extras == 0 and np.array_equal(pushed, updates[0])
+    assert np.array_equal(w._next_push(1)[0], updates[1])

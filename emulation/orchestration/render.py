@@ -105,7 +105,9 @@ def print_summary(s: dict) -> None:
     if s.get("split_median_s", {}).get("broadcast_s") is not None:
         print(f"  broadcast     {s['split_median_s']['broadcast_s']:.3f} s (median), dropped "
               f"{s['split_median_s'].get('dropped', 0):.1%} of update values"
-              + (f", overlay {s['pflow']['overlay_method']} {s['pflow']['overlay']}" if s.get("pflow") else ""))
+              + (f", overlay {s['pflow']['overlay_method']} {s['pflow']['overlay']}" if s.get("pflow") else "")
+              + (f", {s['pflow']['extra_updates']} updates folded into an earlier round (SSP)"
+                 if (s.get("pflow") or {}).get("extra_updates") else ""))
     if s.get("accuracy") is not None:
         print(f"  accuracy      {s['accuracy']:.3f} (held-out), loss {fmt(s['loss_first'])} -> {fmt(s['loss_last'])}")
     if s.get("fidelity"):

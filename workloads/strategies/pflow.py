@@ -1,8 +1,10 @@
 """Parameter Flow: workers push (DVF-filtered, LZ4-compressed) updates, servers aggregate, filter and broadcast
-them down the TSB overlay, every worker applies them locally; BSP (staleness 0) or SSP."""
+them down the TSB overlay, every worker applies them locally; BSP (staleness 0) or UCC-SSP (a fast worker's
+extra updates are folded into the round they reach the server in)."""
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import time
@@ -87,17 +89,43 @@ class ParameterFlow(Strategy):
         self.errors: List[BaseException] = []
         self.pending: Dict[int, IterationRecord] = {}
         self.applied = 0
+        self.extras = 0  # updates this worker pushed early, in an earlier round (SSP)
         self.thread = threading.Thread(target=self._sync_loop, daemon=True)
         self.thread.start()
 
+    def _next_push(self, clock: int):
+        """What this worker pushes in round `clock` (None when training ended): UCC-SSP's servers aggregate every
+        update they received, whatever its timestamp, so the round carries its own update (unless an earlier
+        round already did) and every later one already queued within the staleness bound (the "extra" updates
+        of a fast worker); the count of those extras."""
+        if self.pushed_until < clock:
+            item = self.todo.get()
+            if item is None:
+                return None, 0
+            update, self.pushed_until = item[1].copy(), item[0]
+        else:  # its own update went out early: only extras, maybe none
+            update = np.zeros(self.layout.total, np.float32)
+        extras = 0
+        while self.staleness and self.pushed_until < clock + self.staleness:
+            try:
+                item = self.todo.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:  # cannot happen before every round is applied; keep it for the loop
+                self.todo.put(None)
+                break
+            update += item[1]
+            self.pushed_until, extras = item[0], extras + 1
+        return update, extras
+
     def _sync_loop(self) -> None:
-        """Push each queued update, receive the broadcast aggregate, hand it to the training loop."""
+        """Each round: push (see _next_push), receive the broadcast aggregate, hand it to the training loop."""
+        self.pushed_until = -1
         try:
-            while True:
-                item = self.todo.get()
-                if item is None:
+            for clock in itertools.count():
+                update, extras = self._next_push(clock)
+                if update is None:
                     return
-                clock, update = item
                 before_push, before_bcast = wire_snapshot(self.push.executor), wire_snapshot(self.bcast.executor)
                 update, dropped, delta = self._filter(update, clock)
                 self.ctx.check(clock, "push", "sharded", "in", update, self.push_counts)
@@ -112,6 +140,7 @@ class ParameterFlow(Strategy):
                 t2 = time.time()
                 self.ctx.check(clock, "broadcast", "sum", "out", agg, self.bcast_counts)
                 self.done.put((clock, agg, {"t0": t0, "t1": t1, "t2": t2, "dropped": dropped, "delta": delta,
+                                            "extras": extras,
                                             "push": pushed, "broadcast": wire_total(self.bcast.executor,
                                                                                     before_bcast),
                                             "transfers": self._drain()}))
@@ -131,6 +160,7 @@ class ParameterFlow(Strategy):
         rec.add_payload("push", *stats["push"])
         rec.add_payload("broadcast", *stats["broadcast"])
         rec.split.update(push_s=stats["t1"] - stats["t0"], dropped=stats["dropped"], delta=stats["delta"])
+        self.extras += stats["extras"]
         rec.marks["broadcast"] = [None, stats["t2"]]
         rec.transfers += stats["transfers"]
         rec.end = max(rec.end, time.time())
@@ -163,7 +193,8 @@ class ParameterFlow(Strategy):
             self.thread.join()
             self.state.load(self.weights)
         return {"pflow": {"overlay": list(self.overlay.parent), "overlay_method": self.overlay.method,
-                          "overlay_cost": self.overlay.cost}}
+                          "overlay_cost": self.overlay.cost,
+                          **({} if self.ctx.is_server else {"extra_updates": self.extras})}}
 
     def close(self) -> None:
         """Close both channels."""
