@@ -19,8 +19,8 @@ from emulation.spec.calibration import load as load_calibration
 from workloads.algorithms import names_with
 from workloads.compression import COMPRESSORS
 from workloads.engine import CHUNK_BYTES
-from workloads.overlap import FORWARD_SHARE
 from workloads.models import layer_tensor_counts, tensor_flops, tensor_sizes
+from workloads.overlap import FORWARD_SHARE
 from workloads.plan import PlanError
 from workloads.runfolder import RunFolder
 
