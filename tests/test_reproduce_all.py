@@ -74,3 +74,20 @@ def test_how_a_value_was_obtained():
 def test_all_and_a_name_are_refused_together():
     r = run_dmlbed("reproduce", "--all", "bml-fig5")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "either --all or a name" in r.stderr
+
+
+def test_the_table_is_rebuilt_from_saved_rows_with_corrected_claims(tmp_path):
+    """scripts/papers_table.py: after a claim's reason is corrected, the table is rebuilt from what the runs saved
+    (nothing runs again): same values, the new text."""
+    import subprocess
+    import sys
+    from helpers import ROOT
+    paths = configs(tmp_path)
+    execute_all(prepare_all(paths, str(tmp_path / "all")))
+    before = (tmp_path / "all" / "papers.md").read_text()
+    (tmp_path / "one.yaml").write_text(CONFIG.format(name="one").replace("needs GPUs", "needs 192 GPUs"))
+    r = subprocess.run([sys.executable, "scripts/papers_table.py", str(tmp_path / "all"), "--configs", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    after = (tmp_path / "all" / "papers.md").read_text()
+    assert after == before.replace("| needs GPUs |", "| needs 192 GPUs |", 1) and after != before
