@@ -63,7 +63,7 @@ def test_a_two_phase_synchronization_chains_each_phases_bottleneck():
     phases = [iteration_links(topo, rows, p, 2, (100.0,)) for p in (push, cast)]
     d = decompose(it, links, 2 * t_push, phases)
     assert d["idle_s"] == pytest.approx(0, abs=1e-9) and d["plan_s"] == pytest.approx(0, abs=1e-9)
-    assert d["bottleneck"].endswith(" then h0>s0 L0")  # the push's links tie: each worker gets half of h0's
+    assert d["bottleneck"] == "s0>h0 L0 then h0>s0 L0"  # the workers' uplinks need as long: each gets half
     before = [dict(trace(0, 0, 9.0, 9.5, mb, peer=1), phase="pull")]  # over before the window opens: left out
     d = decompose(it, links, 2 * t_push, phases + [iteration_links(topo, rows, before, 2, (100.0,))])
     assert d["early_s"] == 0 and d["bottleneck"].count(" then ") == 1

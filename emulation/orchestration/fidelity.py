@@ -178,7 +178,7 @@ def decompose(iteration: dict, links: List[dict], theory_s: float,
     groups = [g for g in (phases or [links]) if g and max(e for l in g for _, e in l["intervals"]) > lo]
     if not groups:
         return None
-    chain = [max(g, key=lambda l: l["need_s"]) for g in groups]
+    chain = [bottleneck_of(g) for g in groups]
     intervals = [iv for b in chain for iv in b["intervals"]]
     busy_in = clipped_union(intervals, lo, hi)
     early = clipped_union(intervals, float("-inf"), lo)
@@ -188,6 +188,15 @@ def decompose(iteration: dict, links: List[dict], theory_s: float,
             "headers_s": need - need_payload, "below_rate_s": busy_in + early - need,
             "idle_s": measured - busy_in, "early_s": early,
             "bottleneck": " then ".join(f"{b['link']} L{b['level']}" for b in chain)}
+
+
+def bottleneck_of(links: List[dict]) -> dict:
+    """The link whose payload needs longest at the rate it could get; of links that need as long, the one carrying
+    the most (the server's downlink, not one of the uplinks that share it fairly). Payload, not wire bytes: a rank's
+    wire factor covers its whole iteration, so a worker that also relays the broadcast would look slower in the
+    push."""
+    longest = max(l["need_payload_s"] for l in links)
+    return max((l for l in links if l["need_payload_s"] >= longest * (1 - 1e-6)), key=lambda l: l["payload"])
 
 
 def median_of(dicts: List[Dict[str, float]], key: str) -> Optional[float]:
