@@ -69,6 +69,23 @@ def test_a_two_phase_synchronization_chains_each_phases_bottleneck():
     assert d["early_s"] == 0 and d["bottleneck"].count(" then ") == 1
 
 
+def test_a_phase_is_judged_with_the_whole_iterations_wire_factor():
+    """A worker that pushes 1 MB and relays 1 MB of the broadcast sent 2.04 MB on its interface: 2% overhead, not a
+    push that took twice its bytes."""
+    from emulation.orchestration.fidelity import wire_factors
+    topo = parse("star:3")
+    mb = 1_000_000
+    push = [dict(trace(1, 0, 10.0, 10.1, mb, peer=0), phase="push")]
+    relay = [dict(trace(1, 0, 10.2, 10.3, mb, peer=2), phase="broadcast")]
+    rows = {0: [{}] * 3, 1: [{}, {}, {"tx_bytes": {"h1-eth0": 2.04 * mb}}], 2: [{}] * 3}
+    factors = wire_factors(topo, rows, push + relay, 2)
+    assert factors[(1, 0)] == pytest.approx(1.02)
+    alone = iteration_links(topo, rows, push, 2, (100.0,))
+    whole = iteration_links(topo, rows, push, 2, (100.0,), factors=factors)
+    up = lambda links: next(l for l in links if l["link"].startswith("h1>"))  # noqa: E731
+    assert up(alone)["wire"] == pytest.approx(2.04 * mb) and up(whole)["wire"] == pytest.approx(1.02 * mb)
+
+
 def test_links_are_judged_against_the_fair_share_of_their_paths():
     """Two transfers cross a tree's 25 Mbit/s uplink together: each host link can only offer 12.5."""
     topo = parse("tree:2,2")

@@ -101,18 +101,20 @@ def wire_factors(topo: Topology, rows: Dict[int, List[dict]], sends: List[dict],
 
 
 def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int,
-                    bw: Sequence[float], paths: Optional[Paths] = None) -> List[dict]:
+                    bw: Sequence[float], paths: Optional[Paths] = None,
+                    factors: Optional[Dict[Tuple[int, int], float]] = None) -> List[dict]:
     """Per directed link that carried data in iteration i: payload and wire bytes, busy time, and the time the
     data needs at the rate the link could give it. A transfer occupies every link of its path from its first
     byte sent to its last byte received (the sender's own end only says when the data entered its socket
     buffer). The rate a link could give is worked out per step: every transfer gets the smallest fair share
     (shaped rate / transfers sharing the link) along its path, and a link offers the sum of its transfers'
-    shares, at most its shaped rate -- so a host link feeding a slow upper level is judged against that level."""
+    shares, at most its shaped rate -- so a host link feeding a slow upper level is judged against that level.
+    factors: the iteration's wire factors, when traces hold only part of it (one phase)."""
     paths = paths or Paths(topo)
     arrived = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["end"] for t in traces
                if t["iteration"] == i and t["dir"] == "recv" and t["end"] is not None}
     sends = [t for t in traces if t["iteration"] == i and t["dir"] == "send" and t["start"] is not None]
-    factors = wire_factors(topo, rows, sends, i)
+    factors = factors or wire_factors(topo, rows, sends, i)
     steps: Dict[Tuple[int, int], List[dict]] = {}
     for t in sends:
         end = arrived.get((t["peer"], t["rank"], t["stream"], t["step"], t.get("phase")), t["end"])
@@ -276,8 +278,10 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
                 name = t.get("phase") or ""
                 first[name] = min(first.get(name, t["start"]), t["start"])
         names = sorted(first, key=first.get)
+        factors = wire_factors(topo, rows, [t for t in traces if t["iteration"] == it["iteration"] and
+                                            t["dir"] == "send" and t["start"] is not None], it["iteration"])
         phases = [iteration_links(topo, rows, [t for t in traces if (t.get("phase") or "") == name], it["iteration"],
-                                  bw, paths) for name in names] if len(names) > 1 else None
+                                  bw, paths, factors) for name in names] if len(names) > 1 else None
         d = decompose(it, links, theory_s, phases)
         if d:
             parts.append(d)
