@@ -161,8 +161,8 @@ def test_reproduce_lists_the_paper_configs_and_refuses_unknown_names():
     r = run_dmlbed("reproduce", "--list")
     assert r.returncode == 0
     names = [line.split()[0] for line in r.stdout.splitlines()]
-    assert names == ["blueconnect-fig5", "blueconnect-fig6", "blueconnect", "bml-fig5", "bml-fig6", "bml-fig7", "ibatch", "pflow",
-                     "terngrad-convergence", "terngrad"]
+    assert names == ["blueconnect-fig5", "blueconnect-fig6", "blueconnect", "bml-fig5", "bml-fig6", "bml-fig7",
+                     "ibatch-72", "ibatch", "pflow", "terngrad-convergence", "terngrad-fig5", "terngrad"]
     r = run_dmlbed("reproduce", "bml-fig99")
     assert r.returncode == 2 and "valid are blueconnect" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
