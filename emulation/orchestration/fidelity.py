@@ -150,6 +150,20 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
     return list(out.values())
 
 
+def phase_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int, bw: Sequence[float],
+                paths: Paths, factors: Dict[Tuple[int, int], float]) -> Optional[List[List[dict]]]:
+    """iteration_links of each phase of iteration i apart, in the order the phases started (None for one phase)."""
+    first: Dict[str, float] = {}
+    for t in traces:
+        if t["iteration"] == i and t["start"] is not None:
+            name = t.get("phase") or ""
+            first[name] = min(first.get(name, t["start"]), t["start"])
+    if len(first) < 2:
+        return None
+    return [iteration_links(topo, rows, [t for t in traces if (t.get("phase") or "") == name], i, bw, paths, factors)
+            for name in sorted(first, key=first.get)]
+
+
 def step_skew(traces: List[dict], i: int) -> List[float]:
     """For each (stream, step) of iteration i: the spread of the ranks' first transfer start."""
     starts: Dict[Tuple[int, int], Dict[int, float]] = {}
@@ -258,7 +272,10 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     per_level: Dict[int, Dict[str, float]] = {}
     paths = Paths(topo)
     for it in kept:
-        links = iteration_links(topo, rows, traces, it["iteration"], bw, paths)
+        i = it["iteration"]
+        mine = [t for t in traces if t["iteration"] == i]
+        factors = wire_factors(topo, rows, [t for t in mine if t["dir"] == "send" and t["start"] is not None], i)
+        links = iteration_links(topo, rows, mine, i, bw, paths, factors)
         longest = max((l["need_s"] for l in links), default=0.0)
         for l in links:
             a, b = l["link"].split(">")
@@ -272,20 +289,10 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
                 if l["need_s"] >= CRITICAL_NEED * longest:
                     acc["crit_busy"] += l["busy_s"]
                     acc["crit_need"] += l["need_s"]
-        first: Dict[str, float] = {}  # each phase by its first transfer: the chain's order
-        for t in traces:
-            if t["iteration"] == it["iteration"] and t["start"] is not None:
-                name = t.get("phase") or ""
-                first[name] = min(first.get(name, t["start"]), t["start"])
-        names = sorted(first, key=first.get)
-        factors = wire_factors(topo, rows, [t for t in traces if t["iteration"] == it["iteration"] and
-                                            t["dir"] == "send" and t["start"] is not None], it["iteration"])
-        phases = [iteration_links(topo, rows, [t for t in traces if (t.get("phase") or "") == name], it["iteration"],
-                                  bw, paths, factors) for name in names] if len(names) > 1 else None
-        d = decompose(it, links, theory_s, phases)
+        d = decompose(it, links, theory_s, phase_links(topo, rows, mine, i, bw, paths, factors))
         if d:
             parts.append(d)
-        skews += step_skew(traces, it["iteration"])
+        skews += step_skew(mine, i)
     tunnels = per_level.pop("tunnels", None)
     out["levels"] = {f"L{level}": link_group(acc, bw[level]) for level, acc in sorted(per_level.items())}
     if placement:
