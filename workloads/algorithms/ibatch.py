@@ -8,6 +8,7 @@ channel and the forward of batch k starts when batch k has arrived and batch k-1
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
@@ -166,6 +167,14 @@ def fit_startup(sizes: Sequence[int], times: Sequence[float]) -> Tuple[float, fl
     return startup, (1.0 / slope if slope > 0 else float("inf"))
 
 
+def fitted_profile(layer_sizes: Sequence[int], compute_s: Sequence[float], pull_s: Sequence[float]) -> Profile:
+    """The profile from each layer pulled alone: the startup and rate fitted to the pull times, each layer's
+    transfer at that rate, beside its forward seconds."""
+    startup, rate = fit_startup([n * 4 for n in layer_sizes], list(pull_s))
+    transfer = tuple(n * 4 / rate if math.isfinite(rate) else 0.0 for n in layer_sizes)
+    return Profile(tuple(compute_s), transfer, startup)
+
+
 def batches_for(mode: str, picked: Dict[str, object], layers: int) -> Batches:
     """The batching a --pull mode uses: iBatch's choice, or one of the two baselines."""
     return {"ibatch": picked["batches"], "layer": layer_batches(layers), "default": default_batches(layers)}[mode]
@@ -253,14 +262,13 @@ def forward_phase(topo, servers: int, options, layer_sizes: Sequence[int], forwa
     def seconds(batch):
         return pull_s(batch_pull(hosts, servers, place, batch), pieces)
     single = [seconds((i, i)) for i in range(L)]
-    startup, rate = fit_startup([n * 4 for n in layer_sizes], single)
-    transfer = tuple(n * 4 / rate if rate != float("inf") else 0.0 for n in layer_sizes)
-    profile = Profile(tuple(forward_s), transfer, startup)
+    profile = fitted_profile(layer_sizes, forward_s, single)
     batches = batches_for(options.pull, choose(profile), L)
     pulls = single if batches == layer_batches(L) else [seconds(b) for b in batches]
     out = pipeline(pulls, [sum(forward_s[a:b + 1]) for a, b in batches])
     return {**out, "batches": [list(b) for b in batches], "pull_s": pulls,
-            "profile": {"compute_s": list(forward_s), "transfer_s": list(transfer), "startup_s": startup}}
+            "profile": {"compute_s": list(forward_s), "transfer_s": list(profile.transfer),
+                        "startup_s": profile.startup}}
 
 
 def theory(topo, gradient_bytes, bw, servers: int, **_) -> Theory:

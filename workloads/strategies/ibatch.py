@@ -10,8 +10,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from workloads.algorithms.ibatch import (Profile, batches_for, choose, fit_startup, layer_batches, placement, ps_pull,
-                                         ps_push, timeline)
+from workloads.algorithms.ibatch import (batches_for, choose, fitted_profile, layer_batches, placement, ps_pull, ps_push,
+                                         timeline)
 from workloads.algorithms.ps import dedicated_ps
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
@@ -72,9 +72,7 @@ class BatchedPulls(Strategy):
         pulls, comps = self.profile_rows[-1] if self.profile_rows else (np.zeros(L), np.zeros(L))
         shared = self._share_max(np.concatenate([pulls, comps]))
         pulls, comps = shared[:L].astype(float), shared[L:].astype(float)
-        startup, rate = fit_startup([s * 4 for s in self.sizes], list(pulls))
-        transfer = tuple(s * 4 / rate if np.isfinite(rate) else 0.0 for s in self.sizes)
-        profile = Profile(tuple(comps), transfer, startup)
+        profile = fitted_profile(self.sizes, comps, pulls)
         picked = choose(profile)
         mode = self.ctx.options.pull
         self.batches = batches_for(mode, picked, L)
