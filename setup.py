@@ -14,6 +14,7 @@ setup(
     install_requires=["numpy", "pyyaml", "tqdm", "matplotlib", "scipy", "setproctitle", "lz4"],
     extras_require={"ryu": ["ryu==4.34", "eventlet==0.33.3", "dnspython>=2"],
                     "torch": ["torch==2.13.0"], "test": ["pytest"]},
-    entry_points={"console_scripts": ["dmlbed=emulation.orchestration.cli:main",
-                                      "dmlbed-ryu-manager=controllers.launch:main"]},
+    entry_points={"console_scripts": ["dmlbed=emulation.commands.cli:main",
+                                      "dmlbed-ryu-manager=controllers.ryu_manager:main",
+                                      "dmlbed-mn=emulation.net.topos:main"]},
 )

@@ -18,8 +18,8 @@ except ImportError:  # os-ken, Ryu's maintained fork, where Ryu cannot run (Pyth
     from os_ken.lib import hub
     from os_ken.ofproto import ofproto_v1_3
 
-from controllers.rules import RuleSet, compute_rules
-from emulation.spec.topology import Topology, from_json, parse
+from controllers.flow_rules import RuleSet, compute_rules
+from emulation.core.topology import Topology, from_json, parse
 
 TOPOLOGY_ENV = "DMLBED_TOPOLOGY"
 STATUS_ENV = "DMLBED_STATUS"

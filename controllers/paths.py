@@ -6,9 +6,9 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from controllers.rules import ETH_TYPE_IPV4, IP_PROTO_TCP, OFPP_CONTROLLER, RuleSet
-from emulation.spec.addressing import HostConfig
-from emulation.spec.topology import Topology
+from controllers.flow_rules import ETH_TYPE_IPV4, IP_PROTO_TCP, OFPP_CONTROLLER, RuleSet
+from emulation.core.addressing import HostConfig
+from emulation.core.topology import Topology
 
 MAX_HOPS = 64
 

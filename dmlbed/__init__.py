@@ -1,5 +1,6 @@
-"""dmlbed's Python API: the same runs, launches, simulations and theory as the `dmlbed` command, returning the same
-summaries (dicts, as summary.json holds them), and an emulated network to script by hand.
+"""dmlbed's Python API: the same runs, launches, simulations, theory and comparisons as the `dmlbed` command,
+returning the same summaries (typed objects that read like the dicts summary.json holds), and an emulated network
+to script by hand.
 
     import dmlbed
 
@@ -18,13 +19,17 @@ from __future__ import annotations
 import subprocess
 from typing import Callable, Dict, List, Optional, Sequence
 
-from emulation.orchestration import experiment, launch as launching, netcheck, simulate as simulating, theory as theories
-from emulation.orchestration.options import RunConfig, from_mapping
-from emulation.orchestration.ranks import hosts_for, network_lock
+from emulation.backends import BACKENDS, matrix
+from emulation.commands import launch as launching
+from emulation.run.hosts import hosts_for, network_lock
+from emulation.run.options import CONTROLLER, LINKS, NETWORK, TOPOLOGY, WAIT, RunConfig, from_mapping
+from emulation.run.summary import LaunchSummary, Summary
+from emulation.run.validation import check_network, check_values
 
-__all__ = ["Network", "run", "launch", "simulate", "theory", "config"]
+__all__ = ["Network", "run", "launch", "simulate", "theory", "compare", "config", "Summary", "LaunchSummary"]
 
 FLAGS_ONLY = ("out", "local", "force", "wait")  # run options that are not compare-config keys
+Log = Callable[[str], None]
 
 
 def config(where: str, **options) -> RunConfig:
@@ -33,44 +38,57 @@ def config(where: str, **options) -> RunConfig:
     return from_mapping(options, where, **fixed)
 
 
-def run(log: Callable[[str], None] = lambda m: None, **options) -> dict:
+def _answer(mode: str, where: str, log: Log, options) -> Summary:
+    """One configuration prepared and executed on the back end of this mode."""
+    backend = BACKENDS[mode]
+    return backend.execute(backend.prepare(config(where, **options)), log, False)
+
+
+def run(log: Log = lambda m: None, **options) -> Summary:
     """`dmlbed run`: one training run; its summary."""
-    return experiment.run(config("dmlbed.run", **options), log=log, progress=False)
+    return _answer("emulate", "dmlbed.run", log, options)
+
+
+def simulate(log: Log = lambda m: None, **options) -> Summary:
+    """`dmlbed simulate`: the run's plan in the flow-level model; its summary."""
+    return _answer("simulate", "dmlbed.simulate", log, options)
+
+
+def theory(**options) -> Summary:
+    """`dmlbed theory`: the papers' closed forms (and the calibrated, delay and overlap models when asked for)."""
+    return _answer("theory", "dmlbed.theory", lambda m: None, options)
+
+
+def compare(path: str, out: Optional[str] = None, local: bool = False, force: bool = False, wait: bool = False,
+            log: Log = lambda m: None) -> dict:
+    """`dmlbed compare PATH`: a compare config's matrix; its rows, plots and claims."""
+    return matrix.execute(matrix.prepare(path, out, local, force, wait), log=log, progress=False)
 
 
 def launch(command: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
-           time_limit: float = 0.0, log: Callable[[str], None] = lambda m: None, **options) -> dict:
+           time_limit: float = 0.0, log: Log = lambda m: None, **options) -> LaunchSummary:
     """`dmlbed launch -- COMMAND`: your command on every emulated host; its summary (algo=... opts scripts that call
     dmlbed.ddp.register into that algorithm's hook)."""
     cfg = config("dmlbed.launch", **dict({"algo": None}, **options))
     return launching.execute(launching.prepare(cfg, list(command), cwd, env, time_limit), log)
 
 
-def simulate(log: Callable[[str], None] = lambda m: None, **options) -> dict:
-    """`dmlbed simulate`: the run's plan in the flow-level model; its summary."""
-    return simulating.simulate(config("dmlbed.simulate", **options), log=log)
-
-
-def theory(**options) -> dict:
-    """`dmlbed theory`: the papers' closed forms (and the calibrated, delay and overlap models when asked for)."""
-    return theories.report(theories.prepare(config("dmlbed.theory", **options)))
-
-
 class Network:
     """An emulated network to script, as `dmlbed net --cli` gives one by hand: enter it (root), start processes in
     its hosts, leave it and everything is torn down."""
 
-    def __init__(self, topo: str, log: Callable[[str], None] = lambda m: None, **options):
-        self.job = netcheck.prepare(config("dmlbed.Network", topo=topo, **options))
+    def __init__(self, topo: str, log: Log = lambda m: None, **options):
+        cfg = config("dmlbed.Network", topo=topo, **options)
+        check_values(cfg, groups=(TOPOLOGY, LINKS, NETWORK, CONTROLLER, WAIT))
+        self.network = check_network(cfg)
         self.log = log
         self.emulated = None
 
     def __enter__(self) -> "Network":
-        cfg, job = self.job.cfg, self.job
-        self._lock = network_lock(cfg)
+        self._lock = network_lock(self.network)
         self._lock.__enter__()
         try:
-            self.emulated = hosts_for(cfg, job.topo, job.bw, job.impairment, self.log).__enter__()
+            self.emulated = hosts_for(self.network, self.log).__enter__()
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
@@ -85,11 +103,11 @@ class Network:
     @property
     def hosts(self) -> List[str]:
         """The hosts' names, rank order."""
-        return [h.name for h in self.job.topo.hosts]
+        return [h.name for h in self.network.topo.hosts]
 
     def addresses(self, host: str) -> Dict[str, str]:
         """A host's address on each link level ('L0', 'L1', ...)."""
-        return {f"L{i.level}": i.ip for i in self.job.topo.node(host).interfaces}
+        return {f"L{i.level}": i.ip for i in self.network.topo.node(host).interfaces}
 
     def popen(self, host: str, args: Sequence[str], **kwargs) -> subprocess.Popen:
         """Start a process in a host (stopped at teardown)."""

@@ -13,11 +13,10 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-from emulation.orchestration.experiment import run  # noqa: E402
-from emulation.orchestration.forkclient import RANK_START_ENV  # noqa: E402
-from emulation.orchestration.options import RunConfig  # noqa: E402
+from emulation.backends.emulator import run
+from emulation.run.forkclient import RANK_START_ENV
+from emulation.run.options import RunConfig
 
 # The emulated device's forward+backward of LeNet-5, sub-minibatch 32, in emulated seconds. Nine torch processes
 # on 2 cores need up to ~0.26 s of real time for it (0.04 s of CPU each), so a device time is only unbendable
@@ -76,7 +75,7 @@ QUICK_RUNS = ("ps-100-dilated", "bml-100", "overloaded-fattree")
 
 def net_check(out_dir: str, bw: str = "100") -> dict:
     """`dmlbed net bcube:3,2 --bw BW --check --json`, as a user runs it."""
-    r = subprocess.run([sys.executable, "-m", "emulation.orchestration.cli", "net", "bcube:3,2", "--bw", bw,
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "net", "bcube:3,2", "--bw", bw,
                         "--check", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     report = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {"error": r.stderr[-500:]}
     with open(os.path.join(out_dir, f"net-bcube-3-2-bw{bw}.json"), "w") as f:

@@ -12,9 +12,8 @@ import sys
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-from workloads.models import NAMED, TABLE, build_model  # noqa: E402
+from workloads.models import NAMED, TABLE, build_model
 
 
 def module_flops(module: torch.nn.Module, out: torch.Tensor) -> float:

@@ -12,11 +12,11 @@ import sys
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-from emulation.orchestration import compare, paper  # noqa: E402
-from emulation.orchestration.outputs import write_atomic, write_table  # noqa: E402
-from emulation.orchestration.reproduce_all import TABLE_COLUMNS, claim_rows, markdown  # noqa: E402
+from emulation.backends import matrix as compare
+from emulation.run import claims as paper
+from emulation.run.outputs import write_atomic, write_table
+from emulation.commands.reproduce import TABLE_COLUMNS, claim_rows, markdown
 
 
 def results_of(folder: str, configs: str) -> list:

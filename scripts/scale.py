@@ -21,7 +21,7 @@ def run_case(topo: str, algo: str, out: str) -> dict:
     """One `dmlbed simulate` in a child process: its summary, wall time and peak resident memory."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "emulation.orchestration.cli", "simulate", "--topo", topo, "--algo",
+    proc = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "simulate", "--topo", topo, "--algo",
                            algo, "--model", "lenet5", "--bw", "1000", "--json", "--force", "--out", out],
                           capture_output=True, text=True, cwd=ROOT)
     wall = time.time() - t0

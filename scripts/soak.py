@@ -11,12 +11,11 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
-from emulation.net.runstate import STATE_ROOT, list_bridges  # noqa: E402
-from emulation.orchestration.experiment import run  # noqa: E402
-from emulation.orchestration.sampling import switch_pid  # noqa: E402
-from emulation.orchestration.options import RunConfig  # noqa: E402
+from emulation.net.runstate import STATE_ROOT, list_bridges
+from emulation.backends.emulator import run
+from emulation.run.sampling import switch_pid
+from emulation.run.options import RunConfig
 
 MIX = [  # small runs that cover every kind of topology and strategy
     ("star:3", "ring", "50", {}),
@@ -51,7 +50,7 @@ def processes_of_runs():
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "workloads.worker" in cmd or "workloads.forkserver" in cmd or "ryu-manager" in cmd or "controllers/launch.py" in cmd or "mininet:" in cmd:
+        if "workloads.worker" in cmd or "workloads.forkserver" in cmd or "ryu-manager" in cmd or "controllers/ryu_manager.py" in cmd or "mininet:" in cmd:
             found.append(f"{pid}: {cmd[:80]}")
     return found
 

@@ -7,7 +7,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 MARK = "DMLBED-VM"
 DMLBED = os.path.join(ROOT, ".venv", "bin", "dmlbed")
 PROBE_DEV = "dmlbedvm0"
@@ -57,7 +56,7 @@ def mem_available() -> int:
 
 def demo_fits() -> dict:
     """The demo's own validation (memory check included), as `make demo` runs it, without running it."""
-    from emulation.orchestration import compare
+    from emulation.backends import matrix as compare
     try:
         job = compare.prepare(os.path.join(ROOT, "configs", "demo.yaml"), out_root="/tmp/vm-demo-check", force=True)
     except Exception as exc:  # the check's refusal is the result

@@ -8,14 +8,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-if importlib.util.find_spec("ryu") is not None:  # Ryu 4.34 on Python 3.11 needs the shim controllers/launch.py applies
+if importlib.util.find_spec("ryu") is not None:  # Ryu 4.34 on Python 3.11 needs the shim controllers/ryu_manager.py applies
     import eventlet.wsgi
     if not hasattr(eventlet.wsgi, "ALREADY_HANDLED"):
         eventlet.wsgi.ALREADY_HANDLED = object()
 
 from controllers import app  # noqa: E402
-from controllers.rules import compute_rules  # noqa: E402
-from emulation.spec.topology import parse  # noqa: E402
+from controllers.flow_rules import compute_rules  # noqa: E402
+from emulation.core.topology import parse  # noqa: E402
 
 
 class FakeDatapath:

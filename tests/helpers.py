@@ -10,9 +10,35 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_dmlbed(*args, timeout=600, **kwargs):
-    """Run the dmlbed CLI as a user would, returning the CompletedProcess."""
-    return subprocess.run([sys.executable, "-m", "emulation.orchestration.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout, **kwargs)
+    """Run the dmlbed CLI as a user would, returning the CompletedProcess; every summary it wrote or printed is
+    checked against its generated JSON Schema (check_summaries)."""
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", *args], capture_output=True, text=True,
+                       cwd=ROOT, timeout=timeout, **kwargs)
+    check_summaries(list(args), r)
+    return r
+
+
+SUMMARY_SCHEMAS = {"run": "summary", "simulate": "summary", "launch": "launch"}
+
+
+def check_summaries(args, result):
+    """Validate what a command wrote: summary.json of run, simulate and launch in --out (when it wrote one), and
+    what theory printed with --json."""
+    import json
+    import jsonschema
+    from emulation.run.json_schemas import schema
+    if not args:
+        return
+    if args[0] in SUMMARY_SCHEMAS and "--out" in args:
+        path = os.path.join(args[args.index("--out") + 1], "summary.json")
+        if os.path.isfile(path):
+            jsonschema.Draft202012Validator(schema(SUMMARY_SCHEMAS[args[0]])).validate(json.load(open(path)))
+    if args[0] in ("compare", "reproduce") and "--out" in args:  # every row's own folder
+        import glob
+        for path in glob.glob(os.path.join(args[args.index("--out") + 1], "**", "summary.json"), recursive=True):
+            jsonschema.Draft202012Validator(schema("summary")).validate(json.load(open(path)))
+    if args[0] == "theory" and "--json" in args and result.returncode == 0:
+        jsonschema.Draft202012Validator(schema("summary")).validate(json.loads(result.stdout))
 
 
 def kill_worker(out_dir, rank, sig=9):
@@ -50,7 +76,7 @@ def kill_worker_midway(out_dir, rank, args, start_timeout=120):
     (summary, seconds from the kill to the end); asserts the run failed with exit code 1."""
     import json
     import time
-    proc = subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", "run", *args, "--json", "--out", str(out_dir)],
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", "run", *args, "--json", "--out", str(out_dir)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_iterations(str(out_dir), rank, 3, proc, timeout=start_timeout)
     kill_worker(str(out_dir), rank)

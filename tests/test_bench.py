@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from emulation.orchestration.bench import parse_sizes, table
-from emulation.orchestration.results import rep_times
-from emulation.orchestration.options import OptionError
+from emulation.commands.bench import parse_sizes, table
+from emulation.run.results import rep_times
+from emulation.run.options import OptionError
 from helpers import run_dmlbed
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from emulation.spec.theory import blueconnect_time, one_level_time, two_level_time
-from emulation.spec.topology import parse
+from emulation.core.formulas import blueconnect_time, one_level_time, two_level_time
+from emulation.core.topology import parse
 from workloads.algorithms import build_plan, theory
 from workloads.algorithms.blueconnect import blueconnect, two_level
 from workloads.plan import PieceLayout, check_sum
@@ -67,7 +67,7 @@ def test_equations_on_the_blueconnect_tree():
 
 
 def test_decompositions_join_consecutive_levels_in_every_stage_order():
-    from emulation.spec.theory import best_decomposition, decomposition_time, decompositions, parse_decomposition
+    from emulation.core.formulas import best_decomposition, decomposition_time, decompositions, parse_decomposition
     topo = parse("tree:3,2,2")
     assert len(decompositions(topo)) == 6 + 2 + 2 + 1  # 3,2,2 in 3! orders; 6,2 and 3,4 in 2; 12
     assert parse_decomposition("topology", topo) is None and parse_decomposition("auto", topo) == "auto"

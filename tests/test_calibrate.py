@@ -9,12 +9,12 @@ import pytest
 
 from emulation.simulation.calibrated import calibrated_gst
 from emulation.simulation.routes import Router
-from emulation.spec.calibration import Calibration, CalibrationError, LevelFit, fit, from_dict, load
-from emulation.spec.topology import parse
+from emulation.core.calibration import Calibration, CalibrationError, LevelFit, fit, from_dict, load
+from emulation.core.topology import parse
 from helpers import run_dmlbed
 from workloads.algorithms import get
 from workloads.plan import PieceLayout, PlanError, simulate, validate
-from workloads.probes import build, neighbour, probe_levels
+from workloads.calibration_probes import build, neighbour, probe_levels
 
 TOPOLOGIES = ["bcube:3,2", "bcube:2,3", "star:4", "tree:3,2,2", "tree:2,1,3", "fattree:4"]
 

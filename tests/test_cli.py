@@ -52,8 +52,8 @@ def test_bad_input_is_one_line_exit_2(args, fragment):
 
 
 def test_every_commands_help_prints(capsys):
-    from emulation.orchestration.cli import build_parser
-    from emulation.orchestration.commands import COMMANDS
+    from emulation.commands.cli import build_parser
+    from emulation.commands.registry import COMMANDS
     for command in [c.name for c in COMMANDS]:
         with pytest.raises(SystemExit) as exit:
             build_parser().parse_args([command, "--help"])
@@ -61,9 +61,9 @@ def test_every_commands_help_prints(capsys):
 
 
 def test_reproduce_help_names_every_paper_config(capsys):
-    from emulation.orchestration import compare
-    from emulation.orchestration.cli import build_parser
-    from emulation.orchestration.commands import CONFIGS
+    from emulation.backends import matrix as compare
+    from emulation.commands.cli import build_parser
+    from emulation.commands.reproduce import CONFIGS
     with pytest.raises(SystemExit):
         build_parser().parse_args(["reproduce", "--help"])
     help_text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # argparse wraps at hyphens

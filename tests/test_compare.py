@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from emulation.orchestration.compare import ConfigError, expand, load
+from emulation.backends.matrix import ConfigError, expand, load
 from helpers import ROOT, run_dmlbed
 
 
@@ -105,7 +105,7 @@ def test_paper_block_errors(tmp_path, claims, fragment):
 
 
 def test_paper_table_relations():
-    from emulation.orchestration.paper import table
+    from emulation.run.claims import table
     rows = [{"label": "A", "mode": m, "gst_median_s": g, "jct_s": j} for m, g, j in
             (("emulate", 2.0, 10.0), ("simulate", 1.0, 8.0))] + \
            [{"label": "B", "mode": m, "gst_median_s": g, "jct_s": j} for m, g, j in
@@ -143,7 +143,7 @@ def test_simulated_compare_prints_paper_beside_ours(tmp_path):
 
 
 def test_sim_vs_emu_pairs_rows_run_both_ways():
-    from emulation.orchestration.compare import sim_vs_emu
+    from emulation.backends.matrix import sim_vs_emu
     rows = [{"label": "ps", "mode": "emulate", "bw": 50, "gst_median_s": 2.0, "fidelity": "faithful"},
             {"label": "ps", "mode": "simulate", "bw": 50, "gst_median_s": 2.1, "fidelity": None},
             {"label": "ps", "mode": "simulate", "bw": 25, "gst_median_s": 4.0, "fidelity": None},
@@ -157,7 +157,7 @@ def test_sim_vs_emu_pairs_rows_run_both_ways():
 
 
 def test_plots_include_the_accuracy_curves(tmp_path):
-    from emulation.orchestration.compare import plot
+    from emulation.backends.matrix import plot
     rows = [{"label": "fp32", "batch": 4, "jct_s": 2.0, "gst_median_s": 0.5, "gst_theory_s": 0.4},
             {"label": "terngrad", "batch": 4, "jct_s": 1.0, "gst_median_s": 0.1, "gst_theory_s": 0.1}]
     curves = [{"label": r["label"], "batch": 4, "iteration": i, "accuracy": a}
@@ -171,7 +171,7 @@ def test_plots_include_the_accuracy_curves(tmp_path):
 def test_plots_show_every_iteration_of_every_run(tmp_path):
     """A box per run from its iterations.csv (warm-up left out), theory marked, SVG beside PNG, the axis named by
     what the sweep varies."""
-    from emulation.orchestration.plots import iteration_values, plot
+    from emulation.run.plots import iteration_values, plot
     runs = []
     for label, gsts in (("a", [9.0, 9.0, 1.0, 2.0, 3.0]), ("b", [5.0, 5.0, 0.5, 0.5])):
         folder = tmp_path / label
@@ -194,7 +194,7 @@ def test_plots_show_every_iteration_of_every_run(tmp_path):
 def test_theory_rows_are_the_closed_forms(tmp_path):
     """mode: theory rows: TernGrad's App. B where a profiled step is given, else --compute-time plus the GST formula;
     nothing runs and no network is needed."""
-    from emulation.orchestration import compare
+    from emulation.backends import matrix as compare
     cfg = write(tmp_path, "name: t\ndefaults: {topo: 'star:4', algo: ring, model: lenet5, bw: 100, mode: theory}\n"
                 "runs:\n  - {label: F, batch: 64, tg_gpus: 2, tg_step_s: 0.2}\n"
                 "  - {label: T, batch: 64, tg_gpus: 2, tg_step_s: 0.2, codec: terngrad}\n"

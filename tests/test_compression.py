@@ -78,7 +78,7 @@ def test_shared_scaler_sum_has_at_most_2n_plus_1_levels(workers):
 
 
 def test_terngrad_wire_fraction_follows_the_packed_widths():
-    from emulation.spec.topology import parse
+    from emulation.core.topology import parse
     from workloads.algorithms import get
     from workloads.compression import partial_sum_width, terngrad_wire_fraction
     # ceil(log2(2c + 1)): 3, 5, 15, 17, 255 and 257 levels

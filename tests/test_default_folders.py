@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from emulation.orchestration.options import OptionError
-from emulation.orchestration.outputs import FolderTaken, claim_folder, new_folder, planned_folder
+from emulation.run.options import OptionError
+from emulation.run.outputs import FolderTaken, claim_folder, new_folder, planned_folder
 from helpers import ROOT
 
 
 def dmlbed(cwd, *args):
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "emulation.orchestration.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "emulation.commands.cli", *args], capture_output=True,
                           text=True, cwd=cwd, env=env, timeout=600)
 
 

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from emulation.net.probes import kernel_datapath_available, ovs_running, ovs_setting
+from emulation.net.kernel_probes import kernel_datapath_available, ovs_running, ovs_setting
 from emulation.net.runstate import STATE_ROOT, list_bridges
-from emulation.spec.tcp import DEFAULT_MTU
-from emulation.spec.topology import parse
+from emulation.core.tcp import DEFAULT_MTU
+from emulation.core.topology import parse
 from helpers import ROOT, run_dmlbed
 
 pytestmark = pytest.mark.emulation
@@ -77,7 +77,7 @@ def test_upper_tree_level_is_shaped():
     """Flows crossing the root of tree:3,2,2 share its slowest level (25 Mbit/s), not the 100 of their hosts."""
     code = (
         "import json\n"
-        "from emulation.spec.topology import parse\n"
+        "from emulation.core.topology import parse\n"
         "from emulation.net.network import EmulatedNetwork\n"
         "from emulation.net import checks\n"
         "t = parse('tree:3,2,2'); bw = (100.0, 50.0, 25.0)\n"
@@ -107,7 +107,7 @@ def wait_for_run_record(proc, timeout=60):
 
 
 def start_long_check(spec):
-    return subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", "net", spec, "--bw", "50", "--check",
+    return subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", "net", spec, "--bw", "50", "--check",
                              "--duration", "60"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 

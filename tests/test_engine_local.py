@@ -6,8 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from emulation.net.controller import free_ports
-from emulation.spec.topology import parse
+from emulation.net.controller_process import free_ports
+from emulation.core.topology import parse
 from workloads.algorithms import build_plan
 from workloads.algorithms.ps import dedicated_ps
 from workloads.engine import PlanExecutor

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from emulation.net.controller import free_ports
+from emulation.net.controller_process import free_ports
 from helpers import ROOT, wait_listening
 
 VENV_BIN = os.path.dirname(sys.executable)
@@ -34,8 +34,8 @@ def test_vagrant_validate():
 @pytest.mark.emulation
 @pytest.mark.parametrize("spec,mn_topo", [("star:4", "star,4"), ("bcube:2,2", "bcube,2,2"), ("tree:2,2", "tree,2,2")])
 def test_mn_custom_under_the_project_controller(spec, mn_topo, tmp_path):
-    """`sudo mn --custom emulation/net/topos.py --topo ...` + `dmlbed-ryu-manager controllers/app.py`: every host pings
-    every other (relayed ones included for BCube)."""
+    """`sudo dmlbed-mn --topo ...` (Mininet's mn with dmlbed's topologies) + `dmlbed-ryu-manager controllers/app.py`:
+    every host pings every other (relayed ones included for BCube)."""
     port, = free_ports(1)
     status = tmp_path / "status.json"
     ctl = subprocess.Popen([os.path.join(VENV_BIN, "dmlbed-ryu-manager"), "--ofp-listen-host", "127.0.0.1",
@@ -44,7 +44,7 @@ def test_mn_custom_under_the_project_controller(spec, mn_topo, tmp_path):
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_listening(port)
-        r = subprocess.run(["mn", "--custom", "emulation/net/topos.py", "--topo", mn_topo,
+        r = subprocess.run([os.path.join(VENV_BIN, "dmlbed-mn"), "--topo", mn_topo,
                             "--controller", f"remote,ip=127.0.0.1,port={port}",
                             "--switch", "ovs,datapath=user,protocols=OpenFlow13", "--link", "tc,bw=10",
                             "--test", "pingall"], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -5,12 +5,14 @@ import time
 
 import pytest
 
-from emulation.orchestration.fidelity import (decompose, iteration_links, one_line, report, step_skew,
+from emulation.run.fidelity import (decompose, iteration_links, one_line, report, step_skew,
                                               union_length, verdict_and_cause)
-from emulation.spec.addressing import all_host_configs, config_commands
-from emulation.orchestration.options import OptionError, RunConfig, check_values, tcp_settings
-from emulation.spec.tcp import TcpSettings, route_rto_min_ms, rto_min_for_rate, tsq_for_rate, wire_bytes
-from emulation.spec.topology import parse
+from emulation.core.addressing import all_host_configs, config_commands
+from emulation.run.options import OptionError, RunConfig
+from emulation.run.resolution import tcp_settings
+from emulation.run.validation import check_values
+from emulation.core.tcp import TcpSettings, route_rto_min_ms, rto_min_for_rate, tsq_for_rate, wire_bytes
+from emulation.core.topology import parse
 from workloads.records import IterationRecord
 from workloads.strategies.base import ComputeClock
 
@@ -72,7 +74,7 @@ def test_a_two_phase_synchronization_chains_each_phases_bottleneck():
 def test_a_phase_is_judged_with_the_whole_iterations_wire_factor():
     """A worker that pushes 1 MB and relays 1 MB of the broadcast sent 2.04 MB on its interface: 2% overhead, not a
     push that took twice its bytes."""
-    from emulation.orchestration.fidelity import wire_factors
+    from emulation.run.fidelity import wire_factors
     topo = parse("star:3")
     mb = 1_000_000
     push = [dict(trace(1, 0, 10.0, 10.1, mb, peer=0), phase="push")]
@@ -108,7 +110,7 @@ def test_links_are_judged_against_the_fair_share_of_their_paths():
 def test_a_connections_ports_put_its_transfer_on_its_ecmp_path():
     """Two cross-pod transfers whose ports hash onto the same core link: that link carries both, so each host
     link is judged against half its rate; without ports only the links common to every path are known."""
-    from controllers.rules import ecmp_choice
+    from controllers.flow_rules import ecmp_choice
     topo = parse("fattree:4")
     mb, half = 1_000_000, 50e6 / 8 / 2
     same = [(s, 5000) for s in range(33000, 34000, 2)
@@ -170,7 +172,7 @@ def test_links_above_their_rate_or_a_gst_far_below_theory_are_not_faithful():
 
 
 def test_spurious_timeouts_are_counted_and_unsteady_timings_are_degraded():
-    from emulation.orchestration.fidelity import spurious_timeouts
+    from emulation.run.fidelity import spurious_timeouts
     assert spurious_timeouts({"rto_timeouts": 10, "retrans_segs": 20, "dsack_received": 20}) == 10
     assert spurious_timeouts({"rto_timeouts": 10, "retrans_segs": 20, "dsack_received": 5}) == 2.5
     assert spurious_timeouts({"rto_timeouts": 0, "retrans_segs": 20, "dsack_received": 20}) == 0
@@ -268,7 +270,7 @@ def test_compute_clock_without_device_time_measures_only():
 
 
 def test_switch_queue_drops_are_reported_as_the_networks_not_judged():
-    from emulation.net.probes import leaf_drops
+    from emulation.net.kernel_probes import leaf_drops
     tc = ("qdisc htb 5: root refcnt 2 r2q 10 default 0x1\n Sent 9 bytes 4 pkt (dropped 7, overlimits 0 requeues 0)\n"
           "qdisc pfifo 10: parent 5:1 limit 100p\n Sent 9 bytes 4 pkt (dropped 7, overlimits 0 requeues 0)\n"
           "qdisc noqueue 0: dev lo root refcnt 2\n Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)")
@@ -281,8 +283,8 @@ def test_switch_queue_drops_are_reported_as_the_networks_not_judged():
 
 
 def test_cpu_saturation_is_judged_over_the_measured_iterations_not_the_start_up():
-    from emulation.orchestration.fidelity import measured_window
-    from emulation.orchestration.sampling import CpuSampler
+    from emulation.run.fidelity import measured_window
+    from emulation.run.sampling import CpuSampler
     cpu = CpuSampler()
     # start-up (torch imports) saturates the machine; the measured iterations leave it half idle
     cpu.samples = [(0.0, 0.5, 1.0), (0.5, 1.0, 1.0), (1.0, 1.5, 1.0), (2.0, 2.5, 0.5), (2.5, 3.0, 0.4)]

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from emulation.orchestration.forkclient import ForkServer, ForkServerError, rank_start
+from emulation.run.forkclient import ForkServer, ForkServerError, rank_start
 from helpers import ROOT, run_dmlbed
 
 PROBE = textwrap.dedent("""
@@ -114,7 +114,8 @@ def test_a_run_starts_its_ranks_either_way_and_measures_them(tmp_path, start):
 def test_a_server_launched_ahead_serves_every_set_of_ranks_then_leaves(tmp_path, monkeypatch):
     """fork_server_ahead: launched before the hosts come up (its imports overlap the bring-up), it forks every set
     of ranks a bench or calibration starts, and is gone when its block ends, whether or not ranks ever came."""
-    from emulation.orchestration.ranks import LoopbackHosts, fork_server_ahead, start_ranks
+    from emulation.run.hosts import LoopbackHosts
+    from emulation.run.ranks import fork_server_ahead, start_ranks
     from workloads.rankconfig import RankConfig
     from workloads.runfolder import RankFiles
     (tmp_path / "fork_probe.py").write_text(PROBE)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from emulation.orchestration.outputs import OutputError, write_atomic, write_atomic_csv
+from emulation.run.outputs import OutputError, write_atomic, write_atomic_csv
 from helpers import ROOT
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
@@ -55,7 +55,7 @@ def test_a_writer_on_a_full_disk_names_the_folder_and_leaves_no_tmp(tmp_path):
 
 
 def dmlbed(*args):
-    return subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

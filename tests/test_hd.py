@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from emulation.spec.theory import full_gradient_time
-from emulation.spec.topology import parse
+from emulation.core.formulas import full_gradient_time
+from emulation.core.topology import parse
 from helpers import run_dmlbed
 from workloads.algorithms import build_plan, theory
 from workloads.algorithms.hd import active_ranks, halving_doubling

@@ -7,15 +7,16 @@ import shutil
 import pytest
 
 from emulation.net.nodes import QuietTCIntf
-from emulation.net.probes import netem_available
+from emulation.net.kernel_probes import netem_available
 from emulation.net.topos import SpecTopo
-from emulation.orchestration import options
-from emulation.orchestration.options import OptionError, RunConfig, validate
+from emulation.run import validation as options
+from emulation.run.options import OptionError, RunConfig
+from emulation.run.validation import validate
 from emulation.simulation.flows import simulate_plan
 from emulation.simulation.routes import Router
-from emulation.spec.impairment import Impairment, parse_impairment
-from emulation.spec.shaping import ingress_netem_commands
-from emulation.spec.topology import TopologyError, parse
+from emulation.core.impairment import Impairment, parse_impairment
+from emulation.core.shaping import ingress_netem_commands
+from emulation.core.topology import TopologyError, parse
 from helpers import run_dmlbed
 from workloads.algorithms import get
 from workloads.plan import piece_sizes

@@ -10,7 +10,7 @@ import sys
 import jsonschema
 import pytest
 
-from emulation.orchestration.schemas import schema
+from emulation.run.json_schemas import schema
 from helpers import ROOT, run_dmlbed
 
 SCRIPT = os.path.join(ROOT, "tests", "scripts", "ddp_tutorial.py")

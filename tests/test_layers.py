@@ -1,8 +1,15 @@
-"""Layers only import downward: pure description <- workloads <- orchestration (every import statement counts,
-function-level ones included)."""
+"""Folder = layer: every project module's layer is the folder it lives in, and layers only import downward (every
+import statement counts, function-level ones included):
+
+    core  <-  rules, workloads  <-  simulation, net, ryu-app  <-  run (plumbing)  <-  backends  <-  commands  <-  api
+
+Inside commands/, a command module never imports another command module nor the harness; only the harness
+(registry, cli, reference, __main__) imports command modules, and nothing outside commands/ imports one."""
 
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -10,27 +17,30 @@ from helpers import ROOT
 
 # layer -> the project layers and third-party packages it may import
 LAYERS = {
-    "spec": ({"spec"}, set()),
-    "rules": ({"spec", "rules"}, set()),
-    "workloads": ({"spec", "workloads"}, {"torch", "scipy", "lz4", "sklearn"}),
-    "simulation": ({"spec", "rules", "workloads", "simulation"}, {"scipy"}),
-    "net": ({"spec", "rules", "net"}, {"mininet"}),
-    "ryu-app": ({"spec", "rules", "ryu-app"}, {"ryu", "eventlet"}),
-    "orchestration": ({"spec", "rules", "workloads", "simulation", "net", "orchestration"},
-                      {"torch", "scipy", "yaml", "matplotlib", "tqdm"}),
-    "api": ({"spec", "rules", "workloads", "simulation", "net", "orchestration", "api"}, {"torch"}),
+    "core": ({"core"}, set()),
+    "rules": ({"core", "rules"}, set()),
+    "workloads": ({"core", "workloads"}, {"torch", "scipy", "lz4", "sklearn"}),
+    "simulation": ({"core", "rules", "workloads", "simulation"}, {"scipy"}),
+    "net": ({"core", "rules", "net"}, {"mininet"}),
+    "ryu-app": ({"core", "rules", "ryu-app"}, {"ryu", "eventlet"}),
+    "run": ({"core", "rules", "workloads", "simulation", "net", "run"}, {"yaml", "matplotlib", "tqdm"}),
+    "backends": ({"core", "rules", "workloads", "simulation", "net", "run", "backends"}, {"yaml", "matplotlib"}),
+    "commands": ({"core", "rules", "workloads", "simulation", "net", "run", "backends", "commands"},
+                 {"yaml", "matplotlib"}),
+    "api": ({"core", "rules", "workloads", "simulation", "net", "run", "backends", "commands", "api"}, {"torch"}),
 }
 THIRD_PARTY_WATCHED = {"torch", "scipy", "lz4", "sklearn", "mininet", "ryu", "eventlet", "yaml", "matplotlib", "tqdm"}
+FOLDERS = {"core", "simulation", "net", "run", "backends", "commands"}  # emulation/<folder> is its own layer
+HARNESS = {"registry", "cli", "reference", "__main__", "base"}  # commands/ modules that are not commands
 
 
 def layer_of(module: str) -> str:
-    """The layer a project module belongs to (None for third-party and stdlib)."""
+    """The layer a project module belongs to: its folder (None for third-party and stdlib)."""
     parts = module.split(".")
     if parts[0] == "emulation" and len(parts) > 1:
-        return {"spec": "spec", "net": "net", "simulation": "simulation",
-                "orchestration": "orchestration"}.get(parts[1])
+        return parts[1] if parts[1] in FOLDERS else None
     if parts[0] == "controllers":
-        return "rules" if len(parts) > 1 and parts[1] in ("rules", "paths") else "ryu-app"
+        return "rules" if len(parts) > 1 and parts[1] in ("flow_rules", "paths") else "ryu-app"
     if parts[0] == "workloads":
         return "workloads"
     if parts[0] == "dmlbed":
@@ -64,9 +74,12 @@ def imports_of(path: str, module: str):
 MODULES = sorted(project_modules())
 
 
-def test_every_module_has_a_layer():
+def test_every_module_has_a_layer_and_every_folder_is_one():
     assert [m for m, _ in MODULES if m not in ("emulation", "controllers") and layer_of(m) is None] == []
-    assert layer_of("dmlbed.ddp") == "api" and "orchestration" not in LAYERS["workloads"][0]
+    folders = {d for d in os.listdir(os.path.join(ROOT, "emulation"))
+               if os.path.isfile(os.path.join(ROOT, "emulation", d, "__init__.py"))}
+    assert folders == FOLDERS
+    assert layer_of("dmlbed.ddp") == "api" and "run" not in LAYERS["workloads"][0]
 
 
 @pytest.mark.parametrize("module,path", MODULES, ids=[m for m, _ in MODULES])
@@ -88,9 +101,10 @@ def test_imports_point_downward(module, path):
 
 def test_the_checker_catches_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from emulation.orchestration import experiment\n")
-    assert ("emulation.orchestration", 2) in list(imports_of(str(bad), "workloads.bad"))
-    assert layer_of("emulation.orchestration.experiment") not in LAYERS["workloads"][0]
+    bad.write_text("def f():\n    from emulation.commands import run\n")
+    assert ("emulation.commands", 2) in list(imports_of(str(bad), "workloads.bad"))
+    assert layer_of("emulation.commands.run") not in LAYERS["run"][0]
+    assert layer_of("emulation.backends.emulator") not in LAYERS["run"][0]
 
 
 def test_only_the_registry_names_algorithms():
@@ -112,13 +126,20 @@ def test_only_the_registry_names_algorithms():
     assert found == []
 
 
-# Orchestration: commands side by side over shared plumbing. A command module runs one `dmlbed` command; the
-# harness (cli, commands) may import every command, compare may import the two it runs, nothing else imports a
-# command (a helper two commands need lives in a plumbing module).
-COMMAND_MODULES = {"experiment", "simulate", "compare", "bench", "calibrate", "netcheck", "theory", "launch",
-                   "reproduce_all"}
-HARNESS = {"cli", "commands", "api"}
-COMMAND_IMPORTS = {"compare": {"experiment", "simulate", "theory"}, "reproduce_all": {"compare"}}  # matrices of matrices
+def test_nothing_dispatches_on_a_back_end_mode():
+    """Outside backends/__init__.py (the registry), no module compares a mode name to pick a back end."""
+    from emulation.backends import BACKENDS
+    found = []
+    for module, path in MODULES:
+        if module in ("emulation.backends",) or not module.startswith(("emulation.", "dmlbed")):
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+                operands = [node.test.left] + node.test.comparators
+                if any(isinstance(o, ast.Attribute) and o.attr == "mode" for o in operands) and \
+                        any(isinstance(o, ast.Constant) and o.value in BACKENDS for o in operands):
+                    found.append(f"{module}:{node.lineno}")
+    assert found == []
 
 
 def project_imports(module: str, path: str):
@@ -133,26 +154,30 @@ def project_imports(module: str, path: str):
     return out
 
 
-def test_no_command_module_imports_another_for_a_helper():
-    bad = []
+def command_modules():
+    return {m for m, _ in MODULES if m.startswith("emulation.commands.") and m.rsplit(".", 1)[1] not in HARNESS}
+
+
+def test_no_command_module_is_imported_but_by_the_harness():
+    commands, bad = command_modules(), []
     for module, path in MODULES:
-        if not module.startswith("emulation.orchestration."):
-            continue
-        name = module.rsplit(".", 1)[1]
-        if name in HARNESS:
-            continue
-        allowed = COMMAND_IMPORTS.get(name, set())
+        name = module.rsplit(".", 1)[-1]
+        harness = module.startswith("emulation.commands.") and name in HARNESS - {"base"}
+        in_commands = module.startswith("emulation.commands.")
         for target in project_imports(module, path):
-            if target.startswith("emulation.orchestration."):
-                other = target.rsplit(".", 1)[1]
-                if other in COMMAND_MODULES and other not in allowed:
-                    bad.append(f"{name} imports the command module {other}")
+            if target in commands and not harness and (in_commands or module.startswith("emulation.")):
+                bad.append(f"{module} imports the command module {target}")
+            if in_commands and not harness and target.rsplit(".", 1)[1] in HARNESS - {"base"} and \
+                    target.startswith("emulation.commands."):
+                bad.append(f"{module} imports the harness {target}")
     assert bad == []
 
 
-def test_every_command_module_exists():
-    names = {m.rsplit(".", 1)[1] for m, _ in MODULES if m.startswith("emulation.orchestration.")}
-    assert COMMAND_MODULES | {"cli", "commands"} <= names
+def test_every_command_is_one_module_in_the_registry():
+    from emulation.commands.registry import COMMANDS
+    modules = {type(c).__module__ for c in COMMANDS}
+    assert modules == command_modules()
+    assert len(modules) == len(COMMANDS)  # one command per module, its plug-in, work and table together
 
 
 def cycles(prefix: str):
@@ -177,8 +202,8 @@ def cycles(prefix: str):
     return found
 
 
-@pytest.mark.parametrize("prefix", ["emulation.net", "emulation.orchestration", "emulation.spec",
-                                    "emulation.simulation", "controllers"])
+@pytest.mark.parametrize("prefix", ["emulation.net", "emulation.run", "emulation.core", "emulation.simulation",
+                                    "emulation.backends", "emulation.commands", "controllers"])
 def test_no_import_cycle(prefix):
     assert cycles(prefix) == []
 
@@ -193,15 +218,36 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
 
 
 def test_kernel_probes_need_no_mininet():
-    path = dict(MODULES)["emulation.net.probes"]
-    assert not [t for t, _ in imports_of(path, "emulation.net.probes") if t.split(".")[0] == "mininet"]
+    path = dict(MODULES)["emulation.net.kernel_probes"]
+    assert not [t for t, _ in imports_of(path, "emulation.net.kernel_probes") if t.split(".")[0] == "mininet"]
+
+
+def test_no_module_name_is_used_twice():
+    """Names that explain themselves: no two module files share a name, but for one algorithm seen from two layers
+    (its descriptor in workloads/algorithms, its ranks' strategy in workloads/strategies) and a folder's base.py
+    (dmlbed/ddp.py, the public name users know from `dmlbed.ddp.register`, aside)."""
+    paths = dict(MODULES)
+    seen = {}
+    for module, path in MODULES:
+        name = os.path.basename(path)
+        if name in ("__init__.py", "__main__.py", "base.py") or module == "dmlbed.ddp":
+            continue
+        seen.setdefault(name, []).append(module)
+    parallel = {m for m in paths if m.startswith(("workloads.algorithms.", "workloads.strategies."))}
+    twice = {n: ms for n, ms in seen.items() if len(ms) > 1 and not set(ms) <= parallel}
+    assert twice == {}
+
+
+def test_no_sys_path_edits():
+    """Scripts, labs and the packages import the installed packages (make setup installs them)."""
+    found = subprocess.run(["grep", "-rn", "--include=*.py", "sys.path", "emulation", "workloads", "controllers",
+                            "scripts", "labs", "dmlbed"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert found == ""
 
 
 def test_the_cli_starts_without_torch():
     """Every dmlbed command starts in a fraction of a second: torch is imported only by what trains (ranks)."""
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "-c", "import sys, emulation.orchestration.commands, "
-                        "emulation.orchestration.cli; print('torch' in sys.modules)"], cwd=ROOT, capture_output=True,
+    r = subprocess.run([sys.executable, "-c", "import sys, emulation.commands.registry, "
+                        "emulation.commands.cli; print('torch' in sys.modules)"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stdout + r.stderr

@@ -123,14 +123,14 @@ def test_a_users_model_trains_in_a_run(tmp_path):
         "    return m\n")
     import json
     import subprocess
-    r = subprocess.run([sys.executable, "-m", "emulation.orchestration.cli", "run", "--topo", "star:2", "--algo", "ps",
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "run", "--topo", "star:2", "--algo", "ps",
                         "--model", "netdef:small", "--iters", "3", "--local", "--json", "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, cwd=str(tmp_path), timeout=300,
                        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads(r.stdout)
     assert s["correct"] and s["parameters"] == 4 * 9 + 4 + 4 * 26 * 26 * 10 + 10
-    theory = subprocess.run([sys.executable, "-m", "emulation.orchestration.cli", "theory", "--topo", "star:2",
+    theory = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "theory", "--topo", "star:2",
                              "--algo", "ring", "--model", "netdef:small", "--json"], capture_output=True, text=True,
                             cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
                                 os.path.abspath(__file__)))))

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from emulation.spec.theory import full_gradient_time
+from emulation.core.formulas import full_gradient_time
 from workloads.algorithms import get, theory
 from workloads.algorithms.pflow import overlay_for
-from emulation.spec.topology import parse
+from emulation.core.topology import parse
 from workloads.data import DataError, SyntheticBatches, batches, check_data, digits_28x28, mnist, read_idx
 from workloads.models import ModelError, build_model, input_shape, parameter_count, parameter_count_of, parse_size
 

@@ -6,11 +6,11 @@ import json
 import pytest
 
 from emulation.net.topos import SpecTopo
-from emulation.orchestration import options
-from emulation.orchestration.options import OptionError, RunConfig, check_mtu, validate
-from emulation.spec.calibration import Calibration, CalibrationError, LevelFit, load
-from emulation.spec.tcp import DEFAULT_MTU, TcpSettings, goodput, mss_bytes, wire_bytes
-from emulation.spec.topology import parse
+from emulation.run.options import OptionError, RunConfig
+from emulation.run.validation import check_mtu, validate
+from emulation.core.calibration import Calibration, CalibrationError, LevelFit, load
+from emulation.core.tcp import DEFAULT_MTU, TcpSettings, goodput, mss_bytes, wire_bytes
+from emulation.core.topology import parse
 from helpers import run_dmlbed
 
 
@@ -31,7 +31,7 @@ def test_every_end_of_every_link_gets_the_mtu(spec, boxes):
 
 
 def test_an_mtu_the_links_cannot_carry_is_refused_before_anything_starts(monkeypatch):
-    import emulation.net.probes as probes
+    import emulation.net.kernel_probes as probes
     monkeypatch.setattr(probes, "kernel_datapath_available", lambda: False)
     with pytest.raises(OptionError, match=r"--mtu 4000 is more than the userspace switch's AF_XDP ports carry.*"
                                           r"valid 576-3690 here, up to 9000 with the kernel datapath"):
@@ -91,7 +91,7 @@ def test_the_emulated_links_carry_the_mtu_asked_for():
 
 
 def test_ingress_devices_take_the_links_frames():
-    from emulation.spec.shaping import ingress_netem_commands
+    from emulation.core.shaping import ingress_netem_commands
     alone = ingress_netem_commands("h0-eth0", "ifb0", 50, "delay 1ms", mtu=3500)
     assert "ip link set ifb0 txqueuelen 50 mtu 3500 up" in alone
     assert alone[-1].endswith("action mirred egress redirect dev ifb0") and "ingress" in alone[-2]

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from emulation.net.controller import free_ports
-from emulation.spec.topology import parse
+from emulation.net.controller_process import free_ports
+from emulation.core.topology import parse
 from helpers import ROOT
 from test_rules import OSKEN_PYTHON
 
@@ -26,7 +26,7 @@ def test_the_app_programs_a_switch_under_os_ken(tmp_path):
     status = tmp_path / "status.json"
     env = {**os.environ, "DMLBED_TOPOLOGY": "star:3", "DMLBED_STATUS": str(status), "PYTHONPATH": ROOT}
     log = open(tmp_path / "controller.log", "w")
-    proc = subprocess.Popen([OSKEN_PYTHON, "-m", "controllers.launch", "--ofp-listen-host", "127.0.0.1",
+    proc = subprocess.Popen([OSKEN_PYTHON, "-m", "controllers.ryu_manager", "--ofp-listen-host", "127.0.0.1",
                              "--ofp-tcp-listen-port", str(port), "controllers.app"], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

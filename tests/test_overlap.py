@@ -19,7 +19,7 @@ from workloads.pacing import BackwardPacer
 def ddp_bucket_sizes(name, bucket_mb, iterations=2):
     """Elements per bucket DDP itself hands its comm hook, in its last iteration (one process, gloo)."""
     import torch.distributed as dist
-    from emulation.net.controller import free_ports
+    from emulation.net.controller_process import free_ports
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_ports(1)[0]}", rank=0, world_size=1)
     try:
         model, shape = build_model(name)

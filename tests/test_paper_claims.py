@@ -11,7 +11,7 @@ import yaml
 
 from helpers import ROOT
 
-from emulation.orchestration import paper
+from emulation.run import claims as paper
 
 PAPERS_DIR = os.environ.get("DMLBED_PAPERS", os.path.join(ROOT, "..", "shared", "papers"))
 CONFIGS = sorted(p for p in glob.glob(os.path.join(ROOT, "configs", "*.yaml"))
@@ -98,7 +98,7 @@ def test_reproduce_blueconnect_fig5_in_the_flow_model(tmp_path):
 def test_reproduce_terngrad_fig5_evaluates_app_b_beside_the_flow_model(tmp_path):
     import json
     from helpers import run_dmlbed
-    from emulation.spec import terngrad_model
+    from emulation.core import terngrad_model
     from workloads.models import tensor_sizes
     r = run_dmlbed("reproduce", "terngrad-fig5", "--json", "--out", str(tmp_path / "out"), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]

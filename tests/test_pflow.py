@@ -5,7 +5,7 @@ broadcast delivers the server's data everywhere, the push sums."""
 import numpy as np
 import pytest
 
-from emulation.spec.topology import parse
+from emulation.core.topology import parse
 from workloads.algorithms.pflow import (DVF, broadcast_plan, build_overlay, check_feasible, direct_overlay, greedy_overlay,
                              milp_overlay, overlay_costs, push_plan)
 from workloads.plan import PieceLayout, PlanError, simulate, validate
@@ -113,13 +113,14 @@ def test_the_runner_solves_the_overlay_once_and_every_rank_takes_it():
     """P3's answer depends on the solver's time limit (star:9, T,H = 5,3: the tree after 1 s is not the one after
     3 s), so ranks solving it side by side on busy cores could stream down different trees: the runner solves it
     and every rank reads the same parents from its config."""
-    from emulation.orchestration.options import RunConfig, validate
-    from emulation.orchestration.ranks import rank_configs
+    from emulation.run.options import RunConfig
+    from emulation.run.validation import validate
+    from emulation.run.ranks import rank_configs
     from workloads.algorithms import get as get_algorithm
     from workloads.algorithms.pflow import overlay_from
     from workloads.rankconfig import RankConfig
     cfg = RunConfig(topology="star:5", algo="pflow", pf_tree="2,2", local=True)
-    configs = rank_configs(cfg, validate(cfg), "/tmp")
+    configs = rank_configs(validate(cfg), "/tmp")
     shared = [RankConfig.from_json(c.to_json()).shared for c in configs]
     assert all(s == shared[0] for s in shared) and len(shared[0]["overlay"]) == 5
     topo = parse("star:5")

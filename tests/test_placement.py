@@ -5,8 +5,8 @@ import math
 import pytest
 
 from emulation.net.checks import Flow, fidelity_flows, mark_tunnels
-from emulation.spec.placement import PlacementError, crossing_links, groups_below_top, parse_servers, place
-from emulation.spec.topology import parse
+from emulation.core.placement import PlacementError, crossing_links, groups_below_top, parse_servers, place
+from emulation.core.topology import parse
 
 
 def test_servers_parse_with_this_machine_first():

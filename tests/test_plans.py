@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from emulation.spec.topology import parse
+from emulation.core.topology import parse
 from workloads.algorithms import ALGORITHMS, build_plan
 from workloads.algorithms.hierarchical import hierarchical
 from workloads.algorithms.ps import dedicated_ps

@@ -3,7 +3,7 @@
 import io
 import re
 
-from emulation.orchestration.progress import Progress
+from emulation.run.progress import Progress
 from helpers import run_dmlbed
 
 

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from emulation.net.lock import NetworkBusy, NetworkLock
-from emulation.orchestration.resources import ResourceError, check_memory, memory_needed
+from emulation.run.resources import ResourceError, check_memory, memory_needed
 from helpers import ROOT, run_dmlbed, wait_for_iterations
 from workloads.transport import send_all
 
@@ -110,7 +110,7 @@ def test_host_cap_answers_at_once(tmp_path):
 
 
 def local_run(out, *extra):
-    return subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", "run", "--topo", "star:3", "--algo",
+    return subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", "run", "--topo", "star:3", "--algo",
                              "ring", "--model", "mlp:2M", "--iters", "500", "--batch", "8", "--local", "--json",
                              "--out", str(out), *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -203,7 +203,7 @@ def test_send_timeout_measures_inactivity_not_the_whole_transfer():
 def test_closing_the_terminal_tears_an_emulated_run_down(tmp_path):
     from test_emulation import leftovers
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", "run", "--topo", "star:3", "--algo",
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", "run", "--topo", "star:3", "--algo",
                              "ring", "--model", "mlp:100K", "--iters", "500", "--bw", "50", "--json", "--out", str(out)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_iterations(str(out), 0, 2, proc, timeout=180)

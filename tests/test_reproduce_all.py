@@ -4,9 +4,9 @@ import csv
 
 import pytest
 
-from emulation.orchestration.paper import how_obtained
-from emulation.orchestration.reproduce_all import claim_rows, execute_all, markdown, prepare_all
-from emulation.orchestration.options import OptionError
+from emulation.run.claims import how_obtained
+from emulation.commands.reproduce import claim_rows, execute_all, markdown, prepare_all
+from emulation.run.options import OptionError
 from helpers import run_dmlbed
 
 CONFIG = ("name: {name}\ndefaults: {{model: 'mlp:1M', bw: 100, mode: simulate}}\nruns:\n"

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from controllers.rules import OFPP_CONTROLLER, compute_rules, ecmp_choice, ecmp_width
+from controllers.flow_rules import OFPP_CONTROLLER, compute_rules, ecmp_choice, ecmp_width
 from controllers.paths import follow_packet
-from emulation.spec.addressing import all_host_configs, bcube_path
-from emulation.spec.topology import parse
+from emulation.core.addressing import all_host_configs, bcube_path
+from emulation.core.topology import parse
 from helpers import ROOT
 
 SPECS = ["bcube:2,1", "bcube:2,2", "bcube:3,2", "bcube:2,3", "bcube:4,2", "bcube:3,3", "fattree:4",

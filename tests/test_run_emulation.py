@@ -115,7 +115,7 @@ def test_a_link_left_unshaped_is_not_faithful(tmp_path):
     import sys
     from helpers import ROOT, wait_for_iterations
     out = tmp_path / "unshaped"
-    proc = subprocess.Popen([sys.executable, "-m", "emulation.orchestration.cli", "run", "--topo", "star:2", "--algo",
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", "run", "--topo", "star:2", "--algo",
                              "ring", "--model", "mlp:500000", "--bw", "20", "--iters", "14", "--json", "--out",
                              str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_iterations(str(out), 0, 1, proc)

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from emulation.orchestration.options import yaml_keys
-from emulation.orchestration.schemas import schema
+from emulation.run.options import OptionError, yaml_keys
+from emulation.run.json_schemas import schema
 from helpers import ROOT, run_dmlbed
 
 HEAD = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -32,6 +32,33 @@ def check_provenance(block, command):
                          ids=os.path.basename)
 def test_every_shipped_config_validates(path):
     validator("config").validate(yaml.safe_load(open(path)))
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml"))),
+                         ids=os.path.basename)
+def test_every_shipped_configs_rows_give_summaries_the_schema_accepts(path, tmp_path):
+    """Each row of every shipped config, on the closed forms and (where its algorithm is made of plans) in the flow
+    model, gives a summary the generated schema accepts; emulated and loopback summaries are checked wherever the
+    suite runs them (helpers.check_summaries)."""
+    from dataclasses import replace
+    from emulation.backends import closed_form, flow_model, matrix
+    entries = matrix.expand(matrix.load(path), str(tmp_path), local=True)
+    summaries = validator("summary")
+    for e in entries:
+        cfg = replace(e["config"], mode="theory", out=str(tmp_path / "theory"), dilation=1.0, ecmp_ports=None)
+        summaries.validate(closed_form.execute(closed_form.prepare(cfg)).to_dict())
+        if len(e["job"].checked.topo.hosts) > SIMULATED_HOSTS:
+            continue
+        try:  # the flow model runs plans whose traffic does not depend on the data (not DVF's, not gloo's own)
+            sim = flow_model.prepare(replace(cfg, mode="simulate", out=str(tmp_path / e["label"]), force=True))
+        except OptionError as exc:
+            assert "simulate" in str(exc)
+            continue
+        summaries.validate(flow_model.execute(sim).to_dict())
+        summaries.validate(json.load(open(tmp_path / e["label"] / "summary.json")))
+
+
+SIMULATED_HOSTS = 64  # larger rows (72 to 1,024 servers) take seconds each: `make benchmark` and the configs run them
 
 
 def test_the_config_schema_is_the_option_table():

@@ -10,20 +10,20 @@ import sys
 import numpy as np
 import pytest
 
-from controllers.rules import compute_rules
+from controllers.flow_rules import compute_rules
 from controllers.paths import follow_packet
 from emulation.simulation.fairshare import max_min_rates
-from emulation.spec.tcp import goodput
+from emulation.core.tcp import goodput
 from emulation.simulation.flows import simulate_plan
 from emulation.simulation.routes import Router
-from emulation.spec.addressing import all_host_configs
-from emulation.spec.topology import parse, parse_bandwidth
+from emulation.core.addressing import all_host_configs
+from emulation.core.topology import parse, parse_bandwidth
 from helpers import ROOT
 from workloads.algorithms import get
 from workloads.models import tensor_sizes
 from workloads.plan import COPY, REDUCE, Plan, PieceLayout, Transfer, piece_sizes
 
-DMLBED = [sys.executable, "-m", "emulation.orchestration.cli"]
+DMLBED = [sys.executable, "-m", "emulation.commands.cli"]
 
 
 def traced_paths(topo, src, dst, level):
@@ -293,8 +293,8 @@ def fake_emulated_run(folder, topology: str, ports) -> None:
 
 def test_ecmp_ports_of_an_emulated_run_give_the_simulation_its_paths(tmp_path):
     """Replaying a run's ports puts every simulated connection on the path the emulated one took."""
-    from controllers.rules import ecmp_choice
-    from emulation.orchestration.simulate import check_emulated_run, emulated_ports
+    from controllers.flow_rules import ecmp_choice
+    from emulation.backends.flow_model import check_emulated_run, emulated_ports
     topo = parse("fattree:4")
     def port_to(choices):
         return next(p for p in range(33000, 34000, 2) if (ecmp_choice(0, 2, p, 7000), ecmp_choice(1, 2, p, 7000)) == choices)
@@ -310,7 +310,7 @@ def test_ecmp_ports_of_an_emulated_run_give_the_simulation_its_paths(tmp_path):
 
 
 def test_compare_simulates_with_the_ports_of_the_emulated_row_of_its_label(tmp_path):
-    from emulation.orchestration.compare import ConfigError, expand
+    from emulation.backends.matrix import ConfigError, expand
     data = {"sweep": {"mode": ["emulate", "simulate"]},
             "runs": [{"label": "x", "topo": "fattree:4", "algo": "ps", "ecmp": "hash", "ecmp_ports": "emulated"}]}
     entries = expand(data, str(tmp_path))

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from emulation.spec.terngrad_model import Cluster, report, ternary_bytes
+from emulation.core.terngrad_model import Cluster, report, ternary_bytes
 from helpers import run_dmlbed
 
 # 2 machines of 4 GPUs, K = 128, T(1,1,K) = 0.5 s, |g| = 100 MB, C_gwd 10 GB/s, C_cwd 5 GB/s, C_nwd 1 Gbit/s,

@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from emulation.spec.topology import (MAX_BW_MBPS, TopologyError, bcube, fat_tree, from_json, parse,
+from emulation.core.topology import (MAX_BW_MBPS, TopologyError, bcube, fat_tree, from_json, parse,
                                 parse_bandwidth, star, tree)
 
 SPECS = ["bcube:2,1", "bcube:2,3", "bcube:3,2", "bcube:4,2", "bcube:4,3", "bcube:5,2", "bcube:3,4",

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from emulation.net.controller import free_ports
+from emulation.net.controller_process import free_ports
 from helpers import ROOT, run_dmlbed, wait_listening
 from test_emulation import leftovers
 
@@ -44,7 +44,7 @@ def learning_switch_controller(tmp_path):
     """Ryu's own reactive L2 learning switch, started by the test as a user would (PacketIns by design)."""
     port = free_ports(1)[0]
     log = open(tmp_path / "ryu.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "controllers.launch", "--ofp-listen-host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "controllers.ryu_manager", "--ofp-listen-host", "127.0.0.1",
                              "--ofp-tcp-listen-port", str(port), "ryu.app.simple_switch_13"], cwd=ROOT,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     wait_listening(port)

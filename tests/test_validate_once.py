@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from emulation.orchestration import options
-from emulation.orchestration.cli import main
+from emulation.run import validation as options
+from emulation.commands.cli import main
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +68,7 @@ def test_the_counter_sees_a_second_validation(tmp_path):
     code = options.validate.__code__
     sys.setprofile(lambda frame, event, arg: calls.append(1) if event == "call" and frame.f_code is code else None)
     try:
-        from emulation.orchestration import experiment
+        from emulation.backends import emulator as experiment
         job = experiment.prepare(options.RunConfig(topology="star:2", algo="ring", out=str(tmp_path)))
         options.validate(job.cfg)
     finally:

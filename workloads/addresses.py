@@ -2,7 +2,7 @@
 
 from typing import Optional
 
-from emulation.spec.topology import Topology
+from emulation.core.topology import Topology
 
 
 def peer_address(topo: Topology, src: int, dst: int, level: Optional[int] = None) -> str:

@@ -10,11 +10,11 @@ import time
 
 import numpy as np
 
-from emulation.spec.topology import parse
+from emulation.core.topology import parse
 from workloads.algorithms import get
 from workloads.channel import Channel
 from workloads.plan import PieceLayout, simulate
-from workloads.probes import build as build_probe
+from workloads.calibration_probes import build as build_probe
 from workloads.rankconfig import RankConfig
 from workloads.runfolder import RankFiles
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from emulation.spec.topology import Topology
+from emulation.core.topology import Topology
 from workloads.addresses import peer_address, peer_level
 from workloads.engine import PlanExecutor
 from workloads.rankconfig import RankConfig

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
 import json
 import os
 import re
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 Layer = Tuple  # ("conv", in, out, kernel, stride, padding) | ("linear", in, out) | ("relu",) | ("maxpool", k, s)
                # | ("avgpool", h, w) | ("flatten",) | ("dropout", p)
@@ -210,11 +212,31 @@ def to_module(layer: Layer):
     raise ModelError(f"unknown layer kind {kind!r}")
 
 
-def build_user_model(name: str):
-    """(module, input shape) from package.module:factory: factory() returns an nn.Module with an `input_shape`."""
+class UserModules(importlib.abc.MetaPathFinder):
+    """Finds top-level modules in the user's folders first, as `python -m` finds them from the working directory (and
+    their own imports of sibling modules), without changing the interpreter's search path."""
+
+    def __init__(self, folders: Sequence[str]):
+        self.folders = list(folders)
+
+    def find_spec(self, name, path=None, target=None):
+        """A top-level module in one of the folders (submodules are found through their package's __path__)."""
+        if path is not None:
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, self.folders)
+
+
+def user_modules(folders: Sequence[str]) -> None:
+    """Let imports find modules in these folders first (once per folder set)."""
+    if not any(isinstance(f, UserModules) and f.folders == list(folders) for f in sys.meta_path):
+        sys.meta_path.insert(0, UserModules(folders))
+
+
+def build_user_model(name: str, folders: Sequence[str] = ()):
+    """(module, input shape) from package.module:factory: factory() returns an nn.Module with an `input_shape`; the
+    module is found in folders (default: the working directory) before the installed packages."""
     module_name, _, factory_name = name.partition(":")
-    if os.getcwd() not in sys.path:  # as `python -m` does: the user's modules are found from where they work
-        sys.path.insert(0, os.getcwd())
+    user_modules(list(folders) or [os.getcwd()])
     try:
         factory = getattr(importlib.import_module(module_name), factory_name)
     except (ImportError, AttributeError) as exc:
@@ -228,8 +250,9 @@ def build_user_model(name: str):
     return model, tuple(int(v) for v in shape)
 
 
-def build_model(name: str, seed: int = 0):
-    """(torch model with seeded identical initial weights, input shape) for any model name."""
+def build_model(name: str, seed: int = 0, folders: Sequence[str] = ()):
+    """(torch model with seeded identical initial weights, input shape) for any model name (a user's model found in
+    folders first, default the working directory)."""
     import torch
     torch.manual_seed(seed)
     if name in ZOO_MODELS:
@@ -237,7 +260,7 @@ def build_model(name: str, seed: int = 0):
         factory, shape = zoo.ZOO[name]
         return factory(), shape
     if is_user_model(name):
-        return build_user_model(name)
+        return build_user_model(name, folders)
     if name not in LAYER_MODELS and not name.startswith("mlp:"):
         raise ModelError(f"unknown model '{name}': valid are {VALID}")
     layers, shape = layers_of(name)

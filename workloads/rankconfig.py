@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, Optional, Tuple
 
-from emulation.spec.addressing import PLAN_PORT
+from emulation.core.addressing import PLAN_PORT
 from workloads.engine import CHUNK_BYTES
 from workloads.overlap import DDP_BUCKET_MB
 from workloads.transport import SOCKET_BUFFER
@@ -52,7 +52,7 @@ class RankConfig:
     codec: str = "none"                      # gradient compressor around a plan all-reduce
     compute_time: float = 0.0                # device seconds per iteration (0: the CPU's own time)
     dilation: float = 1.0                    # time dilation F: compute stretched by F when there is no device time
-    overlap: bool = False                    # synchronize DDP's buckets during backward (workloads/strategies/ddp.py)
+    overlap: bool = False                    # synchronize DDP's buckets during backward (workloads/strategies/ddp_overlap.py)
     bucket_mb: float = DDP_BUCKET_MB         # DDP's bucket_cap_mb with overlap
     python_path: Tuple[str, ...] = ()        # folders searched first for a package.module:factory model
     timeout: float = 120.0                   # seconds a transfer may move no byte

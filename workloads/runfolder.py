@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Dict, List
 
 RANKS_FOLDER = "workers"
@@ -22,6 +23,17 @@ def _lines(path: str) -> List[dict]:
                     except ValueError:
                         continue
     return out
+
+
+@dataclass(frozen=True)
+class RankRecords:
+    """Everything a set of ranks wrote, read once after they ended: iteration records by rank, final records by rank,
+    every traced transfer and every DDP bucket."""
+
+    rows: Dict[int, List[dict]]
+    finals: Dict[int, dict]
+    transfers: List[dict]
+    buckets: List[dict]
 
 
 class RankFiles:
@@ -79,6 +91,11 @@ class RankFiles:
     def read_rows(self, ranks: int) -> Dict[int, List[dict]]:
         """Every complete iteration record each rank wrote so far."""
         return {r: _lines(self.records(r)) for r in range(ranks)}
+
+    def read_all(self, ranks: int) -> RankRecords:
+        """Every record of every rank, read once."""
+        return RankRecords(self.read_rows(ranks), self.read_finals(ranks), self.read_transfers(ranks),
+                           self.read_buckets(ranks))
 
     def read_transfers(self, ranks: int) -> List[dict]:
         """Every transfer every rank traced."""

@@ -20,7 +20,7 @@ from workloads.netstats import delta, qdisc_counters
 from workloads.rankconfig import RankConfig
 from workloads.records import IterationRecord, Recorder
 from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy
-from workloads.strategies.ddp import DDPOverlap
+from workloads.strategies.ddp_overlap import DDPOverlap
 
 
 def load_strategy(path: str):
@@ -71,9 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--config", required=True)
     cfg = RankConfig.read(ap.parse_args(argv).config)
     torch.set_num_threads(1)
-    sys.path[:0] = [p for p in cfg.python_path if p not in sys.path]
     ctx = RankContext(cfg)
-    model, input_shape = build_model(cfg.model, seed=cfg.seed)
+    model, input_shape = build_model(cfg.model, seed=cfg.seed, folders=cfg.python_path)
     state = ModelState(model, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.lr_schedule, cfg.iters)
     strategy = (DDPOverlap if cfg.overlap else load_strategy(ctx.algorithm.strategy))(ctx, state)
     data = None if ctx.is_server else iter(batches(cfg.data, input_shape, cfg.batch, ctx.rank, ctx.ranks, cfg.seed))

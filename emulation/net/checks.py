@@ -8,11 +8,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
-from controllers.rules import compute_rules
+from controllers.flow_rules import compute_rules
 from controllers.paths import follow_packet
-from emulation.spec.addressing import all_host_configs
-from emulation.spec.tcp import wire_bytes
-from emulation.spec.topology import Topology
+from emulation.core.addressing import all_host_configs
+from emulation.core.tcp import wire_bytes
+from emulation.core.topology import Topology
 
 IPERF_BASE_PORT = 5201
 

@@ -14,9 +14,9 @@ from mininet.examples.cluster import RemoteGRELink, RemoteLink, RemoteMixin, Rem
 from mininet.util import quietRun
 
 from emulation.net.nodes import DmlSwitch, QuietHost, ShapedEnds
-from emulation.net.probes import NetworkError, gretap_available
-from emulation.spec.placement import LOCAL, place
-from emulation.spec.topology import Topology
+from emulation.net.kernel_probes import NetworkError, gretap_available
+from emulation.core.placement import LOCAL, place
+from emulation.core.topology import Topology
 
 SSH_OPTIONS_ENV = "DMLBED_SSH_OPTIONS"  # extra ssh arguments, e.g. "-F /path/ssh_config" (like GIT_SSH_COMMAND)
 TAP_BASE = 9100  # SSH tunnel tap numbers start here (renamed once moved into their node)

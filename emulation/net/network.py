@@ -16,18 +16,18 @@ from typing import Callable, Dict, List, Optional, Sequence
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 
-from emulation.net.controller import ControllerProcess, RemoteController, make_controller, stop_process_group
+from emulation.net.controller_process import ControllerProcess, RemoteController, make_controller, stop_process_group
 from emulation.net.nodes import DmlSwitch, ListeningController, QuietHost, ShapedLink, switch_side_interfaces
-from emulation.net.probes import (NetworkError, available_congestion_controls, choose_datapath, ecn_marking_qdisc,
+from emulation.net.kernel_probes import (NetworkError, available_congestion_controls, choose_datapath, ecn_marking_qdisc,
                                   ensure_ovs, leaf_drops, netem_available, ovs_setting)
 from emulation.net.runstate import RunState, clean as clean_stale
 from emulation.net.topos import SpecTopo, shaper_name
-from emulation.spec.addressing import all_host_configs, config_commands
-from emulation.spec.controllers import ControllerChoice
-from emulation.spec.impairment import Impairment
-from emulation.spec.shaping import bridge_commands, ingress_netem_commands, offloads_off_command
-from emulation.spec.tcp import TcpSettings, route_rto_min_ms
-from emulation.spec.topology import Topology
+from emulation.core.addressing import all_host_configs, config_commands
+from emulation.core.controller_choice import ControllerChoice
+from emulation.core.impairment import Impairment
+from emulation.core.shaping import bridge_commands, ingress_netem_commands, offloads_off_command
+from emulation.core.tcp import TcpSettings, route_rto_min_ms
+from emulation.core.topology import Topology
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NET_STOP_TIMEOUT_S = 60.0

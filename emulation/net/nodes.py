@@ -8,10 +8,10 @@ from typing import List, Optional
 from mininet.link import TCIntf, TCLink
 from mininet.node import Host, OVSSwitch, RemoteController
 
-from emulation.net.probes import NetworkError
-from emulation.spec.shaping import leaf_queue_command
-from emulation.spec.tcp import TcpSettings
-from emulation.spec.topology import Topology
+from emulation.net.kernel_probes import NetworkError
+from emulation.core.shaping import leaf_queue_command
+from emulation.core.tcp import TcpSettings
+from emulation.core.topology import Topology
 
 NO_IPV6 = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
 

@@ -1,19 +1,16 @@
-"""Mininet Topo built from a dmlbed Topology; also the `mn --custom emulation/topos.py` entry point."""
+"""Mininet Topo built from a dmlbed Topology; also Mininet's `mn` with dmlbed's topologies: `dmlbed-mn --topo
+bcube,3,2 ...` (main below), or `mn --custom emulation/net/topos.py` where dmlbed is importable (PYTHONPATH=.)."""
 
-import inspect
-import os
+import runpy
+import shutil
 import sys
 
 from mininet.node import Host
 from mininet.topo import Topo
 
-# `mn --custom` execs this file without __file__; the code object still knows its path.
-_HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
-
-from emulation.spec.addressing import all_host_configs, config_commands  # noqa: E402
-from emulation.spec.shaping import offloads_off_command  # noqa: E402
-from emulation.spec.topology import Topology, bcube, fat_tree, star, tree  # noqa: E402
+from emulation.core.addressing import all_host_configs, config_commands
+from emulation.core.shaping import offloads_off_command
+from emulation.core.topology import Topology, bcube, fat_tree, star, tree
 
 
 class ConfiguredHost(Host):
@@ -89,10 +86,18 @@ def _mn(spec: Topology) -> SpecTopo:
     return SpecTopo(spec=spec, configure_hosts=True)
 
 
-# `sudo mn --custom emulation/topos.py --topo bcube,3,2 --controller remote --link tc,bw=100 ...`
+# `sudo dmlbed-mn --topo bcube,3,2 --controller remote --link tc,bw=100 ...`
 topos = {
     "bcube": lambda n=3, k=2: _mn(bcube(int(n), int(k))),
     "fattree": lambda k=4: _mn(fat_tree(int(k))),
     "star": lambda n=9: _mn(star(int(n))),
     "tree": lambda *fanouts: _mn(tree(tuple(int(f) for f in fanouts) or (3, 2, 2))),
 }
+
+
+def main() -> None:
+    """`dmlbed-mn ARGS`: Mininet's `mn ARGS` under this interpreter (which imports dmlbed) with this file as its
+    --custom file, so `--topo bcube,3,2`, `fattree,4`, `star,9` and `tree,3,2,2` are dmlbed's topologies."""
+    mn = shutil.which("mn") or "/usr/bin/mn"
+    sys.argv = [mn, "--custom", __file__, *sys.argv[1:]]
+    runpy.run_path(mn, run_name="__main__")

@@ -7,10 +7,10 @@ from typing import Dict, Optional, Sequence
 
 from emulation.simulation.flows import simulate_plan
 from emulation.simulation.routes import Router
-from emulation.spec.calibration import Calibration, load
-from emulation.spec.impairment import Impairment
-from emulation.spec.tcp import GOODPUT
-from emulation.spec.topology import Topology
+from emulation.core.calibration import Calibration, load
+from emulation.core.impairment import Impairment
+from emulation.core.tcp import GOODPUT
+from emulation.core.topology import Topology
 from workloads.engine import CHUNK_BYTES
 from workloads.plan import piece_sizes
 

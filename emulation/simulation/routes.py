@@ -3,7 +3,7 @@ level pinning and digit-correcting relays, up/down routing on trees and Fat-Tree
 structure, so it stays fast at 1024+ hosts; tests check it against controllers.paths.
 
 ECMP (Fat-Tree switches' several up ports) in one of two ways: "hash" puts each connection on one path as the
-controller's rules do (controllers.rules.ecmp_choice over its TCP ports; a simulated connection's source port is a
+controller's rules do (controllers.flow_rules.ecmp_choice over its TCP ports; a simulated connection's source port is a
 stable hash of its identity, so which flows collide differs from any one emulated run, not how often);
 "spread" splits every flow evenly over all its equal-cost paths (the fluid limit many flows approach). Spread is
 exact with group links: the parallel links a flow spreads over carry equal loads, so they act as one link of
@@ -14,9 +14,9 @@ from __future__ import annotations
 import zlib
 from typing import Dict, List, Optional, Tuple
 
-from controllers.rules import ecmp_choice, hosts_below
-from emulation.spec.addressing import PLAN_PORT, bcube_path
-from emulation.spec.topology import Topology
+from controllers.flow_rules import ecmp_choice, hosts_below
+from emulation.core.addressing import PLAN_PORT, bcube_path
+from emulation.core.topology import Topology
 
 Hop = Tuple[str, str]
 EPHEMERAL_PORTS = (32768, 60999)  # Linux's default net.ipv4.ip_local_port_range

@@ -4,9 +4,8 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from checklib import Checker, check_net, check_topology  # noqa: E402
+from dmlbed.labcheck import Checker, check_net, check_topology
 
 
 def check_rules(c: Checker, path: str, bcube: bool) -> None:

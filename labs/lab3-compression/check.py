@@ -3,9 +3,8 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from checklib import Checker, check_run, close  # noqa: E402
+from dmlbed.labcheck import Checker, check_run, close
 
 
 def main(folder: str) -> int:

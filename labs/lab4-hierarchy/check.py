@@ -3,11 +3,10 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from checklib import Checker, check_run, close, load_json  # noqa: E402
-from emulation.spec.theory import blueconnect_time, one_level_time, two_level_time  # noqa: E402
-from emulation.spec.topology import parse  # noqa: E402
+from dmlbed.labcheck import Checker, check_run, close, load_json
+from emulation.core.formulas import blueconnect_time, one_level_time, two_level_time
+from emulation.core.topology import parse
 
 
 def main(folder: str) -> int:

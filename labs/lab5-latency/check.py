@@ -5,15 +5,14 @@ import os
 import sys
 from collections import Counter
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from checklib import Checker, check_run, close, load_json  # noqa: E402
-from emulation.simulation.calibrated import calibrated_gst, delay_fields  # noqa: E402
-from emulation.spec.calibration import fit, load as load_calibration  # noqa: E402
-from emulation.spec.impairment import parse_impairment  # noqa: E402
-from emulation.spec.topology import parse  # noqa: E402
-from workloads.algorithms import get as get_algorithm  # noqa: E402
-from workloads.models import tensor_sizes  # noqa: E402
+from dmlbed.labcheck import Checker, check_run, close, load_json
+from emulation.simulation.calibrated import calibrated_gst, delay_fields
+from emulation.core.calibration import fit, load as load_calibration
+from emulation.core.impairment import parse_impairment
+from emulation.core.topology import parse
+from workloads.algorithms import get as get_algorithm
+from workloads.models import tensor_sizes
 
 SPEC, BW = "bcube:2,2", (100.0, 100.0)
 

@@ -5,7 +5,7 @@ Adding an algorithm: a module in this folder defining an Algorithm, and one entr
 
 from typing import Callable, Dict, List
 
-from emulation.spec.topology import Topology
+from emulation.core.topology import Topology
 from workloads.algorithms import blueconnect, gloo, hd, hierarchical, ibatch, pflow, ps, ring
 from workloads.algorithms.base import Algorithm
 from workloads.plan import Plan, PlanError

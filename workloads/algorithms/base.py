@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from emulation.spec.theory import Theory
-from emulation.spec.topology import Topology
+from emulation.core.formulas import Theory
+from emulation.core.topology import Topology
 from workloads.plan import Plan, PlanError
 
 ALL_TOPOLOGIES = ("bcube", "fattree", "star", "tree")
@@ -74,7 +74,7 @@ class Algorithm:
     check_options: topology, servers, options -> raises ValueError naming a bad option value (before anything
     starts);
     ddp_allreduce: with --overlap, DDP's own all-reduce synchronizes the buckets (an algorithm without a plan);
-    plan algorithms run their plan on every bucket (workloads/ddp.py).
+    plan algorithms run their plan on every bucket (workloads/comm_hook.py).
     phases: topology, servers, options, layer sizes -> the plans one synchronization runs one after another, each
     with its pieces' element counts, for algorithms made of plans but not one (the flow model simulates them in
     sequence); PlanError where its options make the traffic depend on the data.

@@ -10,11 +10,11 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from emulation.spec.radix import group_members, to_digits
-from emulation.spec.theory import (DECOMPOSITION_HELP, Theory, best_decomposition, blueconnect_time,
+from emulation.core.radix import group_members, to_digits
+from emulation.core.formulas import (DECOMPOSITION_HELP, Theory, best_decomposition, blueconnect_time,
                                    decomposition_time, host_tf, is_power_of_two, one_level_time, parse_decomposition,
                                    two_level_time)
-from emulation.spec.topology import Topology
+from emulation.core.topology import Topology
 from workloads.algorithms.base import Algorithm, option
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 

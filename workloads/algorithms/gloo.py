@@ -1,6 +1,6 @@
 """torch.distributed's gloo all_reduce over the emulated network: an outside reference for dmlbed's engine."""
 
-from emulation.spec.theory import Theory, all_reduce_bound, host_tf
+from emulation.core.formulas import Theory, all_reduce_bound, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm
 
 

@@ -4,7 +4,7 @@ r = N - p ranks fold in first: rank 2i sends everything to rank 2i+1 (i < r) and
 
 from typing import Dict, List
 
-from emulation.spec.theory import Theory, host_tf
+from emulation.core.formulas import Theory, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 

@@ -8,8 +8,8 @@ Piece <t, q> ends fully aggregated on rank q and is then broadcast to everyone.
 
 from typing import List, Sequence
 
-from emulation.spec.radix import group_members, to_digits
-from emulation.spec.theory import Theory, all_reduce_bound, host_tf
+from emulation.core.radix import group_members, to_digits
+from emulation.core.formulas import Theory, all_reduce_bound, host_tf
 from workloads.algorithms.base import Algorithm
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from emulation.spec.theory import Theory, dedicated_servers_time, host_tf
+from emulation.core.formulas import Theory, dedicated_servers_time, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
 

@@ -11,9 +11,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from emulation.spec.theory import Theory, dedicated_servers_time, host_tf
-from emulation.spec.topology import Topology
-from emulation.spec.topology import parse as parse_topology
+from emulation.core.formulas import Theory, dedicated_servers_time, host_tf
+from emulation.core.topology import Topology
+from emulation.core.topology import parse as parse_topology
 from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer, piece_sizes
 

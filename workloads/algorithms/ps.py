@@ -1,6 +1,6 @@
 """Parameter server: peer-to-peer (every worker serves 1/N, the BML paper's baseline) or dedicated servers."""
 
-from emulation.spec.theory import Theory, all_reduce_bound, dedicated_servers_time, host_tf
+from emulation.core.formulas import Theory, all_reduce_bound, dedicated_servers_time, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 

@@ -2,7 +2,7 @@
 
 from typing import Optional, Sequence
 
-from emulation.spec.theory import Theory, all_reduce_bound, host_tf
+from emulation.core.formulas import Theory, all_reduce_bound, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 

@@ -1,6 +1,6 @@
 """All-reduce by a dmlbed plan (ps, ring, hd, bml, hier, blueconnect, twolevel, ...) on the one engine, with an
 optional compressor (TernGrad) wrapped around it: PlanSync sums any flat vector of layers; PlanAllReduce runs it on
-the whole gradient after backward; the DDP hook (workloads/ddp.py) runs it on each bucket during backward."""
+the whole gradient after backward; the DDP hook (workloads/comm_hook.py) runs it on each bucket during backward."""
 
 from __future__ import annotations
 

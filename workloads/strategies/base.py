@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from emulation.spec.topology import parse
+from emulation.core.topology import parse
 from workloads import verify
 from workloads.algorithms import get as get_algorithm
 from workloads.channel import Channel

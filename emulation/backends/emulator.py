@@ -1,0 +1,149 @@
+"""The emulate back end (`dmlbed run`, a compare row's mode emulate): one training rank per host of an emulated
+network (or of loopback processes with --local) -> summary.json, iterations.csv, workers.csv, trace.json."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, replace
+
+from emulation.backends.base import Job, Log, quiet
+from emulation.run import fidelity
+from emulation.run.forkclient import rank_start
+from emulation.run.lifecycle import Lifecycle
+from emulation.run.options import Label, RunConfig, flag_label
+from emulation.run.outputs import check_space, clear, default_parent, output_folder
+from emulation.run.ranks import memory_of, rank_configs, start_ranks, watch_training
+from emulation.run.results import WARMUP, dilate, per_iteration, summarize, write_csvs
+from emulation.run.sampling import first_iteration_s
+from emulation.run.summary import Emulation, Outcome, Summary, Traffic, head, models
+from emulation.run.trace import write_trace
+from emulation.run.validation import validate
+from emulation.simulation.calibrated import calibrated_ratio
+from workloads.models import parameter_count_of
+from workloads.runfolder import RankRecords, RunFolder
+from workloads.verify import MAX_CHECK_BYTES, verify
+
+MODE = "emulate"
+
+
+@dataclass(frozen=True)
+class RunJob(Job):
+    """A run checked before anything starts."""
+
+
+def prepare(cfg: RunConfig, label: Label = flag_label, in_matrix: bool = False) -> RunJob:
+    """Validate a run and its output folder (OptionError and its kin, all ValueErrors, name what is wrong)."""
+    checked = validate(cfg, label)
+    check_space(cfg.out or default_parent("run"),
+                output_bytes(len(checked.topo.hosts), cfg.iters, parameter_count_of(cfg.model) * 4))
+    cfg = replace(cfg, out=output_folder(cfg.out, RunFolder.RESULTS, "a run's results", cfg.force, "run"))
+    return RunJob(cfg, replace(checked, cfg=cfg))
+
+
+def output_bytes(ranks: int, iterations: int, gradient_bytes: int) -> int:
+    """About what a run writes at its peak: each rank's records and transfers per iteration (8 KiB per rank and
+    iteration measured for PS and ring on star:4 and star:9), its first iteration's result checks (input and
+    output, removed once compared), the CSVs, timeline and summary (64 KiB)."""
+    checks = 2 * gradient_bytes if gradient_bytes <= MAX_CHECK_BYTES else 0
+    return (64 << 10) + ranks * (iterations * (8 << 10) + checks)
+
+
+def run(cfg: RunConfig, log: Log = quiet, progress: bool = True) -> Summary:
+    """Check and run one experiment end to end (see execute)."""
+    return execute(prepare(cfg), log, progress)
+
+
+def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
+    """Run a checked experiment in one lifecycle (lock, fork server, hosts, CPU sampler); summary.json is written
+    even when it fails (with `error`)."""
+    cfg, checked = job.cfg, job.checked
+    network = checked.network
+    topo = network.topo
+    folder = RunFolder(cfg.out)
+    files = folder.ranks()
+    os.makedirs(cfg.out, exist_ok=True)
+    clear(cfg.out, RunFolder.RESULTS)
+    shutil.rmtree(files.path, ignore_errors=True)
+    os.makedirs(files.path)
+    top, beside = head(checked), models(checked)
+    emulation = Emulation(dilation=cfg.dilation, data=cfg.data)
+    state = {"started": time.time(), "spawned": time.time(), "port_drops": {}, "placement": {},
+             "startup": {"method": rank_start()}}
+
+    def body(life: Lifecycle) -> None:
+        hosts = life.hosts
+        emulation.datapath, emulation.shaping = hosts.datapath, hosts.shaping
+        emulation.controller, emulation.tcp = hosts.controller_summary(), hosts.tcp_summary()
+        emulation.impairment = hosts.impairment_summary()
+        state["placement"] = hosts.placement
+        if hosts.placement:
+            emulation.cluster = hosts.cluster_summary()
+        state["spawned"] = time.time()
+        procs = start_ranks(hosts, files, rank_configs(checked, os.path.abspath(files.path)), server=life.server)
+        log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
+        drops_before = hosts.port_drops()
+        with life.sampling():
+            watch_training(procs, files, topo, cfg.iters, stall_s=(cfg.timeout + 3 * top.gst_theory_s) * cfg.dilation,
+                           progress=f"{cfg.algo} on {topo.spec}" if progress else None,
+                           on_first_iteration=lambda: state["startup"].update(memory=memory_of(procs)))
+        emulation.packet_in = hosts.packet_ins()
+        state["port_drops"] = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
+
+    def finish(life: Lifecycle) -> Summary:
+        records = files.read_all(len(topo.hosts))
+        return summary_of(job, records, life, top, beside, emulation, state)
+
+    return Lifecycle(network, log, folder.file(RunFolder.SUMMARY), fork_server=files).run(body, finish)
+
+
+def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, emulation: Emulation,
+               state: dict) -> Summary:
+    """A finished (or failed) run's summary from its ranks' records, read once; also its CSVs and trace.json."""
+    cfg, checked = job.cfg, job.checked
+    topo, shaped, error = checked.topo, list(checked.shaped), life.error
+    emulated_topo = None if cfg.local else topo
+    raw = per_iteration(records.rows, checked.contributors, emulated_topo)
+    iterations = dilate(raw, cfg.dilation)
+    write_csvs(cfg.out, records.rows, iterations, emulated_topo)
+    write_trace(cfg.out, records, [h.name for h in topo.hosts], cfg.dilation, shaped)
+    checks = verify(RunFolder(cfg.out).ranks().checks) if error is None else {}
+    measured = summarize(iterations, records.finals, checked.contributors, checks, error, cfg.dilation)
+    theory_s = top.gst_theory_s
+    gst = measured.pop("gst_median_s")
+    verdict = fidelity.report(topo, shaped, theory_s * cfg.dilation, raw, records.rows, records.transfers,
+                              records.finals, life.cpu.report(fidelity.measured_window(records.rows, WARMUP)),
+                              not cfg.local, state["port_drops"], state["placement"])
+    log_verdict = fidelity.one_line(verdict)
+    life.log(log_verdict)
+    for key in ("compute_real_median_s", "compute_cpu_median_s", "compute_over_budget", "first_step_wire_ratio",
+                "loss_first", "loss_last", "accuracy", "accuracy_curve", "checks", "wire_by_phase"):
+        setattr(emulation, key, measured.pop(key))
+    emulation.rank_start = dict(state["startup"], first_iteration_s=first_iteration_s(records.rows, state["spawned"]))
+    outcome = Outcome(mode=MODE, iterations=measured.pop("iterations"), gst_median_s=gst,
+                      gst_ratio=gst / theory_s if gst else None, compute_median_s=measured.pop("compute_median_s"),
+                      iteration_median_s=measured.pop("iteration_median_s"), jct_s=measured.pop("jct_s"),
+                      correct=measured.pop("correct"), replicas_identical=measured.pop("replicas_identical"),
+                      sum_verified=measured.pop("sum_verified"), error=measured.pop("error"), completed=False,
+                      fidelity=verdict, split_median_s=measured.pop("split_median_s"))
+    outcome.completed = error is None and outcome.iterations == cfg.iters
+    traffic = Traffic(shaped_mbps=shaped, bytes_by_level=measured.pop("bytes_by_level"),
+                      payload_fp32_bytes=measured.pop("payload_fp32_bytes"),
+                      payload_sent_bytes=measured.pop("payload_sent_bytes"), wire_ratio=measured.pop("wire_ratio"),
+                      duration_s=time.time() - state["started"])
+    summary = Summary(top, beside, outcome, traffic=traffic, emulation=emulation, extras=measured)
+    if cfg.calibration:
+        emulation.gst_ratio_calibrated = calibrated_ratio(summary)
+    return summary
+
+
+class Emulate:
+    """The emulate back end."""
+
+    mode = MODE
+    prepare = staticmethod(prepare)
+    execute = staticmethod(execute)
+
+
+BACKEND = Emulate()

@@ -1,0 +1,276 @@
+"""The simulate back end (`dmlbed simulate`, a compare row's mode simulate): a run's plans on its topology in the
+flow-level model, with a run's summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, List, Optional, Tuple
+
+from emulation.backends.base import Job, Log, quiet
+from emulation.run.options import Label, OptionError, RunConfig, flag_label
+from emulation.run.outputs import clear, output_folder, write_atomic, write_atomic_csv
+from emulation.run.resolution import Checked, link_goodput
+from emulation.run.results import WARMUP
+from emulation.run.summary import Models, Outcome, Simulation, Summary, Traffic, head, overlap_model, overlap_theory
+from emulation.run.trace import chrome_trace
+from emulation.run.validation import validate
+from emulation.simulation.flows import TRACE_UNITS, FlowResult, in_sequence, simulate_plan
+from emulation.simulation.routes import Router
+from emulation.core.calibration import load as load_calibration
+from workloads.algorithms import names_with
+from workloads.compression import COMPRESSORS
+from workloads.engine import CHUNK_BYTES
+from workloads.models import layer_tensor_counts, tensor_flops, tensor_sizes
+from workloads.overlap import FORWARD_SHARE
+from workloads.plan import PlanError
+from workloads.runfolder import RunFolder
+
+MODE = "simulate"
+Ports = Dict[Tuple[int, int, int], Tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class SimulationJob(Job):
+    """A simulation checked before anything is written, and the TCP ports of the emulated run it replays (None: read
+    at execution, when that run happens in the same compare)."""
+
+    ports: Optional[Ports] = None
+
+    @property
+    def replays_sibling(self) -> bool:
+        return self.cfg.ecmp_ports == "emulated"
+
+
+def prepare(cfg: RunConfig, label: Label = flag_label, in_matrix: bool = False) -> SimulationJob:
+    """Validate a simulation (check_simulable), its output folder and the ports it replays."""
+    checked = check_simulable(cfg, in_matrix, label)
+    ports = emulated_ports(cfg.ecmp_ports, len(checked.topo.hosts)) if cfg.ecmp_ports and not in_matrix else None
+    cfg = replace(cfg, out=output_folder(cfg.out, RunFolder.RESULTS, "a run's results", cfg.force, "simulate"))
+    return SimulationJob(cfg, replace(checked, cfg=cfg), ports)
+
+
+def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = flag_label) -> Checked:
+    """Validation for a simulated run: the run's own checks (no host cap, no memory for workers), a plan
+    algorithm, fp32 payloads, an emulated run of the same topology to take ECMP ports from (in a compare
+    config, 'emulated': its emulated row of the same label, which has not run yet)."""
+    checked = validate(cfg, label, emulated=False, workers=False)
+    if not checked.algorithm.simulable:
+        raise OptionError(f"simulate runs the plan algorithms and those made of plans "
+                          f"({', '.join(names_with(lambda a: a.simulable))}), not {cfg.algo}")
+    try:
+        checked.algorithm.simulation_phases(checked.topo, tensor_sizes(cfg.model), checked.servers,
+                                            checked.options, checked.bw)
+    except PlanError as exc:
+        raise OptionError(str(exc)) from None
+    if cfg.dilation != 1:
+        raise OptionError("dilation applies to emulated runs only: a simulation has no real time to stretch")
+    if cfg.ecmp_ports == "emulated":
+        if not in_compare:
+            raise OptionError("--ecmp-ports emulated is for compare configs (the emulated row of the same label): "
+                              "give an emulated run's folder")
+    elif cfg.ecmp_ports:
+        check_emulated_run(cfg.ecmp_ports, checked.topo.spec)
+    return checked
+
+
+def check_emulated_run(run_dir: str, topology: str) -> None:
+    """Refuse a folder that holds no finished run of this topology (for --ecmp-ports)."""
+    try:
+        with open(RunFolder(run_dir).file(RunFolder.SUMMARY)) as f:
+            ran = json.load(f).get("topology")
+    except (OSError, ValueError):
+        raise OptionError(f"--ecmp-ports {run_dir}: no summary.json there (give a finished emulated run's "
+                          f"folder)") from None
+    if ran != topology:
+        raise OptionError(f"--ecmp-ports {run_dir}: that run emulated {ran}, this simulation is of {topology}")
+
+
+def emulated_ports(run_dir: str, ranks: int) -> Ports:
+    """The TCP ports of every connection an emulated run used, by (rank, peer, stream), from its ranks'
+    transfers."""
+    ports = {(t["rank"], t["peer"], t["stream"]): tuple(t["ports"])
+             for t in RunFolder(run_dir).ranks().read_transfers(ranks) if t["dir"] == "send" and t.get("ports")}
+    if not ports:
+        raise OptionError(f"--ecmp-ports {run_dir}: its workers recorded no TCP ports (an emulated run of "
+                          f"this version keeps them in workers/rank-N.trace.jsonl)")
+    return ports
+
+
+def link_rows(router: Router, result: FlowResult, rates: Dict[int, float]) -> List[dict]:
+    """Per directed link (or group of parallel links, with ECMP spread): level, payload bytes, busy time and
+    utilization of the shaped rate over the GST."""
+    rows = []
+    for hop, sent in sorted(result.link_bytes.items()):
+        capacity = router.capacity(hop, rates)
+        rows.append({"link": ">".join(hop), "level": router.level_of[hop], "links": router.width.get(hop, 1),
+                     "payload_bytes": sent, "busy_s": result.link_busy_s[hop],
+                     "utilization": sent / (capacity * result.gst_s) if result.gst_s else None})
+    return rows
+
+
+def level_utilization(rows: List[dict]) -> Dict[str, dict]:
+    """Mean and max utilization of the links that carried data, per level."""
+    out: Dict[str, dict] = {}
+    for level in sorted({r["level"] for r in rows}):
+        values = [r["utilization"] for r in rows if r["level"] == level and r["utilization"] is not None]
+        if values:
+            out[f"L{level}"] = {"links": len(values), "mean": sum(values) / len(values), "max": max(values)}
+    return out
+
+
+def simulate(cfg: RunConfig, log: Log = quiet) -> Summary:
+    """Check and simulate one configuration (see execute)."""
+    return execute(prepare(cfg), log)
+
+
+def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summary:
+    """Simulate a checked configuration; writes summary.json, iterations.csv and links.csv to its --out."""
+    cfg, checked = job.cfg, job.checked
+    ports = job.ports
+    if ports is None and cfg.ecmp_ports:  # a compare's emulated row of the same label has run by now
+        try:
+            ports = emulated_ports(cfg.ecmp_ports, len(checked.topo.hosts))
+        except OptionError as exc:
+            raise RuntimeError(str(exc)) from None
+    started = time.time()
+    topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
+    top = head(checked)
+    log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
+    share = link_goodput(cfg)
+    rates = {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}
+    latency = cfg.latency_us * 1e-6
+    if cfg.calibration:  # the fitted model replaces goodput and latency
+        rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
+    router = Router(topo, "hash" if ports else cfg.ecmp, ports)
+    chunk = CHUNK_BYTES if cfg.granularity == "chunk" else None
+    codec = COMPRESSORS[cfg.codec]
+
+    def synchronize(sizes) -> FlowResult:
+        """One synchronization of layers of these sizes: every phase's plan in turn."""
+        phases = algorithm.simulation_phases(topo, sizes, checked.servers, checked.options, bw)
+        return in_sequence([simulate_plan(plan, [n * 4 for n in pieces], router, rates, latency_s=latency,
+                                          chunk_bytes=chunk, link_delay_s=checked.impairment.link_delay_s(),
+                                          wire_bits=codec.wire_bits(plan)) for plan, pieces in phases])
+
+    phases = algorithm.simulation_phases(topo, tensor_sizes(cfg.model), checked.servers, checked.options, bw)
+    log(f"simulating {len(phases)} plan(s), {sum(len(p.streams) for p, _ in phases)} stream(s) of "
+        f"{sum(len(s) for p, _ in phases for s in p.streams)} steps")
+    result = synchronize(tensor_sizes(cfg.model))
+    gst, iteration_s, split = result.gst_s, cfg.compute_time + result.gst_s, {}
+    simulation = Simulation(model_settings={}, link_utilization={}, messages=result.messages, events=result.events,
+                            rank_done_s={"min": min(result.rank_done_s), "max": max(result.rank_done_s)},
+                            warmup=WARMUP, trace="")
+    if algorithm.forward_phase is not None:  # the forward pass waits for what it pulls (iBatch)
+        forward = simulated_forward(cfg, checked, lambda plan, pieces: simulate_plan(
+            plan, [n * 4 for n in pieces], router, rates, latency_s=latency, chunk_bytes=chunk,
+            link_delay_s=checked.impairment.link_delay_s()).gst_s)
+        iteration_s = forward["total_s"] + cfg.compute_time * (1 - FORWARD_SHARE) + gst
+        split = {"forward_phase_s": forward["total_s"], **{k: forward[k] for k in
+                                                            ("overlapped_s", "comm_exposed_s", "compute_exposed_s")}}
+        simulation.forward_phase = forward
+    beside = Models()
+    overlap = overlap_model(checked, lambda sizes: synchronize(sizes).gst_s)
+    if overlap:  # buckets synchronized one after another as backward makes them ready
+        gst, iteration_s, split = overlap["gst_s"], overlap["iteration_s"], {"exposed_s": overlap["exposed_s"]}
+        simulation.overlap = overlap
+        beside = Models(**overlap_theory(checked))
+    by_level: Dict[str, float] = {}
+    for (_, level), sent in result.host_tx_bytes.items():
+        by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / share * cfg.iters
+    links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
+    theory_s = top.gst_theory_s
+    sent = sum(result.host_tx_bytes.values())
+    ratio = wire_ratio(phases, codec)
+    simulation.model_settings = {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
+                                 "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
+                                 "link_delay_ms": list(checked.impairment.delay_ms), "calibration": cfg.calibration,
+                                 "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in rates.items()},
+                                 "granularity": cfg.granularity,
+                                 "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
+                                 "one message per connection and step", "sharing": "max-min fair"}
+    simulation.link_utilization = level_utilization(links)
+    outcome = Outcome(mode=MODE, iterations=cfg.iters, gst_median_s=gst, gst_ratio=gst / theory_s if theory_s else None,
+                      compute_median_s=cfg.compute_time, iteration_median_s=iteration_s,
+                      jct_s=iteration_s * cfg.iters, correct=None, replicas_identical=None, sum_verified=None,
+                      error=None, completed=True,
+                      fidelity={"verdict": "simulated", "cause": "flow-level model: no packets moved"},
+                      split_median_s=split)
+    traffic = Traffic(shaped_mbps=list(bw), bytes_by_level=by_level, payload_fp32_bytes=sent / ratio * cfg.iters,
+                      payload_sent_bytes=sent * cfg.iters, wire_ratio=ratio, duration_s=0.0)
+    folder = RunFolder(cfg.out)
+    os.makedirs(cfg.out, exist_ok=True)
+    clear(cfg.out, RunFolder.RESULTS)
+    write_atomic_csv(folder.file(RunFolder.ITERATIONS), ["iteration", "gst_s", "compute_s", "iteration_s"],
+                     ([i, f"{gst:.9f}", f"{cfg.compute_time:.6f}", f"{iteration_s:.9f}"] for i in range(cfg.iters)))
+    write_atomic_csv(folder.file(RunFolder.LINKS), ["link", "level", "links", "payload_bytes", "busy_s",
+                                                    "utilization"],
+                     ([r["link"], r["level"], r["links"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",
+                       "" if r["utilization"] is None else f"{r['utilization']:.4f}"] for r in links))
+    if result.units is not None:
+        write_atomic(folder.file(RunFolder.TRACE), json.dumps(simulated_trace(result, topo, cfg, bw)))
+        simulation.trace = "trace.json: one synchronization, simulated"
+    else:
+        simulation.trace = f"omitted: {result.messages} transfers (a timeline keeps up to {TRACE_UNITS})"
+    traffic.duration_s = time.time() - started
+    summary = Summary(top, beside, outcome, traffic=traffic, simulation=simulation)
+    write_atomic(folder.file(RunFolder.SUMMARY), json.dumps(summary.to_dict(), indent=1))
+    return summary
+
+
+def simulated_forward(cfg: RunConfig, checked: Checked, pull_s: Callable) -> dict:
+    """The algorithm's forward phase in the flow model: the device's forward share of --compute-time, split over
+    the layers by their FLOPs (by parameters for a model without them)."""
+    counts, sizes = layer_tensor_counts(cfg.model), tensor_sizes(cfg.model)
+    flops = tensor_flops(cfg.model) or [float(n) for n in sizes]
+    bounds = [sum(counts[:i]) for i in range(len(counts) + 1)]
+    layer_sizes = [sum(sizes[a:b]) for a, b in zip(bounds, bounds[1:])]
+    layer_flops = [sum(flops[a:b]) for a, b in zip(bounds, bounds[1:])]
+    total = sum(layer_flops) or 1.0
+    forward_s = [cfg.compute_time * FORWARD_SHARE * f / total for f in layer_flops]
+    algorithm = checked.algorithm
+    return algorithm.forward_phase(checked.topo, checked.servers, checked.sync.typed,
+                                   layer_sizes, forward_s, pull_s)
+
+
+def wire_ratio(phases, codec) -> float:
+    """Payload bytes sent over fp32 bytes, over every transfer of the phases' plans (1 without a codec)."""
+    fp32 = wire = 0.0
+    for plan, pieces in phases:
+        piece_bytes = [n * 4 for n in pieces]
+        bits = codec.wire_bits(plan)
+        for s, stream in enumerate(plan.streams):
+            for n, step in enumerate(stream):
+                for t in step:
+                    fp32 += piece_bytes[t.piece]
+                    wire += piece_bytes[t.piece] * (bits[(s, n, t.src, t.dst, t.piece)] / 32 if bits else 1.0)
+    return wire / fp32 if fp32 else 1.0
+
+
+def simulated_trace(result: FlowResult, topo, cfg: RunConfig, bw) -> dict:
+    """The timeline of one simulated iteration (compute, then the synchronization's transfers), in the same
+    trace event format as a real run's."""
+    compute, latency = cfg.compute_time, cfg.latency_us * 1e-6
+    rows = {r: [{"iteration": 0, "start": 0.0, "end": compute + result.gst_s, "compute_s": compute,
+                 "sync_start": compute, "sync_end": compute + done}] for r, done in enumerate(result.rank_done_s)}
+    traces = []
+    for stream, step, src, dst, size, start, end, level in result.units:
+        common = {"iteration": 0, "stream": stream, "step": step, "level": level, "bytes": size,
+                  "wire_bytes": size, "phase": "simulated"}
+        traces.append(dict(common, rank=src, peer=dst, dir="send", start=compute + start, end=compute + end))
+        traces.append(dict(common, rank=dst, peer=src, dir="recv", start=compute + start,
+                           end=compute + end + latency))
+    return chrome_trace(rows, traces, [h.name for h in topo.hosts], 1.0, list(bw))
+
+
+class Simulate:
+    """The simulate back end."""
+
+    mode = MODE
+    prepare = staticmethod(prepare)
+    execute = staticmethod(execute)
+
+
+BACKEND = Simulate()

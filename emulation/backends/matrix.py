@@ -1,0 +1,251 @@
+"""A compare config's matrix of runs (what `dmlbed compare` and `dmlbed reproduce` run): every row checked on its
+back end before the first one starts, then run in turn -> comparison.csv/json, plots, the paper's claims beside
+ours (paper.csv) and simulated beside emulated GST (sim_vs_emu.csv)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from dataclasses import dataclass
+from typing import Callable, Dict, List
+
+import yaml
+
+from emulation.backends import BACKENDS
+from emulation.run import claims as paper
+from emulation.run.options import OptionError, from_mapping, option_of, yaml_key
+from emulation.run.outputs import (check_output, claim_folder, default_parent, planned_folder, write_atomic,
+                                            write_table)
+from emulation.run.plots import plot
+from emulation.run.provenance import provenance
+
+COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
+           "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
+           "throughput_sps", "wire_ratio", "first_step_wire_ratio", "forward_phase_s", "overlapped_s",
+           "comm_exposed_s", "compute_exposed_s", "push_s", "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
+           "error", "out"]
+
+
+class ConfigError(ValueError):
+    """The compare config is malformed; the message names the key."""
+
+
+def load(path: str) -> dict:
+    """Read and check a compare config."""
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
+        raise ConfigError(f"{path} needs a non-empty 'runs' list")
+    return data
+
+
+def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
+    """Every run of the matrix (runs x the cartesian product of `sweep` values), each validated once: a label,
+    its sweep values, its RunConfig, its back end and its checked job."""
+    defaults = data.get("defaults", {}) or {}
+    sweep = data.get("sweep", {}) or {}
+    if not isinstance(defaults, dict) or not isinstance(sweep, dict):
+        raise ConfigError("'defaults' and 'sweep' must be mappings")
+    for key, values in sweep.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"sweep: '{key}' needs a non-empty list of values")
+    try:
+        from_mapping(defaults, "defaults")
+        from_mapping({k: v[0] for k, v in sweep.items()}, "sweep")
+    except OptionError as exc:
+        raise ConfigError(str(exc)) from None
+    out, names = [], {}
+    for i, entry in enumerate(data["runs"]):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"runs[{i}] must be a mapping")
+        entry = dict(entry)
+        for combo in combinations(sweep, entry.pop("sweep", None), f"runs[{i}]"):
+            merged = {**defaults, **combo, **entry}
+            if "topo" not in merged or "algo" not in merged:
+                raise ConfigError(f"runs[{i}] needs 'topo' and 'algo'")
+            label = str(merged.pop("label", f"{merged['algo']} {merged['topo']}"))
+            suffix = "-".join(f"{k}{v}" for k, v in combo.items())
+            name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{label}-{suffix}".strip("-"))
+            where = f"runs[{i}] ({label})"
+            if name in names:
+                raise ConfigError(f"{where}: label '{label}' {('with ' + suffix + ' ') if suffix else ''}is also "
+                                  f"{names[name]}'s: each run needs its own label (its results folder)")
+            names[name] = where
+            try:  # compare owns its run folders: a rerun of the matrix replaces them
+                cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local, force=True)
+                backend = BACKENDS[cfg.mode]
+                job = backend.prepare(cfg, lambda n: f"{where}: {yaml_key(n, option_of(n))}", in_matrix=True)
+            except ValueError as exc:
+                text = str(exc)
+                raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
+            cfg = job.cfg  # the configuration the checked job runs
+            if job.replays_sibling:
+                cfg.ecmp_ports = emulated_sibling(out, label, combo, where)
+            out.append({"label": label, "sweep": combo, "config": cfg, "backend": backend, "job": job})
+    return out
+
+
+def emulated_sibling(entries: List[dict], label: str, combo: dict, where: str) -> str:
+    """The folder of the emulated run listed before with this label and these sweep values (but mode)."""
+    same = {k: v for k, v in combo.items() if k != "mode"}
+    for e in entries:
+        if e["label"] == label and e["backend"] is BACKENDS["emulate"] and \
+                {k: v for k, v in e["sweep"].items() if k != "mode"} == same:
+            return e["config"].out
+    raise ConfigError(f"{where}: ecmp_ports 'emulated' needs an emulated run with the label '{label}' listed "
+                      f"before it")
+
+
+def combinations(sweep: dict, override, where: str) -> List[dict]:
+    """The sweep values one run takes: the config's sweep, with the run's own `sweep:` replacing some keys' lists
+    (e.g. a 1024-server run only simulated in a matrix that also emulates)."""
+    if override is not None:
+        if not isinstance(override, dict) or not set(override) <= set(sweep):
+            raise ConfigError(f"{where}: 'sweep' must be a mapping over the config's sweep keys "
+                              f"({', '.join(sweep) or 'none'})")
+        for key, values in override.items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"{where}: sweep '{key}' needs a non-empty list of values")
+        sweep = {**sweep, **override}
+    return [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())] if sweep else [{}]
+
+
+def row(entry: dict, summary: dict) -> dict:
+    """One comparison.csv row (with the algorithm's own options, e.g. ibatch's pull schedule)."""
+    r = {k: summary.get(k) for k in COLUMNS}
+    r["mode"] = summary["mode"]
+    r.update(summary.get("split_median_s") or {})
+    if r.get("throughput_sps") is None and r.get("iteration_median_s") and r.get("batch") and r.get("workers"):
+        r["throughput_sps"] = r["batch"] * r["workers"] / r["iteration_median_s"]  # samples per second
+    fid = summary.get("fidelity") or {}
+    r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"))
+    cfg = entry["config"]
+    for name in entry["job"].checked.algorithm.option_names:
+        r[name] = getattr(cfg, name)
+    r.update(label=entry["label"], out=cfg.out, **entry["sweep"])
+    return r
+
+
+PROVENANCE_FILE = "provenance.json"  # where the comparison's rows came from
+SIM_AGREES = 0.10  # simulated GST within 10% of emulated
+
+
+def sim_vs_emu(rows: List[dict], sweep_keys: List[str]) -> List[dict]:
+    """Rows that ran both emulated and simulated (same label and sweep values but mode): GSTs, their ratio,
+    whether they agree within 10%, and the emulated run's fidelity verdict."""
+    keys = [k for k in sweep_keys if k != "mode"]
+    emulated = {(r["label"], *(r.get(k) for k in keys)): r for r in rows if r["mode"] == "emulate"}
+    out = []
+    for r in rows:
+        e = emulated.get((r["label"], *(r.get(k) for k in keys))) if r["mode"] == "simulate" else None
+        if e is None:
+            continue
+        ratio = r["gst_median_s"] / e["gst_median_s"] if r.get("gst_median_s") and e.get("gst_median_s") else None
+        out.append({"label": r["label"], **{k: r.get(k) for k in keys}, "emulated_gst_s": e.get("gst_median_s"),
+                    "simulated_gst_s": r.get("gst_median_s"), "sim_over_emu": ratio,
+                    "agrees": None if ratio is None else abs(ratio - 1) <= SIM_AGREES,
+                    "emulation_fidelity": e.get("fidelity")})
+    return out
+
+
+def config_name(data: dict, path: str) -> str:
+    """A compare config's name: its `name`, else its file name."""
+    return data.get("name") or os.path.splitext(os.path.basename(path))[0]
+
+
+@dataclass(frozen=True)
+class CompareJob:
+    """A comparison checked before anything starts: the config, every run's checked job, the paper claims."""
+
+    name: str
+    data: dict
+    entries: List[dict]
+    claims: List[dict]
+    out: str
+    wait: bool = False
+
+    @property
+    def emulated(self) -> bool:
+        """Whether any run brings up an emulated network (then the matrix holds the network lock)."""
+        return any(e["backend"] is BACKENDS["emulate"] and not e["config"].local for e in self.entries)
+
+
+def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False,
+            wait: bool = False, kind: str = "compare") -> CompareJob:
+    """Everything a compare needs, checked before anything starts: config, every run, paper claims, output (--out,
+    or a new results/KIND/NAME/DATE-TIME)."""
+    data = load(path)
+    planned = out_root or planned_folder(default_parent(kind, config_name(data, path)))
+    entries = expand(data, planned, local)
+    try:
+        claims = paper.claims(data, list(dict.fromkeys(e["label"] for e in entries)))
+    except paper.PaperError as exc:
+        raise ConfigError(str(exc)) from None
+    if out_root:
+        check_output(out_root, ("comparison.json",), "a comparison", force)
+    else:
+        claim_folder(planned)  # its runs' folders are named inside it already
+    return CompareJob(config_name(data, path), data, entries, claims, planned, wait)
+
+
+def compare(path: str, out_root: str = None, local: bool = False,
+            log: Callable[[str], None] = lambda m: None, progress: bool = True, force: bool = False,
+            wait: bool = False) -> Dict[str, object]:
+    """Check and run a compare config (see execute)."""
+    return execute(prepare(path, out_root, local, force, wait), log, progress)
+
+
+def execute(job: CompareJob, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> Dict[str, object]:
+    """Run every checked configuration; write comparison.csv/json, paper.csv and plots (holding the network lock
+    for the whole matrix, so no other run slips in between two of its runs)."""
+    if not job.emulated:
+        return _execute(job, log, progress)
+    from emulation.net.lock import NetworkLock
+    with NetworkLock(wait=job.wait):
+        return _execute(job, log, progress)
+
+
+def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
+    """execute() holding the lock."""
+    data, entries, out_root = job.data, job.entries, job.out
+    sweep_keys = list((data.get("sweep") or {}).keys())
+    os.makedirs(out_root, exist_ok=True)
+    rows, curves = [], []
+    for n, entry in enumerate(entries, 1):
+        log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
+        summary = entry["backend"].execute(entry["job"], log=log, progress=progress)
+        rows.append(row(entry, summary))
+        curves += [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
+                   for i, a in summary.get("accuracy_curve") or []]
+        write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)
+    write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
+    write_atomic(os.path.join(out_root, PROVENANCE_FILE), json.dumps({"name": job.name, **provenance()}, indent=1))
+    plots = plot(out_root, rows, sweep_keys, curves)
+    if curves:
+        write_table(os.path.join(out_root, "accuracy.csv"), curves, ["label", *sweep_keys, "iteration", "accuracy"])
+    claims = paper.table(job.claims, rows, sweep_keys)
+    if claims:
+        write_table(os.path.join(out_root, "paper.csv"), claims, ["what", "kind", *sweep_keys, "paper", "ours",
+                                                                  "ours_over_paper", "verdict", "agrees", "how", "why"])
+    pairs = sim_vs_emu(rows, sweep_keys)
+    if pairs:
+        write_table(os.path.join(out_root, "sim_vs_emu.csv"), pairs, list(pairs[0]))
+    return {"name": job.name, "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys,
+            "paper": claims, "source": (data.get("paper") or {}).get("source"), "sim_vs_emu": pairs}
+
+
+def reproducible(folder: str) -> Dict[str, str]:
+    """Name -> path of every config in folder with a `paper:` block (what `dmlbed reproduce` can run)."""
+    out = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".yaml"):
+            with open(os.path.join(folder, name)) as f:
+                if "paper" in (yaml.safe_load(f) or {}):
+                    out[name[:-5]] = os.path.join(folder, name)
+    return out

@@ -1,0 +1,96 @@
+"""What every `dmlbed` subcommand is to the harness (cli.py): a plug-in that declares its options (named groups of
+the option table and options of its own), prepares a checked job from them (bad input raises a ValueError: one
+line, exit 2, nothing started), executes it, shows the result as a table (or as JSON) and says what exit code it
+earns. A command module holds its plug-in, its work and its table."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Sequence, Tuple
+
+from emulation.run.options import (BATCH, CONTROLLER, DILATION, ITERATIONS, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS,
+                                   REPLACE, SYNCHRONIZATION, TOPOLOGY, TRAINING, WAIT, Option, RunConfig, add_arguments,
+                                   command_option, from_args)
+from emulation.run.validation import check_command_options
+
+# The groups of run options each kind of command takes.
+RUN_GROUPS = (TOPOLOGY, LINKS, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
+              TRAINING, OUTPUT, REPLACE, WAIT)
+JSON = command_option("json", "print the result as JSON", False, kind=bool)
+SPEC = command_option("spec", "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", positional=True)
+
+
+WARMUP = command_option("warmup", "untimed repetitions per size", 2, kind=int, low=0, high=100)
+
+
+def reps_option(default: int) -> Option:
+    """--reps of a command that runs bench ranks (bench, calibrate)."""
+    return command_option("reps", "timed repetitions per size", default, kind=int, low=1, high=1000)
+
+
+def matrix_flags(what: str) -> Tuple[Option, ...]:
+    """The options of a command that runs a config's matrix (compare, reproduce)."""
+    return (command_option("out", "output folder (default: a new results/COMMAND/NAME/DATE-TIME)"),
+            command_option("local", "run the workers on 127.0.0.1 without emulation", False, kind=bool),
+            command_option("force", f"replace an earlier {what} in --out", False, kind=bool),
+            command_option("wait", "wait for another run's emulated network instead of refusing", False, kind=bool))
+
+
+def matrix_passed(result: dict) -> int:
+    """0 unless a row that checks correctness was wrong (a simulated or closed-form row's `correct` is None)."""
+    return 0 if all(r["correct"] is not False for r in result["rows"]) else 1
+
+
+class Command:
+    """One subcommand. prepare() validates everything once and returns the checked job that execute() runs."""
+
+    name = ""
+    help = ""
+    description = ""                       # a paragraph for `dmlbed NAME --help` and the reference
+    json_flag = True                       # the command takes --json (print its result as JSON)
+    groups: Tuple[str, ...] = ()           # the option table's groups it takes
+    own: Tuple[Option, ...] = ()           # its own options
+    registry: Sequence["Command"] = ()     # every command (set by the registry, for commands about commands)
+
+    def options(self) -> Tuple[Option, ...]:
+        """Its own options, --json included."""
+        return self.own + ((JSON,) if self.json_flag else ())
+
+    def arguments(self, parser) -> None:
+        """Add the command's arguments: its groups' run options and its own."""
+        add_arguments(parser, self.groups, self.own)
+
+    def config(self, args, **overrides) -> RunConfig:
+        """The RunConfig of its groups' values."""
+        return from_args(args, self.groups, **overrides)
+
+    def values(self, args) -> Dict[str, Any]:
+        """Its own options' values, converted and checked."""
+        return check_command_options(vars(args), self.own)
+
+    def prepare(self, args):
+        """The checked job (raises ValueError naming the bad input)."""
+        return args
+
+    def needs_root(self, job) -> bool:
+        """Whether the job brings up an emulated network (namespaces, Open vSwitch)."""
+        return False
+
+    def execute(self, job, args):
+        """Run the checked job; its result."""
+        raise NotImplementedError
+
+    def show(self, result) -> None:
+        """Print the result for a person."""
+
+    def as_json(self, result):
+        """What --json prints."""
+        return result.to_dict() if hasattr(result, "to_dict") else result
+
+    def exit_code(self, result) -> int:
+        """0 when the result is good."""
+        return 0
+
+
+def fmt(value, spec: str = ".3f") -> str:
+    """A number for a table ('-' when there is none)."""
+    return "-" if value is None else format(value, spec)

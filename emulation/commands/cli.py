@@ -1,0 +1,101 @@
+"""The `dmlbed` command: one harness for every subcommand (registry.py) -- parse, prepare the checked job (bad input:
+one line, exit 2, nothing started), check root where the job needs it, execute, print (a table or --json) and map
+the outcome to the exit code: 0 good, 1 failed after it started, 2 bad input or a busy network, 128+n a signal."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from typing import List, Optional
+
+from emulation.net.lock import NetworkBusy
+from emulation.commands.registry import COMMANDS, names
+from emulation.run import signals
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input: reported on one line with exit code 2 before anything starts."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """ArgumentParser whose errors are one line and exit with code 2."""
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+class VersionAction(argparse.Action):
+    """--version: the provenance every result records (read only when asked for)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from emulation.run.provenance import version_text
+        print(version_text())
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = OneLineParser(prog="dmlbed", description="Network emulation testbed for distributed ML.")
+    parser.add_argument("--version", action=VersionAction, help="print dmlbed's version and what it runs on, then exit")
+    sub = parser.add_subparsers(dest="name", parser_class=OneLineParser)
+    for command in COMMANDS:
+        p = sub.add_parser(command.name, help=command.help, description=command.description or command.help)
+        command.arguments(p)
+        if command.json_flag:
+            p.add_argument("--json", action="store_true", help="print the result as JSON")
+        p.set_defaults(command=command, json=False)
+    return parser
+
+
+def require_root(what: str) -> None:
+    """Emulation needs root for namespaces, veths and OVS."""
+    if os.geteuid() != 0:
+        raise UsageError(f"{what} needs root (network namespaces and Open vSwitch): run it with sudo")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the `dmlbed` console script."""
+    signals.install()
+    try:
+        args = build_parser().parse_args(argv)
+        command = getattr(args, "command", None)
+        if command is None:
+            raise UsageError(f"a command is required: {names()} (see dmlbed --help)")
+        try:
+            job = command.prepare(args)
+        except ValueError as exc:  # every validation error of every command: OptionError, TopologyError, ...
+            raise UsageError(str(exc)) from None
+        if command.needs_root(job):
+            require_root(f"dmlbed {command.name}")
+        result = command.execute(job, args)
+        if args.json:
+            print(json.dumps(command.as_json(result), indent=1, default=str))
+        else:
+            command.show(result)
+        return command.exit_code(result)
+    except (UsageError, NetworkBusy) as exc:
+        print(f"dmlbed: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt as exc:
+        name = exc.name if isinstance(exc, signals.Interrupted) else "SIGINT"
+        with contextlib.suppress(OSError, ValueError):  # after SIGHUP the terminal may be gone
+            print(f"dmlbed: interrupted by {name}; everything started was stopped", file=sys.stderr)
+        return exc.exit_code if isinstance(exc, signals.Interrupted) else 130
+    except BrokenPipeError:  # e.g. `dmlbed rules ... | head`
+        sys.stderr.close()
+        return 0
+    except RuntimeError as exc:  # NetworkError, ControllerError, RankError: the run failed after validation
+        print(f"dmlbed: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

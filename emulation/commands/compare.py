@@ -1,0 +1,83 @@
+"""`dmlbed compare CONFIG.yaml`: a config's matrix of runs, each on its back end (emulate, simulate or theory), into
+comparison.csv/json, plots, the paper's claims beside ours and simulated beside emulated GST."""
+
+from __future__ import annotations
+
+from typing import List
+
+from emulation.backends import matrix
+from emulation.commands.base import Command, fmt, matrix_flags, matrix_passed
+from emulation.run.claim_table import print_paper
+from emulation.run.options import command_option
+from emulation.run.progress import log
+
+
+class Compare(Command):
+    name, help = "compare", "run a matrix of configurations from a YAML file"
+    description = ("A config's `runs` (each with a label), crossed with its `sweep` values, over its `defaults`; "
+                   "every row is checked before the first one starts (see `dmlbed schema config` for its keys). "
+                   "Rows with mode simulate or theory need no root.")
+    own = (command_option("config", "YAML file: name, defaults, runs, sweep (see configs/)", positional=True),
+           *matrix_flags("comparison"))
+
+    def prepare(self, args):
+        return matrix.prepare(args.config, args.out, args.local, args.force, args.wait)
+
+    def needs_root(self, job):
+        return job.emulated
+
+    def execute(self, job, args):
+        return matrix.execute(job, log=log, progress=not args.json)
+
+    def show(self, result):
+        print_comparison(result)
+
+    def exit_code(self, result):
+        return matrix_passed(result)
+
+
+def print_comparison(result: dict) -> None:
+    """Comparison table, plus each label's JCT and GST against the first label's in every sweep group."""
+    rows, keys = result["rows"], result["sweep_keys"]
+    print(f"{'label':<22} " + " ".join(f"{k:>6}" for k in keys) +
+          f" {'GST':>8} {'theory':>8} {'ratio':>6} {'compute':>8} {'JCT':>8} {'correct':>7}")
+    for r in rows:
+        print(f"{r['label']:<22} " + " ".join(f"{str(r.get(k)):>6}" for k in keys) +
+              f" {fmt(r['gst_median_s']):>8} {fmt(r['gst_theory_s']):>8} {fmt(r['gst_ratio'], '.2f'):>6} "
+              f"{fmt(r['compute_median_s']):>8} {fmt(r['jct_s'], '.1f'):>8} {str(r['correct']):>7}")
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    if len(labels) > 1:
+        base = labels[0]
+        print("\nrelative (per sweep value):")
+        for r in rows:
+            if r["label"] == base:
+                continue
+            ref = next((b for b in rows if b["label"] == base and all(b.get(k) == r.get(k) for k in keys)), None)
+            if ref and ref["jct_s"] and r["jct_s"] and ref["gst_median_s"] and r["gst_median_s"]:
+                print(f"  {base} vs {r['label']} " + " ".join(f"{k}={r.get(k)}" for k in keys) +
+                      f": GST {ref['gst_median_s']:.3f}/{r['gst_median_s']:.3f} = "
+                      f"{ref['gst_median_s'] / r['gst_median_s']:.3f}, JCT reduction {1 - ref['jct_s'] / r['jct_s']:.1%}")
+    if result.get("sim_vs_emu"):
+        print_sim_vs_emu(result["sim_vs_emu"])
+    if result.get("paper"):
+        print_paper(result)
+    print(f"\nresults: {result['out']}/comparison.csv; plots: {', '.join(result['plots'])}")
+
+
+AGREEMENT = {True: "", False: "  differs", None: "  no value"}  # after a row that agrees, differs, has no value
+SIM_VS_EMU_FIELDS = ("label", "emulated_gst_s", "simulated_gst_s", "sim_over_emu", "agrees", "emulation_fidelity")
+
+
+def print_sim_vs_emu(pairs: List[dict]) -> None:
+    """Simulated beside emulated GST for every configuration run both ways."""
+    print("\nsimulated vs emulated GST (agree within 10%):")
+    print(f"  {'configuration':<34} {'emulated':>9} {'simulated':>9} {'sim/emu':>8}  emulation fidelity")
+    for p in pairs:
+        name = " ".join([p["label"]] + [f"{k}={v}" for k, v in p.items() if k not in SIM_VS_EMU_FIELDS])
+        ratio = "-" if p["sim_over_emu"] is None else f"{p['sim_over_emu']:.3f}"
+        emu = "-" if p["emulated_gst_s"] is None else f"{p['emulated_gst_s']:.3f}"
+        print(f"  {name:<34} {emu:>9} {p['simulated_gst_s']:>9.3f} {ratio:>8}  {p['emulation_fidelity']}"
+              f"{AGREEMENT[p['agrees']]}")
+
+
+COMMAND = Compare()

@@ -1,0 +1,170 @@
+"""`dmlbed reproduce NAME | --all | --list`: a paper's config run, with the paper's values beside ours; with --all
+every paper config in turn and one table of every claim (papers.md, papers.csv), each with the paper's value and
+source, ours, how ours was obtained, and the verdict."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Tuple
+
+from emulation.backends import matrix
+from emulation.commands.base import Command, matrix_flags, matrix_passed
+from emulation.run.claim_table import print_paper
+from emulation.run.options import OptionError, command_option
+from emulation.run.outputs import (check_output, claim_folder, default_parent, planned_folder, write_atomic,
+                                   write_table)
+from emulation.run.progress import log
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIGS = os.path.join(PROJECT, "configs")
+
+
+class Reproduce(Command):
+    name, help = "reproduce", "run a paper's config and print the paper's values beside ours"
+    description = ("Runs one of the paper configs (configs/ with a `paper:` block) and prints each claim: the "
+                   "paper's value and where it says so, ours and how it was obtained, and the verdict.")
+    own = (command_option("name", f"{', '.join(matrix.reproducible(CONFIGS))} (see --list)", positional=True,
+                          nargs="?"),
+           command_option("list", "list the paper configs", False, kind=bool),
+           command_option("all", "run every paper config, one after another, and write one table of every claim "
+                          "(papers.md, papers.csv)", False, kind=bool),
+           *matrix_flags("reproduction"))
+
+    def prepare(self, args):
+        configs = matrix.reproducible(CONFIGS)
+        if args.list:
+            return configs
+        if args.all:
+            if args.name:
+                raise OptionError("--all runs every paper config: give either --all or a name, not both")
+            return prepare_all(configs, args.out, args.local, args.force, args.wait)
+        if not args.name:
+            raise OptionError(f"a name is required: {', '.join(configs)} (or --all, or --list)")
+        if args.name not in configs:
+            raise OptionError(f"no paper config named '{args.name}': valid are {', '.join(configs)}")
+        return matrix.prepare(configs[args.name], args.out, args.local, args.force, args.wait, kind="reproduce")
+
+    def needs_root(self, job):
+        return isinstance(job, (matrix.CompareJob, AllJob)) and job.emulated
+
+    def execute(self, job, args):
+        if isinstance(job, dict):
+            return {"list": job}
+        if isinstance(job, AllJob):
+            return execute_all(job, log=log, progress=not args.json)
+        return dict(matrix.execute(job, log=log, progress=not args.json), reproduced=args.name)
+
+    def show(self, result):
+        if "list" in result:
+            width = max(map(len, result["list"]), default=0) + 2
+            for name, path in result["list"].items():
+                print(f"{name:<{width}}{os.path.relpath(path)}")
+            return
+        if "claims" in result:
+            print_claim_counts(result["claims"])
+            print(f"\nevery claim: {result['out']}/papers.md (the README's table) and papers.csv; each config's "
+                  f"runs in its own folder there")
+            return
+        print_paper(result)
+        print(f"\nevery run: {result['out']}/comparison.csv (paper.csv holds the table above)")
+
+    def as_json(self, result):
+        if "list" in result:
+            return result["list"]
+        if "claims" in result:
+            return {"out": result["out"], "claims": result["claims"], "configs": result["configs"]}
+        return {"name": result["reproduced"], "out": result["out"], "paper": result["paper"],
+                "source": result.get("source")}
+
+    def exit_code(self, result):
+        return 0 if "list" in result else matrix_passed(result)
+
+
+def print_claim_counts(claims: List[dict]) -> None:
+    """Per paper config, how many of its claims agree, differ, have no value or are out of reach here."""
+    counts: Dict[str, Dict[str, int]] = {}
+    for c in claims:
+        config = counts.setdefault(c["config"], {})
+        config[c["verdict"]] = config.get(c["verdict"], 0) + 1
+    for name, by_verdict in counts.items():
+        print(f"  {name:<22} " + ", ".join(f"{n} {v}" for v, n in sorted(by_verdict.items())))
+
+
+TABLE_COLUMNS = ["config", "what", "kind", "paper", "from", "ours", "ours_over_paper", "how", "verdict", "why"]
+
+
+@dataclass(frozen=True)
+class AllJob:
+    """Every paper config checked before the first one runs, each with its own folder inside `out`."""
+
+    jobs: Tuple[Tuple[str, matrix.CompareJob], ...]
+    out: str
+
+    @property
+    def emulated(self) -> bool:
+        """Whether any config brings up an emulated network."""
+        return any(job.emulated for _, job in self.jobs)
+
+
+def prepare_all(configs: Dict[str, str], out_root: str = None, local: bool = False, force: bool = False,
+                wait: bool = False) -> AllJob:
+    """Check every config (a bad one refuses the whole reproduction before anything runs)."""
+    out = out_root or planned_folder(default_parent("reproduce", "all"))
+    if out_root:
+        check_output(out_root, ("papers.md", "papers.csv"), "a reproduction of every paper", force)
+    jobs = tuple((name, matrix.prepare(path, os.path.join(out, name), local, force, wait, kind="reproduce"))
+                 for name, path in configs.items())
+    if not out_root:
+        claim_folder(out)
+    return AllJob(jobs, out)
+
+
+def execute_all(job: AllJob, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> dict:
+    """Run each config (matrix.execute), then write the table of every claim."""
+    results = []
+    for n, (name, one) in enumerate(job.jobs, 1):
+        log(f"reproduce {name} ({n}/{len(job.jobs)})")
+        results.append((name, matrix.execute(one, log=log, progress=progress)))
+    claims = claim_rows(results)
+    write_table(os.path.join(job.out, "papers.csv"), claims, TABLE_COLUMNS)
+    write_atomic(os.path.join(job.out, "papers.md"), markdown(claims))
+    return {"out": job.out, "claims": claims, "rows": [r for _, res in results for r in res["rows"]],
+            "configs": {name: res["out"] for name, res in results}}
+
+
+def claim_rows(results: List[Tuple[str, dict]]) -> List[dict]:
+    """One row per claim (and sweep group) of every config, its sweep values folded into the claim's name."""
+    out = []
+    for name, result in results:
+        keys = result.get("sweep_keys") or []
+        for c in result.get("paper") or []:
+            group = ", ".join(f"{k}={c[k]}" for k in keys if c.get(k) is not None)
+            out.append({"config": name, "what": c["what"] + (f" ({group})" if group else ""), "kind": c["kind"],
+                        "paper": c["paper"], "from": c["from"], "ours": c["ours"],
+                        "ours_over_paper": c["ours_over_paper"], "how": c.get("how", ""), "verdict": c["verdict"],
+                        "why": c["why"]})
+    return out
+
+
+def markdown(claims: List[dict]) -> str:
+    """The papers' claims as one Markdown table: the papers' measurements first, dmlbed's model apart, then what is
+    out of reach here."""
+    def number(v):
+        return "-" if v is None else f"{v:.3g}"
+
+    def cell(text) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| config | claim | paper | source | ours | ours/paper | how | verdict | why it differs |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    order = {"paper": 0, "model": 1}
+    for c in sorted(claims, key=lambda c: (c["verdict"] == "out of reach here", order.get(c["kind"], 2))):
+        what = c["what"] + (" (dmlbed's model)" if c["kind"] == "model" else "")
+        lines.append("| " + " | ".join(cell(x) for x in (
+            c["config"], what, c["paper"], c["from"], number(c["ours"]), number(c["ours_over_paper"]), c["how"],
+            c["verdict"], c["why"])) + " |")
+    return "\n".join(lines) + "\n"
+
+
+COMMAND = Reproduce()

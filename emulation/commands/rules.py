@@ -1,0 +1,40 @@
+"""`dmlbed rules SPEC`: the OpenFlow rules dmlbed's controller installs proactively, per switch and level."""
+
+from __future__ import annotations
+
+from emulation.commands.base import SPEC, Command
+from emulation.core.topology import parse
+
+
+class Rules(Command):
+    name, help = "rules", "print the controller's proactive rules per switch and level"
+    description = ("Every flow (priority, match, action) and select group the controller installs on each switch "
+                   "when it connects, grouped by switch level; computed without a network (controllers/flow_rules.py).")
+    own = (SPEC,)
+
+    def prepare(self, args):
+        return parse(args.spec)
+
+    def execute(self, topo, args):
+        from controllers.flow_rules import rules_view
+        return rules_view(topo)
+
+    def show(self, view):
+        print_rules(view)
+
+
+def print_rules(view: dict) -> None:
+    """Every switch's flows, grouped by level."""
+    level = None
+    for sw in view["switches"]:
+        if sw["level"] != level:
+            level = sw["level"]
+            print(f"\n== level {level} ==")
+        print(f"{sw['switch']} (dpid {sw['dpid']}, {sw['role']}): {len(sw['flows'])} flows"
+              + (f", select group ports {sw['groups'][0]['ports']}" if sw["groups"] else ""))
+        for f in sw["flows"]:
+            match = ",".join(f"{k}={v:#06x}" if k == "eth_type" else f"{k}={v}" for k, v in f["match"].items())
+            print(f"  priority={f['priority']:<4} {match or '(any)':<52} -> {f['action']}")
+
+
+COMMAND = Rules()

@@ -1,0 +1,44 @@
+"""`dmlbed simulate`: a run's plans in the flow-level model, at any size, without packets (the simulate back end)."""
+
+from __future__ import annotations
+
+import os
+
+from emulation.backends import flow_model
+from emulation.commands.base import Command
+from emulation.run.options import (FLOW_MODEL, ITERATIONS, LINKS, OUTPUT, PLAN_INPUTS, REPLACE, SYNCHRONIZATION,
+                                   TOPOLOGY)
+from emulation.run.progress import log
+
+
+class Simulate(Command):
+    name, help = "simulate", "the same plan in a flow-level model (no packets; any size)"
+    description = ("Runs the algorithm's plans, chunk by chunk, over the topology's links shared max-min fairly; "
+                   "writes a run's summary.json (mode simulate), iterations.csv, links.csv and a trace.json.")
+    groups = (TOPOLOGY, LINKS, SYNCHRONIZATION, PLAN_INPUTS, ITERATIONS, FLOW_MODEL, OUTPUT, REPLACE)
+
+    def prepare(self, args):
+        return flow_model.prepare(self.config(args))
+
+    def execute(self, job, args):
+        return flow_model.execute(job, log=log)
+
+    def show(self, summary):
+        print_simulation(summary)
+
+
+def print_simulation(s) -> None:
+    """Human-readable summary of a simulated run."""
+    model = s["model_settings"]
+    print(f"{s['algo']} on {s['topology']} (simulated), {s['model']} ({s['gradient_bytes'] / 2**20:.1f} MiB "
+          f"gradient), {s['ranks']} ranks, {s['bw_mbps']} Mbit/s, goodput {model['goodput']:.4f}, "
+          f"latency {model['latency_us']:g} us")
+    print(f"  GST           {s['gst_median_s']:.4f} s   theory {s['gst_theory_s']:.4f} s ({s['gst_formula']})   "
+          f"ratio {s['gst_ratio']:.3f}")
+    print("  links used    " + ", ".join(f"{k}: mean {v['mean']:.2f}, max {v['max']:.2f} of the shaped rate"
+                                         for k, v in s["link_utilization"].items()))
+    print(f"  {s['messages']} messages, {s['events']} rate changes, {s['duration_s']:.1f} s to simulate")
+    print(f"results: {os.path.join(s['config']['out'], 'summary.json')}, iterations.csv, links.csv")
+
+
+COMMAND = Simulate()

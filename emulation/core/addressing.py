@@ -1,0 +1,128 @@
+"""Host-side network configuration as data: addresses, static routes and static ARP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from emulation.core.topology import PREFIX_LEN, Host, Topology
+
+PLAN_PORT = 7000  # the port the workers' plans listen on (more plans: higher ports)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A host route: traffic to dst (/32) leaves by dev, via gateway (None = on-link)."""
+
+    dst: str
+    dev: str
+    via: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ArpEntry:
+    """A permanent neighbour entry: ip is at mac, reached through dev."""
+
+    ip: str
+    mac: str
+    dev: str
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """Everything a host needs so that no ARP or routing decision reaches the switches."""
+
+    host: str
+    addresses: Tuple[Tuple[str, str, int], ...]  # (dev, ip, prefix)
+    routes: Tuple[Route, ...]
+    arp: Tuple[ArpEntry, ...]
+    forwarding: bool
+
+
+def bcube_next_hop(topo: Topology, src: Host, dst: Host, dst_level: int) -> Tuple[int, Host]:
+    """First hop of BCube's digit-correcting path: (level to use, neighbour host).
+
+    Differing digits are corrected from the highest level down, except that the digit of
+    the destination address's own level is corrected last, so the packet arrives on the
+    interface that owns the address when that digit differs.
+    """
+    n, _k = topo.params
+    differing = [l for l in range(len(src.coords)) if src.coords[l] != dst.coords[l]]
+    order = sorted((l for l in differing if l != dst_level), reverse=True)
+    if dst_level in differing:
+        order.append(dst_level)
+    level = order[0]
+    coords = list(src.coords)
+    coords[level] = dst.coords[level]
+    index = sum(d * n ** l for l, d in enumerate(coords))
+    return level, topo.hosts[index]
+
+
+def bcube_path(topo: Topology, src: Host, dst: Host, dst_level: int) -> List[Tuple[int, Host]]:
+    """The whole relayed path as (level, host) hops from src to dst."""
+    hops, here = [], src
+    while here.name != dst.name:
+        level, here = bcube_next_hop(topo, here, dst, dst_level)
+        hops.append((level, here))
+    return hops
+
+
+def host_config(topo: Topology, host: Host) -> HostConfig:
+    """Addresses, routes and static ARP entries for one host."""
+    addresses = tuple((i.name, i.ip, PREFIX_LEN) for i in host.interfaces)
+    routes: List[Route] = []
+    arp: List[ArpEntry] = []
+    if topo.kind == "bcube":
+        for other in topo.hosts:
+            if other.name == host.name:
+                continue
+            for dst_intf in other.interfaces:
+                level, hop = bcube_next_hop(topo, host, other, dst_intf.level)
+                dev = host.interface(level).name
+                gateway = hop.interface(level).ip
+                via = None if gateway == dst_intf.ip else gateway
+                routes.append(Route(dst_intf.ip, dev, via))
+            if sum(a != b for a, b in zip(host.coords, other.coords)) == 1:
+                level = next(l for l in range(len(host.coords)) if host.coords[l] != other.coords[l])
+                peer = other.interface(level)
+                arp.append(ArpEntry(peer.ip, peer.mac, host.interface(level).name))
+    else:
+        dev = host.interfaces[0].name
+        for other in topo.hosts:
+            if other.name != host.name:
+                arp.append(ArpEntry(other.ip, other.interfaces[0].mac, dev))
+    return HostConfig(host.name, addresses, tuple(routes), tuple(arp), topo.kind == "bcube")
+
+
+def all_host_configs(topo: Topology) -> Dict[str, HostConfig]:
+    """host_config for every host, by host name."""
+    return {h.name: host_config(topo, h) for h in topo.hosts}
+
+
+def subnet(ip: str, prefix: int) -> str:
+    """The network an address with that prefix length is on, e.g. 10.1.0.0/16."""
+    import ipaddress
+    return str(ipaddress.ip_interface(f"{ip}/{prefix}").network)
+
+
+def config_commands(cfg: HostConfig, route_options: str = "") -> List[str]:
+    """Shell commands (run inside the host's namespace) that apply a HostConfig; route_options (such as
+    'rto_min 5ms') go on every route, the connected subnet routes included."""
+    opts = f" {route_options}" if route_options else ""
+    cmds = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",
+            f"sysctl -qw net.ipv4.ip_forward={int(cfg.forwarding)}",
+            "sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0",
+            "sysctl -qw net.ipv4.conf.all.send_redirects=0"]
+    for dev, ip, prefix in cfg.addresses:
+        cmds += [f"ip addr flush dev {dev}", f"ip addr add {ip}/{prefix} dev {dev}",
+                 f"sysctl -qw net.ipv4.conf.{dev.replace('.', '/')}.rp_filter=0",
+                 f"sysctl -qw net.ipv6.conf.{dev}.disable_ipv6=1",
+                 f"ip link set {dev} up"]
+        if opts:
+            cmds.append(f"ip route replace {subnet(ip, prefix)} dev {dev} proto kernel scope link src {ip}{opts}")
+    for r in cfg.routes:
+        via = f" via {r.via}" if r.via else ""
+        cmds.append(f"ip route replace {r.dst}/32{via} dev {r.dev}{opts}")
+    for a in cfg.arp:
+        cmds.append(f"ip neigh replace {a.ip} lladdr {a.mac} dev {a.dev} nud permanent")
+    return cmds

@@ -1,0 +1,67 @@
+"""tc commands for shaping that Mininet's TCLink cannot do on the userspace datapath (pure strings)."""
+
+from typing import List, Optional
+
+from emulation.core.impairment import netem_leaf_command
+
+# AF_XDP ports transmit around the qdisc of the switch-side veth. So on the userspace
+# datapath switch<->switch links run through a small bridging namespace whose own egress
+# qdiscs shape both directions, and host links do too on request (--shape-ingress), which
+# shapes switch->host. (Shaping that direction at the host's ingress through an IFB device
+# held packets for up to 21 s under incast into one server: a ping took 21 s with every
+# qdisc empty, and Parameter Flow's pushes stalled behind 36 s retransmission timeouts.)
+# TX checksum offload must be off: TCP through the userspace datapath stalls otherwise.
+OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
+
+
+def offloads_off_command(dev: str) -> str:
+    """ethtool command turning checksum and segmentation offloads off on dev."""
+    return f"ethtool -K {dev} {OFFLOADS_OFF}"
+
+
+def htb_commands(dev: str, mbps: float) -> List[str]:
+    """Root HTB with one class at mbps, as Mininet's TCIntf builds it."""
+    return [f"tc qdisc replace dev {dev} root handle 5:0 htb default 1",
+            f"tc class replace dev {dev} parent 5:0 classid 5:1 htb rate {mbps:g}Mbit burst 15k"]
+
+
+def leaf_queue_command(tc: str, dev: str, packets: int, netem: Optional[str] = None) -> str:
+    """A pfifo of `packets` under HTB class 5:1: a switch-sized buffer. The default leaf holds
+    txqueuelen (1000) packets, 240 ms at 50 Mbit/s, which delays the ACKs of the reverse direction
+    behind bulk data and slows every bidirectional exchange. With netem arguments the leaf is netem
+    holding as many packets."""
+    if netem:
+        return netem_leaf_command(tc, dev, packets, netem)
+    return f"{tc} qdisc add dev {dev} parent 5:1 handle 10: pfifo limit {packets}"
+
+
+def ifb_up_command(ifb: str, queue_len: int, mtu: Optional[int] = None) -> str:
+    """Bring an IFB device up with its queue length (and the links' MTU, so it takes their largest frames)."""
+    return f"ip link set {ifb} txqueuelen {queue_len}" + (f" mtu {mtu}" if mtu else "") + " up"
+
+
+def redirect_ingress_commands(dev: str, ifb: str) -> List[str]:
+    """Send everything arriving on dev through the IFB device's egress (where qdiscs can act on it)."""
+    return [f"tc qdisc add dev {dev} handle ffff: ingress",
+            f"tc filter add dev {dev} parent ffff: protocol all u32 match u32 0 0 "
+            f"action mirred egress redirect dev {ifb}"]
+
+
+def ingress_netem_commands(dev: str, ifb: str, packets: int, netem: str, mtu: Optional[int] = None) -> List[str]:
+    """Delay/loss on what arrives at dev (an unshaped switch->host direction): its ingress redirected to an
+    IFB whose root is netem alone."""
+    return [f"ip link add {ifb} type ifb",
+            ifb_up_command(ifb, packets, mtu),
+            f"tc qdisc add dev {ifb} root handle 10: netem {netem} limit {packets}",
+            *redirect_ingress_commands(dev, ifb)]
+
+
+def bridge_commands(ports: List[str], bridge: str = "br0") -> List[str]:
+    """Join ports in a plain Linux bridge (the shaping namespace of a switch-to-switch link)."""
+    # No snooping and no multicast on the bridge device: it would send IGMP reports into the switches.
+    cmds = [f"ip link add {bridge} type bridge stp_state 0 forward_delay 0 mcast_snooping 0",
+            f"ip link set {bridge} multicast off up"]
+    for port in ports:
+        cmds += [f"ip addr flush dev {port}", f"ip link set {port} master {bridge}",
+                 offloads_off_command(port), f"ip link set {port} up"]
+    return cmds

@@ -1,0 +1,412 @@
+"""Topologies as pure data: BCube, Fat-Tree, star and hierarchical trees (no Mininet)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from emulation.core.radix import from_digits, to_digits
+
+MAX_HOSTS = 4096
+PREFIX_LEN = 16
+
+# The top byte of a dpid says which kind of switch it is, so dpids stay unique
+# across roles and can be read by eye in `ovs-ofctl` output.
+ROLE_CODES = {"bcube": 0x0B, "star": 0x05, "tree": 0x07,
+              "edge": 0x0E, "aggregation": 0x0A, "core": 0x0C}
+
+
+class TopologyError(ValueError):
+    """A topology spec or parameter is invalid; the message names it and the valid range."""
+
+
+@dataclass(frozen=True)
+class Interface:
+    """One network interface of a host: its link level, name, addresses and port index."""
+
+    host: str
+    level: int
+    port: int
+    name: str
+    ip: str
+    mac: str
+
+
+@dataclass(frozen=True)
+class Host:
+    """A server; coords are its BCube digits, fat-tree (pod, edge, slot) or tree path."""
+
+    name: str
+    index: int
+    coords: Tuple[int, ...]
+    interfaces: Tuple[Interface, ...]
+
+    def interface(self, level: int) -> Interface:
+        """The host's interface on link level `level` (BCube) or its only interface."""
+        for intf in self.interfaces:
+            if intf.level == level:
+                return intf
+        if len(self.interfaces) == 1:
+            return self.interfaces[0]
+        raise KeyError(f"{self.name} has no level-{level} interface")
+
+    @property
+    def ip(self) -> str:
+        """The host's primary (level-0) address."""
+        return self.interfaces[0].ip
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A switch with an explicit datapath id, its level and role in the topology."""
+
+    name: str
+    dpid: int
+    level: int
+    index: int
+    role: str
+
+    @property
+    def dpid_hex(self) -> str:
+        """The dpid as the 16-digit hex string Mininet and OVS expect."""
+        return format(self.dpid, "016x")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link from a lower node (host or switch) to the switch above it, with port numbers."""
+
+    lower: str
+    lower_port: int
+    upper: str
+    upper_port: int
+    level: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A complete topology: nodes, links and the spec string it came from."""
+
+    kind: str
+    params: Tuple[int, ...]
+    hosts: Tuple[Host, ...]
+    switches: Tuple[Switch, ...]
+    links: Tuple[Link, ...]
+    _by_name: Dict[str, object] = field(default=None, compare=False, repr=False, hash=False)
+
+    def __post_init__(self):
+        index = {h.name: h for h in self.hosts}
+        index.update({s.name: s for s in self.switches})
+        object.__setattr__(self, "_by_name", index)
+
+    @property
+    def spec(self) -> str:
+        """The short spec string, e.g. 'bcube:3,2'."""
+        return f"{self.kind}:{','.join(str(p) for p in self.params)}"
+
+    @property
+    def levels(self) -> int:
+        """Number of link levels (k for BCube, 3 for Fat-Tree, len(fanouts) for trees)."""
+        return 1 + max(link.level for link in self.links)
+
+    def node(self, name: str):
+        """The host or switch called `name`."""
+        return self._by_name[name]
+
+    def is_host(self, name: str) -> bool:
+        """True when `name` is a host."""
+        return isinstance(self._by_name.get(name), Host)
+
+    def switch_by_dpid(self, dpid: int) -> Switch:
+        """The switch with datapath id `dpid`."""
+        for sw in self.switches:
+            if sw.dpid == dpid:
+                return sw
+        raise KeyError(f"no switch with dpid {dpid:#x}")
+
+    def links_of(self, name: str) -> List[Link]:
+        """Every link that has `name` at one end."""
+        return [l for l in self.links if name in (l.lower, l.upper)]
+
+    def peer(self, name: str, port: int) -> Tuple[str, int, Link]:
+        """The node and port at the other end of `name`'s port `port`."""
+        for link in self.links:
+            if link.lower == name and link.lower_port == port:
+                return link.upper, link.upper_port, link
+            if link.upper == name and link.upper_port == port:
+                return link.lower, link.lower_port, link
+        raise KeyError(f"{name} has no port {port}")
+
+    def host_by_ip(self, ip: str) -> Optional[Host]:
+        """The host owning address `ip`, or None."""
+        for host in self.hosts:
+            if any(i.ip == ip for i in host.interfaces):
+                return host
+        return None
+
+    def fat_tree_switches_for_same_hosts(self) -> float:
+        """Switches a 3-layer Fat-Tree of n-port switches needs for as many servers (5N/n)."""
+        return 5 * len(self.hosts) / self.switch_ports()
+
+    def switch_ports(self) -> int:
+        """The largest number of ports used on any switch (n for BCube)."""
+        counts: Dict[str, int] = {}
+        for link in self.links:
+            counts[link.upper] = counts.get(link.upper, 0) + 1
+            if not self.is_host(link.lower):
+                counts[link.lower] = counts.get(link.lower, 0) + 1
+        return max(counts.values())
+
+    def radices(self) -> List[int]:
+        """The hierarchy digits of the hosts, least significant first (hosts are numbered in this order):
+        BCube n per level; Fat-Tree slot, edge switch, pod; tree fanouts above 1; star the host count."""
+        if self.kind == "bcube":
+            n, k = self.params
+            return [n] * k
+        if self.kind == "fattree":
+            k = self.params[0]
+            return [k // 2, k // 2, k]
+        if self.kind == "tree":
+            return [f for f in self.params if f > 1] or [1]
+        return [len(self.hosts)]
+
+    def to_dict(self) -> dict:
+        """A JSON-ready description of the topology."""
+        return {
+            "spec": self.spec, "kind": self.kind, "params": list(self.params),
+            "hosts": [asdict(h) for h in self.hosts],
+            "switches": [dict(asdict(s), dpid_hex=s.dpid_hex) for s in self.switches],
+            "links": [asdict(l) for l in self.links],
+        }
+
+    def to_json(self) -> str:
+        """Serialize to JSON (from_json inverts it)."""
+        return json.dumps(self.to_dict(), indent=1)
+
+
+def from_json(text: str) -> Topology:
+    """Rebuild a topology from to_json output."""
+    data = json.loads(text)
+    hosts = tuple(Host(h["name"], h["index"], tuple(h["coords"]),
+                       tuple(Interface(**i) for i in h["interfaces"])) for h in data["hosts"])
+    switches = tuple(Switch(s["name"], s["dpid"], s["level"], s["index"], s["role"])
+                     for s in data["switches"])
+    links = tuple(Link(**l) for l in data["links"])
+    return Topology(data["kind"], tuple(data["params"]), hosts, switches, links)
+
+
+def host_address(index: int, level: int) -> Tuple[str, str]:
+    """The (ip, mac) of host `index`'s level-`level` interface: 10.L.x.y and 02:00:LL:..."""
+    n = index + 1
+    ip = f"10.{level}.{n >> 8}.{n & 0xFF}"
+    mac = f"02:00:{level:02x}:{(n >> 16) & 0xFF:02x}:{(n >> 8) & 0xFF:02x}:{n & 0xFF:02x}"
+    return ip, mac
+
+
+def make_host(index: int, coords: Tuple[int, ...], levels: Tuple[int, ...]) -> Host:
+    """A host named h<index> with one interface per level in `levels`."""
+    name = f"h{index}"
+    intfs = []
+    for port, level in enumerate(levels):
+        ip, mac = host_address(index, level)
+        intfs.append(Interface(name, level, port, f"{name}-eth{port}", ip, mac))
+    return Host(name, index, tuple(coords), tuple(intfs))
+
+
+def make_switch(name: str, role: str, level: int, index: int) -> Switch:
+    """A switch whose dpid encodes role, level and index."""
+    dpid = (ROLE_CODES[role] << 48) | (level << 32) | (index + 1)
+    return Switch(name, dpid, level, index, role)
+
+
+def _check_hosts(count: int, what: str) -> None:
+    if count > MAX_HOSTS:
+        raise TopologyError(f"{what} has {count} hosts; at most {MAX_HOSTS} are supported")
+
+
+def digits(index: int, n: int, k: int) -> Tuple[int, ...]:
+    """BCube address of host `index`: its k base-n digits, least significant (level 0) first."""
+    return tuple(to_digits(index, (n,) * k))
+
+
+def undigits(ds: Tuple[int, ...], n: int) -> int:
+    """Inverse of digits()."""
+    return from_digits(ds, (n,) * len(ds))
+
+
+def bcube(n: int, k: int) -> Topology:
+    """BCube(n,k) as in the BML paper: n^k hosts with k interfaces, k*n^(k-1) n-port switches."""
+    if n < 2:
+        raise TopologyError(f"bcube n={n} is invalid: n (switch ports) must be >= 2")
+    if k < 1:
+        raise TopologyError(f"bcube k={k} is invalid: k (levels) must be >= 1")
+    _check_hosts(n ** k, f"bcube:{n},{k}")
+    hosts = tuple(make_host(i, digits(i, n, k), tuple(range(k))) for i in range(n ** k))
+    switches, links = [], []
+    for level in range(k):
+        for j in range(n ** (k - 1)):
+            sw = make_switch(f"s{level}_{j}", "bcube", level, j)
+            switches.append(sw)
+            # Switch j of level l joins the hosts whose other digits spell j.
+            rest = list(digits(j, n, k - 1))
+            for d in range(n):
+                ds = tuple(rest[:level] + [d] + rest[level:])
+                host = hosts[undigits(ds, n)]
+                links.append(Link(host.name, level, sw.name, d + 1, level))
+    return Topology("bcube", (n, k), hosts, tuple(switches), tuple(links))
+
+
+def fat_tree(k: int) -> Topology:
+    """The 3-layer Fat-Tree of k-port switches: k^3/4 hosts, 5k^2/4 switches."""
+    if k < 4 or k % 2:
+        raise TopologyError(f"fattree k={k} is invalid: k (switch ports) must be even and >= 4")
+    half = k // 2
+    _check_hosts(k ** 3 // 4, f"fattree:{k}")
+    hosts, switches, links = [], [], []
+    cores = [make_switch(f"c{j}", "core", 2, j) for j in range(half * half)]
+    for pod in range(k):
+        aggs = [make_switch(f"a{pod}_{j}", "aggregation", 1, pod * half + j) for j in range(half)]
+        edges = [make_switch(f"e{pod}_{j}", "edge", 0, pod * half + j) for j in range(half)]
+        for e, edge in enumerate(edges):
+            for slot in range(half):
+                host = make_host(len(hosts), (pod, e, slot), (0,))
+                hosts.append(host)
+                links.append(Link(host.name, 0, edge.name, slot + 1, 0))
+            for a, agg in enumerate(aggs):
+                links.append(Link(edge.name, half + a + 1, agg.name, e + 1, 1))
+        for a, agg in enumerate(aggs):
+            for c in range(half):
+                core = cores[a * half + c]
+                links.append(Link(agg.name, half + c + 1, core.name, pod + 1, 2))
+        switches += edges + aggs
+    switches += cores
+    return Topology("fattree", (k,), tuple(hosts), tuple(switches), tuple(links))
+
+
+def star(count: int) -> Topology:
+    """`count` hosts on one non-blocking switch."""
+    if count < 2:
+        raise TopologyError(f"star N={count} is invalid: N (hosts) must be >= 2")
+    _check_hosts(count, f"star:{count}")
+    sw = make_switch("s0", "star", 0, 0)
+    hosts = tuple(make_host(i, (i,), (0,)) for i in range(count))
+    links = tuple(Link(h.name, 0, sw.name, i + 1, 0) for i, h in enumerate(hosts))
+    return Topology("star", (count,), hosts, (sw,), links)
+
+
+def tree(fanouts: Tuple[int, ...]) -> Topology:
+    """Hierarchical tree: F0 hosts per level-0 switch, F1 level-0 switches per level-1 switch..."""
+    fanouts = tuple(fanouts)
+    if not fanouts:
+        raise TopologyError("tree fanouts are empty: give one or more fanouts >= 1, e.g. tree:3,2,2")
+    if any(f < 1 for f in fanouts):
+        raise TopologyError(f"tree fanouts {list(fanouts)} are invalid: every fanout must be >= 1")
+    total = math.prod(fanouts)
+    if total < 2:
+        raise TopologyError(f"tree fanouts {list(fanouts)} give {total} host: the product must be >= 2")
+    _check_hosts(total, f"tree:{','.join(map(str, fanouts))}")
+    m = len(fanouts)
+    # counts[l] = number of level-l switches
+    counts = [math.prod(fanouts[level + 1:]) for level in range(m)]
+    switches = [[make_switch(f"t{level}_{j}", "tree", level, j) for j in range(counts[level])]
+                for level in range(m)]
+    hosts, links = [], []
+    for j, sw in enumerate(switches[0]):
+        for slot in range(fanouts[0]):
+            path, above = [], j
+            for level in range(m):
+                path.append(above)
+                if level + 1 < m:
+                    above //= fanouts[level + 1]
+            host = make_host(len(hosts), tuple(reversed(path)) + (slot,), (0,))
+            hosts.append(host)
+            links.append(Link(host.name, 0, sw.name, slot + 1, 0))
+    for level in range(1, m):
+        for j, sw in enumerate(switches[level]):
+            for c in range(fanouts[level]):
+                child = switches[level - 1][j * fanouts[level] + c]
+                # The uplink of a level-(l-1) switch is its last port.
+                links.append(Link(child.name, fanouts[level - 1] + 1, sw.name, c + 1, level))
+    flat = tuple(s for row in switches for s in row)
+    return Topology("tree", fanouts, tuple(hosts), flat, tuple(links))
+
+
+BUILDERS = {
+    "bcube": (bcube, "bcube:n,k (e.g. bcube:3,2)", 2),
+    "fattree": (fat_tree, "fattree:k (e.g. fattree:4)", 1),
+    "star": (star, "star:N (e.g. star:9)", 1),
+    "tree": (lambda *f: tree(tuple(f)), "tree:F0,F1,... (e.g. tree:3,2,2)", None),
+}
+
+
+def parse(spec: str) -> Topology:
+    """Build a topology from a spec string such as 'bcube:3,2', 'fattree:4', 'star:9', 'tree:3,2,2'."""
+    kind, _, rest = spec.strip().partition(":")
+    kind = kind.lower()
+    if kind not in BUILDERS:
+        valid = ", ".join(usage for _, usage, _ in BUILDERS.values())
+        raise TopologyError(f"unknown topology '{kind}': valid are {valid}")
+    builder, usage, arity = BUILDERS[kind]
+    try:
+        params = [int(p) for p in rest.split(",")] if rest.strip() else []
+    except ValueError:
+        raise TopologyError(f"topology '{spec}' has a non-integer parameter: use {usage}") from None
+    if arity is not None and len(params) != arity:
+        raise TopologyError(f"topology '{spec}' needs {arity} parameter(s): use {usage}")
+    return builder(*params)
+
+
+MAX_BW_MBPS = 1000.0
+# The smallest rate the shaper honours here, measured with `dmlbed net star:2 --bw R --check`: fidelity 0.98 at 2
+# Mbit/s, 0.44 at 1 (one flow at 0.44 of its rate), 0.64 at 0.1, nothing through at 0.01; below 1e-6 Mbit/s tc is
+# handed a rate of 0 and the link is not shaped at all.
+MIN_BW_MBPS = 2.0
+
+
+RATE_UNITS = {"": 1.0, "bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}  # tc's names, in Mbit/s
+TIME_UNITS = {"": 1.0, "us": 1e-3, "usec": 1e-3, "ms": 1.0, "msec": 1.0, "s": 1e3, "sec": 1e3}  # in ms
+PERCENT_UNITS = {"": 1.0, "%": 1.0}
+VALUE_WITH_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%]*)\s*$")
+
+
+def parse_value(text: str, units: Dict[str, float]) -> float:
+    """'5ms', '1Gbit', '0.5%' or a plain number, in the quantity's base unit (ValueError if the unit is not in
+    units, matched without case)."""
+    m = VALUE_WITH_UNIT.match(text)
+    if not m or m.group(2).lower() not in units:
+        raise ValueError(text)
+    return float(m.group(1)) * units[m.group(2).lower()]
+
+
+def parse_per_level(text: str, topo: Topology, what: str, unit: str, high: float, low_open: bool = False,
+                    range_error: str = None, low: float = 0.0, units: Dict[str, float] = None) -> Tuple[float, ...]:
+    """One value per link level from 'V' (every level) or 'V0,V1,...' (one per level), each in [low, high] (or
+    (low, high] when low_open) of the base unit, each a number or one with a unit of `units` as tc and Mininet
+    users write them; `what` names the option in errors, `range_error` overrides the range message."""
+    units = units or {"": 1.0}
+    interval = f"{'(' if low_open and not low else '['}{low:g}, {high:g}]"
+    suffixes = ", ".join(u for u in units if u)
+    try:
+        values = [parse_value(v, units) for v in str(text).split(",")]
+    except ValueError:
+        raise TopologyError(f"{what} '{text}' is not a number{' with a unit' if suffixes else ''}: give {unit} in "
+                            f"{interval}{' (or with a unit: ' + suffixes + ')' if suffixes else ''}, one value or "
+                            f"one per level") from None
+    if len(values) not in (1, topo.levels):
+        raise TopologyError(f"{what} '{text}' has {len(values)} values: {topo.spec} needs 1 or "
+                            f"{topo.levels} (one per link level)")
+    for v in values:
+        if not math.isfinite(v) or not (low < v if low_open and not low else low <= v) or v > high:
+            raise TopologyError(f"{what} {v:g} {unit} is out of range: {range_error or 'give ' + unit + ' in'} "
+                                f"{interval} {unit}")
+    return tuple(values * topo.levels if len(values) == 1 else values)
+
+
+def parse_bandwidth(text: str, topo: Topology) -> Tuple[float, ...]:
+    """Per-link-level bandwidths in Mbit/s from '100' (all levels) or '1000,100,200' (one per level)."""
+    return parse_per_level(text, topo, "bandwidth", "Mbit/s", MAX_BW_MBPS, low=MIN_BW_MBPS, units=RATE_UNITS,
+                           range_error=f"the shaper honours rates from {MIN_BW_MBPS:g} Mbit/s (measured) up to "
+                                       f"{MAX_BW_MBPS:g}: give a value in")

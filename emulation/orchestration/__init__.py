@@ -1,1 +1,0 @@
-"""Orchestration on top of everything: one run, compare matrices, the CLI, reports."""

@@ -1,0 +1,416 @@
+"""The option table: every option of every `dmlbed` command, each with its help, type, choices, range and group, in
+one place; argparse flags, compare-config keys, JSON Schemas and the CLI reference are derived from it. A RunConfig
+holds the options of a run-shaped job (the table's run options and each algorithm's own, declared by its
+descriptor in workloads/algorithms); a command takes named groups of them plus options of its own."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from emulation.core.controller_choice import parse_controller
+from emulation.core.placement import TUNNELS, parse_servers
+from emulation.core.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, RTO_DRAINS, RTO_MIN_FLOOR_MS,
+                                TSQ_MAX_BYTES, TSQ_MIN_BYTES, TSQ_TIME_S, TcpSettings, rto_min_for_rate)
+from emulation.core.terngrad_model import SCALINGS
+from emulation.core.topology import MAX_HOSTS
+from emulation.simulation.flows import GRANULARITIES
+from emulation.simulation.routes import ECMP_MODES
+from workloads.algorithms import ALGORITHMS
+from workloads.algorithms.base import option_kind
+from workloads.compression import COMPRESSORS
+from workloads.overlap import DDP_BUCKET_MB
+from workloads.schedule import SCHEDULE_HELP, parse_schedule
+
+MODES = ("emulate", "simulate", "theory")  # the back ends of a compare row (emulation/backends)
+
+# The groups of run options; a command takes some of them (emulation/commands), a compare config every one.
+TOPOLOGY = "topology"                # the network's shape
+LINKS = "links"                      # rates, delay and frame size of the links (every command that has links)
+NETWORK = "emulated network"         # the emulated hosts' TCP, queues, loss, switch datapath, several machines
+CONTROLLER = "controller"            # which OpenFlow controller runs the switches
+RANKS = "ranks"                      # processes on the hosts: time limits, loopback instead of emulation
+DILATION = "time dilation"           # time dilation and the ranks' sockets
+SYNCHRONIZATION = "synchronization"  # the algorithm, its plan-shaping options, the model and the device
+PLAN_INPUTS = "plan inputs"          # dedicated servers and a calibration (plans and their models)
+BATCH = "batch"
+ITERATIONS = "iterations"
+TRAINING = "training"                # data, optimizer, evaluation and the algorithms' training-only options
+FLOW_MODEL = "flow model"            # the flow-level simulation's settings
+APP_B = "TernGrad App. B"            # TernGrad's own performance model (theory)
+MATRIX = "matrix"                    # what only a compare config's rows set
+OUTPUT = "output"                    # where results go
+REPLACE = "replace"                  # replacing earlier results
+WAIT = "wait"                        # waiting for the machine's one emulated network
+GROUPS = (TOPOLOGY, LINKS, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
+          TRAINING, FLOW_MODEL, APP_B, MATRIX, OUTPUT, REPLACE, WAIT)
+COMMAND_OWN = "command"              # the group of an option one command declares for itself
+
+
+class OptionError(ValueError):
+    """A bad option value: the message names the option and what is valid."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """How an option is given and checked.
+
+    kind: int, float, str, bool or list (a repeatable flag); low/high: inclusive range (low_open: low itself
+    excluded); parse: extra format check of a str value (raises ValueError); group: the named group it belongs to;
+    flag: its flag when not --name-with-dashes; yaml_key: its compare-config key (yaml False: not one);
+    algorithm_option: declared by algorithms' descriptors, and only those algorithms may change it from its default.
+    A command's own option also has its name and default, and may be positional (nargs as argparse's), or one of a
+    set of flags of which exactly one is given (exclusive).
+    """
+
+    help: str
+    kind: type = str
+    choices: Optional[Tuple[str, ...]] = None
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False
+    parse: Optional[Callable[[str], object]] = None
+    group: str = TRAINING
+    flag: Optional[str] = None
+    yaml_key: Optional[str] = None
+    yaml: bool = True
+    required: bool = False
+    algorithm_option: bool = False
+    name: Optional[str] = None
+    default: Any = None
+    positional: bool = False
+    nargs: Optional[str] = None
+    metavar: Optional[str] = None
+    exclusive: Optional[str] = None
+
+
+def command_option(name: str, help: str, default: Any = None, **kwargs) -> Option:
+    """An option one command declares for itself (not a RunConfig field); yaml: never a compare-config key."""
+    return Option(help=help, name=name, default=default, group=COMMAND_OWN, yaml=False, **kwargs)
+
+
+def auto_or_int(flag: str, low: int, high: int) -> Callable[[str], Optional[int]]:
+    """A parser of 'auto' (None: sized to the rate) or an integer in [low, high] (ValueError naming flag)."""
+    def parse(value: str) -> Optional[int]:
+        if str(value) == "auto":
+            return None
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or not low <= number <= high:
+            raise ValueError(f"{flag} {value} is not valid: give auto or an integer in [{low}, {high}]")
+        return number
+    return parse
+
+
+def option(default, help: str, **kwargs) -> Any:
+    """A RunConfig field described by an Option."""
+    return field(default=default, metadata={"option": Option(help=help, **kwargs)})
+
+
+@dataclass
+class CommonConfig:
+    """The options every algorithm shares (RunConfig adds each algorithm's own)."""
+
+    topology: str = option(None, "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", flag="--topo",
+                           yaml_key="topo", required=True, group=TOPOLOGY)
+    algo: str = option(None, "synchronization algorithm", choices=tuple(ALGORITHMS), required=True,
+                       group=SYNCHRONIZATION)
+    model: str = option("lenet5", "lenet5 | alexnet | vgg19 | vgg19-22k | resnet50 | googlenet | inception_v3 | "
+                        "mlp:SIZE (e.g. mlp:12.5MB) | package.module:factory (your nn.Module with an input_shape)",
+                        group=SYNCHRONIZATION)
+    bw: str = option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200); "
+                     "with a unit as tc writes it: 1Gbit, 500Mbit",
+                     group=LINKS)
+    servers: int = option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
+                          kind=int, low=0, high=MAX_HOSTS, group=PLAN_INPUTS)
+    batch: int = option(32, "sub-minibatch per worker", kind=int, low=1, high=4096, group=BATCH)
+    iters: int = option(10, "iterations", kind=int, low=1, high=100000, group=ITERATIONS)
+    data: str = option("synthetic", "synthetic | digits | mnist:PATH", group=TRAINING)
+    lr: float = option(0.01, "learning rate", kind=float, low=0, high=10, low_open=True, group=TRAINING)
+    momentum: float = option(0.0, "SGD momentum of the workers' optimizer", kind=float, low=0, high=0.999, group=TRAINING)
+    weight_decay: float = option(0.0, "SGD weight decay (L2) of the workers' optimizer", kind=float, low=0, high=1, group=TRAINING)
+    lr_schedule: str = option("constant", "learning-rate schedule: " + SCHEDULE_HELP, parse=parse_schedule, group=TRAINING)
+    eval_every: int = option(0, "measure held-out accuracy every N iterations, a curve in summary.json "
+                             "(accuracy_curve); 0: once at the end. Needs a real data set (digits, mnist:PATH)",
+                             kind=int, low=0, high=100000, group=TRAINING)
+    seed: int = option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1, group=TRAINING)
+    timeout: float = option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
+                     group=RANKS)
+    codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS),
+                        group=SYNCHRONIZATION)
+    compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
+                                 kind=float, low=0, high=3600, group=SYNCHRONIZATION)
+    overlap: bool = option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket-mb, each "
+                           "synchronized by the algorithm's DDP communication hook as soon as it is ready", kind=bool,
+                           group=SYNCHRONIZATION)
+    bucket_mb: float = option(DDP_BUCKET_MB, "--overlap: DDP's bucket size, MiB (bucket_cap_mb)", kind=float,
+                              low=0, high=4096, low_open=True, group=SYNCHRONIZATION)
+    delay: str = option("0", "one-way delay of every link, ms (or 5ms, 200us), or one value per link level (netem "
+                        "under the shaping; theory and simulate add it as latency)",
+                        group=LINKS)
+    loss: str = option("0", "packet loss of every link, percent (or 1%), or one value per link level (netem)",
+                       group=NETWORK)
+    dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
+                             "reported divided by F (for rates a 2-core machine cannot emulate in real time)",
+                             kind=float, low=1, high=100, group=DILATION)
+    tcp_cc: str = option(TcpSettings.congestion_control, "TCP congestion control of every emulated host",
+                         choices=CONGESTION_CONTROLS, group=NETWORK)
+    rto_min: str = option("auto", "minimum TCP retransmission timeout on host routes, ms (0 = the kernel's 200 ms; "
+                          f"auto: {RTO_DRAINS:g} drains of a full switch port buffer at the slowest link's rate, "
+                          f"at least {RTO_MIN_FLOOR_MS} ms: {rto_min_for_rate(25, TcpSettings.switch_queue_packets)} "
+                          f"ms at 25 Mbit/s, {rto_min_for_rate(100, TcpSettings.switch_queue_packets)} at 100)",
+                          parse=auto_or_int("--rto-min", 0, 1000), group=NETWORK)
+    quickack: bool = option(TcpSettings.quickack, "hosts ACK every segment at once (no delayed ACKs) on their routes",
+                            kind=bool, group=NETWORK)
+    tsq: str = option("auto", "TCP Small Queues bytes per socket in a host's NIC queue (auto: "
+                      f"{TSQ_TIME_S * 1000:g} ms of the host's NIC rate, {TSQ_MIN_BYTES}-{TSQ_MAX_BYTES} bytes)",
+                      parse=auto_or_int("--tsq", TSQ_MIN_BYTES, 64 << 20),
+                      group=NETWORK)
+    socket_buffer: int = option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
+                                kind=int, low=16384, high=64 << 20, group=DILATION)
+    host_queue: int = option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
+                             low=10, high=100000, group=NETWORK)
+    queue: int = option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
+                        kind=int, low=10, high=100000, group=NETWORK)
+    mtu: int = option(TcpSettings.mtu, "MTU of every emulated link, bytes (the userspace switch pays per packet: "
+                      f"larger frames keep it faithful; at most {AFXDP_MAX_MTU} on its AF_XDP ports)", kind=int,
+                      low=MIN_MTU, high=MAX_MTU, group=LINKS)
+    datapath: str = option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
+                           choices=("auto", "kernel", "user"), group=NETWORK)
+    controller: str = option("dmlbed", "the OpenFlow controller: dmlbed (its proactive Ryu app) or remote:IP:PORT "
+                             "(one you started, as mn --controller remote)", parse=lambda t: parse_controller(t, None),
+                             group=CONTROLLER, yaml=False)
+    controller_app: str = option(None, "your Ryu app (FILE.py), run by dmlbed in place of its own",
+                                 parse=lambda t: parse_controller(None, t), group=CONTROLLER, yaml=False)
+    shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (a bridging namespace "
+                                        "per host link; incast into one host needs it)",
+                                 kind=bool, group=NETWORK)
+    cluster: str = option(None, "emulate across machines: SERVER[,SERVER...] reached over SSH, this machine "
+                          "first (Mininet Cluster Edition; see README, Several machines)", parse=parse_servers,
+                          group=NETWORK)
+    tunnel: str = option("ssh", "--cluster: links between machines as SSH Ethernet tunnels (any kernel) or GRE "
+                         "(faster; needs ip_gre)", choices=TUNNELS, group=NETWORK)
+    calibration: str = option(None, "a `dmlbed calibrate` calibration.json of this topology and rate: theory, bench "
+                              "and simulate add its fitted latency-bandwidth model beside the paper's formula",
+                              group=PLAN_INPUTS)
+    tg_gpus: int = option(1, "theory --codec terngrad (TernGrad App. B): GPUs per machine i (the hosts are the j "
+                          "machines)", kind=int, low=1, high=64, group=APP_B)
+    tg_step_s: float = option(0.0, "theory --codec terngrad: T(1,1,K,|g|), one GPU's profiled time for a mini-batch "
+                              "of --batch, seconds (default: --compute-time)", kind=float, low=0, high=3600,
+                              group=APP_B)
+    tg_gpu_gbps: float = option(100.0, "theory --codec terngrad: GPU-to-GPU bandwidth inside a machine C_gwd, Gbit/s",
+                                kind=float, low=0, high=10000, low_open=True, group=APP_B)
+    tg_cpu_gbps: float = option(100.0, "theory --codec terngrad: CPU-GPU bandwidth C_cwd, Gbit/s", kind=float, low=0,
+                                high=10000, low_open=True, group=APP_B)
+    tg_latency_us: float = option(0.0, "theory --codec terngrad: network latency C_ncost, microseconds", kind=float,
+                                  low=0, high=1e6, group=APP_B)
+    tg_scaling: str = option("weak", "theory --codec terngrad: weak (--batch per GPU, eq. 17-18) or strong (--batch "
+                             "in all, eq. 15-16) scaling", choices=SCALINGS, group=APP_B)
+    tg_ternarize_last: bool = option(False, "theory --codec terngrad: ternarize the last layer too (the paper "
+                                     "keeps it fp32)", kind=bool, group=APP_B)
+    mode: str = option("emulate", "emulate (real workers on Mininet), simulate (flow-level, any size) or theory (the "
+                       "closed forms; TernGrad's App. B where tg_step_s is given)",
+                       choices=MODES, group=MATRIX)
+    latency_us: float = option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
+                               high=1e6, group=FLOW_MODEL)
+    goodput: float = option(None, "simulate: share of a link's shaped rate that carries payload (default: full "
+                            "frames of --mtu, TCP/IP and Ethernet headers taken off: 3448 of 3514 bytes at 3500)",
+                            kind=float, low=0, high=1, low_open=True, group=FLOW_MODEL)
+    ecmp: str = option("spread", "simulate: ECMP as an even split of every flow over its equal-cost paths (spread) "
+                       "or one hashed path per flow, as a switch picks (hash)", choices=ECMP_MODES,
+                       group=FLOW_MODEL)
+    ecmp_ports: str = option(None, "simulate: an emulated run's folder whose connections' TCP ports (so their "
+                             "ECMP paths) the simulation reuses, so both see the same collisions; in compare, "
+                             "'emulated' takes the emulated row of the same label", group=FLOW_MODEL)
+    granularity: str = option("chunk", "simulate: data moves in the engine's chunks, each going on once its own "
+                              "earlier steps are done (chunk), or in whole step messages, as the closed forms "
+                              "assume (message)", choices=GRANULARITIES, group=FLOW_MODEL)
+    out: str = option(None, "output folder (default: a new results/COMMAND/DATE-TIME, with results/COMMAND/latest "
+                            "pointing at it)",
+                      group=OUTPUT, yaml=False)
+    local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
+                         group=RANKS, yaml=False)
+    force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, group=REPLACE,
+                         yaml=False)
+    wait: bool = option(False, "wait for another run's emulated network instead of refusing", kind=bool,
+                        group=WAIT, yaml=False)
+
+
+
+def algorithm_fields() -> List[Tuple[str, type, Any]]:
+    """(name, type, field) of every option an algorithm's descriptor declares, as Options; an option two
+    algorithms share must be declared the same by both."""
+    seen: Dict[str, Tuple[Any, Option]] = {}
+    for algorithm in ALGORITHMS.values():
+        for f in fields(algorithm.options):
+            meta = f.metadata
+            opt = Option(help=meta["help"], kind=option_kind(f), choices=meta["choices"], low=meta["low"],
+                         high=meta["high"], parse=meta["parse"], algorithm_option=True,
+                         group=SYNCHRONIZATION if meta["shapes_plan"] else TRAINING)
+            if seen.setdefault(f.name, (f.default, opt)) != (f.default, opt):
+                raise TypeError(f"option {f.name} is declared differently by {algorithm.name} and another algorithm")
+    return [(name, opt.kind, field(default=default, metadata={"option": opt}))
+            for name, (default, opt) in seen.items()]
+
+
+RunConfig = make_dataclass("RunConfig", algorithm_fields(), bases=(CommonConfig,))
+RunConfig.__doc__ = "Everything one run-shaped job needs, each algorithm's own options included; checked once."
+
+Label = Callable[[str], str]
+
+
+def described() -> List[Tuple[str, Option, Any]]:
+    """(field name, Option, default) of every RunConfig field, in order."""
+    return [(f.name, f.metadata["option"], None if f.default is MISSING else f.default)
+            for f in fields(RunConfig) if "option" in f.metadata]
+
+
+def in_groups(groups: Iterable[str]) -> List[Tuple[str, Option, Any]]:
+    """described(), only the fields of these groups."""
+    wanted = set(groups)
+    return [(n, o, d) for n, o, d in described() if o.group in wanted]
+
+
+def flag_of(name: str, opt: Option) -> str:
+    """--name-with-dashes, or the option's own flag."""
+    return opt.flag or "--" + name.replace("_", "-")
+
+
+def option_of(name: str) -> Option:
+    """The Option of a RunConfig field."""
+    return next(o for n, o, _ in described() if n == name)
+
+
+def flag_label(name: str) -> str:
+    """How a message names a RunConfig field given on the command line: its flag."""
+    return flag_of(name, option_of(name))
+
+
+def yaml_key(name: str, opt: Option) -> str:
+    """The compare-config key of a field."""
+    return opt.yaml_key or name
+
+
+def yaml_keys() -> List[str]:
+    """Every key a compare config may set (plus 'label')."""
+    return [yaml_key(n, o) for n, o, _ in described() if o.yaml] + ["label"]
+
+
+def argument_help(opt: Option, default: Any) -> str:
+    """An option's help text as argparse shows it: the choices, and the default where there is one."""
+    text = opt.help + (f" ({' | '.join(opt.choices)})" if opt.choices else "")
+    if default not in (None, False, "", []) and not opt.positional:
+        text += f" [default: {default:g}]" if isinstance(default, float) else f" [default: {default}]"
+    return text.replace("%", "%%")  # argparse formats help with %
+
+
+def add_arguments(parser, groups: Iterable[str] = (), own: Sequence[Option] = ()) -> None:
+    """argparse arguments of the RunConfig fields in these groups and of a command's own options (values are
+    converted and checked later, in one place)."""
+    for name, opt, default in in_groups(groups):
+        add_argument(parser, name, opt, default)
+    exclusive: Dict[str, Any] = {}
+    for opt in own:
+        target = parser
+        if opt.exclusive:
+            if opt.exclusive not in exclusive:
+                exclusive[opt.exclusive] = parser.add_mutually_exclusive_group(required=opt.required)
+            target = exclusive[opt.exclusive]
+        add_argument(target, opt.name, opt, opt.default)
+
+
+def add_argument(parser, name: str, opt: Option, default: Any) -> None:
+    """One argparse argument of an option."""
+    text = argument_help(opt, default)
+    if opt.positional:
+        parser.add_argument(name, help=text, nargs=opt.nargs, metavar=opt.metavar,
+                            **({"default": default} if opt.nargs in ("?", "*") else {}))
+    elif opt.kind is bool:
+        parser.add_argument(flag_of(name, opt), dest=name, action="store_true", help=text)
+    elif opt.kind is list:
+        parser.add_argument(flag_of(name, opt), dest=name, action="append", default=[], help=text,
+                            metavar=opt.metavar or name.upper())
+    else:
+        required = opt.required and not opt.exclusive
+        parser.add_argument(flag_of(name, opt), dest=name, required=required, help=text,
+                            default=None if required else default,
+                            metavar=opt.metavar or (name.upper() if opt.choices is None else None))
+
+
+def from_args(args, groups: Iterable[str], **overrides) -> RunConfig:
+    """A RunConfig from parsed CLI arguments of these groups (strings converted; checked by validation)."""
+    values = {name: getattr(args, name) for name, _, _ in in_groups(groups) if hasattr(args, name)}
+    values.update(overrides)
+    return RunConfig(**coerce(values, flag_label))
+
+
+def coerce(values: Mapping[str, Any], label: Label, strict: bool = False) -> Dict[str, Any]:
+    """Convert option values to their field types. CLI strings convert; with strict (YAML), only a value of
+    the right type (an int for a float, a number for bw) is accepted."""
+    return {name: convert(value, option_of(name), label(name), strict) for name, value in values.items()}
+
+
+def convert(value, opt: Option, label: str, strict: bool):
+    """One value converted to opt.kind, or OptionError naming the option and the expected type."""
+    if value is None:
+        return None
+    kind = opt.kind
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise OptionError(f"{label} must be true or false, not {value!r}")
+    if kind is list:
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise OptionError(f"{label} must be a list of strings, not {value!r}")
+    if kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and not strict:
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise OptionError(f"{label} must be an integer, not {value!r}")
+    if kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str) and not strict:
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise OptionError(f"{label} must be a number, not {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and opt.choices is None:  # rto_min: 250 in YAML
+        return str(value)
+    if isinstance(value, float) and opt.parse is None and opt.choices is None:
+        return f"{value:g}"  # bw: 2.5 in YAML
+    if not isinstance(value, str):
+        raise OptionError(f"{label} must be a string, not {value!r}")
+    return value
+
+
+def did_you_mean(key: str, valid: Sequence[str]) -> str:
+    """' (did you mean X?)' for a near miss, else ''."""
+    close = difflib.get_close_matches(key, valid, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def from_mapping(entry: Mapping[str, Any], where: str, **fixed) -> RunConfig:
+    """A RunConfig from a compare-config mapping (YAML keys, strict types); OptionError names `where`."""
+    keys = yaml_keys()
+    by_key = {yaml_key(n, o): n for n, o, _ in described() if o.yaml}
+    values = {}
+    for key, value in entry.items():
+        if key == "label":
+            continue
+        if key not in by_key:
+            raise OptionError(f"{where}: unknown key '{key}'{did_you_mean(str(key), keys)}: valid are "
+                              f"{', '.join(sorted(keys))}")
+        values[by_key[key]] = value
+    values = coerce(values, lambda n: f"{where}: {yaml_key(n, option_of(n))}", strict=True)
+    values.update(fixed)
+    return RunConfig(**values)

@@ -1,0 +1,182 @@
+"""A run's timeline: trace.json in Chrome's trace event format (Perfetto, chrome://tracing) and a PNG of it,
+built from what the workers recorded (per-iteration rows and per-transfer traces)."""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, List, Optional
+
+from emulation.run.outputs import write_atomic
+from workloads.runfolder import RankRecords, RunFolder
+
+TRACK_ITERATION, TRACK_COMPUTE, TRACK_SYNC = 0, 1, 2
+LINKS_PID = 100000  # the process that holds the link counters (ranks are pids 0..N-1)
+
+
+def _us(t: float, origin: float) -> float:
+    return round((t - origin) * 1e6, 1)
+
+
+def transfer_track(stream: int, direction: str) -> int:
+    """Thread id of one stream's sends or receives on a rank's track."""
+    return 10 + 2 * stream + (direction == "recv")
+
+
+def chrome_trace(rows: Dict[int, List[dict]], traces: List[dict], hosts: List[str], dilation: float = 1.0,
+                 shaped_mbps: Optional[List[float]] = None) -> dict:
+    """Trace events: per rank, iterations, compute, synchronization and every transfer (peer, level, bytes);
+    per link level a counter of the rate all ranks sent at during each synchronization."""
+    starts = [r["start"] for rs in rows.values() for r in rs] + [t["start"] for t in traces if t.get("start")]
+    origin = min(starts) if starts else 0.0
+    events: List[dict] = []
+    names = {TRACK_ITERATION: "iterations", TRACK_COMPUTE: "compute", TRACK_SYNC: "synchronization"}
+    for rank in sorted(set(rows) | {t["rank"] for t in traces}):
+        host = hosts[rank] if rank < len(hosts) else f"rank {rank}"
+        events.append({"ph": "M", "pid": rank, "name": "process_name", "args": {"name": f"rank {rank} ({host})"}})
+        events.append({"ph": "M", "pid": rank, "name": "process_sort_index", "args": {"sort_index": rank}})
+        for tid, name in names.items():
+            events.append({"ph": "M", "pid": rank, "tid": tid, "name": "thread_name", "args": {"name": name}})
+        for r in rows.get(rank, []):
+            i = r["iteration"]
+            events.append({"ph": "X", "pid": rank, "tid": TRACK_ITERATION, "name": f"iteration {i}",
+                           "ts": _us(r["start"], origin), "dur": _us(r["end"], r["start"]),
+                           "args": {"iteration": i, "gst_s": r.get("gst_s"), "loss": r.get("loss")}})
+            if r.get("compute_s") is not None:
+                events.append({"ph": "X", "pid": rank, "tid": TRACK_COMPUTE, "name": "compute",
+                               "ts": _us(r["start"], origin), "dur": round(r["compute_s"] * 1e6, 1),
+                               "args": {"iteration": i, "cpu_s": r.get("compute_cpu_s")}})
+            if r.get("sync_start") is not None and r.get("sync_end") is not None:
+                events.append({"ph": "X", "pid": rank, "tid": TRACK_SYNC, "name": "sync",
+                               "ts": _us(r["sync_start"], origin), "dur": _us(r["sync_end"], r["sync_start"]),
+                               "args": {"iteration": i}})
+    tracks = set()
+    for t in traces:
+        if t.get("start") is None or t.get("end") is None:
+            continue
+        tid = transfer_track(t["stream"], t["dir"])
+        if (t["rank"], tid) not in tracks:
+            tracks.add((t["rank"], tid))
+            events.append({"ph": "M", "pid": t["rank"], "tid": tid, "name": "thread_name",
+                           "args": {"name": f"stream {t['stream']} {t['dir']}"}})
+        arrow = "->" if t["dir"] == "send" else "<-"
+        events.append({"ph": "X", "pid": t["rank"], "tid": tid, "name": f"step {t['step']} {arrow} {t['peer']}",
+                       "ts": _us(t["start"], origin), "dur": _us(t["end"], t["start"]),
+                       "args": {"iteration": t["iteration"], "peer": t["peer"], "level": t["level"],
+                                "bytes": t["bytes"], "wire_bytes": t.get("wire_bytes"), "phase": t.get("phase"),
+                                "stream": t["stream"], "step": t["step"]}})
+    events += level_counters(rows, traces, origin, shaped_mbps)
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"clock": "wall time of the emulated hosts (one clock)", "dilation": dilation,
+                          "note": "times are real; with dilation F, divide by F for the emulated time"
+                          if dilation != 1 else "times are as measured"}}
+
+
+def level_counters(rows: Dict[int, List[dict]], traces: List[dict], origin: float,
+                   shaped_mbps: Optional[List[float]]) -> List[dict]:
+    """Per link level: the rate (Mbit/s, all ranks' sends) during each iteration's synchronization window."""
+    windows: Dict[int, List[float]] = {}
+    for rs in rows.values():
+        for r in rs:
+            if r.get("sync_start") is not None and r.get("sync_end") is not None:
+                w = windows.setdefault(r["iteration"], [r["sync_start"], r["sync_end"]])
+                w[0], w[1] = min(w[0], r["sync_start"]), max(w[1], r["sync_end"])
+    sent: Dict[tuple, float] = {}
+    for t in traces:
+        if t["dir"] == "send":
+            key = (t["iteration"], t["level"])
+            sent[key] = sent.get(key, 0.0) + (t.get("wire_bytes") or t["bytes"])
+    levels = sorted({level for _, level in sent})
+    if not levels:
+        return []
+    events = [{"ph": "M", "pid": LINKS_PID, "name": "process_name", "args": {"name": "links (all ranks' sends)"}}]
+    for i, (lo, hi) in sorted(windows.items()):
+        span = max(hi - lo, 1e-9)
+        rates = {f"L{level}": round(sent.get((i, level), 0.0) * 8 / span / 1e6, 3) for level in levels}
+        events.append({"ph": "C", "pid": LINKS_PID, "name": "Mbit/s by level", "ts": _us(lo, origin), "args": rates})
+        events.append({"ph": "C", "pid": LINKS_PID, "name": "Mbit/s by level", "ts": _us(hi, origin),
+                       "args": {k: 0 for k in rates}})
+    if shaped_mbps:
+        events[0]["args"]["name"] += " -- shaped " + ", ".join(f"L{l} {b:g}" for l, b in enumerate(shaped_mbps))
+    return events
+
+
+def write_trace(out_dir: str, records: RankRecords, hosts: List[str], dilation: float = 1.0,
+                shaped_mbps: Optional[List[float]] = None) -> str:
+    """Write the run folder's trace.json from the ranks' records and transfers; returns its path."""
+    trace = chrome_trace(records.rows, records.transfers, hosts, dilation, shaped_mbps)
+    path = RunFolder(out_dir).file(RunFolder.TRACE)
+    write_atomic(path, json.dumps(trace))
+    return path
+
+
+def plot_timeline(trace: dict, path: str, iterations: Optional[int] = None) -> str:
+    """A PNG of the trace: per rank, compute (grey) and every send coloured by link level."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    x = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    if iterations is not None:
+        x = [e for e in x if e["args"].get("iteration", 0) < iterations]  # iteration events: drawn by rank only
+    ranks = sorted({e["pid"] for e in x})
+    levels = sorted({e["args"]["level"] for e in x if e["tid"] >= 10})
+    colours = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(12, 1 + 0.5 * len(ranks)))
+    for row, rank in enumerate(ranks):
+        mine = [e for e in x if e["pid"] == rank]
+        ax.broken_barh([(e["ts"] / 1e6, e["dur"] / 1e6) for e in mine if e["tid"] == TRACK_COMPUTE],
+                       (row - 0.4, 0.25), color="0.6")
+        for level in levels:
+            sends = [(e["ts"] / 1e6, e["dur"] / 1e6) for e in mine
+                     if e["tid"] >= 10 and e["tid"] % 2 == 0 and e["args"]["level"] == level]
+            ax.broken_barh(sends, (row - 0.1, 0.5), color=colours(level), alpha=0.6)
+    ax.set_yticks(range(len(ranks)), [f"rank {r}" for r in ranks])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first iteration started")
+    handles = [plt.Rectangle((0, 0), 1, 1, color="0.6", label="compute")]
+    handles += [plt.Rectangle((0, 0), 1, 1, color=colours(l), alpha=0.6, label=f"send on L{l}") for l in levels]
+    ax.legend(handles=handles, loc="upper right", fontsize="small")
+    ax.set_title("timeline: compute and sends per rank")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def launch_trace(path: str, topo, started: float, ended: float, rates, level_of: Dict[str, int],
+                 buckets: List[dict], transfers: List[dict], shaped_mbps: List[float]) -> str:
+    """trace.json of a `dmlbed launch`: per rank the command's run and every DDP bucket's synchronization (when
+    the script registered dmlbed's hook, with its transfers), and per link level the rate the hosts sent at,
+    from their interface counters."""
+    origin = started
+    events: List[dict] = []
+    for rank, host in enumerate(topo.hosts):
+        events.append({"ph": "M", "pid": rank, "name": "process_name", "args": {"name": f"rank {rank} ({host.name})"}})
+        events.append({"ph": "M", "pid": rank, "tid": TRACK_ITERATION, "name": "thread_name",
+                       "args": {"name": "command"}})
+        events.append({"ph": "X", "pid": rank, "tid": TRACK_ITERATION, "name": "command", "ts": 0.0,
+                       "dur": _us(ended, started), "args": {}})
+    for b in buckets:
+        events.append({"ph": "X", "pid": b["rank"], "tid": TRACK_SYNC, "name": f"bucket {b['bucket']}",
+                       "ts": _us(b["start"], origin), "dur": _us(b["end"], b["start"]),
+                       "args": {"iteration": b["iteration"], "elements": b["elements"], "ready": _us(b["ready"], origin),
+                                "sent_by_level": b.get("sent_by_level")}})
+    for t in transfers:
+        if t.get("start") is not None and t.get("end") is not None:
+            events.append({"ph": "X", "pid": t["rank"], "tid": transfer_track(t["stream"], t["dir"]),
+                           "name": f"step {t['step']} {'->' if t['dir'] == 'send' else '<-'} {t['peer']}",
+                           "ts": _us(t["start"], origin), "dur": _us(t["end"], t["start"]),
+                           "args": {"iteration": t.get("iteration"), "bucket": t.get("bucket"), "level": t["level"],
+                                    "bytes": t["bytes"]}})
+    name = "Mbit/s by level (interface counters) -- shaped " + ", ".join(f"L{l} {b:g}" for l, b in
+                                                                      enumerate(shaped_mbps))
+    events.append({"ph": "M", "pid": LINKS_PID, "name": "process_name", "args": {"name": name}})
+    for lo, hi, sample in rates:
+        by_level: Dict[str, float] = {}
+        for intf, mbps in sample.items():
+            if intf in level_of:
+                key = f"L{level_of[intf]}"
+                by_level[key] = by_level.get(key, 0.0) + mbps
+        events.append({"ph": "C", "pid": LINKS_PID, "name": "Mbit/s sent by level", "ts": _us(lo, origin),
+                       "args": {k: round(v, 3) for k, v in sorted(by_level.items())}})
+    write_atomic(path, json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+    return path

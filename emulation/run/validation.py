@@ -1,0 +1,232 @@
+"""Validation in sections, each run once before anything starts and each returning what it resolved: option values,
+the network (topology, rates, impairment, frame size, controller, machines), the synchronization (algorithm, its
+options, servers), training (model, data, optimizer), the workers' memory and a calibration. A command runs the
+sections it uses; a run-shaped job runs them all (validate). Every error is a ValueError naming the option."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
+
+from emulation.core.calibration import load as load_calibration
+from emulation.core.controller_choice import ControllerChoice, parse_controller
+from emulation.core.impairment import Impairment, parse_impairment
+from emulation.core.placement import parse_servers
+from emulation.core.tcp import AFXDP_MAX_MTU, MAX_MTU, MIN_MTU
+from emulation.core.topology import Topology, parse, parse_bandwidth
+from emulation.net.kernel_probes import choose_datapath, netem_available
+from emulation.run.forkclient import rank_start
+from emulation.run.options import (Label, Option, OptionError, RunConfig, convert, described, flag_label, in_groups)
+from emulation.run.resolution import (Checked, NetworkSettings, Synchronization, algorithm_options, shaped_rates,
+                                      tcp_settings)
+from emulation.run.resources import check_memory
+from workloads.algorithms import get as get_algorithm, names_with
+from workloads.algorithms.base import Algorithm
+from workloads.data import check_data
+from workloads.models import input_shape, parameter_count_of
+
+GRE_MAX_MTU = 1450  # Mininet's RemoteGRELink sets it on both ends
+MAX_EMULATED_HOSTS = 256  # one machine: namespaces, veths and torch processes all share it
+
+
+def check_value(value: Any, opt: Option, label: str) -> Any:
+    """One value converted and checked against its option's choices, range and format (OptionError naming it)."""
+    value = convert(value, opt, label, strict=False)
+    if value is None:
+        if opt.required:
+            raise OptionError(f"{label} is required")
+        return None
+    if opt.choices is not None and value not in opt.choices:
+        raise OptionError(f"{label} {value} is unknown: valid are {', '.join(opt.choices)}")
+    if opt.kind in (int, float):
+        if not math.isfinite(value):
+            raise OptionError(f"{label} {value} is not a finite number")
+        low_ok = opt.low is None or (value > opt.low if opt.low_open else value >= opt.low)
+        if not low_ok or (opt.high is not None and value > opt.high):
+            lo = "(" if opt.low_open else "["
+            raise OptionError(f"{label} {value:g} is out of range: give a value in {lo}{opt.low:g}, {opt.high:g}]")
+    if opt.parse is not None:
+        try:
+            opt.parse(value)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+    return value
+
+
+def check_values(cfg: RunConfig, label: Label = flag_label, groups: Optional[Iterable[str]] = None) -> None:
+    """Every field's type, finiteness, choices and range (OptionError naming the first bad one); with groups, just
+    the fields of those groups (what one command takes)."""
+    for name, opt, _ in (described() if groups is None else in_groups(groups)):
+        setattr(cfg, name, check_value(getattr(cfg, name), opt, label(name)))
+
+
+def check_command_options(values: Mapping[str, Any], own: Sequence[Option]) -> Dict[str, Any]:
+    """A command's own option values, converted and checked as RunConfig fields are."""
+    out = {}
+    for opt in own:
+        value = values.get(opt.name)
+        if opt.positional or opt.kind is list or value is None:
+            out[opt.name] = value
+            continue
+        out[opt.name] = check_value(value, opt, opt.flag or "--" + opt.name.replace("_", "-"))
+    return out
+
+
+def check_topology(spec: str, emulated: bool) -> Topology:
+    """Parse a topology; emulated networks (and local runs, one process per host) stay within the host cap."""
+    topo = parse(spec)
+    if emulated and len(topo.hosts) > MAX_EMULATED_HOSTS:
+        raise OptionError(f"{topo.spec} has {len(topo.hosts)} hosts: emulation supports at most "
+                          f"{MAX_EMULATED_HOSTS} on one machine (dmlbed theory takes any size)")
+    return topo
+
+
+def check_controller(cfg: RunConfig, label: Label = flag_label) -> ControllerChoice:
+    """The controller an emulated run asked for; OptionError for one a loopback run or several machines cannot
+    use."""
+    try:
+        choice = parse_controller(cfg.controller, cfg.controller_app)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    if not choice.own and cfg.local:
+        raise OptionError(f"{label('controller')} and {label('controller_app')} control emulated switches: "
+                          f"{label('local')} has none")
+    if not choice.own and cfg.cluster:
+        raise OptionError(f"{label('cluster')} runs dmlbed's own controller only (switches on every server must "
+                          f"reach it)")
+    return choice
+
+
+def require_netem(label: Label = flag_label) -> None:
+    """OptionError unless this kernel can create a netem qdisc (delay and loss need it)."""
+    if os.geteuid() != 0:
+        return  # probing needs root; the emulated run itself is refused without it
+    if not netem_available():
+        raise OptionError(f"{label('delay')}/{label('loss')} need the kernel's netem qdisc (sch_netem), which this "
+                          f"kernel lacks (a stock Debian kernel has it): only bandwidth shaping ({label('bw')}) is "
+                          f"available here; `dmlbed simulate --delay` and `dmlbed theory --delay` model the delay")
+
+
+def check_impairment(cfg: RunConfig, topo: Topology, emulated: bool, label: Label = flag_label) -> Impairment:
+    """The per-level delay and loss asked for; an emulated one needs netem in this kernel, a loopback run
+    has no links to delay."""
+    impairment = parse_impairment(cfg.delay, cfg.loss, topo)
+    if not impairment.active or not emulated:
+        return impairment
+    if cfg.local:
+        raise OptionError(f"{label('delay')}/{label('loss')} act on emulated links: {label('local')} has none")
+    require_netem(label)
+    return impairment
+
+
+def check_mtu(cfg: RunConfig, label: Label = flag_label) -> None:
+    """OptionError when the emulated links cannot carry --mtu: the userspace switch's AF_XDP ports take frames
+    up to AFXDP_MAX_MTU, Mininet's GRE tunnels 1450 bytes."""
+    if cfg.local:
+        return
+    if cfg.cluster and cfg.tunnel == "gre" and cfg.mtu > GRE_MAX_MTU:
+        raise OptionError(f"{label('mtu')} {cfg.mtu} does not fit {label('tunnel')} gre: Mininet's GRE tunnels carry "
+                          f"frames up to {GRE_MAX_MTU} bytes (valid {MIN_MTU}-{GRE_MAX_MTU}; {label('tunnel')} ssh "
+                          f"carries any)")
+    if cfg.mtu > AFXDP_MAX_MTU and cfg.datapath != "kernel":  # auto/user: never refused by choose_datapath
+        if choose_datapath(cfg.datapath) == "user":
+            raise OptionError(f"{label('mtu')} {cfg.mtu} is more than the userspace switch's AF_XDP ports carry "
+                              f"(a 4 KiB frame): valid {MIN_MTU}-{AFXDP_MAX_MTU} here, up to {MAX_MTU} with the "
+                              f"kernel datapath (the openvswitch module)")
+
+
+def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = True) -> NetworkSettings:
+    """The network section: topology (host cap when emulated), rates, delay and loss, frame size, controller and
+    machines, resolved to the settings hosts_for brings up."""
+    topo = check_topology(cfg.topology, emulated)
+    controller = check_controller(cfg, label)
+    if cfg.local and cfg.cluster:
+        raise OptionError(f"{label('local')} runs without emulation and {label('cluster')} emulates across machines: "
+                          f"give one of them")
+    bw = parse_bandwidth(cfg.bw, topo)
+    impairment = check_impairment(cfg, topo, emulated, label)
+    if emulated:
+        check_mtu(cfg, label)
+    cluster = tuple(parse_servers(cfg.cluster)) if cfg.cluster else ()
+    return NetworkSettings(topo, tuple(bw), shaped_rates(bw, cfg.dilation), impairment, tcp_settings(cfg), controller,
+                           cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait, cfg.dilation)
+
+
+def check_algorithm_options(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_label) -> None:
+    """OptionError when an option only other algorithms read is changed from its default."""
+    for name, opt, default in described():
+        if opt.algorithm_option and getattr(cfg, name) != default and name not in algorithm.option_names:
+            users = names_with(lambda a: name in a.option_names)
+            raise OptionError(f"{label(name)} applies to {', '.join(users)} only, not {algorithm.name}")
+
+
+def check_overlap(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_label) -> None:
+    """OptionError unless the algorithm can synchronize DDP's buckets and every rank trains."""
+    if not algorithm.overlaps:
+        raise OptionError(f"{label('overlap')} runs DDP communication hooks: {algorithm.name} has none (valid: "
+                          f"{', '.join(names_with(lambda a: a.overlaps))})")
+    if algorithm.resolve_servers(cfg.servers):
+        raise OptionError(f"{label('overlap')} needs every rank to train (DDP ranks): {label('servers')} "
+                          f"{cfg.servers} gives dedicated servers")
+
+
+def check_synchronization(cfg: RunConfig, topo: Topology, label: Label = flag_label) -> Synchronization:
+    """The synchronization section: the algorithm, the options only it reads, servers, codec and overlap."""
+    algorithm = get_algorithm(cfg.algo)
+    check_algorithm_options(cfg, algorithm, label)
+    options = algorithm_options(cfg)
+    algorithm.check(topo, cfg.servers, options, cfg.codec)
+    if cfg.overlap:
+        check_overlap(cfg, algorithm, label)
+    servers = algorithm.resolve_servers(cfg.servers)
+    return Synchronization(algorithm, options, algorithm.options_of(options), servers,
+                           tuple(algorithm.contributors(topo, servers)))
+
+
+def check_training(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_label) -> None:
+    """The training section: the model and its data, and no optimizer setting the algorithm's workers do not use
+    or curve without held-out data."""
+    defaults = {name: default for name, _, default in described()}
+    changed = [n for n in ("momentum", "weight_decay", "lr_schedule") if getattr(cfg, n) != defaults[n]]
+    if changed and not algorithm.worker_optimizer:
+        raise OptionError(f"{label(changed[0])} applies to algorithms whose workers step an optimizer ("
+                          f"{', '.join(names_with(lambda a: a.worker_optimizer))}), not {algorithm.name}: its "
+                          f"servers apply plain SGD as its paper does")
+    if cfg.eval_every and cfg.data == "synthetic":
+        raise OptionError(f"{label('eval_every')} measures held-out accuracy: give a real data set with "
+                          f"{label('data')} (digits or mnist:PATH), not synthetic")
+    check_data(cfg.data, input_shape(cfg.model))
+
+
+def userspace_switch(network: NetworkSettings) -> bool:
+    """Whether the network's switch is userspace Open vSwitch (which needs its own memory), not the kernel module."""
+    return network.emulated and (network.datapath == "user" or
+                                 (network.datapath == "auto" and choose_datapath("auto") == "user"))
+
+
+def check_workers(network: NetworkSettings, bytes_per_rank: int) -> None:
+    """The memory section: room for one rank per host holding bytes_per_rank, and the switch."""
+    check_memory(len(network.topo.hosts), bytes_per_rank, userspace_switch(network), start=rank_start())
+
+
+def check_calibration(cfg: RunConfig, network: NetworkSettings, emulated: bool) -> None:
+    """A calibration file made on this topology and rate (and dilation and frame size, for an emulated run)."""
+    if cfg.calibration:
+        emulated_run = emulated and network.emulated
+        load_calibration(cfg.calibration, network.topo.spec, network.bw, cfg.dilation if emulated_run else None,
+                         cfg.mtu if emulated_run else None)
+
+
+def validate(cfg: RunConfig, label: Label = flag_label, emulated: bool = True, workers: bool = True) -> Checked:
+    """Every section of a run-shaped job (run, a compare row, simulate, theory), once, before anything starts:
+    values, network (host cap when emulated), synchronization, training, (when real worker processes will run)
+    memory, and a calibration. Raises OptionError / TopologyError / PlanError / ModelError (all ValueErrors)."""
+    check_values(cfg, label)
+    network = check_network(cfg, label, emulated)
+    sync = check_synchronization(cfg, network.topo, label)
+    check_training(cfg, sync.algorithm, label)
+    if workers:
+        check_workers(network, parameter_count_of(cfg.model) * 4)
+    check_calibration(cfg, network, emulated)
+    return Checked(cfg, network, sync)
