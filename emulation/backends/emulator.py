@@ -63,10 +63,6 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
     topo = network.topo
     folder = RunFolder(cfg.out)
     files = folder.ranks()
-    os.makedirs(cfg.out, exist_ok=True)
-    clear(cfg.out, RunFolder.RESULTS)
-    shutil.rmtree(files.path, ignore_errors=True)
-    os.makedirs(files.path)
     top, beside = head(checked), models(checked)
     emulation = Emulation(dilation=cfg.dilation, data=cfg.data)
     state = {"started": time.time(), "spawned": time.time(), "port_drops": {}, "placement": {},
@@ -95,7 +91,13 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
         records = files.read_all(len(topo.hosts))
         return summary_of(job, records, life, top, beside, emulation, state)
 
-    return Lifecycle(network, log, folder.file(RunFolder.SUMMARY), fork_server=files).run(body, finish)
+    def start() -> None:
+        os.makedirs(cfg.out, exist_ok=True)
+        clear(cfg.out, RunFolder.RESULTS)
+        shutil.rmtree(files.path, ignore_errors=True)
+        os.makedirs(files.path)
+
+    return Lifecycle(network, log, folder.file(RunFolder.SUMMARY), fork_server=files).run(body, finish, start)
 
 
 def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, emulation: Emulation,

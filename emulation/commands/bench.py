@@ -155,7 +155,6 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
     it fails (with `error` and the rows measured so far), bench.csv and busbw.png from the rows."""
     base, network, sizes = job.cfg, job.network, job.sizes
     folder = RunFolder(base.out)
-    os.makedirs(base.out, exist_ok=True)
     rows: List[dict] = []
     report = {"topology": network.topo.spec, "bw_mbps": list(network.bw), "sizes": sizes, "warmup": job.warmup,
               "reps": job.reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(network.topo),
@@ -185,7 +184,7 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
         return report
 
     return Lifecycle(network, log, os.path.join(base.out, "bench.json"), fork_server=folder.ranks(),
-                     reraise=True).run(body, finish)
+                     reraise=True).run(body, finish, lambda: os.makedirs(base.out, exist_ok=True))
 
 
 def busbw_note(topo) -> str:

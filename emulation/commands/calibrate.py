@@ -93,7 +93,6 @@ def calibrate(job: CalibrationPlan, sizes=MESSAGE_SIZES, log: Callable[[str], No
     checked, warmup, reps = job.checked, job.warmup, job.reps
     cfg, topo = checked.cfg, checked.topo
     folder = RunFolder(cfg.out)
-    os.makedirs(cfg.out, exist_ok=True)
     fits: Dict[str, list] = {"pingpong": [], "exchange": []}
     state = {"wrong": 0, "datapath": None}
     unresolved: List[dict] = []
@@ -132,7 +131,8 @@ def calibrate(job: CalibrationPlan, sizes=MESSAGE_SIZES, log: Callable[[str], No
         return cal.to_dict()
 
     path = os.path.join(cfg.out, CALIBRATION_FILE)
-    report = Lifecycle(checked.network, log, path, fork_server=folder.ranks(), reraise=True).run(body, finish)
+    report = Lifecycle(checked.network, log, path, fork_server=folder.ranks(), reraise=True).run(
+        body, finish, lambda: os.makedirs(cfg.out, exist_ok=True))
     return dict(report, path=path)
 
 

@@ -167,10 +167,6 @@ def execute(job: LaunchJob, log: Callable[[str], None] = lambda m: None) -> Laun
     cfg, checked = job.cfg, job.checked
     topo, ranks = checked.topo, len(checked.topo.hosts)
     folder, files = RunFolder(cfg.out), RunFolder(cfg.out).ranks()
-    os.makedirs(cfg.out, exist_ok=True)
-    clear(cfg.out, RESULTS)
-    shutil.rmtree(files.path, ignore_errors=True)
-    os.makedirs(files.path)
     summary = LaunchSummary(
         topology=topo.spec, command=shlex.join(job.command), cwd=job.cwd, ranks=ranks,
         algo=cfg.algo if job.hooked else None,
@@ -214,7 +210,13 @@ def execute(job: LaunchJob, log: Callable[[str], None] = lambda m: None) -> Laun
         life.log(fidelity.one_line(summary.fidelity))
         return summary
 
-    return Lifecycle(checked.network, log, folder.file(RunFolder.SUMMARY)).run(body, finish)
+    def start() -> None:
+        os.makedirs(cfg.out, exist_ok=True)
+        clear(cfg.out, RESULTS)
+        shutil.rmtree(files.path, ignore_errors=True)
+        os.makedirs(files.path)
+
+    return Lifecycle(checked.network, log, folder.file(RunFolder.SUMMARY)).run(body, finish, start)
 
 
 TEARDOWN_ABORT = "terminate called without an active exception"

@@ -87,7 +87,6 @@ def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Op
               "bw_by_level": list(bw), "interactive": job.interactive, "out": os.path.join(job.cfg.out, REPORT),
               "provenance": provenance()}
     started = time.monotonic()
-    os.makedirs(job.cfg.out, exist_ok=True)
 
     def body(life: Lifecycle) -> None:
         enet = life.hosts
@@ -120,7 +119,8 @@ def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Op
         report.update(error=life.error, duration_s=round(time.monotonic() - started, 3))
         return report
 
-    Lifecycle(job.network, log, os.path.join(job.cfg.out, REPORT), reraise=True).run(body, finish)
+    Lifecycle(job.network, log, os.path.join(job.cfg.out, REPORT), reraise=True).run(
+        body, finish, lambda: os.makedirs(job.cfg.out, exist_ok=True))
     return None if job.interactive else report
 
 

@@ -55,9 +55,13 @@ class Lifecycle:
             stack.enter_context(self.interfaces)
         return stack
 
-    def run(self, body: Callable[["Lifecycle"], None], finish: Callable[["Lifecycle"], Any]) -> Any:
-        """Run body with lock, fork server and hosts up; then the summary from finish, written once."""
+    def run(self, body: Callable[["Lifecycle"], None], finish: Callable[["Lifecycle"], Any],
+            start: Callable[[], None] = lambda: None) -> Any:
+        """Run body with lock, fork server and hosts up; then the summary from finish, written once. start runs
+        once the lock is held, before anything comes up (a command's folder is made there: a command refused the
+        network leaves nothing behind)."""
         with network_lock(self.network):
+            start()
             failure: Optional[BaseException] = None
             summary = None
             try:
