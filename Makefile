@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 DMLBED := .venv/bin/dmlbed
 
-.PHONY: setup demo test test-fast benchmark vm-test clean
+.PHONY: setup demo test test-fast benchmark docs vm-test clean
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +23,13 @@ benchmark: setup
 	$(PY) scripts/scale.py --out results/scale
 	$(PY) labs/handouts.py
 	$(DMLBED) bench --topo star:4 --algo ring,ps --sizes 1M:64M:x4 --bw 100 --out results/bench --force
+	$(PY) scripts/benchmark_page.py
+
+# The reference pages generated from the code, then the site (build/site); the papers page is written by
+# `dmlbed reproduce --all --docs`, the benchmark page by `make benchmark`.
+docs: setup
+	$(PY) scripts/docs.py
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
 
 # A Debian 12 VM (debootstrap, provisioned by setup.sh) boots under QEMU and runs dmlbed on the kernel datapath.
 vm-test: setup

@@ -17,6 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from emulation.backends.emulator import run
 from emulation.run.forkclient import RANK_START_ENV
 from emulation.run.options import RunConfig
+from emulation.run.provenance import provenance
 
 # The emulated device's forward+backward of LeNet-5, sub-minibatch 32, in emulated seconds. Nine torch processes
 # on 2 cores need up to ~0.26 s of real time for it (0.04 s of CPU each), so a device time is only unbendable
@@ -25,7 +26,7 @@ COMPUTE_TIME = 0.3
 DILATED_COMPUTE_TIME = 0.15
 EQ9_SPEEDUP = 1.29  # BlueConnect eq. 9 vs one-level ring on tree:3,2,2 at 200,100,25 Mbit/s (LeNet-5)
 
-DILATION = 2.0     # the nearest faithful configuration for BML at 100 Mbit/s on 2 cores (see README)
+DILATION = 2.0     # the nearest faithful configuration for BML at 100 Mbit/s on 2 cores (docs: timing causes)
 CODEC_DILATION = 10.0  # TernGrad's wire packing on 2 cores for 9 ranks (0.1 s of CPU per rank and iteration)
 RUNS = {  # key: (topology, algorithm, bandwidth, extra run options)
     "ps-100": ("star:9", "ps", "100", {}),
@@ -202,7 +203,7 @@ def main() -> int:
     full = not one_part
     net = net_check(args.out) if full else None
     net50 = net_check(args.out, "50") if full else None
-    report = {"compute_time_s": COMPUTE_TIME, "dilated_compute_time_s": DILATED_COMPUTE_TIME, "dilation_for_bml_100": DILATION, "iterations": args.iters,
+    report = {"provenance": provenance(), "compute_time_s": COMPUTE_TIME, "dilated_compute_time_s": DILATED_COMPUTE_TIME, "dilation_for_bml_100": DILATION, "iterations": args.iters,
               "duration_s": time.time() - started,
               "runs": {k: {"gst_median_s": s["gst_median_s"], "gst_theory_s": s["gst_theory_s"],
                            "gst_ratio": s["gst_ratio"], "gst_cv": cv(s), "jct_s": s["jct_s"],

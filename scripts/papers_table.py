@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from emulation.backends import matrix as compare
 from emulation.run import claims as paper
 from emulation.run.outputs import write_atomic, write_table
-from emulation.commands.reproduce import TABLE_COLUMNS, claim_rows, markdown
+from emulation.commands.reproduce import DOCS_PAGE, TABLE_COLUMNS, claim_rows, docs_page, markdown
+from emulation.run.provenance import provenance
 
 
 def results_of(folder: str, configs: str) -> list:
@@ -40,12 +41,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("folder", help="a reproduce --all output folder")
     ap.add_argument("--configs", default=os.path.join(ROOT, "configs"), help="the paper configs it ran")
+    ap.add_argument("--docs", action="store_true", help=f"also rewrite {os.path.relpath(DOCS_PAGE, ROOT)}, headed by "
+                    f"the folder's own provenance and this rebuild's")
     args = ap.parse_args()
     folder = args.folder
     claims = claim_rows(results_of(folder, args.configs))
     write_table(os.path.join(folder, "papers.csv"), claims, TABLE_COLUMNS)
     write_atomic(os.path.join(folder, "papers.md"), markdown(claims))
     print(os.path.join(folder, "papers.md"))
+    if args.docs:
+        origin_path = os.path.join(folder, "provenance.json")
+        if not os.path.exists(origin_path):
+            raise SystemExit(f"{origin_path} is missing: the docs page must say where its table came from")
+        with open(origin_path) as f:
+            origin = json.load(f)
+        write_atomic(DOCS_PAGE, docs_page(claims, origin, rebuilt=provenance()))
+        print(DOCS_PAGE)
     return 0
 
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+from emulation.run.provenance import provenance
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FULL = [("bcube:32,2", "bml"), ("bcube:32,2", "ps"), ("fattree:16", "ps"), ("fattree:16", "hier")]
 QUICK = [("bcube:8,2", "bml"), ("fattree:8", "ps"), ("fattree:8", "hier")]
@@ -51,7 +53,7 @@ def main() -> int:
     # ru_maxrss of children is the largest child so far: a case's own peak only when it is the new largest
     ok = all(r["returncode"] == 0 and r["wall_s"] < args.seconds and (r["peak_rss_mib"] or 0) < args.mib
              for r in rows)
-    report = {"cases": rows, "limits": {"seconds": args.seconds, "mib": args.mib}, "ok": ok}
+    report = {"provenance": provenance(), "cases": rows, "limits": {"seconds": args.seconds, "mib": args.mib}, "ok": ok}
     with open(os.path.join(args.out, "scale.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(json.dumps(report, indent=1))

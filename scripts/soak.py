@@ -16,6 +16,7 @@ from emulation.net.runstate import STATE_ROOT, list_bridges
 from emulation.backends.emulator import run
 from emulation.run.sampling import switch_pid
 from emulation.run.options import RunConfig
+from emulation.run.provenance import provenance
 
 MIX = [  # small runs that cover every kind of topology and strategy
     ("star:3", "ring", "50", {}),
@@ -102,6 +103,7 @@ def main() -> int:
               "switch_rss_growth": growth, "switch_restarted": not same_switch,
               "leftovers": sorted({x for r in rows for x in r["leftovers"]}),
               "all_correct": all(r["correct"] for r in rows)}
+    report["provenance"] = provenance()
     report["ok"] = report["all_correct"] and not report["leftovers"] and same_switch and growth < GROWTH_LIMIT
     with open(os.path.join(args.out, "soak.json"), "w") as f:
         json.dump(report, f, indent=1)

@@ -1,5 +1,5 @@
 """`dmlbed launch`: a user's unmodified DDP script on every emulated host with torchrun's variables; the opt-in
-that puts dmlbed's algorithm into its DDP; a failing rank; and the Python API's example from the README."""
+that puts dmlbed's algorithm into its DDP; a failing rank; and the Python API's example from the docs."""
 
 import json
 import os
@@ -101,10 +101,9 @@ def test_the_opt_in_runs_bml_in_the_scripts_ddp_and_replicas_stay_identical(tmp_
 
 
 def readme_example():
-    """The Python API example of README.md (the block after 'Python API')."""
-    text = open(os.path.join(ROOT, "README.md")).read()
-    section = text[text.index("### Python API"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    """The Python API example of the documentation (docs/how-to/python-api.md)."""
+    text = open(os.path.join(ROOT, "docs", "how-to", "python-api.md")).read()
+    return re.search(r"```python\n(.*?)```", text, re.S).group(1)
 
 
 @pytest.mark.emulation

@@ -97,6 +97,22 @@ def test_a_bench_says_where_it_came_from(tmp_path):  # calibration.json: tests/t
     check_provenance(json.load(open(tmp_path / "bench" / "bench.json"))["provenance"], "bench")
 
 
+def test_every_flag_of_every_command_is_in_its_flags_schema():
+    """What argparse accepts and what `dmlbed schema flags:COMMAND` describes are the same flags."""
+    import argparse
+    from emulation.commands.cli import build_parser
+    from emulation.commands.registry import COMMANDS
+    from emulation.run.json_schemas import flags_schema
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in COMMANDS:
+        parser = subparsers.choices[command.name]
+        accepted = {s for a in parser._actions for s in a.option_strings if s not in ("-h", "--help")}
+        accepted |= {a.dest for a in parser._actions if not a.option_strings}
+        described = {p["x-flag"] for p in flags_schema(command.name, command.groups,
+                                                       command.options())["properties"].values()}
+        assert accepted == described, command.name
+
+
 def test_version_prints_the_provenance():
     r = run_dmlbed("--version")
     assert r.returncode == 0 and r.stdout.startswith("dmlbed ")

@@ -229,7 +229,7 @@ def teardown_hint(code: int, last_line: str) -> str:
     # DDP's reference cycles keep the gloo process group alive until the interpreter's final garbage collection;
     # a gloo thread then drops a work object that needs the GIL and C++ terminates (torchrun shows the same).
     return (" (PyTorch's gloo threads outlived the interpreter: `del` the DDP model and optimizer and call "
-            "gc.collect() before destroy_process_group; README, launch)")
+            "gc.collect() before destroy_process_group; docs/how-to/your-own-script.md)")
 
 
 def watch(procs: Dict[int, subprocess.Popen], files, topo, time_limit: float) -> Dict[int, int]:

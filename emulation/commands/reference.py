@@ -46,6 +46,8 @@ def value_text(opt: Option, default: Any) -> str:
 
 def default_text(opt: Option, default: Any) -> str:
     """An option's default as the reference shows it."""
+    if opt.exclusive:
+        return f"one of the {opt.exclusive} flags" if opt.required else "-"
     if opt.required:
         return "required"
     if default in (None, False, [], ""):

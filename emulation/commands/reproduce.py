@@ -4,9 +4,11 @@ source, ours, how ours was obtained, and the verdict."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from emulation.backends import matrix
 from emulation.commands.base import Command, matrix_flags, matrix_passed
@@ -15,9 +17,11 @@ from emulation.run.options import OptionError, command_option
 from emulation.run.outputs import (check_output, claim_folder, default_parent, planned_folder, write_atomic,
                                    write_table)
 from emulation.run.progress import log
+from emulation.run.provenance import provenance
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(PROJECT, "configs")
+DOCS_PAGE = os.path.join(PROJECT, "docs", "reference", "papers.md")  # --docs: the documentation's papers page
 
 
 class Reproduce(Command):
@@ -29,16 +33,20 @@ class Reproduce(Command):
            command_option("list", "list the paper configs", False, kind=bool),
            command_option("all", "run every paper config, one after another, and write one table of every claim "
                           "(papers.md, papers.csv)", False, kind=bool),
+           command_option("docs", "with --all: also write the documentation's papers page (docs/reference/papers.md), "
+                          "headed by this run's command, date and commit", False, kind=bool),
            *matrix_flags("reproduction"))
 
     def prepare(self, args):
         configs = matrix.reproducible(CONFIGS)
         if args.list:
             return configs
+        if args.docs and not args.all:
+            raise OptionError("--docs writes the papers page from every config's claims: give it with --all")
         if args.all:
             if args.name:
                 raise OptionError("--all runs every paper config: give either --all or a name, not both")
-            return prepare_all(configs, args.out, args.local, args.force, args.wait)
+            return prepare_all(configs, args.out, args.local, args.force, args.wait, DOCS_PAGE if args.docs else None)
         if not args.name:
             raise OptionError(f"a name is required: {', '.join(configs)} (or --all, or --list)")
         if args.name not in configs:
@@ -63,8 +71,8 @@ class Reproduce(Command):
             return
         if "claims" in result:
             print_claim_counts(result["claims"])
-            print(f"\nevery claim: {result['out']}/papers.md (the README's table) and papers.csv; each config's "
-                  f"runs in its own folder there")
+            print(f"\nevery claim: {result['out']}/papers.md and papers.csv; each config's runs in its own folder "
+                  f"there" + (f"; the documentation's page: {result['docs']}" if result.get("docs") else ""))
             return
         print_paper(result)
         print(f"\nevery run: {result['out']}/comparison.csv (paper.csv holds the table above)")
@@ -100,6 +108,7 @@ class AllJob:
 
     jobs: Tuple[Tuple[str, matrix.CompareJob], ...]
     out: str
+    docs: Optional[str] = None  # the documentation page to write too
 
     @property
     def emulated(self) -> bool:
@@ -108,7 +117,7 @@ class AllJob:
 
 
 def prepare_all(configs: Dict[str, str], out_root: str = None, local: bool = False, force: bool = False,
-                wait: bool = False) -> AllJob:
+                wait: bool = False, docs: Optional[str] = None) -> AllJob:
     """Check every config (a bad one refuses the whole reproduction before anything runs)."""
     out = out_root or planned_folder(default_parent("reproduce", "all"))
     if out_root:
@@ -117,20 +126,26 @@ def prepare_all(configs: Dict[str, str], out_root: str = None, local: bool = Fal
                  for name, path in configs.items())
     if not out_root:
         claim_folder(out)
-    return AllJob(jobs, out)
+    return AllJob(jobs, out, docs)
 
 
 def execute_all(job: AllJob, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> dict:
-    """Run each config (matrix.execute), then write the table of every claim."""
+    """Run each config (matrix.execute), then write the table of every claim, where it came from
+    (provenance.json), and with docs the documentation's papers page."""
+    started, origin = time.time(), provenance()
     results = []
     for n, (name, one) in enumerate(job.jobs, 1):
         log(f"reproduce {name} ({n}/{len(job.jobs)})")
         results.append((name, matrix.execute(one, log=log, progress=progress)))
     claims = claim_rows(results)
+    origin["duration_s"] = round(time.time() - started, 1)
     write_table(os.path.join(job.out, "papers.csv"), claims, TABLE_COLUMNS)
     write_atomic(os.path.join(job.out, "papers.md"), markdown(claims))
+    write_atomic(os.path.join(job.out, "provenance.json"), json.dumps(origin, indent=1))
+    if job.docs:
+        write_atomic(job.docs, docs_page(claims, origin))
     return {"out": job.out, "claims": claims, "rows": [r for _, res in results for r in res["rows"]],
-            "configs": {name: res["out"] for name, res in results}}
+            "configs": {name: res["out"] for name, res in results}, "docs": job.docs}
 
 
 def claim_rows(results: List[Tuple[str, dict]]) -> List[dict]:
@@ -145,6 +160,30 @@ def claim_rows(results: List[Tuple[str, dict]]) -> List[dict]:
                         "ours_over_paper": c["ours_over_paper"], "how": c.get("how", ""), "verdict": c["verdict"],
                         "why": c["why"]})
     return out
+
+
+def docs_page(claims: List[dict], origin: dict, rebuilt: Optional[dict] = None) -> str:
+    """The documentation's papers page: where the table came from (the run's command, date, commit and duration;
+    and when its claims' text was rebuilt from the saved rows, by what), the counts, then the table."""
+    commit = (origin.get("commit") or "unknown")[:12] + (" (modified)" if origin.get("dirty") else "")
+    lines = ["# The papers, claim by claim", "",
+             "<!-- written by `dmlbed reproduce --all --docs` (or scripts/papers_table.py --docs): do not edit -->", "",
+             f"Every claim of the paper configs in `configs/`, as `{origin.get('command', 'dmlbed reproduce --all')}` "
+             f"wrote it on {origin.get('date', '?')} at commit `{commit}`"
+             + (f" in {origin['duration_s'] / 60:.0f} minutes" if origin.get("duration_s") else "")
+             + (f", on a machine with {origin['cpus']} CPUs" if origin.get("cpus") else "") + "."]
+    if rebuilt:
+        lines.append(f"Its claims' text was rebuilt from the saved rows by `{rebuilt.get('command')}` on "
+                     f"{rebuilt.get('date')} at commit `{(rebuilt.get('commit') or 'unknown')[:12]}` (no value "
+                     f"changed).")
+    counts: Dict[str, int] = {}
+    for c in claims:
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    lines += ["", "Verdicts: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + ". \"How\" says where "
+              "ours comes from: a closed form, the flow model (\"simulated\"), loopback, or the emulated network with "
+              "that run's [fidelity verdict](../explanation/fidelity.md). Run it yourself: "
+              "[Reproduce the papers](../how-to/reproduce-papers.md).", "", markdown(claims)]
+    return "\n".join(lines)
 
 
 def markdown(claims: List[dict]) -> str:

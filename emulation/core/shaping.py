@@ -7,9 +7,8 @@ from emulation.core.impairment import netem_leaf_command
 # AF_XDP ports transmit around the qdisc of the switch-side veth. So on the userspace
 # datapath switch<->switch links run through a small bridging namespace whose own egress
 # qdiscs shape both directions, and host links do too on request (--shape-ingress), which
-# shapes switch->host. (Shaping that direction at the host's ingress through an IFB device
-# held packets for up to 21 s under incast into one server: a ping took 21 s with every
-# qdisc empty, and Parameter Flow's pushes stalled behind 36 s retransmission timeouts.)
+# shapes switch->host. Not an IFB device at the host's ingress: under incast into one server
+# it held packets for seconds with every queue empty (docs/explanation/timing-causes.md).
 # TX checksum offload must be off: TCP through the userspace datapath stalls otherwise.
 OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
 

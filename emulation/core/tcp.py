@@ -2,7 +2,7 @@
 
 Nothing here touches the root namespace: the sysctls below are per network namespace (Linux >= 4.15) and
 rto_min is an attribute of each host's own routes. Defaults were chosen by measurement on a 2-core machine
-(see README, "Faithful timings"); every result records the settings it ran with.
+(docs/explanation/timing-causes.md); every result records the settings it ran with.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ TCPIP_HEADERS = 52   # IPv4 (20) + TCP with timestamps (32): an MTU minus this i
 ETHERNET_HEADER = 14  # what HTB counts per frame beyond the IP packet
 # The userspace switch's cost is per packet, so the emulated links carry 3500-byte frames by default: bcube:3,2
 # with 18 flows at 100 Mbit/s reached 0.58-0.68 of the shaped rate at MTU 1500, 0.86-0.92 at 3000, 0.98-0.99
-# at 3500 and 0.95 at 3600 (README, "Faithful timings"). AF_XDP ports here carry at most 3690 (a 4 KiB umem frame less XDP's and OVS's
+# at 3500 and 0.95 at 3600 (docs/explanation/timing-causes.md). AF_XDP ports here carry at most 3690 (a 4 KiB umem frame less XDP's and OVS's
 # headroom; 3700 is dropped), the kernel datapath up to 9000 (jumbo frames).
 DEFAULT_MTU = 3500
 MIN_MTU, MAX_MTU, AFXDP_MAX_MTU = 576, 9000, 3690
@@ -26,7 +26,7 @@ MIN_MTU, MAX_MTU, AFXDP_MAX_MTU = 576, 9000, 3690
 # switch port buffer at the network's slowest rate: a segment can wait behind a full port buffer and its host's
 # queue, and its ACK behind the same on the way back (the ACK's port also carries other hosts' data to the
 # sender; a host's queue, 8 peers' TSQ on PS star:9, holds about half a port buffer). Measured on PS star:9
-# (README, "Faithful timings"): at 25 Mbit/s a 64 KB TSQ and 5 ms gave 7.7 spurious RTOs per worker-iteration
+# (docs/explanation/timing-causes.md): at 25 Mbit/s a 64 KB TSQ and 5 ms gave 7.7 spurious RTOs per worker-iteration
 # and CV 0.09; 16 KB with 100 ms 3.7, with 250 ms 0.68; at 10 Mbit/s 2.5 drains (703 ms) left 0.14-0.35 and CV
 # up to 0.043 in five runs.
 TSQ_TIME_S = 0.005

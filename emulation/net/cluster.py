@@ -77,7 +77,7 @@ class ShapedSSHLink(ShapedEnds, RemoteLink):
     so each tunnel here gets its own pair of tap numbers; ssh also gets dmlbed's options."""
 
     next_tap = TAP_BASE
-    record = None  # set by the network: records this machine's taps for `dmlbed clean` before they exist
+    record = None  # a network's own subclass records this machine's taps for `dmlbed clean` before they exist
 
     @classmethod
     def _free_taps(cls) -> Tuple[int, int]:
@@ -164,7 +164,12 @@ def precheck(servers: Sequence[str], server_ips: Dict[str, str], project: str, t
         if not ok:
             raise NetworkError(f"cluster server {server} is not ready ({detail or 'check failed'}): it needs "
                                f"passwordless ssh and sudo, Open vSwitch running, Mininet, and this project at "
-                               f"{project} (see README, 'Several machines')")
+                               f"{project} (docs/how-to/several-machines.md)")
+
+
+def recording(link: type, record: Callable[[List[str]], None]) -> type:
+    """One network's own link class: its tunnels record this machine's taps with record before making them."""
+    return type(link.__name__, (link,), {"record": staticmethod(record)})
 
 
 def link_class(tunnel: str, server_ips: Dict[str, str]):
@@ -212,7 +217,7 @@ class Cluster:
         self.placement = place(topo, self.servers)
         for name, beside in colocated.items():
             self.placement[name] = self.placement[beside]
-        ShapedSSHLink.record = state.add_interfaces
+        link = recording(self.link, state.add_interfaces)
         user = ssh_user()
         for server in self.servers[1:]:
             ssh = ssh_batch() + ["-n", f"{user}@{self.server_ips[server]}"]
@@ -225,7 +230,7 @@ class Cluster:
         log("placement: " + "; ".join(
             f"{s}: {hosts[s]} hosts, {sum(self.placement[w.name] == s for w in topo.switches)} switches"
             for s in self.servers))
-        return self.link, on_server(ClusterHost), on_server(ClusterSwitch)
+        return link, on_server(ClusterHost), on_server(ClusterSwitch)
 
     def hosts_per_server(self) -> Dict[str, int]:
         """How many hosts each server runs."""

@@ -63,17 +63,20 @@ def choose_datapath(requested: str = "auto") -> str:
     return requested
 
 
-def qdisc_available(*qdisc: str) -> bool:
-    """True when tc can create this qdisc (e.g. 'netem', 'delay', '1ms'), tried in a scratch namespace."""
+def works_in_scratch_namespace(*command: str) -> bool:
+    """True when command succeeds inside a namespace made for it and removed after (False where none can be made)."""
     ns = f"dmlbed-probe-{os.getpid()}"
     if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
         return False
     try:
-        r = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", *qdisc],
-                           capture_output=True)
-        return r.returncode == 0
+        return subprocess.run(["ip", "netns", "exec", ns, *command], capture_output=True).returncode == 0
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def qdisc_available(*qdisc: str) -> bool:
+    """True when tc can create this qdisc (e.g. 'netem', 'delay', '1ms'), tried in a scratch namespace."""
+    return works_in_scratch_namespace("tc", "qdisc", "add", "dev", "lo", "root", *qdisc)
 
 
 def netem_available() -> bool:
@@ -101,14 +104,8 @@ def available_congestion_controls() -> List[str]:
 
 def gretap_available() -> bool:
     """True when this kernel can create GRE Ethernet tunnels (tried in a scratch namespace)."""
-    ns = f"dmlbed-gre-probe-{os.getpid()}"
-    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
-        return False
-    try:
-        return subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "add", "name", "probe0", "type", "gretap",
-                               "local", "127.0.0.2", "remote", "127.0.0.3"], capture_output=True).returncode == 0
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    return works_in_scratch_namespace("ip", "link", "add", "name", "probe0", "type", "gretap", "local", "127.0.0.2",
+                                      "remote", "127.0.0.3")
 
 
 def leaf_drops(tc_output: str) -> int:

@@ -105,7 +105,7 @@ def auto_or_int(flag: str, low: int, high: int) -> Callable[[str], Optional[int]
     return parse
 
 
-def option(default, help: str, **kwargs) -> Any:
+def run_option(default, help: str, **kwargs) -> Any:
     """A RunConfig field described by an Option."""
     return field(default=default, metadata={"option": Option(help=help, **kwargs)})
 
@@ -114,128 +114,128 @@ def option(default, help: str, **kwargs) -> Any:
 class CommonConfig:
     """The options every algorithm shares (RunConfig adds each algorithm's own)."""
 
-    topology: str = option(None, "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", flag="--topo",
+    topology: str = run_option(None, "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", flag="--topo",
                            yaml_key="topo", required=True, group=TOPOLOGY)
-    algo: str = option(None, "synchronization algorithm", choices=tuple(ALGORITHMS), required=True,
+    algo: str = run_option(None, "synchronization algorithm", choices=tuple(ALGORITHMS), required=True,
                        group=SYNCHRONIZATION)
-    model: str = option("lenet5", "lenet5 | alexnet | vgg19 | vgg19-22k | resnet50 | googlenet | inception_v3 | "
+    model: str = run_option("lenet5", "lenet5 | alexnet | vgg19 | vgg19-22k | resnet50 | googlenet | inception_v3 | "
                         "mlp:SIZE (e.g. mlp:12.5MB) | package.module:factory (your nn.Module with an input_shape)",
                         group=SYNCHRONIZATION)
-    bw: str = option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200); "
+    bw: str = run_option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200); "
                      "with a unit as tc writes it: 1Gbit, 500Mbit",
                      group=LINKS)
-    servers: int = option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
+    servers: int = run_option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
                           kind=int, low=0, high=MAX_HOSTS, group=PLAN_INPUTS)
-    batch: int = option(32, "sub-minibatch per worker", kind=int, low=1, high=4096, group=BATCH)
-    iters: int = option(10, "iterations", kind=int, low=1, high=100000, group=ITERATIONS)
-    data: str = option("synthetic", "synthetic | digits | mnist:PATH", group=TRAINING)
-    lr: float = option(0.01, "learning rate", kind=float, low=0, high=10, low_open=True, group=TRAINING)
-    momentum: float = option(0.0, "SGD momentum of the workers' optimizer", kind=float, low=0, high=0.999, group=TRAINING)
-    weight_decay: float = option(0.0, "SGD weight decay (L2) of the workers' optimizer", kind=float, low=0, high=1, group=TRAINING)
-    lr_schedule: str = option("constant", "learning-rate schedule: " + SCHEDULE_HELP, parse=parse_schedule, group=TRAINING)
-    eval_every: int = option(0, "measure held-out accuracy every N iterations, a curve in summary.json "
+    batch: int = run_option(32, "sub-minibatch per worker", kind=int, low=1, high=4096, group=BATCH)
+    iters: int = run_option(10, "iterations", kind=int, low=1, high=100000, group=ITERATIONS)
+    data: str = run_option("synthetic", "synthetic | digits | mnist:PATH", group=TRAINING)
+    lr: float = run_option(0.01, "learning rate", kind=float, low=0, high=10, low_open=True, group=TRAINING)
+    momentum: float = run_option(0.0, "SGD momentum of the workers' optimizer", kind=float, low=0, high=0.999, group=TRAINING)
+    weight_decay: float = run_option(0.0, "SGD weight decay (L2) of the workers' optimizer", kind=float, low=0, high=1, group=TRAINING)
+    lr_schedule: str = run_option("constant", "learning-rate schedule: " + SCHEDULE_HELP, parse=parse_schedule, group=TRAINING)
+    eval_every: int = run_option(0, "measure held-out accuracy every N iterations, a curve in summary.json "
                              "(accuracy_curve); 0: once at the end. Needs a real data set (digits, mnist:PATH)",
                              kind=int, low=0, high=100000, group=TRAINING)
-    seed: int = option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1, group=TRAINING)
-    timeout: float = option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
+    seed: int = run_option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1, group=TRAINING)
+    timeout: float = run_option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
                      group=RANKS)
-    codec: str = option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS),
+    codec: str = run_option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS),
                         group=SYNCHRONIZATION)
-    compute_time: float = option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
+    compute_time: float = run_option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
                                  kind=float, low=0, high=3600, group=SYNCHRONIZATION)
-    overlap: bool = option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket-mb, each "
+    overlap: bool = run_option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket-mb, each "
                            "synchronized by the algorithm's DDP communication hook as soon as it is ready", kind=bool,
                            group=SYNCHRONIZATION)
-    bucket_mb: float = option(DDP_BUCKET_MB, "--overlap: DDP's bucket size, MiB (bucket_cap_mb)", kind=float,
+    bucket_mb: float = run_option(DDP_BUCKET_MB, "--overlap: DDP's bucket size, MiB (bucket_cap_mb)", kind=float,
                               low=0, high=4096, low_open=True, group=SYNCHRONIZATION)
-    delay: str = option("0", "one-way delay of every link, ms (or 5ms, 200us), or one value per link level (netem "
+    delay: str = run_option("0", "one-way delay of every link, ms (or 5ms, 200us), or one value per link level (netem "
                         "under the shaping; theory and simulate add it as latency)",
                         group=LINKS)
-    loss: str = option("0", "packet loss of every link, percent (or 1%), or one value per link level (netem)",
+    loss: str = run_option("0", "packet loss of every link, percent (or 1%), or one value per link level (netem)",
                        group=NETWORK)
-    dilation: float = option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
+    dilation: float = run_option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
                              "reported divided by F (for rates a 2-core machine cannot emulate in real time)",
                              kind=float, low=1, high=100, group=DILATION)
-    tcp_cc: str = option(TcpSettings.congestion_control, "TCP congestion control of every emulated host",
+    tcp_cc: str = run_option(TcpSettings.congestion_control, "TCP congestion control of every emulated host",
                          choices=CONGESTION_CONTROLS, group=NETWORK)
-    rto_min: str = option("auto", "minimum TCP retransmission timeout on host routes, ms (0 = the kernel's 200 ms; "
+    rto_min: str = run_option("auto", "minimum TCP retransmission timeout on host routes, ms (0 = the kernel's 200 ms; "
                           f"auto: {RTO_DRAINS:g} drains of a full switch port buffer at the slowest link's rate, "
                           f"at least {RTO_MIN_FLOOR_MS} ms: {rto_min_for_rate(25, TcpSettings.switch_queue_packets)} "
                           f"ms at 25 Mbit/s, {rto_min_for_rate(100, TcpSettings.switch_queue_packets)} at 100)",
                           parse=auto_or_int("--rto-min", 0, 1000), group=NETWORK)
-    quickack: bool = option(TcpSettings.quickack, "hosts ACK every segment at once (no delayed ACKs) on their routes",
+    quickack: bool = run_option(TcpSettings.quickack, "hosts ACK every segment at once (no delayed ACKs) on their routes",
                             kind=bool, group=NETWORK)
-    tsq: str = option("auto", "TCP Small Queues bytes per socket in a host's NIC queue (auto: "
+    tsq: str = run_option("auto", "TCP Small Queues bytes per socket in a host's NIC queue (auto: "
                       f"{TSQ_TIME_S * 1000:g} ms of the host's NIC rate, {TSQ_MIN_BYTES}-{TSQ_MAX_BYTES} bytes)",
                       parse=auto_or_int("--tsq", TSQ_MIN_BYTES, 64 << 20),
                       group=NETWORK)
-    socket_buffer: int = option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
+    socket_buffer: int = run_option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
                                 kind=int, low=16384, high=64 << 20, group=DILATION)
-    host_queue: int = option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
+    host_queue: int = run_option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
                              low=10, high=100000, group=NETWORK)
-    queue: int = option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
+    queue: int = run_option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
                         kind=int, low=10, high=100000, group=NETWORK)
-    mtu: int = option(TcpSettings.mtu, "MTU of every emulated link, bytes (the userspace switch pays per packet: "
+    mtu: int = run_option(TcpSettings.mtu, "MTU of every emulated link, bytes (the userspace switch pays per packet: "
                       f"larger frames keep it faithful; at most {AFXDP_MAX_MTU} on its AF_XDP ports)", kind=int,
                       low=MIN_MTU, high=MAX_MTU, group=LINKS)
-    datapath: str = option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
+    datapath: str = run_option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
                            choices=("auto", "kernel", "user"), group=NETWORK)
-    controller: str = option("dmlbed", "the OpenFlow controller: dmlbed (its proactive Ryu app) or remote:IP:PORT "
+    controller: str = run_option("dmlbed", "the OpenFlow controller: dmlbed (its proactive Ryu app) or remote:IP:PORT "
                              "(one you started, as mn --controller remote)", parse=lambda t: parse_controller(t, None),
                              group=CONTROLLER, yaml=False)
-    controller_app: str = option(None, "your Ryu app (FILE.py), run by dmlbed in place of its own",
+    controller_app: str = run_option(None, "your Ryu app (FILE.py), run by dmlbed in place of its own",
                                  parse=lambda t: parse_controller(None, t), group=CONTROLLER, yaml=False)
-    shape_ingress: bool = option(False, "userspace datapath: also shape switch->host traffic (a bridging namespace "
+    shape_ingress: bool = run_option(False, "userspace datapath: also shape switch->host traffic (a bridging namespace "
                                         "per host link; incast into one host needs it)",
                                  kind=bool, group=NETWORK)
-    cluster: str = option(None, "emulate across machines: SERVER[,SERVER...] reached over SSH, this machine "
-                          "first (Mininet Cluster Edition; see README, Several machines)", parse=parse_servers,
+    cluster: str = run_option(None, "emulate across machines: SERVER[,SERVER...] reached over SSH, this machine "
+                          "first (Mininet Cluster Edition; docs/how-to/several-machines.md)", parse=parse_servers,
                           group=NETWORK)
-    tunnel: str = option("ssh", "--cluster: links between machines as SSH Ethernet tunnels (any kernel) or GRE "
+    tunnel: str = run_option("ssh", "--cluster: links between machines as SSH Ethernet tunnels (any kernel) or GRE "
                          "(faster; needs ip_gre)", choices=TUNNELS, group=NETWORK)
-    calibration: str = option(None, "a `dmlbed calibrate` calibration.json of this topology and rate: theory, bench "
+    calibration: str = run_option(None, "a `dmlbed calibrate` calibration.json of this topology and rate: theory, bench "
                               "and simulate add its fitted latency-bandwidth model beside the paper's formula",
                               group=PLAN_INPUTS)
-    tg_gpus: int = option(1, "theory --codec terngrad (TernGrad App. B): GPUs per machine i (the hosts are the j "
+    tg_gpus: int = run_option(1, "theory --codec terngrad (TernGrad App. B): GPUs per machine i (the hosts are the j "
                           "machines)", kind=int, low=1, high=64, group=APP_B)
-    tg_step_s: float = option(0.0, "theory --codec terngrad: T(1,1,K,|g|), one GPU's profiled time for a mini-batch "
+    tg_step_s: float = run_option(0.0, "theory --codec terngrad: T(1,1,K,|g|), one GPU's profiled time for a mini-batch "
                               "of --batch, seconds (default: --compute-time)", kind=float, low=0, high=3600,
                               group=APP_B)
-    tg_gpu_gbps: float = option(100.0, "theory --codec terngrad: GPU-to-GPU bandwidth inside a machine C_gwd, Gbit/s",
+    tg_gpu_gbps: float = run_option(100.0, "theory --codec terngrad: GPU-to-GPU bandwidth inside a machine C_gwd, Gbit/s",
                                 kind=float, low=0, high=10000, low_open=True, group=APP_B)
-    tg_cpu_gbps: float = option(100.0, "theory --codec terngrad: CPU-GPU bandwidth C_cwd, Gbit/s", kind=float, low=0,
+    tg_cpu_gbps: float = run_option(100.0, "theory --codec terngrad: CPU-GPU bandwidth C_cwd, Gbit/s", kind=float, low=0,
                                 high=10000, low_open=True, group=APP_B)
-    tg_latency_us: float = option(0.0, "theory --codec terngrad: network latency C_ncost, microseconds", kind=float,
+    tg_latency_us: float = run_option(0.0, "theory --codec terngrad: network latency C_ncost, microseconds", kind=float,
                                   low=0, high=1e6, group=APP_B)
-    tg_scaling: str = option("weak", "theory --codec terngrad: weak (--batch per GPU, eq. 17-18) or strong (--batch "
+    tg_scaling: str = run_option("weak", "theory --codec terngrad: weak (--batch per GPU, eq. 17-18) or strong (--batch "
                              "in all, eq. 15-16) scaling", choices=SCALINGS, group=APP_B)
-    tg_ternarize_last: bool = option(False, "theory --codec terngrad: ternarize the last layer too (the paper "
+    tg_ternarize_last: bool = run_option(False, "theory --codec terngrad: ternarize the last layer too (the paper "
                                      "keeps it fp32)", kind=bool, group=APP_B)
-    mode: str = option("emulate", "emulate (real workers on Mininet), simulate (flow-level, any size) or theory (the "
+    mode: str = run_option("emulate", "emulate (real workers on Mininet), simulate (flow-level, any size) or theory (the "
                        "closed forms; TernGrad's App. B where tg_step_s is given)",
                        choices=MODES, group=MATRIX)
-    latency_us: float = option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
+    latency_us: float = run_option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
                                high=1e6, group=FLOW_MODEL)
-    goodput: float = option(None, "simulate: share of a link's shaped rate that carries payload (default: full "
+    goodput: float = run_option(None, "simulate: share of a link's shaped rate that carries payload (default: full "
                             "frames of --mtu, TCP/IP and Ethernet headers taken off: 3448 of 3514 bytes at 3500)",
                             kind=float, low=0, high=1, low_open=True, group=FLOW_MODEL)
-    ecmp: str = option("spread", "simulate: ECMP as an even split of every flow over its equal-cost paths (spread) "
+    ecmp: str = run_option("spread", "simulate: ECMP as an even split of every flow over its equal-cost paths (spread) "
                        "or one hashed path per flow, as a switch picks (hash)", choices=ECMP_MODES,
                        group=FLOW_MODEL)
-    ecmp_ports: str = option(None, "simulate: an emulated run's folder whose connections' TCP ports (so their "
+    ecmp_ports: str = run_option(None, "simulate: an emulated run's folder whose connections' TCP ports (so their "
                              "ECMP paths) the simulation reuses, so both see the same collisions; in compare, "
                              "'emulated' takes the emulated row of the same label", group=FLOW_MODEL)
-    granularity: str = option("chunk", "simulate: data moves in the engine's chunks, each going on once its own "
+    granularity: str = run_option("chunk", "simulate: data moves in the engine's chunks, each going on once its own "
                               "earlier steps are done (chunk), or in whole step messages, as the closed forms "
                               "assume (message)", choices=GRANULARITIES, group=FLOW_MODEL)
-    out: str = option(None, "output folder (default: a new results/COMMAND/DATE-TIME, with results/COMMAND/latest "
+    out: str = run_option(None, "output folder (default: a new results/COMMAND/DATE-TIME, with results/COMMAND/latest "
                             "pointing at it)",
                       group=OUTPUT, yaml=False)
-    local: bool = option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
+    local: bool = run_option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
                          group=RANKS, yaml=False)
-    force: bool = option(False, "replace the results of an earlier run in --out", kind=bool, group=REPLACE,
+    force: bool = run_option(False, "replace the results of an earlier run in --out", kind=bool, group=REPLACE,
                          yaml=False)
-    wait: bool = option(False, "wait for another run's emulated network instead of refusing", kind=bool,
+    wait: bool = run_option(False, "wait for another run's emulated network instead of refusing", kind=bool,
                         group=WAIT, yaml=False)
 
 

@@ -50,9 +50,7 @@ def blueconnect(radices: Sequence[int], pin_levels: bool = False, recursive: boo
     digits first); order: the reduce-scatter stage order (default 0, 1, ...; the all-gather runs it back)."""
     radices = list(radices)
     order = list(order) if order is not None else list(range(len(radices)))
-    P = 1
-    for r in radices:
-        P *= r
+    P = math.prod(radices)
     digits = [to_digits(q, radices) for q in range(P)]
     steps: List[tuple] = []
 
@@ -89,9 +87,7 @@ def blueconnect(radices: Sequence[int], pin_levels: bool = False, recursive: boo
 def two_level(radices: Sequence[int]) -> Plan:
     """Reduce to the master of each level-0 group, ring all-reduce among masters, broadcast back (eq. 7)."""
     p0 = radices[0]
-    P = 1
-    for r in radices:
-        P *= r
+    P = math.prod(radices)
     masters = [m for m in range(P) if m % p0 == 0]
     M = len(masters)
     low = [[q for q in range(P) if q % p0 == v] for v in range(p0)]   # chunk v of a group's gradient

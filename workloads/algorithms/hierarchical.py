@@ -6,6 +6,7 @@ Thread t aggregates over the digits in the order l_w = (t + w) mod m, then broad
 Piece <t, q> ends fully aggregated on rank q and is then broadcast to everyone.
 """
 
+import math
 from typing import List, Sequence
 
 from emulation.core.radix import group_members, to_digits
@@ -37,9 +38,7 @@ def hierarchical(name: str, radices: Sequence[int], threads: int, pin_levels: bo
     pin_levels tags each transfer with its digit's level, so on BCube it uses that level's link.
     """
     m = len(radices)
-    ranks = 1
-    for r in radices:
-        ranks *= r
+    ranks = math.prod(radices)
     digits = [to_digits(q, radices) for q in range(ranks)]
     neighbours = [[group_neighbours(a, level, radices) for level in range(m)] for a in range(ranks)]
     streams = []

@@ -1,0 +1,115 @@
+"""Write docs/reference/benchmark.md from the results files `make benchmark` wrote (results/benchmark/report.json,
+results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json), each section headed by
+the command, date and commit of the run that measured it. A section whose file is missing says so."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join(ROOT, "docs", "reference", "benchmark.md")
+SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/benchmark-low-rate/report.json",
+           "soak": "results/soak/soak.json", "scale": "results/scale/scale.json"}
+
+
+def load(path: str) -> Optional[dict]:
+    """A results file, or None."""
+    path = os.path.join(ROOT, path)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def origin(report: dict, path: str) -> str:
+    """Where a section's figures came from."""
+    p = report.get("provenance") or {}
+    commit = (p.get("commit") or "unknown")[:12] + (" (modified)" if p.get("dirty") else "")
+    return (f"From `{path}`, written by `{p.get('command', '?')}` on {p.get('date', '?')} at commit `{commit}` "
+            f"({p.get('cpus', '?')} CPUs, kernel {p.get('kernel', '?')}).")
+
+
+def number(v, spec=".3f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def targets(report: dict) -> List[str]:
+    """Every target and whether it was met."""
+    rows = ["| target | met |", "|---|---|"]
+    rows += [f"| {name} | {'yes' if ok else '**no**'} |" for name, ok in report.get("targets", {}).items()]
+    return rows
+
+
+def runs(report: dict) -> List[str]:
+    """Per run: GST/theory, its variation, dilation and verdict."""
+    rows = ["| run | GST/theory | CV | dilation | verdict | cause |", "|---|---|---|---|---|---|"]
+    for key, r in report.get("runs", {}).items():
+        rows.append(f"| {key} | {number(r.get('gst_ratio'))} | {number(r.get('gst_cv'))} | {r.get('dilation', 1):g} | "
+                    f"{r.get('fidelity')} | {(r.get('fidelity_cause') or '').replace('|', '/')} |")
+    return rows
+
+
+def page() -> str:
+    """The benchmark page."""
+    lines = ["# Benchmark", "", "<!-- written by scripts/benchmark_page.py from `make benchmark`'s results: do not edit -->",
+             "", "`make benchmark` measures every timing target on this machine (the targets are in "
+             "`scripts/benchmark.py`; a busy machine may miss them, and the report says so). What each run is: "
+             "[What made timings unfaithful](../explanation/timing-causes.md).", ""]
+    report = load(SOURCES["benchmark"])
+    lines += ["## Timing targets", ""]
+    if report is None:
+        lines += [f"`{SOURCES['benchmark']}` is missing: run `make benchmark`.", ""]
+    else:
+        lines += [origin(report, SOURCES["benchmark"]), "",
+                  f"Targets met: **{report.get('targets_met')}**; the runs took {report.get('duration_s', 0) / 60:.0f} "
+                  f"minutes.", ""] + targets(report) + [""] + runs(report) + [""]
+        for key, what in (("bml_over_ps_gst", "BML / PS GST at 100 Mbit/s (dilated pair)"),
+                          ("bml_jct_reduction_vs_ps", "BML JCT reduction against PS"),
+                          ("blueconnect_speedup_vs_ring", "BlueConnect speed-up over the ring on tree:3,2,2"),
+                          ("net_bcube_fidelity_min", "`net bcube:3,2 --bw 100 --check` fidelity_min")):
+            if report.get(key) is not None:
+                lines.append(f"- {what}: {number(report[key])}")
+        lines.append("")
+    low = load(SOURCES["low_rate"])
+    lines += ["## Low rates", ""]
+    if low is None:
+        lines += [f"`{SOURCES['low_rate']}` is missing: run `make benchmark`.", ""]
+    else:
+        lines += [origin(low, SOURCES["low_rate"]), "", f"Targets met: **{low.get('targets_met')}**.", ""]
+        lines += targets(low) + [""]
+    soak = load(SOURCES["soak"])
+    lines += ["## Soak", ""]
+    if soak is None:
+        lines += [f"`{SOURCES['soak']}` is missing: run `make benchmark`.", ""]
+    else:
+        lines += [origin(soak, SOURCES["soak"]), "",
+                  f"{len(soak.get('runs', []))} runs back to back: every run correct: {soak.get('all_correct')}; "
+                  f"leftovers: {len(soak.get('leftovers') or [])}; passed: {soak.get('ok')}.", ""]
+    scale = load(SOURCES["scale"])
+    lines += ["## The flow model at scale", ""]
+    if scale is None:
+        lines += [f"`{SOURCES['scale']}` is missing: run `make benchmark`.", ""]
+    else:
+        lines += [origin(scale, SOURCES["scale"]), "", "| case | seconds | peak MiB | exit |", "|---|---|---|---|"]
+        for c in scale.get("cases", []):
+            lines.append(f"| {c.get('algo')} on {c.get('topology')} | {number(c.get('wall_s'), '.1f')} | "
+                         f"{number(c.get('peak_rss_mib'), '.0f')} | {c.get('returncode')} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.parse_args()
+    with open(PAGE, "w") as f:
+        f.write(page())
+    print(PAGE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
