@@ -45,9 +45,9 @@ def load(path: str) -> dict:
     return data
 
 
-def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
-    """Every run of the matrix (runs x the cartesian product of `sweep` values), each validated once: a label,
-    its sweep values, its RunConfig, its back end and its checked job."""
+def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
+    """Every run of the matrix (runs x the cartesian product of `sweep` values), its keys read but not yet checked
+    on its back end: a label, its sweep values, where it is (for messages) and its RunConfig."""
     defaults = data.get("defaults", {}) or {}
     sweep = data.get("sweep", {}) or {}
     if not isinstance(defaults, dict) or not isinstance(sweep, dict):
@@ -79,15 +79,29 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
             names[name] = where
             try:  # compare owns its run folders: a rerun of the matrix replaces them
                 cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local, force=True)
-                backend = BACKENDS[cfg.mode]
-                job = backend.prepare(cfg, lambda n: f"{where}: {yaml_key(n, option_of(n))}", in_matrix=True)
             except ValueError as exc:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
-            cfg = job.cfg  # the configuration the checked job runs
-            if job.replays_sibling:
-                cfg.ecmp_ports = emulated_sibling(out, label, combo, where)
-            out.append({"label": label, "sweep": combo, "config": cfg, "backend": backend, "job": job})
+            out.append({"label": label, "sweep": combo, "where": where, "config": cfg})
+    return out
+
+
+def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
+    """Every run of the matrix (rows), each validated once on its back end: a label, its sweep values, its RunConfig,
+    its back end and its checked job."""
+    out = []
+    for entry in rows(data, out_root, local):
+        where, cfg = entry.pop("where"), entry["config"]
+        try:
+            backend = BACKENDS[cfg.mode]
+            job = backend.prepare(cfg, lambda n: f"{where}: {yaml_key(n, option_of(n))}", in_matrix=True)
+        except ValueError as exc:
+            text = str(exc)
+            raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
+        cfg = job.cfg  # the configuration the checked job runs
+        if job.replays_sibling:
+            cfg.ecmp_ports = emulated_sibling(out, entry["label"], entry["sweep"], where)
+        out.append(dict(entry, config=cfg, backend=backend, job=job))
     return out
 
 
