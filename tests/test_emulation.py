@@ -1,5 +1,6 @@
 """Real Mininet + OVS + Ryu runs (root): reachability, zero PacketIns, shaping fidelity, clean teardown."""
 
+import functools
 import json
 import os
 import signal
@@ -19,7 +20,10 @@ from helpers import ROOT, run_dmlbed
 pytestmark = pytest.mark.emulation
 
 
-PMD_SLEEP_BEFORE = ovs_setting("pmd-maxsleep") if ovs_running() else None
+@functools.lru_cache(maxsize=None)
+def pmd_sleep_before():
+    """The machine's own pmd-maxsleep, read once after the session cleaned what crashed runs left (conftest)."""
+    return ovs_setting("pmd-maxsleep") if ovs_running() else None
 
 
 def leftovers(spec):
@@ -34,7 +38,7 @@ def leftovers(spec):
     if os.path.isdir(STATE_ROOT):
         found += [f"run record {d}" for d in os.listdir(STATE_ROOT)]
     pmd_sleep = ovs_setting("pmd-maxsleep")
-    if pmd_sleep != PMD_SLEEP_BEFORE:
+    if pmd_sleep != pmd_sleep_before():
         found.append(f"Open vSwitch other_config:pmd-maxsleep={pmd_sleep}")
     return found
 
@@ -139,7 +143,7 @@ def test_clean_removes_what_a_killed_run_left():
     r = run_dmlbed("clean")
     assert r.returncode == 0, r.stderr
     assert "deleted bridge" in r.stdout and "removed folder" in r.stdout
-    if PMD_SLEEP_BEFORE is None and not kernel_datapath_available():
+    if pmd_sleep_before() is None and not kernel_datapath_available():
         assert "unset Open vSwitch other_config:pmd-maxsleep" in r.stdout
     assert leftovers("bcube:2,2") == [] and work_folders() - before == set()
     assert "nothing left behind" in run_dmlbed("clean").stdout
