@@ -162,7 +162,7 @@ def test_reproduce_lists_the_paper_configs_and_refuses_unknown_names():
     assert r.returncode == 0
     names = [line.split()[0] for line in r.stdout.splitlines()]
     assert names == ["blueconnect-fig5", "blueconnect-fig6", "blueconnect", "bml-fig5", "bml-fig6", "bml-fig7",
-                     "ibatch-72", "ibatch", "pflow", "terngrad-convergence", "terngrad-fig5", "terngrad"]
+                     "ibatch-72", "pflow-alexnet", "pflow", "terngrad-convergence", "terngrad-fig5", "terngrad"]
     r = run_dmlbed("reproduce", "bml-fig99")
     assert r.returncode == 2 and "valid are blueconnect" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -175,5 +175,5 @@ def test_reproduce_prints_paper_beside_ours(tmp_path):
     assert [c["what"] for c in scored] == ["GST one-level ring / BlueConnect", "GST two-level / BlueConnect",
                                            "BlueConnect GST / eq. 9"]
     assert all(c["kind"] == "model" and c["ours"] > 0 and c["paper"] for c in scored)  # eq. 5/7/9 are dmlbed's
-    assert {c["kind"] for c in out["paper"]} == {"model", "paper"} and len(out["paper"]) == 5
+    assert {c["evidence"] for c in out["paper"]} == {"model"} and len(out["paper"]) == 3  # the paper's own: -fig5, -fig6
     assert (tmp_path / "paper.csv").exists()

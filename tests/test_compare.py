@@ -130,7 +130,7 @@ def test_simulated_compare_prints_paper_beside_ours(tmp_path):
                 "    - {what: 'far away', from: 'Fig. 9', quote: 'q', paper: 3.0, out_of_reach: 'needs GPUs'}\n")
     r = run_dmlbed("compare", cfg, "--out", str(tmp_path / "out"), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "dmlbed's model vs ours" in r.stdout and "ring / PS" in r.stdout
+    assert "models (the papers' formulas, dmlbed's own) vs ours" in r.stdout and "ring / PS" in r.stdout
     assert "out of reach here (not scored):\n  far away (Fig. 9): needs GPUs" in r.stdout
     rows = list(csv.DictReader(open(tmp_path / "out" / "paper.csv")))
     assert [row["what"] for row in rows] == ["ring / PS", "PS against its formula", "far away"]

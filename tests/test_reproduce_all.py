@@ -1,4 +1,4 @@
-"""reproduce --all: every paper config in turn, one table of every claim (the README's), checked before running."""
+"""reproduce --all: every paper config in turn, one table of every claim (the docs' papers page), checked before running."""
 
 import csv
 
@@ -34,9 +34,9 @@ def test_every_config_runs_into_one_table_of_claims(tmp_path):
         ("two", "ring / PS", "agrees"), ("two", "far away", "out of reach here")]
     assert rows[0]["how"] == "simulated" and float(rows[0]["ours"]) == pytest.approx(1.0, abs=0.01)
     table = (tmp_path / "all" / "papers.md").read_text().splitlines()
-    assert table[0].startswith("| config | claim | paper | source |") and len(table) == 2 + 4
-    assert "| one | ring / PS (dmlbed's model) | 1 | m |" in table[2]
-    assert table[-1].startswith("| two | far away | 3.0 | Fig. 9 | - | - |  | out of reach here | needs GPUs |")
+    assert table[0].startswith("| config | claim | evidence | paper | source |") and len(table) == 2 + 4
+    assert "| one | ring / PS (dmlbed's model) | model | 1 | m |" in table[2]
+    assert table[-1].startswith("| two | far away |  | 3.0 | Fig. 9 | - | - |  | out of reach here | needs GPUs |")
     assert (tmp_path / "all" / "one" / "comparison.csv").exists() and set(result["configs"]) == {"one", "two"}
 
 
@@ -57,12 +57,12 @@ def test_an_earlier_table_is_kept_unless_forced(tmp_path):
 
 def test_claims_fold_their_sweep_group_into_the_name_and_pipes_are_escaped():
     result = {"sweep_keys": ["batch"], "paper": [
-        {"what": "a|b", "kind": "paper", "paper": "0.5", "from": "Fig. 1", "ours": 0.25, "ours_over_paper": 0.5,
+        {"what": "a|b", "kind": "paper", "evidence": "measurement", "paper": "0.5", "from": "Fig. 1", "ours": 0.25, "ours_over_paper": 0.5,
          "how": "measured (emulated, faithful)", "verdict": "differs", "why": "x", "batch": 16}]}
     rows = claim_rows([("cfg", result)])
     assert rows[0]["what"] == "a|b (batch=16)"
-    assert "| cfg | a\\|b (batch=16) | 0.5 | Fig. 1 | 0.25 | 0.5 | measured (emulated, faithful) | differs | x |" \
-        in markdown(rows)
+    assert "| cfg | a\\|b (batch=16) | measurement | 0.5 | Fig. 1 | 0.25 | 0.5 | measured (emulated, faithful) | differs " \
+        "| x |" in markdown(rows)
 
 
 def test_how_a_value_was_obtained():

@@ -72,7 +72,8 @@ def test_the_config_schema_is_the_option_table():
     claim = {"what": "x", "from": "sec. 4", "row": "a", "metric": "gst_median_s", "paper": 1.5}
     assert not v.is_valid({"runs": [{"label": "a"}], "paper": {"source": "s", "text": "bml", "claims": [claim]}})
     assert v.is_valid({"runs": [{"label": "a"}],
-                       "paper": {"source": "s", "text": "bml", "claims": [{**claim, "quote": "1.5x faster"}]}})
+                       "paper": {"source": "s", "text": "bml", "claims": [{**claim, "quote": "1.5x faster",
+                                                                                 "evidence": "measurement"}]}})
 
 
 def test_a_run_and_a_simulation_write_summaries_the_schema_accepts(tmp_path):

@@ -27,10 +27,12 @@ def main() -> int:
     cfg = RankConfig.read(ap.parse_args().config)
     job, topo, rank = cfg.bench, parse(cfg.topology), cfg.rank
     probe = job.probe
-    plan = build_probe(topo, *probe) if probe else get(cfg.algo).build_plan(topo, cfg.servers, cfg.options, cfg.bw)
+    # a raw buffer is one tensor (a plan that places whole tensors puts it on one server, as TensorFlow would)
+    plan = build_probe(topo, *probe) if probe else get(cfg.algo).build_plan(topo, cfg.servers, cfg.options, cfg.bw,
+                                                                            layer_sizes=[1])
     contributors = set(plan.contributors)
     involved = any(rank in (t.src, t.dst) for t in plan.transfers())
-    layouts = {size: PieceLayout([size // 4], plan.pieces) for size in job.sizes}
+    layouts = {size: plan.piece_layout([size // 4]) for size in job.sizes}
     channel = Channel(cfg, topo, plan, layouts[job.sizes[0]])
     try:
         with open(RankFiles(cfg.out_dir).bench(rank), "a") as out:

@@ -9,6 +9,8 @@ import numpy as np
 
 REDUCE = "reduce"
 COPY = "copy"
+EVEN = "even"        # a plan's piece p is the p-th share of every layer (balanced whatever the layers' sizes)
+TENSORS = "tensors"  # a plan's piece p is the whole tensor (layer) p, in order: pieces = the model's tensors
 
 
 class PlanError(ValueError):
@@ -39,6 +41,30 @@ class Plan:
     streams: Tuple[Tuple[Step, ...], ...]
     contributors: Tuple[int, ...]
     meta: Dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    layout: str = EVEN  # how a vector of layers is cut into its pieces (EVEN or TENSORS)
+
+    def piece_layout(self, layer_sizes: Sequence[int]) -> "PieceLayout":
+        """The layout of a vector of these layers in this plan's pieces (PlanError when a TENSORS plan was built for
+        another number of tensors)."""
+        if self.layout == TENSORS:
+            self._check_tensors(layer_sizes)
+            return PieceLayout.per_layer(layer_sizes)
+        return PieceLayout(layer_sizes, self.pieces)
+
+    def piece_sizes(self, layer_sizes: Sequence[int]) -> List[int]:
+        """Elements per piece of piece_layout(layer_sizes), without building its index."""
+        if self.layout == TENSORS:
+            self._check_tensors(layer_sizes)
+            return [int(s) for s in layer_sizes]
+        return piece_sizes(layer_sizes, self.pieces)
+
+    def scaler_layout(self, layers: int) -> "PieceLayout":
+        """The layout of one value per layer (a compressor's per-layer scalers) in this plan's pieces."""
+        return self.piece_layout([1] * layers) if self.layout == TENSORS else PieceLayout([layers], self.pieces)
+
+    def _check_tensors(self, layer_sizes: Sequence[int]) -> None:
+        if len(layer_sizes) != self.pieces:
+            raise PlanError(f"{self.name}: built for {self.pieces} whole tensors, given {len(layer_sizes)} layers")
 
     def transfers(self):
         """Every transfer of every step of every stream."""

@@ -122,6 +122,7 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     for key in ("compute_real_median_s", "compute_cpu_median_s", "compute_over_budget", "first_step_wire_ratio",
                 "loss_first", "loss_last", "accuracy", "accuracy_curve", "checks", "wire_by_phase"):
         setattr(emulation, key, measured.pop(key))
+    emulation.later_steps_wire_ratio = (emulation.wire_by_phase.get("later_steps") or {}).get("ratio")
     emulation.rank_start = dict(state["startup"], first_iteration_s=first_iteration_s(records.rows, state["spawned"]))
     outcome = Outcome(mode=MODE, iterations=measured.pop("iterations"), gst_median_s=gst,
                       gst_ratio=gst / theory_s if gst else None, compute_median_s=measured.pop("compute_median_s"),

@@ -22,8 +22,9 @@ from emulation.run.provenance import provenance
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
-           "throughput_sps", "wire_ratio", "first_step_wire_ratio", "forward_phase_s", "overlapped_s",
-           "comm_exposed_s", "compute_exposed_s", "push_s", "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
+           "throughput_sps", "comm_over_compute", "wire_ratio", "first_step_wire_ratio", "later_steps_wire_ratio",
+           "switch_ratio_fat_tree", "forward_phase_s", "overlapped_s", "comm_exposed_s", "compute_exposed_s", "push_s",
+           "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
            "error", "out"]
 
 
@@ -78,7 +79,8 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
                                   f"{names[name]}'s: each run needs its own label (its results folder)")
             names[name] = where
             try:  # compare owns its run folders: a rerun of the matrix replaces them
-                cfg = from_mapping(merged, where, out=os.path.join(out_root, name), local=local, force=True)
+                fixed = dict(out=os.path.join(out_root, name), force=True, **({"local": True} if local else {}))
+                cfg = from_mapping(merged, where, **fixed)
             except ValueError as exc:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
@@ -137,6 +139,8 @@ def row(entry: dict, summary: dict) -> dict:
     r.update(summary.get("split_median_s") or {})
     if r.get("throughput_sps") is None and r.get("iteration_median_s") and r.get("batch") and r.get("workers"):
         r["throughput_sps"] = r["batch"] * r["workers"] / r["iteration_median_s"]  # samples per second
+    if r.get("iteration_median_s") and r.get("compute_median_s"):  # everything but the device's compute, over it
+        r["comm_over_compute"] = (r["iteration_median_s"] - r["compute_median_s"]) / r["compute_median_s"]
     fid = summary.get("fidelity") or {}
     r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"))
     cfg = entry["config"]
@@ -245,8 +249,9 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
         write_table(os.path.join(out_root, "accuracy.csv"), curves, ["label", *sweep_keys, "iteration", "accuracy"])
     claims = paper.table(job.claims, rows, sweep_keys)
     if claims:
-        write_table(os.path.join(out_root, "paper.csv"), claims, ["what", "kind", *sweep_keys, "paper", "ours",
-                                                                  "ours_over_paper", "verdict", "agrees", "how", "why"])
+        write_table(os.path.join(out_root, "paper.csv"), claims, ["what", "kind", "evidence", *sweep_keys, "paper",
+                                                                  "ours", "ours_over_paper", "verdict", "agrees",
+                                                                  "how", "derived", "why"])
     pairs = sim_vs_emu(rows, sweep_keys)
     if pairs:
         write_table(os.path.join(out_root, "sim_vs_emu.csv"), pairs, list(pairs[0]))

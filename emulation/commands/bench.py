@@ -170,9 +170,11 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
             shutil.rmtree(files.path, ignore_errors=True)
             records = run_bench_ranks(life.hosts, checked, BenchJob(tuple(sizes), job.warmup, job.reps), files,
                                       PLAN_PORT + PORT_STRIDE * i, algo, log, life.server)
-            theory = lambda size, c=checked: c.algorithm.gst_theory(c.topo, size, c.bw, c.servers).gst_s  # noqa
+            theory = lambda size, c=checked: c.algorithm.gst_theory(  # noqa: E731 (a raw buffer is one tensor)
+                c.topo, size, c.bw, c.servers, options=c.options, layer_sizes=[size // 4]).gst_s
             calibrated = None if cal is None else \
-                lambda size, c=checked: calibrated_gst(c.algorithm, c.topo, c.servers, [size // 4], cal)  # noqa
+                lambda size, c=checked: calibrated_gst(c.algorithm, c.topo, c.servers, [size // 4], cal,  # noqa
+                                                       c.options)
             rows.extend(table(algo, records, len(checked.contributors), theory, calibrated, base.dilation))
 
     def finish(life: Lifecycle) -> dict:

@@ -117,8 +117,13 @@ def config_page() -> str:
                 "relation": "`value`, `ratio` (row / relative_to) or `reduction` (1 - row / relative_to)",
                 "from": "the section, figure or table of the paper that holds the number",
                 "quote": "the paper's own sentence holding the number, verbatim (kind paper)",
-                "kind": "`paper` (a measurement; the default) or `model` (dmlbed's own model)",
-                "why": "why ours differs from the paper's setting, where it does",
+                "kind": "`paper` (the paper's claim; the default) or `model` (dmlbed's own model)",
+                "evidence": "what agreeing would show: `measurement` (a paper's measurement reproduced), `model` (a "
+                            "formula or model checked) or `construction` (a property that holds by construction)",
+                "derived": "why the claim follows from others (it is shown, not counted again)",
+                "tolerance": "the share ours/paper may differ by and still agree (default 0.1); a claimed effect "
+                             "must lie outside it",
+                "why": "why ours differs from the paper's setting, where it does (shown on every row)",
                 "out_of_reach": "why the claim cannot be reached here (it is printed, not scored)"}
     lines += [f"| `{k}` | {cell(meanings.get(k, ''))} |" for k in sorted(claims.CLAIM_KEYS)]
     return "\n".join(lines).rstrip() + "\n"

@@ -90,16 +90,21 @@ class Reproduce(Command):
 
 
 def print_claim_counts(claims: List[dict]) -> None:
-    """Per paper config, how many of its claims agree, differ, have no value or are out of reach here."""
+    """Per paper config, how many of its claims agree, differ, have no value, are not judged or are out of reach
+    here; then the counts per kind of evidence."""
     counts: Dict[str, Dict[str, int]] = {}
     for c in claims:
         config = counts.setdefault(c["config"], {})
         config[c["verdict"]] = config.get(c["verdict"], 0) + 1
     for name, by_verdict in counts.items():
         print(f"  {name:<22} " + ", ".join(f"{n} {v}" for v, n in sorted(by_verdict.items())))
+    print(f"\n{counts_line(claims)}")
 
 
-TABLE_COLUMNS = ["config", "what", "kind", "paper", "from", "ours", "ours_over_paper", "how", "verdict", "why"]
+TABLE_COLUMNS = ["config", "what", "kind", "evidence", "paper", "from", "ours", "ours_over_paper", "how", "verdict",
+                 "derived", "why"]
+EVIDENCE_NAMES = {"measurement": "reproductions of a paper's measurement", "model": "checks of a model",
+                  "construction": "properties by construction", "": "out of reach here"}
 
 
 @dataclass(frozen=True)
@@ -156,10 +161,31 @@ def claim_rows(results: List[Tuple[str, dict]]) -> List[dict]:
         for c in result.get("paper") or []:
             group = ", ".join(f"{k}={c[k]}" for k in keys if c.get(k) is not None)
             out.append({"config": name, "what": c["what"] + (f" ({group})" if group else ""), "kind": c["kind"],
-                        "paper": c["paper"], "from": c["from"], "ours": c["ours"],
+                        "evidence": c.get("evidence", ""), "paper": c["paper"], "from": c["from"], "ours": c["ours"],
                         "ours_over_paper": c["ours_over_paper"], "how": c.get("how", ""), "verdict": c["verdict"],
-                        "why": c["why"]})
+                        "derived": c.get("derived", ""), "why": c["why"]})
     return out
+
+
+def claim_counts(claims: List[dict]) -> Dict[str, Dict[str, int]]:
+    """Per kind of evidence, how many claims have each verdict; derived claims are counted apart ('derived')."""
+    counts: Dict[str, Dict[str, int]] = {}
+    for c in claims:
+        kind = "derived" if c.get("derived") else c.get("evidence", "")
+        counts.setdefault(kind, {})
+        counts[kind][c["verdict"]] = counts[kind].get(c["verdict"], 0) + 1
+    return counts
+
+
+def counts_line(claims: List[dict]) -> str:
+    """The summary line: verdicts per kind of evidence, derived claims apart."""
+    names = dict(EVIDENCE_NAMES, derived="derived from other rows (not counted again)")
+    parts = []
+    for kind, by_verdict in sorted(claim_counts(claims).items(), key=lambda kv: list(names).index(kv[0])):
+        total = sum(by_verdict.values())
+        detail = ", ".join(f"{n} {v}" for v, n in sorted(by_verdict.items()))
+        parts.append(f"{names[kind]}: {total}" + (f" ({detail})" if kind != "" else ""))
+    return "; ".join(parts)
 
 
 def docs_page(claims: List[dict], origin: dict, rebuilt: Optional[dict] = None) -> str:
@@ -176,13 +202,13 @@ def docs_page(claims: List[dict], origin: dict, rebuilt: Optional[dict] = None) 
         lines.append(f"Its claims' text was rebuilt from the saved rows by `{rebuilt.get('command')}` on "
                      f"{rebuilt.get('date')} at commit `{(rebuilt.get('commit') or 'unknown')[:12]}` (no value "
                      f"changed).")
-    counts: Dict[str, int] = {}
-    for c in claims:
-        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-    lines += ["", "Verdicts: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + ". \"How\" says where "
-              "ours comes from: a closed form, the flow model (\"simulated\"), loopback, or the emulated network with "
-              "that run's [fidelity verdict](../explanation/fidelity.md). Run it yourself: "
-              "[Reproduce the papers](../how-to/reproduce-papers.md).", "", markdown(claims)]
+    lines += ["", f"{len(claims)} claims. {counts_line(claims)}.", "",
+              "\"Evidence\" says what an agreement shows: a paper's measurement reproduced, a model (the paper's "
+              "formula or dmlbed's) checked, or a property that holds by construction. \"How\" says where ours comes "
+              "from: a closed form, the flow model (\"simulated\"), loopback, or the emulated network with the worst "
+              "[fidelity verdict](../explanation/fidelity.md) of the runs the claim uses; a claim resting on a run "
+              "that was not faithful is not judged. A derived claim follows from others and is not counted again. "
+              "Run it yourself: [Reproduce the papers](../how-to/reproduce-papers.md).", "", markdown(claims)]
     return "\n".join(lines)
 
 
@@ -195,14 +221,16 @@ def markdown(claims: List[dict]) -> str:
     def cell(text) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| config | claim | paper | source | ours | ours/paper | how | verdict | why it differs |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    order = {"paper": 0, "model": 1}
-    for c in sorted(claims, key=lambda c: (c["verdict"] == "out of reach here", order.get(c["kind"], 2))):
+    lines = ["| config | claim | evidence | paper | source | ours | ours/paper | how | verdict | why |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    order = {"measurement": 0, "model": 1, "construction": 2}
+    for c in sorted(claims, key=lambda c: (c["verdict"] == "out of reach here", bool(c.get("derived")),
+                                           order.get(c.get("evidence", ""), 3))):
         what = c["what"] + (" (dmlbed's model)" if c["kind"] == "model" else "")
+        why = c["why"] + (f" Derived: {c['derived']}" if c.get("derived") else "")
         lines.append("| " + " | ".join(cell(x) for x in (
-            c["config"], what, c["paper"], c["from"], number(c["ours"]), number(c["ours_over_paper"]), c["how"],
-            c["verdict"], c["why"])) + " |")
+            c["config"], what, c.get("evidence", ""), c["paper"], c["from"], number(c["ours"]),
+            number(c["ours_over_paper"]), c["how"], c["verdict"], why.strip())) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,7 @@
-"""The papers' values beside ours: a compare config's `paper:` block, checked, evaluated and tabled."""
+"""The papers' values beside ours: a compare config's `paper:` block, checked, evaluated and tabled. A claim only
+counts when it could have failed: a range or an agreement band that holds the value of no effect is refused, a
+claim resting on an emulated run that was not faithful is not judged, a claim that follows from others is marked
+derived and not counted again, and each claim says what kind of evidence it is."""
 
 from __future__ import annotations
 
@@ -13,16 +16,27 @@ METRIC_DOMAINS = {
     "throughput_sps": (0.0, math.inf), "wire_ratio": (0.0, math.inf), "first_step_wire_ratio": (0.0, math.inf),
     "forward_phase_s": (0.0, math.inf), "overlapped_s": (0.0, math.inf), "comm_exposed_s": (0.0, math.inf),
     "compute_exposed_s": (0.0, math.inf), "push_s": (0.0, math.inf), "broadcast_s": (0.0, math.inf),
-    "dropped": (0.0, 1.0), "loss_first": (0.0, math.inf), "loss_last": (0.0, math.inf), "accuracy": (0.0, 1.0)}
+    "dropped": (0.0, 1.0), "loss_first": (0.0, math.inf), "loss_last": (0.0, math.inf), "accuracy": (0.0, 1.0),
+    "later_steps_wire_ratio": (0.0, math.inf), "comm_over_compute": (0.0, math.inf),
+    "switch_ratio_fat_tree": (0.0, math.inf)}
 METRICS = tuple(METRIC_DOMAINS)
 RELATIONS = ("value", "ratio", "reduction")
 RELATION_DOMAINS = {"ratio": (0.0, math.inf), "reduction": (-math.inf, 1.0)}
-KINDS = ("paper", "model")
+KINDS = ("paper", "model")  # whose claim: a paper's, or dmlbed's own model
+# What agreeing would show: a paper's measurement reproduced, a model (the paper's formula, or dmlbed's) checked
+# against a run or the flow model, or a property that holds by construction (counted, never a reproduction).
+EVIDENCE = ("measurement", "model", "construction")
 PAPERS = ("bml", "blueconnect", "ibatch", "parameter-flow", "terngrad")  # the texts the quotes come from
 CLAIM_KEYS = {"what", "row", "metric", "paper", "relative_to", "relation", "from", "quote", "kind", "why",
-              "out_of_reach"}
+              "out_of_reach", "evidence", "derived", "tolerance"}
 MAX_SPAN = 100.0  # a range whose high end is more than this times its low end asserts next to nothing
+TOLERANCE = 0.10  # ours/paper within this agrees, unless a claim sets its own
+MAX_TOLERANCE = 0.5
+NO_EFFECT = {"ratio": 1.0, "reduction": 0.0}  # what a relation reads when the two rows do not differ
 OUT_OF_REACH = "out of reach here"
+NOT_JUDGED = "not judged (emulation not faithful)"
+UNFAITHFUL = ("degraded", "not faithful")  # fidelity verdicts a judged claim may not rest on
+FIDELITY_ORDER = {"faithful": 0, "degraded": 1, "not faithful": 2}
 
 Value = Union[float, Tuple[float, float]]
 
@@ -59,7 +73,12 @@ def claim(c, where: str, labels: Sequence[str], block: dict) -> dict:
     for key in required:
         if not c.get(key):
             raise PaperError(f"{where} needs '{key}'")
-    out = {**c, "kind": kind, "source": block.get("source", ""), "text": block.get("text")}
+    evidence = c.get("evidence", "model" if kind == "model" else None)
+    if "out_of_reach" not in c and evidence not in EVIDENCE:
+        raise PaperError(f"{where} needs 'evidence': one of {', '.join(EVIDENCE)} (what agreeing would show)")
+    if kind == "model" and evidence == "measurement":
+        raise PaperError(f"{where}: dmlbed's own model is not a paper's measurement (evidence model or construction)")
+    out = {**c, "kind": kind, "evidence": evidence or "", "source": block.get("source", ""), "text": block.get("text")}
     if "out_of_reach" in c:
         return out
     for key in ("row", "relative_to"):
@@ -74,9 +93,29 @@ def claim(c, where: str, labels: Sequence[str], block: dict) -> dict:
         raise PaperError(f"{where}: relation '{relation}' {'needs' if relation != 'value' else 'takes no'} "
                          f"'relative_to'")
     value = paper_value(c["paper"], where)
+    tolerance = c.get("tolerance", TOLERANCE)
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 < tolerance <= MAX_TOLERANCE:
+        raise PaperError(f"{where}: tolerance {tolerance!r} is invalid: give a share in (0, {MAX_TOLERANCE:g}]")
     if isinstance(value, tuple):
         check_can_fail(value, RELATION_DOMAINS.get(relation, METRIC_DOMAINS[c["metric"]]), where)
-    return {**out, "relation": relation, "paper": value}
+    check_effect(value, relation, float(tolerance), where)
+    return {**out, "relation": relation, "paper": value, "tolerance": float(tolerance)}
+
+
+def check_effect(value: Value, relation: str, tolerance: float, where: str) -> None:
+    """Refuse a claim of an effect that no effect would also satisfy: a range holding the relation's value of no
+    effect (a speed-up 'up to 2.2x' scored as [1, 2.2]), or a claimed effect inside its own agreement band (1.04
+    within 10%). A claim of no effect itself (1.0 for a ratio) is kept: it fails when ours shows one."""
+    if relation not in NO_EFFECT:
+        return
+    none = NO_EFFECT[relation]
+    if isinstance(value, tuple):
+        if value[0] <= none <= value[1]:
+            raise PaperError(f"{where}: the range [{value[0]:g}, {value[1]:g}] holds {none:g}, the {relation} of no "
+                             f"effect, so it could not fail: give the paper's effect (its upper end) as a number")
+    elif value != none and abs(value - none) <= tolerance * abs(value):
+        raise PaperError(f"{where}: the effect claimed ({value:g}) is within its tolerance ({tolerance:g}) of no "
+                         f"effect ({none:g}), so it could not fail: give a tighter tolerance")
 
 
 def paper_value(v, where: str) -> Value:
@@ -118,45 +157,69 @@ def verdict(agrees: Optional[bool]) -> str:
     return {True: "agrees", False: "differs", None: "no value"}[agrees]
 
 
+def rows_used(claim: dict, rows: List[dict], group: Dict[str, object]) -> List[dict]:
+    """The rows a claim's value comes from in one sweep group (its row, and the row it is relative to)."""
+    labels = [claim["row"]] + ([claim["relative_to"]] if claim.get("relative_to") else [])
+    found = [next((r for r in rows if r["label"] == label and all(r.get(k) == v for k, v in group.items())), None)
+             for label in labels]
+    return [r for r in found if r is not None]
+
+
+def worst_fidelity(used: List[dict]) -> Optional[str]:
+    """The worst fidelity verdict among emulated rows (None when none was emulated)."""
+    verdicts = [r.get("fidelity") for r in used if r.get("mode", "emulate") == "emulate" and
+                r.get("fidelity") in FIDELITY_ORDER]
+    return max(verdicts, key=FIDELITY_ORDER.get) if verdicts else None
+
+
+def judge(claim: dict, value: Optional[float]) -> Tuple[Optional[bool], Optional[float], str]:
+    """(agrees, ours/paper, the paper's value as printed) of one evaluated claim."""
+    paper = claim["paper"]
+    if isinstance(paper, tuple):
+        return (None if value is None else paper[0] <= value <= paper[1]), None, f"{paper[0]:g}-{paper[1]:g}"
+    over = None if value is None or not paper else value / paper
+    if over is None and value is not None and not paper:  # a claimed 0 (no reduction): within the tolerance itself
+        return abs(value) <= claim.get("tolerance", TOLERANCE), None, f"{paper:g}"
+    return (None if over is None else abs(over - 1.0) <= claim.get("tolerance", TOLERANCE)), over, f"{paper:g}"
+
+
 def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -> List[dict]:
-    """One row per claim and sweep group: the paper's value, ours, the verdict, and why where it differs
-    (claims out of reach here get one row with the reason, unscored)."""
+    """One row per claim and sweep group: the paper's value, ours, the verdict, how ours was obtained (with the
+    worst fidelity verdict of every run it uses) and why it differs where the config says (claims out of reach
+    here get one row with the reason, unscored). A claim resting on an emulated run that was not faithful is not
+    judged."""
     groups = list(dict.fromkeys(tuple(r.get(k) for k in sweep_keys) for r in rows))
     out = []
     for c in claim_list:
-        common = {"what": c["what"], "kind": c["kind"], "from": c["from"], "quote": c.get("quote", "")}
+        common = {"what": c["what"], "kind": c["kind"], "evidence": c.get("evidence", ""), "from": c["from"],
+                  "quote": c.get("quote", ""), "derived": c.get("derived", ""), "why": c.get("why", "")}
         if "out_of_reach" in c:
             out.append({**common, "paper": str(c.get("paper", "")), "ours": None, "ours_over_paper": None,
                         "agrees": None, "verdict": OUT_OF_REACH, "why": c["out_of_reach"], "how": ""})
             continue
         for g in groups:
             group = dict(zip(sweep_keys, g))
-            row = next((r for r in rows if r["label"] == c["row"] and all(r.get(k) == v for k, v in group.items())),
-                       None)
-            if row is None:
+            used = rows_used(c, rows, group)
+            if not used or used[0]["label"] != c["row"]:
                 continue
             value = ours(c, rows, group)
-            paper = c["paper"]
-            if isinstance(paper, tuple):
-                agrees = None if value is None else paper[0] <= value <= paper[1]
-                shown, over = f"{paper[0]:g}-{paper[1]:g}", None
-            else:
-                over = None if value is None or not paper else value / paper
-                agrees = None if over is None else abs(over - 1.0) <= 0.10
-                shown = f"{paper:g}"
+            agrees, over, shown = judge(c, value)
+            worst = worst_fidelity(used)
+            verdict_text = verdict(agrees)
+            if worst in UNFAITHFUL:
+                agrees, verdict_text = None, NOT_JUDGED
             out.append({**common, **group, "paper": shown, "ours": value, "ours_over_paper": over,
-                        "agrees": agrees, "verdict": verdict(agrees),
-                        "why": c.get("why", "") if agrees is False else "", "how": how_obtained(row)})
+                        "agrees": agrees, "verdict": verdict_text, "how": how_obtained(used[0], worst)})
     return out
 
 
-def how_obtained(row: dict) -> str:
+def how_obtained(row: dict, worst: Optional[str] = None) -> str:
     """Where a row's value came from: a closed form, simulated, measured on loopback, or measured on the emulated
-    network (with its fidelity verdict)."""
+    network (with the worst fidelity verdict of the runs the claim uses)."""
     if row.get("mode") == "simulate":
         return "simulated"
     if row.get("mode") == "theory":
         return "closed form"
     if row.get("fidelity") in (None, "not measured"):
         return "measured (loopback)"
-    return f"measured (emulated, {row['fidelity']})"
+    return f"measured (emulated, {worst or row['fidelity']})"

@@ -56,8 +56,9 @@ def claim_schema() -> dict:
     value = {"anyOf": [NUMBER, {"type": "array", "items": NUMBER, "minItems": 2, "maxItems": 2}]}
     properties = {key: TEXT for key in paper.CLAIM_KEYS}
     properties.update(metric={"enum": list(paper.METRICS)}, relation={"enum": list(paper.RELATIONS)},
-                      kind={"enum": list(paper.KINDS)}, paper={})
-    scored = {"required": ["row", "metric", "paper"], "properties": {"paper": value}}  # out of reach: any note
+                      kind={"enum": list(paper.KINDS)}, evidence={"enum": list(paper.EVIDENCE)}, paper={},
+                      tolerance={"type": "number", "exclusiveMinimum": 0, "maximum": paper.MAX_TOLERANCE})
+    scored = {"required": ["row", "metric", "paper", "evidence"], "properties": {"paper": value}}  # out of reach: any
     quoted = {"if": {"properties": {"kind": {"const": "model"}}, "required": ["kind"]}, "else": {"required": ["quote"]}}
     return {"type": "object", "properties": properties, "required": ["what", "from"], "additionalProperties": False,
             "if": {"required": ["out_of_reach"]}, "else": scored, "allOf": [quoted]}

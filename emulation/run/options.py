@@ -231,8 +231,8 @@ class CommonConfig:
     out: str = run_option(None, "output folder (default: a new results/COMMAND/DATE-TIME, with results/COMMAND/latest "
                             "pointing at it)",
                       group=OUTPUT, yaml=False)
-    local: bool = run_option(False, "run the workers on 127.0.0.1 without emulation (no root)", kind=bool,
-                         group=RANKS, yaml=False)
+    local: bool = run_option(False, "run the workers on 127.0.0.1 without emulation (no root; in a compare config, "
+                             "a row whose claims do not depend on the network)", kind=bool, group=RANKS)
     force: bool = run_option(False, "replace the results of an earlier run in --out", kind=bool, group=REPLACE,
                          yaml=False)
     wait: bool = run_option(False, "wait for another run's emulated network instead of refusing", kind=bool,

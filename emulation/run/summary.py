@@ -56,6 +56,7 @@ class Head:
     gst_theory_s: float
     gst_formula: str
     tf_s: float
+    switch_ratio_fat_tree: float  # the topology's switches over a 3-layer Fat-Tree's for as many hosts (5N/n)
     config: Dict[str, Any]
     provenance: Dict[str, Any]
     gst_baselines_s: Dict[str, float] = optional("other algorithms' closed forms beside this one's")
@@ -124,6 +125,7 @@ class Emulation:
     compute_cpu_median_s: Optional[float] = None
     compute_over_budget: int = 0
     first_step_wire_ratio: Optional[float] = None
+    later_steps_wire_ratio: Optional[float] = None  # bytes of every step but the first over fp32 (a PS's pull)
     loss_first: Optional[float] = None
     loss_last: Optional[float] = None
     accuracy: Optional[float] = None
@@ -264,11 +266,13 @@ def head(checked: Checked) -> Head:
     """Configuration, model size and the paper's GST (no plan is built for the closed form)."""
     cfg, topo, bw = checked.cfg, checked.topo, checked.bw
     parameters = parameter_count_of(cfg.model)
-    theory = checked.algorithm.gst_theory(topo, parameters * 4, bw, checked.servers, cfg.codec, checked.options)
+    theory = checked.algorithm.gst_theory(topo, parameters * 4, bw, checked.servers, cfg.codec, checked.options,
+                                          tensor_sizes(cfg.model))
     out = Head(topology=topo.spec, algo=cfg.algo, model=cfg.model, workers=len(checked.contributors),
                ranks=len(topo.hosts), servers=checked.servers, parameters=parameters, gradient_bytes=parameters * 4,
                bw_mbps=bw_value(bw), batch=cfg.batch, codec=cfg.codec, iterations_requested=cfg.iters,
                gst_theory_s=theory.gst_s, gst_formula=theory.formula, tf_s=theory.tf_s,
+               switch_ratio_fat_tree=len(topo.switches) / topo.fat_tree_switches_for_same_hosts(),
                config=asdict(cfg), provenance=provenance())
     if theory.baselines:
         out.gst_baselines_s = dict(theory.baselines)
@@ -308,7 +312,7 @@ def overlap_theory(checked: Checked) -> dict:
     """overlap_model with the paper's closed form for every bucket ({} without --overlap)."""
     def closed_form(sizes: Sequence[int]) -> float:
         return checked.algorithm.gst_theory(checked.topo, 4 * sum(sizes), checked.bw, checked.servers,
-                                            checked.cfg.codec, checked.options).gst_s
+                                            checked.cfg.codec, checked.options, sizes).gst_s
     model = overlap_model(checked, closed_form)
     return {"overlap_theory": model} if model else {}
 

@@ -166,6 +166,9 @@ def check_overlap(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_labe
     if not algorithm.overlaps:
         raise OptionError(f"{label('overlap')} runs DDP communication hooks: {algorithm.name} has none (valid: "
                           f"{', '.join(names_with(lambda a: a.overlaps))})")
+    if not algorithm.bucketable(algorithm.options_of(algorithm_options(cfg))):
+        raise OptionError(f"{label('overlap')} synchronizes DDP's buckets, any run of layers: {algorithm.name} with "
+                          f"these options plans for the whole model's tensors")
     if algorithm.resolve_servers(cfg.servers):
         raise OptionError(f"{label('overlap')} needs every rank to train (DDP ranks): {label('servers')} "
                           f"{cfg.servers} gives dedicated servers")

@@ -12,7 +12,6 @@ from emulation.core.impairment import Impairment
 from emulation.core.tcp import GOODPUT
 from emulation.core.topology import Topology
 from workloads.engine import CHUNK_BYTES
-from workloads.plan import piece_sizes
 
 FORMULA = "plan in the flow model at the calibrated rate and alpha of each level (engine chunks, max-min fair)"
 DELAY_FORMULA = ("plan in the flow model at the shaped rate x goodput, each message delayed by the links its path "
@@ -26,8 +25,8 @@ def plan_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int]
     (None: not a single plan)."""
     if algorithm.plan is None:
         return None
-    plan = algorithm.build_plan(topo, servers, options, bw, 4 * sum(layer_sizes))
-    pieces = [n * 4 for n in piece_sizes(layer_sizes, plan.pieces)]
+    plan = algorithm.build_plan(topo, servers, options, bw, 4 * sum(layer_sizes), layer_sizes)
+    pieces = [n * 4 for n in plan.piece_sizes(layer_sizes)]
     return simulate_plan(plan, pieces, Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES,
                          link_delay_s=link_delay_s).gst_s
 

@@ -83,6 +83,8 @@ class Algorithm:
     for what its ranks must agree on but could compute differently (a solver under a time limit).
     forward_phase: topology, servers, options, per-layer sizes, per-layer forward seconds, a plan's seconds in the
     flow model -> the forward pass with what it waits for (iBatch's pulls), for the flow model's iteration.
+    sized_plan: its plan and theory take the model's tensor sizes (layer_sizes=...), for plans whose pieces are whole
+    tensors; bucketable: options -> whether its plan can synchronize any bucket of layers (DDP's, with --overlap).
     """
 
     name: str
@@ -102,6 +104,8 @@ class Algorithm:
     phases: Optional[Callable[[Topology, int, Any, Sequence[int]], Tuple[Tuple[Plan, List[int]], ...]]] = None
     shared: Callable[[Topology, int, Any], Dict[str, object]] = nothing_shared
     forward_phase: Optional[Callable[..., Dict[str, object]]] = None
+    sized_plan: bool = False
+    bucketable: Callable[[Any], bool] = lambda options: True
 
     @property
     def overlaps(self) -> bool:
@@ -149,13 +153,15 @@ class Algorithm:
         self.check_options(topo, used, self.options_of(options))
 
     def build_plan(self, topo: Topology, servers: int = 0, options=None,
-                   bw: Optional[Sequence[float]] = None, gradient_bytes: Optional[float] = None) -> Plan:
+                   bw: Optional[Sequence[float]] = None, gradient_bytes: Optional[float] = None,
+                   layer_sizes: Optional[Sequence[int]] = None) -> Plan:
         """The all-reduce plan (PlanError when this algorithm is not a single plan) for its options (typed, or a
-        mapping of run options), the bandwidth per level and the gradient's size, which 'auto' choices need."""
+        mapping of run options), the bandwidth per level and the gradient's size, which 'auto' choices need, and the
+        model's tensor sizes, which a plan of whole tensors needs."""
         if self.plan is None:
             raise PlanError(f"{self.name} is not a single all-reduce plan")
-        keywords = self._keywords(options, bw)
-        if keywords and gradient_bytes is not None:
+        keywords = self._keywords(options, bw, layer_sizes)
+        if keywords and gradient_bytes is not None and not self.sized_plan:
             keywords["gradient_bytes"] = gradient_bytes
         return self.plan(topo, self.resolve_servers(servers), **keywords)
 
@@ -168,35 +174,37 @@ class Algorithm:
                           bw: Optional[Sequence[float]] = None) -> Tuple[Tuple[Plan, List[int]], ...]:
         """The plans one synchronization of layers of these sizes runs, in order, each with its pieces' element
         counts (PlanError naming why the flow model cannot run it)."""
-        from workloads.plan import piece_sizes
         if self.plan is not None:
-            plan = self.build_plan(topo, servers, options, bw, 4 * sum(sizes))
-            return ((plan, piece_sizes(sizes, plan.pieces)),)
+            plan = self.build_plan(topo, servers, options, bw, 4 * sum(sizes), sizes)
+            return ((plan, plan.piece_sizes(sizes)),)
         if self.phases is None:
             raise PlanError(f"{self.name} is not made of plans")
         return tuple(self.phases(topo, self.resolve_servers(servers), self.options_of(options), list(sizes)))
 
-    def _keywords(self, options, bw: Optional[Sequence[float]] = None) -> Dict[str, object]:
-        """The keyword arguments its plan and theory take: its options (and the rates, when it has options)."""
+    def _keywords(self, options, bw: Optional[Sequence[float]] = None,
+                  layer_sizes: Optional[Sequence[int]] = None) -> Dict[str, object]:
+        """The keyword arguments its plan and theory take: its options (and the rates, when it has options; the
+        model's tensor sizes, when its plan takes them)."""
         if not self.option_names:
             return {}
         typed = self.options_of(options)
         out = {name: getattr(typed, name) for name in self.option_names}
+        if self.sized_plan:
+            return dict(out, layer_sizes=None if layer_sizes is None else tuple(int(s) for s in layer_sizes))
         return dict(out, bw=tuple(bw)) if bw is not None else out
 
     def gst_theory(self, topo: Topology, gradient_bytes: float, bw: Sequence[float], servers: int = 0,
-                   codec: str = "none", options=None) -> Theory:
+                   codec: str = "none", options=None, layer_sizes: Optional[Sequence[int]] = None) -> Theory:
         """The paper's GST for this algorithm (closed form: no plan is built); with codec terngrad, TernGrad's
         performance model (sec. 5, App. B: communication scales with the gradient size on the wire) on
         top of it: the formula times the busiest sender's wire fraction, from the plan."""
-        keywords = self._keywords(options) if self.plan or self.phases else {}
+        keywords = self._keywords(options, layer_sizes=layer_sizes) if self.plan or self.phases else {}
         base = self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers), **keywords)
         if codec == "none" or self.plan is None:
             return base
         from workloads.compression import terngrad_wire_fraction
-        from workloads.plan import piece_sizes
-        plan = self.build_plan(topo, servers, options, bw, gradient_bytes)
-        elements = max(1, int(gradient_bytes // 4))
-        f = terngrad_wire_fraction(plan, piece_sizes([elements], plan.pieces))
+        plan = self.build_plan(topo, servers, options, bw, gradient_bytes, layer_sizes)
+        sizes = list(layer_sizes) if layer_sizes is not None else [max(1, int(gradient_bytes // 4))]
+        f = terngrad_wire_fraction(plan, plan.piece_sizes(sizes))
         return Theory(base.gst_s * f, f"{base.formula} x {f:.4f} (TernGrad: |g| on the wire, 2-bit ternaries, partial "
                       f"sums of c in ceil(log2(2c+1)) bits)", base.tf_s)

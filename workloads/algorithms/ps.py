@@ -1,11 +1,26 @@
-"""Parameter server: peer-to-peer (every worker serves 1/N, the BML paper's baseline) or dedicated servers."""
+"""Parameter server: peer-to-peer (every worker serves 1/N, the BML paper's baseline) or dedicated servers; every
+tensor split evenly over the servers, or whole tensors placed round-robin on them as TensorFlow's PS does (the
+placement the BML paper measured against, and whose imbalance it names as a cause of its gains)."""
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
 
 from emulation.core.formulas import Theory, all_reduce_bound, dedicated_servers_time, host_tf
-from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers
-from workloads.plan import COPY, REDUCE, Plan, Transfer
-
+from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers, option
+from workloads.plan import COPY, REDUCE, TENSORS, Plan, PlanError, Transfer
 
 DEDICATED_FORMULA = "2 * busiest cut of a push (max(W/M, 1) * TF on a star)"
+EVEN, TENSOR = "even", "tensor"
+
+
+@dataclass(frozen=True)
+class PSOptions:
+    """Where the parameter server keeps each tensor."""
+
+    ps_placement: str = option(EVEN, "ps: how tensors are placed on the servers: split evenly over every server "
+                               "(even), or whole tensors round-robin in the model's order, as TensorFlow's "
+                               "replica_device_setter places variables (tensor; the BML paper's baseline)",
+                               choices=(EVEN, TENSOR), shapes_plan=True)
 
 
 def p2p_ps(workers: int) -> Plan:
@@ -24,21 +39,71 @@ def dedicated_ps(hosts: int, servers: int) -> Plan:
     return Plan("ps", hosts, servers, ((push, pull),), tuple(workers), {"servers": servers})
 
 
-def plan(topo, servers: int) -> Plan:
-    """P2P PS over every host, or dedicated servers 0..M-1."""
+def owners(tensors: int, servers: int) -> List[int]:
+    """The server of each tensor: round-robin in the model's order (TensorFlow's default ps strategy)."""
+    return [t % servers for t in range(tensors)]
+
+
+def tensor_ps(hosts: int, servers: int, tensors: int) -> Plan:
+    """Whole tensors on their servers (P2P: every host serves; else ranks 0..M-1): every worker pushes each tensor
+    to its owner, which sums it and sends it back."""
+    if servers:
+        check_servers(servers, hosts)
+    serving = servers or hosts
+    workers = list(range(servers, hosts))
+    placed = owners(tensors, serving)
+    push = tuple(Transfer(w, placed[t], t, REDUCE) for w in workers for t in range(tensors) if w != placed[t])
+    pull = tuple(Transfer(placed[t], w, t, COPY) for t in range(tensors) for w in workers if w != placed[t])
+    return Plan("ps", hosts, tensors, ((push, pull),), tuple(workers),
+                {"servers": servers, "placement": TENSOR, "owners": placed}, layout=TENSORS)
+
+
+def plan(topo, servers: int, ps_placement: str = EVEN, layer_sizes: Optional[Sequence[int]] = None) -> Plan:
+    """P2P PS over every host, or dedicated servers 0..M-1; with placement tensor, whole tensors."""
+    if ps_placement == TENSOR:
+        if not layer_sizes:
+            raise PlanError("ps --ps-placement tensor places whole tensors: it needs the model's tensor sizes")
+        return tensor_ps(len(topo.hosts), servers, len(layer_sizes))
     return dedicated_ps(len(topo.hosts), servers) if servers else p2p_ps(len(topo.hosts))
 
 
-def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
+def theory(topo, gradient_bytes, bw, servers: int, ps_placement: str = EVEN,
+           layer_sizes: Optional[Sequence[int]] = None) -> Theory:
     """P2P: 2(N-1)/N * TF (BML paper). Dedicated: a push then a pull, each as long as its busiest cut needs
-    (W/M of the gradient into a server's link, the whole gradient out of a worker's, or a subtree's uplinks)."""
+    (W/M of the gradient into a server's link, the whole gradient out of a worker's, or a subtree's uplinks).
+    Whole tensors: the busiest host link, the server holding the most bytes B taking (workers-1 or workers) x B in
+    and out, every worker sending what it does not own: 2 * max over hosts of max(B_in, B_out) / rate."""
     tf = host_tf(gradient_bytes, bw)
+    if ps_placement == TENSOR and layer_sizes:
+        return tensor_theory(len(topo.hosts), servers, [4 * s for s in layer_sizes], tf)
     if servers:
         return Theory(2 * dedicated_servers_time(topo, gradient_bytes, bw, servers), DEDICATED_FORMULA, tf)
     return Theory(all_reduce_bound(len(topo.hosts)) * tf, "2(N-1)/N * TF", tf)
 
 
+def tensor_theory(hosts: int, servers: int, tensor_bytes: Sequence[float], tf: float) -> Theory:
+    """The host-link bound of whole tensors placed round-robin: each direction of the busiest host link."""
+    serving = servers or hosts
+    workers = hosts - servers
+    total = float(sum(tensor_bytes))
+    held = [0.0] * serving
+    for t, owner in enumerate(owners(len(tensor_bytes), serving)):
+        held[owner] += tensor_bytes[t]
+    busiest = 0.0
+    for h in range(hosts):
+        mine = held[h] if h < serving else 0.0
+        trains = h >= servers
+        into = (workers - (1 if trains else 0)) * mine   # the others' copies of what it holds
+        out = total - mine if trains else 0.0            # its gradient of what others hold
+        busiest = max(busiest, into, out)
+    share = busiest / total if total else 0.0
+    return Theory(2 * share * tf, f"2 * busiest host link's share ({share:.3f}) of the gradient * TF "
+                                  f"(whole tensors round-robin on {serving} servers)", tf)
+
+
 PS = Algorithm(
-    name="ps", summary="parameter server: P2P (every worker serves 1/N) or --servers M dedicated",
+    name="ps", summary="parameter server: P2P (every worker serves 1/N) or --servers M dedicated; tensors split "
+                       "evenly or placed whole (--ps-placement)",
     paper="BML (Wang et al., NeurIPS 2018) baseline", topologies=ALL_TOPOLOGIES, theory=theory, plan=plan,
-    servers=OPTIONAL_SERVERS, codecs=("none", "terngrad"))
+    servers=OPTIONAL_SERVERS, codecs=("none", "terngrad"), options=PSOptions, sized_plan=True,
+    bucketable=lambda options: options.ps_placement == EVEN)

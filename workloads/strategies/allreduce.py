@@ -30,8 +30,8 @@ class PlanSync:
 
     def __init__(self, ctx: RankContext, port_offset: int = 0):
         self.ctx = ctx
-        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw,
-                                             4 * sum(tensor_sizes(ctx.cfg.model)))
+        sizes = tensor_sizes(ctx.cfg.model)
+        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw, 4 * sum(sizes), sizes)
         self.channel = ctx.channel(self.plan, PieceLayout([1], self.plan.pieces), port_offset)
         self.layouts: Dict[Tuple[int, ...], Tuple[PieceLayout, PieceLayout, torch.Tensor, torch.Tensor,
                                                   torch.Tensor]] = {}
@@ -46,8 +46,8 @@ class PlanSync:
         only for the layouts prepared, when some were)."""
         if sizes in self.layouts:
             return self.layouts[sizes]
-        layout = PieceLayout(list(sizes), self.plan.pieces)
-        entry = (layout, PieceLayout([len(sizes)], self.plan.pieces), torch.from_numpy(layout.index),
+        layout = self.plan.piece_layout(list(sizes))
+        entry = (layout, self.plan.scaler_layout(len(sizes)), torch.from_numpy(layout.index),
                  torch.empty(layout.total), torch.empty(layout.total))
         if self.expected is None or sizes in self.expected:
             self.layouts[sizes] = entry
