@@ -120,3 +120,21 @@ def test_copy_and_reduce_semantics():
     layout = PieceLayout([2], 1)
     out = simulate(plan, {r: np.full(2, r + 1.0, np.float32) for r in range(3)}, layout)
     assert out[1].tolist() == [3.0, 3.0] and out[2].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("spec,servers", [("star:9", 0), ("star:9", 3), ("star:2", 0), ("fattree:4", 0),
+                                          ("bcube:3,2", 0), ("tree:3,2,2", 2)])
+def test_whole_tensor_parameter_server_sums_exactly(spec, servers):
+    """TensorFlow's placement: every tensor whole on one server (round-robin), each worker gets the exact sum."""
+    topo = parse(spec)
+    for i, shape in enumerate(SHAPES):
+        plan = ALGORITHMS["ps"].build_plan(topo, servers, options={"ps_placement": "tensor"}, layer_sizes=shape)
+        validate(plan)
+        assert plan.pieces == len(shape) and plan.contributors == tuple(range(servers, len(topo.hosts)))
+        assert list(plan.meta["owners"]) == [t % (servers or len(topo.hosts)) for t in range(len(shape))]
+        check_sum(plan, random_inputs(plan, plan.piece_layout(shape), i), plan.piece_layout(shape))
+
+
+def test_whole_tensor_plan_refuses_to_run_without_the_models_tensors():
+    with pytest.raises(PlanError, match="tensor sizes"):
+        ALGORITHMS["ps"].build_plan(parse("star:4"), 0, options={"ps_placement": "tensor"})

@@ -11,10 +11,11 @@ from test_emulation import leftovers
 pytestmark = pytest.mark.emulation
 
 CASES = [("bml", "bcube:2,2", []), ("ps", "bcube:2,2", []), ("ps", "star:4", []), ("ring", "star:4", []),
-         ("hier", "tree:2,2", []), ("gloo", "star:3", []), ("ps", "star:4", ["--servers", "1"])]
+         ("hier", "tree:2,2", []), ("gloo", "star:3", []), ("ps", "star:4", ["--servers", "1"]),
+         ("ps", "star:4", ["--ps-placement", "tensor"])]
 
 
-@pytest.mark.parametrize("algo,topo,extra", CASES, ids=[f"{a}-{t}{'-servers' if e else ''}" for a, t, e in CASES])
+@pytest.mark.parametrize("algo,topo,extra", CASES, ids=[f"{a}-{t}{''.join(e[:1]).replace('--', '-')}" for a, t, e in CASES])
 def test_emulated_run_is_correct(tmp_path, algo, topo, extra):
     r = run_dmlbed("run", "--topo", topo, "--algo", algo, "--model", "mlp:300K", "--iters", "4", "--batch", "8",
                    "--bw", "50", "--json", "--out", str(tmp_path), *extra, timeout=600)

@@ -378,3 +378,21 @@ def test_chunk_granularity_finds_blueconnects_overlap_of_levels_on_bcube():
     chunked = simulate_plan(plan, pieces, Router(topo), rates, chunk_bytes=CHUNK_BYTES)
     assert chunked.gst_s < 0.9 * whole.gst_s
     assert sum(chunked.host_tx_bytes.values()) == pytest.approx(sum(whole.host_tx_bytes.values()))
+
+
+@pytest.mark.parametrize("spec,servers,model", [("star:9", 0, "lenet5"), ("star:9", 3, "lenet5"),
+                                                ("star:5", 0, "resnet50"), ("star:9", 2, "vgg19")])
+def test_whole_tensor_parameter_server_in_whole_messages_is_its_closed_form(spec, servers, model):
+    """The busiest host link of whole tensors placed round-robin, a push then a pull, is what the flow model finds
+    when messages move whole; in 256 KiB chunks a server's pull overlaps its push, at most twice as fast."""
+    topo, options, layers = parse(spec), {"ps_placement": "tensor"}, tensor_sizes(model)
+    a, b = get("ps"), parse_bandwidth("100", topo)
+    plan = a.build_plan(topo, servers, options=options, layer_sizes=layers)
+    pieces = [n * 4 for n in plan.piece_sizes(layers)]
+    rates = {l: v * 1e6 / 8 for l, v in enumerate(b)}
+    theory = a.gst_theory(topo, sum(pieces), b, servers, options=options, layer_sizes=layers)
+    assert simulate_plan(plan, pieces, Router(topo, "spread"), rates, 0.0).gst_s == pytest.approx(theory.gst_s, rel=1e-4)
+    from workloads.engine import CHUNK_BYTES
+    chunked = simulate_plan(plan, pieces, Router(topo, "spread"), rates, 0.0, chunk_bytes=CHUNK_BYTES).gst_s
+    assert 0.5 * theory.gst_s <= chunked <= theory.gst_s * 1.0001
+    assert theory.gst_s > a.gst_theory(topo, sum(pieces), b, servers).gst_s  # one server holds more than its share
