@@ -138,3 +138,10 @@ def test_whole_tensor_parameter_server_sums_exactly(spec, servers):
 def test_whole_tensor_plan_refuses_to_run_without_the_models_tensors():
     with pytest.raises(PlanError, match="tensor sizes"):
         ALGORITHMS["ps"].build_plan(parse("star:4"), 0, options={"ps_placement": "tensor"})
+
+
+def test_whole_tensor_theory_refuses_to_answer_without_the_models_tensors():
+    """Not the evenly split formula in its place: a theory for another placement would mislead."""
+    a, topo = ALGORITHMS["ps"], parse("star:4")
+    with pytest.raises(PlanError, match="tensor sizes"):
+        a.gst_theory(topo, 4e6, [100.0], 0, options={"ps_placement": "tensor"})

@@ -58,12 +58,17 @@ def tensor_ps(hosts: int, servers: int, tensors: int) -> Plan:
                 {"servers": servers, "placement": TENSOR, "owners": placed}, layout=TENSORS)
 
 
+def needs_tensors(layer_sizes: Optional[Sequence[int]]) -> Sequence[int]:
+    """The model's tensor sizes, which whole-tensor placement cannot do without (PlanError)."""
+    if not layer_sizes:
+        raise PlanError("ps --ps-placement tensor places whole tensors: it needs the model's tensor sizes")
+    return layer_sizes
+
+
 def plan(topo, servers: int, ps_placement: str = EVEN, layer_sizes: Optional[Sequence[int]] = None) -> Plan:
     """P2P PS over every host, or dedicated servers 0..M-1; with placement tensor, whole tensors."""
     if ps_placement == TENSOR:
-        if not layer_sizes:
-            raise PlanError("ps --ps-placement tensor places whole tensors: it needs the model's tensor sizes")
-        return tensor_ps(len(topo.hosts), servers, len(layer_sizes))
+        return tensor_ps(len(topo.hosts), servers, len(needs_tensors(layer_sizes)))
     return dedicated_ps(len(topo.hosts), servers) if servers else p2p_ps(len(topo.hosts))
 
 
@@ -74,8 +79,8 @@ def theory(topo, gradient_bytes, bw, servers: int, ps_placement: str = EVEN,
     Whole tensors: the busiest host link, the server holding the most bytes B taking (workers-1 or workers) x B in
     and out, every worker sending what it does not own: 2 * max over hosts of max(B_in, B_out) / rate."""
     tf = host_tf(gradient_bytes, bw)
-    if ps_placement == TENSOR and layer_sizes:
-        return tensor_theory(len(topo.hosts), servers, [4 * s for s in layer_sizes], tf)
+    if ps_placement == TENSOR:
+        return tensor_theory(len(topo.hosts), servers, [4 * s for s in needs_tensors(layer_sizes)], tf)
     if servers:
         return Theory(2 * dedicated_servers_time(topo, gradient_bytes, bw, servers), DEDICATED_FORMULA, tf)
     return Theory(all_reduce_bound(len(topo.hosts)) * tf, "2(N-1)/N * TF", tf)
