@@ -11,7 +11,7 @@ import pytest
 
 from controllers.flow_rules import OFPP_CONTROLLER, compute_rules, ecmp_choice, ecmp_width
 from controllers.paths import follow_packet
-from emulation.core.addressing import all_host_configs, bcube_path
+from emulation.core.addressing import all_host_configs, bcube_next_hop, bcube_path
 from emulation.core.topology import parse
 from helpers import ROOT
 
@@ -126,6 +126,19 @@ def test_bcube_relay_path_is_digit_correcting():
     assert [(level, h.name) for level, h in hops] == [(1, "h6"), (0, "h8")]
     for level, _ in hops:
         assert level in (0, 1)
+
+
+@pytest.mark.parametrize("spec", ["bcube:2,1", "bcube:3,2", "bcube:4,3", "bcube:2,4", "bcube:5,2"])
+def test_bcube_whole_path_is_the_next_hop_walk(spec):
+    topo = parse(spec)
+    for src in topo.hosts:
+        for dst in topo.hosts:
+            for level in range(topo.params[1]):
+                walk, here = [], src
+                while here.name != dst.name:
+                    hop, here = bcube_next_hop(topo, here, dst, level)
+                    walk.append((hop, here))
+                assert bcube_path(topo, src, dst, level) == walk
 
 
 # --- Ryu message building, as Ryu's own tests do: a fake datapath with the real parser ---

@@ -18,6 +18,7 @@ from emulation.run.summary import Models, Outcome, Simulation, Summary, Traffic,
 from emulation.run.trace import chrome_trace
 from emulation.run.validation import validate
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, in_sequence, simulate_plan
+from emulation.simulation.gcpause import cycle_collection_paused
 from emulation.simulation.routes import Router
 from emulation.core.calibration import load as load_calibration
 from workloads.algorithms import names_with
@@ -61,8 +62,9 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = fla
         raise OptionError(f"simulate runs the plan algorithms and those made of plans "
                           f"({', '.join(names_with(lambda a: a.simulable))}), not {cfg.algo}")
     try:
-        checked.algorithm.simulation_phases(checked.topo, tensor_sizes(cfg.model), checked.servers,
-                                            checked.options, checked.bw)
+        with cycle_collection_paused():
+            checked.algorithm.simulation_phases(checked.topo, tensor_sizes(cfg.model), checked.servers,
+                                                checked.options, checked.bw)
     except PlanError as exc:
         raise OptionError(str(exc)) from None
     if cfg.dilation != 1:
@@ -148,17 +150,25 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     chunk = CHUNK_BYTES if cfg.granularity == "chunk" else None
     codec = COMPRESSORS[cfg.codec]
 
-    def synchronize(sizes) -> FlowResult:
-        """One synchronization of layers of these sizes: every phase's plan in turn."""
-        phases = algorithm.simulation_phases(topo, sizes, checked.servers, checked.options, bw)
+    def plans_of(sizes):
+        """The phases' plans for layers of these sizes."""
+        with cycle_collection_paused():
+            return algorithm.simulation_phases(topo, sizes, checked.servers, checked.options, bw)
+
+    def run_phases(phases) -> FlowResult:
+        """One synchronization: every phase's plan in turn."""
         return in_sequence([simulate_plan(plan, [n * 4 for n in pieces], router, rates, latency_s=latency,
                                           chunk_bytes=chunk, link_delay_s=checked.impairment.link_delay_s(),
                                           wire_bits=codec.wire_bits(plan)) for plan, pieces in phases])
 
-    phases = algorithm.simulation_phases(topo, tensor_sizes(cfg.model), checked.servers, checked.options, bw)
+    def synchronize(sizes) -> FlowResult:
+        """One synchronization of layers of these sizes."""
+        return run_phases(plans_of(sizes))
+
+    phases = plans_of(tensor_sizes(cfg.model))
     log(f"simulating {len(phases)} plan(s), {sum(len(p.streams) for p, _ in phases)} stream(s) of "
         f"{sum(len(s) for p, _ in phases for s in p.streams)} steps")
-    result = synchronize(tensor_sizes(cfg.model))
+    result = run_phases(phases)
     gst, iteration_s, split = result.gst_s, cfg.compute_time + result.gst_s, {}
     simulation = Simulation(model_settings={}, link_utilization={}, messages=result.messages, events=result.events,
                             rank_done_s={"min": min(result.rank_done_s), "max": max(result.rank_done_s)},

@@ -60,9 +60,21 @@ def bcube_next_hop(topo: Topology, src: Host, dst: Host, dst_level: int) -> Tupl
 
 def bcube_path(topo: Topology, src: Host, dst: Host, dst_level: int) -> List[Tuple[int, Host]]:
     """The whole relayed path as (level, host) hops from src to dst."""
+    return [(level, topo.hosts[index]) for level, index in bcube_route(topo, src.index, dst.index, dst_level)]
+
+
+def bcube_route(topo: Topology, src: int, dst: int, dst_level: int) -> List[Tuple[int, int]]:
+    """bcube_path by host index, (level, host index) per hop: the levels bcube_next_hop corrects, in its order
+    (a corrected digit leaves the others' order unchanged), each hop moving one digit of the index."""
+    n = topo.params[0]
+    a, b = topo.hosts[src].coords, topo.hosts[dst].coords
+    differing = [l for l in range(len(a)) if a[l] != b[l]]
+    order = sorted((l for l in differing if l != dst_level), reverse=True)
+    if dst_level in differing:
+        order.append(dst_level)
     hops, here = [], src
-    while here.name != dst.name:
-        level, here = bcube_next_hop(topo, here, dst, dst_level)
+    for level in order:
+        here += (b[level] - a[level]) * n ** level
         hops.append((level, here))
     return hops
 

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from emulation.simulation.fairshare import max_min_rates
+from emulation.simulation.gcpause import cycle_collection_paused
 from emulation.simulation.routes import Router
 from workloads.plan import Plan
 
@@ -182,6 +183,14 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     move data in the engine's chunks (a chunk goes on once its own earlier steps are done), else in whole
     messages (a step's message waits for all its pieces, as the closed forms assume); wire_bits: bits per value of
     each transfer, keyed (stream, step, src, dst, piece), when a codec packs them (else fp32)."""
+    with cycle_collection_paused():
+        return _simulate(plan, piece_bytes, router, rates, latency_s, chunk_bytes, link_delay_s, wire_bits)
+
+
+def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
+              latency_s: Union[float, Dict[int, float]], chunk_bytes: Optional[int],
+              link_delay_s: Optional[Dict[int, float]], wire_bits: Optional[WireBits]) -> FlowResult:
+    """simulate_plan's work."""
     g = _Graph(plan, piece_bytes, chunk_bytes, wire_bits)
     count = len(g.keys)
     link_ids: Dict[Tuple[str, str], int] = {}

@@ -15,7 +15,7 @@ import zlib
 from typing import Dict, List, Optional, Tuple
 
 from controllers.flow_rules import ecmp_choice, hosts_below
-from emulation.core.addressing import PLAN_PORT, bcube_path
+from emulation.core.addressing import PLAN_PORT, bcube_route
 from emulation.core.topology import Topology
 
 Hop = Tuple[str, str]
@@ -73,11 +73,11 @@ class Router:
 
     def _bcube(self, src: int, dst: int, level: int) -> Tuple[Hop, ...]:
         hosts = self.topo.hosts
-        here, hops = hosts[src], []
-        for lvl, nxt in bcube_path(self.topo, here, hosts[dst], level):
-            sw = self.switch_of[(here.name, lvl)]
-            hops += [(here.name, sw), (sw, nxt.name)]
-            here = nxt
+        here, hops = hosts[src].name, []
+        for lvl, nxt in bcube_route(self.topo, src, dst, level):
+            sw, there = self.switch_of[(here, lvl)], hosts[nxt].name
+            hops += [(here, sw), (sw, there)]
+            here = there
         return tuple(hops)
 
     def _group(self, lower: Tuple[str, ...], upper: Tuple[str, ...], links: int) -> Hop:
