@@ -25,8 +25,10 @@ class BackwardPacer:
         self.handles = [p.register_post_accumulate_grad_hook(partial(self._ready, i)) for i, p in enumerate(params)]
         self.begin()
 
-    def begin(self) -> None:
-        """Backward starts now."""
+    def begin(self, device_s: Optional[float] = None) -> None:
+        """Backward starts now (device_s: this iteration's device time, when it is drawn per iteration)."""
+        if device_s:
+            self.budget = device_s * (1 - FORWARD_SHARE)
         self.wall0, self.t0, self.cpu0 = time.time(), time.perf_counter(), time.thread_time()
         self.slept, self.offsets, self.last_wall, self.last_perf = 0.0, {}, None, None
         self.cpu_at_last = self.cpu0

@@ -4,10 +4,11 @@ JSON (rank-N.config.json, named by RunFolder). A rank reads it once at start and
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
-from typing import Dict, Optional, Tuple
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Dict, List, Optional, Tuple
 
 from emulation.core.addressing import PLAN_PORT
+from emulation.core.compute import SlowRank, parse_compute
 from workloads.engine import CHUNK_BYTES
 from workloads.overlap import DDP_BUCKET_MB
 from workloads.transport import SOCKET_BUFFER
@@ -50,7 +51,9 @@ class RankConfig:
     eval_every: int = 0                      # held-out accuracy every N iterations (0: at the end only)
     seed: int = 0                            # seed of weights and data
     codec: str = "none"                      # gradient compressor around a plan all-reduce
-    compute_time: float = 0.0                # device seconds per iteration (0: the CPU's own time)
+    compute_time: float = 0.0                # device seconds per iteration (0: the CPU's own time), or drawn: the mean
+    compute_draws: str = ""                  # a distribution drawn per rank and iteration (emulation/core/compute.py)
+    compute_slow: Tuple[Tuple[float, int], ...] = ()  # this rank's slow factors (factor, from iteration)
     dilation: float = 1.0                    # time dilation F: compute stretched by F when there is no device time
     overlap: bool = False                    # synchronize DDP's buckets during backward (workloads/strategies/ddp_overlap.py)
     bucket_mb: float = DDP_BUCKET_MB         # DDP's bucket_cap_mb with overlap
@@ -68,6 +71,14 @@ class RankConfig:
     chunk_bytes: int = CHUNK_BYTES           # the engine's unit of transfer
     verify: bool = True                      # save the first iteration's inputs and outputs for the exact-sum check
     bench: Optional[BenchJob] = None         # set for a bench or calibration rank
+
+    def device_times(self) -> Optional[List[float]]:
+        """Device seconds of each iteration in real time, when they vary (drawn, or a slow factor); else None."""
+        if not self.compute_draws and not self.compute_slow:
+            return None
+        model = parse_compute(self.compute_draws or self.compute_time / self.dilation)
+        model = replace(model, slow=tuple(SlowRank(self.rank, f, start) for f, start in self.compute_slow))
+        return [t * self.dilation for t in model.times(self.rank, self.iters, self.seed)]
 
     def to_json(self) -> str:
         """The JSON a rank reads."""

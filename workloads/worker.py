@@ -50,7 +50,7 @@ def train(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorde
             strategy.before_compute(it, rec)
             x, y = next(data)
             state.zero_grad()
-            clock.begin()
+            clock.begin(it)
             out = strategy.forward(x, clock)
             with clock.segment():
                 loss = F.cross_entropy(out, y)
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     recorder = Recorder(ctx.files.records(ctx.rank), ctx.files.transfers(ctx.rank), cfg.interfaces)
     qdisc_before = qdisc_counters(cfg.interfaces)
     try:
-        clock = ComputeClock(cfg.compute_time, stretch=cfg.dilation)
+        clock = ComputeClock(cfg.compute_time, stretch=cfg.dilation, per_iteration=cfg.device_times())
         train(ctx, state, strategy, data, recorder, clock)
         extras = strategy.finish()
     finally:

@@ -4,14 +4,16 @@ TernGrad's App. B performance model with --codec terngrad (its numbers become th
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from emulation.backends.base import Job, Log, quiet
 from emulation.core import terngrad_model
 from emulation.run.options import Label, RunConfig, flag_label
 from emulation.run.resolution import Checked
+from emulation.run.results import WARMUP
 from emulation.run.summary import ClosedForm, Outcome, Summary, head, models
-from emulation.run.validation import validate
+from emulation.run.validation import check_modelled_compute, validate
 from workloads.models import tensor_sizes
 
 MODE = "theory"
@@ -25,7 +27,9 @@ class TheoryJob(Job):
 
 def prepare(cfg: RunConfig, label: Label = flag_label, in_matrix: bool = False) -> TheoryJob:
     """Validate the configuration as a run of any size (no host cap, no memory for ranks)."""
-    return TheoryJob(cfg, validate(cfg, label, emulated=False, workers=False))
+    checked = validate(cfg, label, emulated=False, workers=False)
+    check_modelled_compute(checked, label)
+    return TheoryJob(cfg, checked)
 
 
 def execute(job: TheoryJob, log: Log = quiet, progress: bool = True) -> Summary:
@@ -38,7 +42,7 @@ def execute(job: TheoryJob, log: Log = quiet, progress: bool = True) -> Summary:
         closed.baselines_s = top.gst_baselines_s
     if any(checked.impairment.delay_ms):
         closed.delay_ms = list(checked.impairment.delay_ms)
-    gst, compute, iteration, throughput = top.gst_theory_s, cfg.compute_time, None, None
+    gst, compute, iteration, throughput = top.gst_theory_s, checked.compute.mean, None, None
     if cfg.codec == "terngrad" or cfg.tg_step_s:
         model = terngrad_app_b(checked)
         closed.terngrad_model = model
@@ -54,14 +58,39 @@ def execute(job: TheoryJob, log: Log = quiet, progress: bool = True) -> Summary:
                       fidelity=dict(VERDICT))
     if throughput is not None:
         outcome.throughput_sps = throughput
+    if checked.compute.varies:
+        slowest = slowest_compute(checked)
+        closed.compute = slowest
+        outcome.compute_median_s = slowest["compute_mean_s"]
+        outcome.iteration_median_s = slowest["median_s"] + gst
+        outcome.iteration_mean_s = slowest["mean_s"] + gst
     return Summary(top, models(checked), outcome, closed_form=closed)
+
+
+def slowest_compute(checked: Checked) -> dict:
+    """BSP waits for the slowest rank's compute: its expectation and median in each iteration past warm-up (they
+    change only where a slow factor starts), and the ranks' mean compute."""
+    cfg, model, workers = checked.cfg, checked.compute, checked.contributors
+    counted = range(WARMUP, cfg.iters) if cfg.iters > WARMUP else range(cfg.iters)
+    starts = sorted({0, *(s.start for s in model.slow)})
+    segment = {i: max(s for s in starts if s <= i) for i in counted}
+    known = {}
+    for at in sorted(set(segment.values())):
+        mean, how = model.expected_slowest(workers, at)
+        known[at] = (mean, model.slowest_quantile(workers, 0.5, at), how)
+    per_rank = [model.mean * statistics.mean(model.factor(r, i) for i in counted) for r in workers]
+    return {"mean_s": statistics.mean(known[segment[i]][0] for i in counted),
+            "median_s": statistics.median(known[segment[i]][1] for i in counted),
+            "compute_mean_s": statistics.mean(per_rank), "ranks": len(workers),
+            "formula": "; ".join(sorted({k[2] for k in known.values()})) +
+                       " + GST (BSP: the synchronization starts when the slowest rank's compute ends)"}
 
 
 def terngrad_app_b(checked: Checked) -> dict:
     """TernGrad's own performance model (App. B) for this configuration: the hosts are its machines."""
     cfg = checked.cfg
     cluster = terngrad_model.Cluster(
-        gpus=cfg.tg_gpus, machines=len(checked.topo.hosts), batch=cfg.batch, step_s=cfg.tg_step_s or cfg.compute_time,
+        gpus=cfg.tg_gpus, machines=len(checked.topo.hosts), batch=cfg.batch, step_s=cfg.tg_step_s or checked.compute.mean,
         gpu_bps=cfg.tg_gpu_gbps * 1e9 / 8, cpu_bps=cfg.tg_cpu_gbps * 1e9 / 8, net_bps=min(checked.bw) * 1e6 / 8,
         latency_s=cfg.tg_latency_us * 1e-6)
     return terngrad_model.report(cluster, cfg.tg_scaling, tensor_sizes(cfg.model), not cfg.tg_ternarize_last)

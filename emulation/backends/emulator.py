@@ -15,8 +15,9 @@ from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import Label, RunConfig, flag_label
 from emulation.run.outputs import check_space, clear, default_parent, output_folder
 from emulation.run.ranks import memory_of, rank_configs, start_ranks, watch_training
-from emulation.run.results import WARMUP, dilate, per_iteration, summarize, write_csvs
+from emulation.run.results import WARMUP, dilate, mean_after_warmup, per_iteration, summarize, write_csvs
 from emulation.run.sampling import first_iteration_s
+from emulation.run.stragglers import straggler_report
 from emulation.run.summary import Emulation, Outcome, Summary, Traffic, head, models
 from emulation.run.trace import write_trace
 from emulation.run.validation import validate
@@ -131,6 +132,9 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
                       sum_verified=measured.pop("sum_verified"), error=measured.pop("error"), completed=False,
                       fidelity=verdict, split_median_s=measured.pop("split_median_s"))
     outcome.completed = error is None and outcome.iterations == cfg.iters
+    if checked.compute.varies:
+        outcome.iteration_mean_s = mean_after_warmup([it["iteration_s"] for it in iterations])
+        outcome.stragglers = measured_stragglers(records.rows, checked, cfg.dilation)
     traffic = Traffic(shaped_mbps=shaped, bytes_by_level=measured.pop("bytes_by_level"),
                       payload_fp32_bytes=measured.pop("payload_fp32_bytes"),
                       payload_sent_bytes=measured.pop("payload_sent_bytes"), wire_ratio=measured.pop("wire_ratio"),
@@ -139,6 +143,14 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     if cfg.calibration:
         emulation.gst_ratio_calibrated = calibrated_ratio(summary)
     return summary
+
+
+def measured_stragglers(rows, checked, dilation: float) -> dict:
+    """straggler_report of the training ranks' records (compute ends at the iteration's start plus its compute)."""
+    workers = [r for r in checked.contributors if r in rows]
+    ends = {r: [(row["start"] + row["compute_s"]) / dilation for row in rows[r]] for r in workers}
+    computes = {r: [row["compute_s"] / dilation for row in rows[r]] for r in workers}
+    return straggler_report(ends, computes, [h.name for h in checked.topo.hosts], WARMUP)
 
 
 class Emulate:

@@ -13,10 +13,11 @@ from emulation.backends.base import Job, Log, quiet
 from emulation.run.options import Label, OptionError, RunConfig, flag_label
 from emulation.run.outputs import clear, output_folder, write_atomic, write_atomic_csv
 from emulation.run.resolution import Checked, link_goodput
-from emulation.run.results import WARMUP
+from emulation.run.results import WARMUP, mean_after_warmup, median_after_warmup
+from emulation.run.stragglers import straggler_report
 from emulation.run.summary import Models, Outcome, Simulation, Summary, Traffic, head, overlap_model, overlap_theory
 from emulation.run.trace import chrome_trace
-from emulation.run.validation import validate
+from emulation.run.validation import check_modelled_compute, validate
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, in_sequence, simulate_plan
 from emulation.simulation.gcpause import cycle_collection_paused
 from emulation.simulation.routes import Router
@@ -67,6 +68,7 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = fla
                                                 checked.options, checked.bw)
     except PlanError as exc:
         raise OptionError(str(exc)) from None
+    check_modelled_compute(checked, label)
     if cfg.dilation != 1:
         raise OptionError("dilation applies to emulated runs only: a simulation has no real time to stretch")
     if cfg.ecmp_ports == "emulated":
@@ -169,7 +171,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     log(f"simulating {len(phases)} plan(s), {sum(len(p.streams) for p, _ in phases)} stream(s) of "
         f"{sum(len(s) for p, _ in phases for s in p.streams)} steps")
     result = run_phases(phases)
-    gst, iteration_s, split = result.gst_s, cfg.compute_time + result.gst_s, {}
+    gst, iteration_s, split = result.gst_s, checked.compute.mean + result.gst_s, {}
     simulation = Simulation(model_settings={}, link_utilization={}, messages=result.messages, events=result.events,
                             rank_done_s={"min": min(result.rank_done_s), "max": max(result.rank_done_s)},
                             warmup=WARMUP, trace="")
@@ -177,7 +179,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
         forward = simulated_forward(cfg, checked, lambda plan, pieces: simulate_plan(
             plan, [n * 4 for n in pieces], router, rates, latency_s=latency, chunk_bytes=chunk,
             link_delay_s=checked.impairment.link_delay_s()).gst_s)
-        iteration_s = forward["total_s"] + cfg.compute_time * (1 - FORWARD_SHARE) + gst
+        iteration_s = forward["total_s"] + checked.compute.mean * (1 - FORWARD_SHARE) + gst
         split = {"forward_phase_s": forward["total_s"], **{k: forward[k] for k in
                                                             ("overlapped_s", "comm_exposed_s", "compute_exposed_s")}}
         simulation.forward_phase = forward
@@ -202,25 +204,32 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
                                  "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
                                  "one message per connection and step", "sharing": "max-min fair"}
     simulation.link_utilization = level_utilization(links)
+    computes, iterations = drawn_iterations(checked, gst, iteration_s)
     outcome = Outcome(mode=MODE, iterations=cfg.iters, gst_median_s=gst, gst_ratio=gst / theory_s if theory_s else None,
-                      compute_median_s=cfg.compute_time, iteration_median_s=iteration_s,
-                      jct_s=iteration_s * cfg.iters, correct=None, replicas_identical=None, sum_verified=None,
+                      compute_median_s=median_after_warmup(computes),
+                      iteration_median_s=median_after_warmup(iterations),
+                      jct_s=sum(iterations), correct=None, replicas_identical=None, sum_verified=None,
                       error=None, completed=True,
                       fidelity={"verdict": "simulated", "cause": "flow-level model: no packets moved"},
                       split_median_s=split)
+    if checked.compute.varies:
+        outcome.iteration_mean_s = mean_after_warmup(iterations)
+        table = checked.compute.table(checked.contributors, cfg.iters, cfg.seed)
+        outcome.stragglers = straggler_report(table, table, [h.name for h in topo.hosts], WARMUP)
     traffic = Traffic(shaped_mbps=list(bw), bytes_by_level=by_level, payload_fp32_bytes=sent / ratio * cfg.iters,
                       payload_sent_bytes=sent * cfg.iters, wire_ratio=ratio, duration_s=0.0)
     folder = RunFolder(cfg.out)
     os.makedirs(cfg.out, exist_ok=True)
     clear(cfg.out, RunFolder.RESULTS)
     write_atomic_csv(folder.file(RunFolder.ITERATIONS), ["iteration", "gst_s", "compute_s", "iteration_s"],
-                     ([i, f"{gst:.9f}", f"{cfg.compute_time:.6f}", f"{iteration_s:.9f}"] for i in range(cfg.iters)))
+                     ([i, f"{gst:.9f}", f"{computes[i]:.6f}", f"{iterations[i]:.9f}"] for i in range(cfg.iters)))
     write_atomic_csv(folder.file(RunFolder.LINKS), ["link", "level", "links", "payload_bytes", "busy_s",
                                                     "utilization"],
                      ([r["link"], r["level"], r["links"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",
                        "" if r["utilization"] is None else f"{r['utilization']:.4f}"] for r in links))
     if result.units is not None:
-        write_atomic(folder.file(RunFolder.TRACE), json.dumps(simulated_trace(result, topo, cfg, bw)))
+        trace = simulated_trace(result, topo, cfg, bw, checked.compute.mean)
+        write_atomic(folder.file(RunFolder.TRACE), json.dumps(trace))
         simulation.trace = "trace.json: one synchronization, simulated"
     else:
         simulation.trace = f"omitted: {result.messages} transfers (a timeline keeps up to {TRACE_UNITS})"
@@ -228,6 +237,18 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     summary = Summary(top, beside, outcome, traffic=traffic, simulation=simulation)
     write_atomic(folder.file(RunFolder.SUMMARY), json.dumps(summary.to_dict(), indent=1))
     return summary
+
+
+def drawn_iterations(checked: Checked, gst: float, fixed_iteration_s: float) -> Tuple[List[float], List[float]]:
+    """Each iteration's mean compute over the training ranks and its time: with compute drawn per rank and
+    iteration (or slow ranks), BSP's synchronization starts when the last rank's compute ends (the slowest draw,
+    then the GST); else every iteration as the fixed model has it."""
+    cfg, model = checked.cfg, checked.compute
+    if not model.varies:
+        return [model.mean] * cfg.iters, [fixed_iteration_s] * cfg.iters
+    table = model.table(checked.contributors, cfg.iters, cfg.seed)
+    columns = list(zip(*table.values()))
+    return [sum(c) / len(c) for c in columns], [max(c) + gst for c in columns]
 
 
 def simulated_forward(cfg: RunConfig, checked: Checked, pull_s: Callable) -> dict:
@@ -239,7 +260,7 @@ def simulated_forward(cfg: RunConfig, checked: Checked, pull_s: Callable) -> dic
     layer_sizes = [sum(sizes[a:b]) for a, b in zip(bounds, bounds[1:])]
     layer_flops = [sum(flops[a:b]) for a, b in zip(bounds, bounds[1:])]
     total = sum(layer_flops) or 1.0
-    forward_s = [cfg.compute_time * FORWARD_SHARE * f / total for f in layer_flops]
+    forward_s = [checked.compute.mean * FORWARD_SHARE * f / total for f in layer_flops]
     algorithm = checked.algorithm
     return algorithm.forward_phase(checked.topo, checked.servers, checked.sync.typed,
                                    layer_sizes, forward_s, pull_s)
@@ -259,10 +280,10 @@ def wire_ratio(phases, codec) -> float:
     return wire / fp32 if fp32 else 1.0
 
 
-def simulated_trace(result: FlowResult, topo, cfg: RunConfig, bw) -> dict:
+def simulated_trace(result: FlowResult, topo, cfg: RunConfig, bw, compute: float) -> dict:
     """The timeline of one simulated iteration (compute, then the synchronization's transfers), in the same
     trace event format as a real run's."""
-    compute, latency = cfg.compute_time, cfg.latency_us * 1e-6
+    latency = cfg.latency_us * 1e-6
     rows = {r: [{"iteration": 0, "start": 0.0, "end": compute + result.gst_s, "compute_s": compute,
                  "sync_start": compute, "sync_end": compute + done}] for r, done in enumerate(result.rank_done_s)}
     traces = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from emulation.backends import closed_form
 from emulation.commands.base import Command
-from emulation.run.options import APP_B, BATCH, LINKS, PLAN_INPUTS, SYNCHRONIZATION, TOPOLOGY
+from emulation.run.options import APP_B, BATCH, ITERATIONS, LINKS, PLAN_INPUTS, SYNCHRONIZATION, TOPOLOGY
 
 
 class Theory(Command):
@@ -12,7 +12,7 @@ class Theory(Command):
     description = ("The algorithm's GST from its paper's formula (no plan is built); with --calibration or --delay "
                    "also the plan in the flow model under that model; with --overlap DDP's overlapped iteration; "
                    "with --codec terngrad TernGrad's App. B performance model.")
-    groups = (TOPOLOGY, LINKS, SYNCHRONIZATION, PLAN_INPUTS, BATCH, APP_B)
+    groups = (TOPOLOGY, LINKS, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS, APP_B)
 
     def prepare(self, args):
         return closed_form.prepare(self.config(args))

@@ -34,10 +34,8 @@ def option_schema(opt: Option, default: Any) -> dict:
             schema["maximum"] = opt.high
     elif opt.choices:
         schema = {"enum": list(opt.choices)}
-    elif opt.parse is None:  # a plain string option also takes a number (bw: 100)
+    else:  # a string option also takes a number (bw: 100, rto_min: 250, compute_time: 0.3)
         schema = {"type": ["string", "number"]}
-    else:
-        schema = {"type": "string"}
     schema["description"] = opt.help
     if default is not None:
         schema["default"] = default

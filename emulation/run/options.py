@@ -9,6 +9,7 @@ import difflib
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from emulation.core.compute import COMPUTE_HELP, SLOW_HELP, parse_compute, parse_slow
 from emulation.core.controller_choice import parse_controller
 from emulation.core.placement import TUNNELS, parse_servers
 from emulation.core.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, RTO_DRAINS, RTO_MIN_FLOOR_MS,
@@ -36,6 +37,7 @@ SYNCHRONIZATION = "synchronization"  # the algorithm, its plan-shaping options, 
 PLAN_INPUTS = "plan inputs"          # dedicated servers and a calibration (plans and their models)
 BATCH = "batch"
 ITERATIONS = "iterations"
+SEED = "seed"                        # the seed of weights, data and drawn compute times
 TRAINING = "training"                # data, optimizer, evaluation and the algorithms' training-only options
 FLOW_MODEL = "flow model"            # the flow-level simulation's settings
 APP_B = "TernGrad App. B"            # TernGrad's own performance model (theory)
@@ -44,7 +46,7 @@ OUTPUT = "output"                    # where results go
 REPLACE = "replace"                  # replacing earlier results
 WAIT = "wait"                        # waiting for the machine's one emulated network
 GROUPS = (TOPOLOGY, LINKS, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
-          TRAINING, FLOW_MODEL, APP_B, MATRIX, OUTPUT, REPLACE, WAIT)
+          SEED, TRAINING, FLOW_MODEL, APP_B, MATRIX, OUTPUT, REPLACE, WAIT)
 COMMAND_OWN = "command"              # the group of an option one command declares for itself
 
 
@@ -136,13 +138,15 @@ class CommonConfig:
     eval_every: int = run_option(0, "measure held-out accuracy every N iterations, a curve in summary.json "
                              "(accuracy_curve); 0: once at the end. Needs a real data set (digits, mnist:PATH)",
                              kind=int, low=0, high=100000, group=TRAINING)
-    seed: int = run_option(0, "seed of weights and data", kind=int, low=0, high=2 ** 31 - 1, group=TRAINING)
+    seed: int = run_option(0, "seed of weights, data and drawn compute times", kind=int, low=0, high=2 ** 31 - 1,
+                           group=SEED)
     timeout: float = run_option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
                      group=RANKS)
     codec: str = run_option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS),
                         group=SYNCHRONIZATION)
-    compute_time: float = run_option(0.0, "emulate a device: forward/backward takes this many seconds (0 = real time)",
-                                 kind=float, low=0, high=3600, group=SYNCHRONIZATION)
+    compute_time: str = run_option("0", "emulate a device: forward/backward takes this many seconds (0 = real time): "
+                               + COMPUTE_HELP, parse=parse_compute, group=SYNCHRONIZATION)
+    slow: str = run_option("", "persistent slow hosts: " + SLOW_HELP, parse=parse_slow, group=SYNCHRONIZATION)
     overlap: bool = run_option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket-mb, each "
                            "synchronized by the algorithm's DDP communication hook as soon as it is ready", kind=bool,
                            group=SYNCHRONIZATION)
@@ -386,7 +390,7 @@ def convert(value, opt: Option, label: str, strict: bool):
         raise OptionError(f"{label} must be a number, not {value!r}")
     if isinstance(value, int) and not isinstance(value, bool) and opt.choices is None:  # rto_min: 250 in YAML
         return str(value)
-    if isinstance(value, float) and opt.parse is None and opt.choices is None:
+    if isinstance(value, float) and opt.choices is None:
         return f"{value:g}"  # bw: 2.5 in YAML
     if not isinstance(value, str):
         raise OptionError(f"{label} must be a string, not {value!r}")

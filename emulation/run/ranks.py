@@ -12,6 +12,7 @@ import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 from emulation.core.addressing import PLAN_PORT
+from emulation.core.compute import FIXED
 from emulation.core.topology import Topology
 from emulation.net.controller_process import free_ports, stop_process_group
 from emulation.run.forkclient import ForkedRank, ForkServer, rank_start
@@ -51,7 +52,8 @@ def rank_configs(checked: Checked, out_dir: str, port: int = PLAN_PORT,
     common = dict(ranks=ranks, topology=topo.spec, **algorithm, bw=network.bw, model=cfg.model, data=cfg.data,
                   batch=cfg.batch, iters=cfg.iters, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                   lr_schedule=cfg.lr_schedule, eval_every=cfg.eval_every, seed=cfg.seed, codec=cfg.codec,
-                  compute_time=cfg.compute_time * cfg.dilation, dilation=cfg.dilation, overlap=cfg.overlap,
+                  compute_time=checked.compute.mean * cfg.dilation, dilation=cfg.dilation, overlap=cfg.overlap,
+                  compute_draws="" if checked.compute.kind == FIXED else checked.compute.text,
                   bucket_mb=cfg.bucket_mb, python_path=(os.getcwd(),) if is_user_model(cfg.model) else (),
                   timeout=cfg.timeout * cfg.dilation, out_dir=out_dir, port=port,
                   socket_buffer=network.tcp.socket_buffer_bytes, bench=bench)
@@ -60,7 +62,9 @@ def rank_configs(checked: Checked, out_dir: str, port: int = PLAN_PORT,
         common.update(master="127.0.0.1", master_port=ports[-1], loopback_ports=sets)
     else:  # the emulated network's TCP: set on every socket the transport opens
         common.update(master=topo.hosts[0].ip, master_port=GLOO_PORT, tcp_cc=cfg.tcp_cc)
-    return [RankConfig(rank=r, host=host.name, **common, **({} if network.local else {
+    return [RankConfig(rank=r, host=host.name, **common,
+                       compute_slow=tuple((s.factor, s.start) for s in checked.compute.slow if s.rank == r),
+                       **({} if network.local else {
         "interfaces": tuple(i.name for i in host.interfaces), "ifname": host.interfaces[0].name}))
         for r, host in enumerate(topo.hosts)]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+from emulation.core.compute import ComputeModel
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
 from emulation.core.tcp import TcpSettings, goodput
@@ -50,6 +51,7 @@ class Synchronization:
     typed: Any                         # the same as its descriptor's options dataclass
     servers: int                       # dedicated servers in use
     contributors: Tuple[int, ...]      # ranks that train and contribute gradients
+    compute: ComputeModel = ComputeModel()  # device compute per rank and iteration (--compute-time, --slow)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,10 @@ class Checked:
     @property
     def options(self) -> Dict[str, Any]:
         return self.sync.options
+
+    @property
+    def compute(self) -> ComputeModel:
+        return self.sync.compute if self.sync else ComputeModel()
 
 
 def shaped_rates(bw: Sequence[float], dilation: float) -> Tuple[float, ...]:

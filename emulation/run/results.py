@@ -115,6 +115,12 @@ def median_after_warmup(values: List[float]) -> Optional[float]:
     return statistics.median(kept) if kept else None
 
 
+def mean_after_warmup(values: List[float]) -> Optional[float]:
+    """Mean leaving out the first WARMUP values (all of them if there are too few)."""
+    kept = after_warmup(values)
+    return statistics.mean(kept) if kept else None
+
+
 def write_csvs(out_dir: str, rows: Dict[int, List[dict]], iterations: List[dict], topo: Optional[Topology]) -> None:
     """iterations.csv (one global row per iteration) and workers.csv (one row per rank and iteration)."""
     levels = sorted({k for it in iterations for k in it["tx_bytes_by_level"]})

@@ -95,6 +95,10 @@ class Outcome:
     fidelity: Dict[str, Any]
     split_median_s: Dict[str, Optional[float]] = field(default_factory=dict)
     throughput_sps: Optional[float] = optional("samples per second, where the back end gives it")
+    iteration_mean_s: Optional[float] = optional("mean iteration past warm-up, when compute varies by rank or "
+                                                 "iteration (BSP's mean waits for the slowest draw: not its median)")
+    stragglers: Dict[str, Any] = optional("when compute varies: per rank its compute and wait at the "
+                                          "synchronization, and which rank each iteration waited for")
 
 
 @dataclass
@@ -161,6 +165,7 @@ class ClosedForm:
     baselines_s: Dict[str, float] = optional("other algorithms' closed forms beside this one's")
     terngrad_model: Dict[str, Any] = optional("TernGrad's App. B performance model")
     delay_ms: List[float] = optional("the link delay per level the delay model adds")
+    compute: Dict[str, Any] = optional("the slowest rank's compute BSP waits for, when compute varies")
 
 
 SECTIONS = (("head", Head), ("models", Models), ("outcome", Outcome), ("traffic", Traffic),
@@ -302,7 +307,7 @@ def overlap_model(checked: Checked, bucket_gst: Callable[[List[int]], float]) ->
     indices = ddp_buckets(sizes, cfg.bucket_mb, order)
     buckets = [[sizes[i] for i in b] for b in indices]
     ready = bucket_ready_fractions(indices, model_fractions(sizes, tensor_flops(cfg.model), order))
-    t = timeline(cfg.compute_time, ready, [bucket_gst(b) for b in buckets])
+    t = timeline(checked.compute.mean, ready, [bucket_gst(b) for b in buckets])
     return {"bucket_mb": cfg.bucket_mb, "buckets": len(buckets), "bucket_bytes": [4 * sum(b) for b in buckets],
             "ready_fractions": ready, "bucket_gst_s": [e - s for s, e in t["buckets"]], "gst_s": t["gst_s"],
             "exposed_s": t["exposed_s"], "iteration_s": t["iteration_s"]}

@@ -10,6 +10,7 @@ import os
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 
 from emulation.core.calibration import load as load_calibration
+from emulation.core.compute import ComputeModel, compute_model, shown
 from emulation.core.controller_choice import ControllerChoice, parse_controller
 from emulation.core.impairment import Impairment, parse_impairment
 from emulation.core.placement import parse_servers
@@ -183,8 +184,38 @@ def check_synchronization(cfg: RunConfig, topo: Topology, label: Label = flag_la
     if cfg.overlap:
         check_overlap(cfg, algorithm, label)
     servers = algorithm.resolve_servers(cfg.servers)
-    return Synchronization(algorithm, options, algorithm.options_of(options), servers,
-                           tuple(algorithm.contributors(topo, servers)))
+    contributors = tuple(algorithm.contributors(topo, servers))
+    return Synchronization(algorithm, options, algorithm.options_of(options), servers, contributors,
+                           check_compute(cfg, topo, contributors, label))
+
+
+def check_compute(cfg: RunConfig, topo: Topology, contributors: Sequence[int],
+                  label: Label = flag_label) -> ComputeModel:
+    """The device's compute time per rank and iteration, with --slow's hosts resolved (each one that trains)."""
+    try:
+        model = compute_model(cfg.compute_time, cfg.slow, {h.name: h.index for h in topo.hosts})
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    for s in model.slow:
+        if s.rank not in contributors:
+            raise OptionError(f"{label('slow')} {topo.hosts[s.rank].name}: that host does not compute (a dedicated "
+                              f"server); the hosts that train are {shown([topo.hosts[r].name for r in contributors])}")
+    return model
+
+
+def check_modelled_compute(checked: Checked, label: Label = flag_label) -> None:
+    """Compute that varies by rank or iteration, in the flow model and the closed forms: BSP iterations of a plan
+    synchronized after backward (an emulated run takes it with every algorithm)."""
+    cfg = checked.cfg
+    if not checked.compute.varies:
+        return
+    what = label("slow") if checked.compute.kind == "fixed" else f"{label('compute_time')} {cfg.compute_time}"
+    if cfg.overlap:
+        raise OptionError(f"{what}: simulate and theory model varying compute without {label('overlap')} (an emulated "
+                          f"run takes both)")
+    if checked.algorithm.forward_phase is not None:
+        raise OptionError(f"{what}: simulate and theory model varying compute for algorithms whose iteration is "
+                          f"compute then synchronization, not {cfg.algo}'s forward phase (an emulated run takes it)")
 
 
 def check_training(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_label) -> None:

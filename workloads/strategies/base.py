@@ -8,7 +8,7 @@ import hashlib
 import os
 import time
 from contextlib import contextmanager
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -176,15 +176,20 @@ class ComputeClock:
     device time, every segment is stretched to F times its real length. With a device time the compute runs at
     a lower scheduling priority than the data movement (device_priority)."""
 
-    def __init__(self, device_s: Optional[float] = None, stretch: float = 1.0):
-        self.device_s = device_s if device_s else None
+    def __init__(self, device_s: Optional[float] = None, stretch: float = 1.0,
+                 per_iteration: Optional[Sequence[float]] = None):
+        self.fixed_s = device_s if device_s else None
+        self.per_iteration = per_iteration  # device seconds of each iteration (drawn), in place of device_s
+        self.device_s = self.fixed_s
         self.stretch = stretch  # time dilation without a device time: every segment takes stretch x real
         self.forward_share: Optional[float] = None  # set where a pacer times backward per gradient
         self.previous_real: Optional[float] = None
         self.begin()
 
-    def begin(self) -> None:
-        """Start an iteration."""
+    def begin(self, iteration: int = 0) -> None:
+        """Start an iteration (its own device time when they are drawn per iteration)."""
+        if self.per_iteration is not None:
+            self.device_s = self.per_iteration[iteration] if iteration < len(self.per_iteration) else self.fixed_s
         self.real = self.cpu = self.elapsed = 0.0
         self.intervals: List[Tuple[float, float]] = []
         self.paced = False

@@ -41,7 +41,7 @@ class DDPOverlap(Strategy):
 
     def backward(self, loss, clock: ComputeClock, rec: IterationRecord) -> None:
         """Backward, paced per gradient; DDP synchronizes each bucket meanwhile and returns once all are done."""
-        self.pacer.begin()
+        self.pacer.begin(clock.device_s)
         with device_priority(clock.device_s is not None):
             loss.backward()
         done = time.time()
