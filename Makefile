@@ -21,6 +21,7 @@ benchmark: setup
 	$(PY) scripts/benchmark.py --low-rate-only --out results/benchmark-low-rate
 	$(PY) scripts/soak.py --runs 20 --out results/soak
 	$(PY) scripts/scale.py --out results/scale
+	$(PY) scripts/shared_networks.py --out results/shared
 	$(PY) labs/handouts.py
 	$(DMLBED) bench --topo star:4 --algo ring,ps --sizes 1M:64M:x4 --bw 100 --out results/bench --force
 	$(PY) scripts/benchmark_page.py

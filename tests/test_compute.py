@@ -167,3 +167,20 @@ def test_real_workers_keep_their_drawn_compute_times_and_the_slow_rank_is_waited
         drawn = model.times(int(row["rank"]), 8, 11)[int(row["iteration"])]
         assert float(row["compute_s"]) == pytest.approx(drawn, abs=0.03), row  # a sleep is a few ms late at most
     assert s["stragglers"]["most_waited_for"] == "h2" and s["stragglers"]["iterations"] == 6  # past warm-up
+
+
+@pytest.mark.emulation
+def test_emulated_stragglers_keep_their_draws_and_the_slow_rank_is_waited_for(tmp_path):
+    from test_emulation import leftovers
+    out = tmp_path / "run"
+    s = cli_json("run", "--topo", "star:4", "--algo", "ring", "--model", "mlp:64KB", "--batch", "4", "--iters", "10",
+                 "--bw", "100", "--compute-time", "exp:0.1", "--slow", "h1:4x", "--seed", "3", "--out", str(out),
+                 timeout=600)
+    assert s["correct"] is True and s["sum_verified"] is True
+    model = compute_model("exp:0.1", "h1:4x", {f"h{i}": i for i in range(4)})
+    for row in csv.DictReader(open(out / "workers.csv")):
+        drawn = model.times(int(row["rank"]), 10, 3)[int(row["iteration"])]
+        assert float(row["compute_s"]) == pytest.approx(drawn, abs=0.05), row
+    assert s["stragglers"]["most_waited_for"] == "h1"
+    assert s["iteration_mean_s"] > s["gst_median_s"]
+    assert leftovers("star:4") == []
