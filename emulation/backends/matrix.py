@@ -21,8 +21,8 @@ from emulation.run.plots import plot
 from emulation.run.provenance import provenance
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
-           "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "jct_s",
-           "throughput_sps", "comm_over_compute", "wire_ratio", "first_step_wire_ratio", "later_steps_wire_ratio",
+           "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "iteration_mean_s",
+           "most_waited_for", "most_waited_for_share", "jct_s", "throughput_sps", "comm_over_compute", "wire_ratio", "first_step_wire_ratio", "later_steps_wire_ratio",
            "switch_ratio_fat_tree", "forward_phase_s", "overlapped_s", "comm_exposed_s", "compute_exposed_s", "push_s",
            "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
            "error", "out"]
@@ -137,8 +137,12 @@ def row(entry: dict, summary: dict) -> dict:
     r = {k: summary.get(k) for k in COLUMNS}
     r["mode"] = summary["mode"]
     r.update(summary.get("split_median_s") or {})
-    if r.get("throughput_sps") is None and r.get("iteration_median_s") and r.get("batch") and r.get("workers"):
-        r["throughput_sps"] = r["batch"] * r["workers"] / r["iteration_median_s"]  # samples per second
+    stragglers = summary.get("stragglers") or {}
+    r.update(most_waited_for=stragglers.get("most_waited_for"),
+             most_waited_for_share=stragglers.get("most_waited_for_share"))
+    per_iteration = r.get("iteration_mean_s") or r.get("iteration_median_s")  # BSP under stragglers: the mean
+    if r.get("throughput_sps") is None and per_iteration and r.get("batch") and r.get("workers"):
+        r["throughput_sps"] = r["batch"] * r["workers"] / per_iteration  # samples per second
     if r.get("iteration_median_s") and r.get("compute_median_s"):  # everything but the device's compute, over it
         r["comm_over_compute"] = (r["iteration_median_s"] - r["compute_median_s"]) / r["compute_median_s"]
     fid = summary.get("fidelity") or {}
