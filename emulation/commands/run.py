@@ -44,6 +44,10 @@ def print_summary(s) -> None:
           f"   ratio {fmt(s['gst_ratio'])}")
     print(f"  compute       {fmt(s['compute_median_s'])} s   iteration {fmt(s['iteration_median_s'])} s   "
           f"JCT {fmt(s['jct_s'], '.1f')} s")
+    if s.get("stragglers"):
+        st = s["stragglers"]
+        print(f"  stragglers    mean iteration {fmt(s.get('iteration_mean_s'))} s; waited for "
+              f"{st['most_waited_for']} most ({st['most_waited_for_share']:.0%} of {st['iterations']} iterations)")
     print("  bytes sent    " + ", ".join(f"{k}: {v / 2**20:.1f} MiB" for k, v in s["bytes_by_level"].items()))
     if s.get("wire_ratio") is not None and s.get("codec", "none") != "none":
         print(f"  wire bytes    {s['wire_ratio']:.4f} of fp32 overall, first step (worker->server for ps) "
