@@ -46,6 +46,12 @@ def load_json(path: str):
         return json.load(f)
 
 
+def rates(summary: dict) -> List[float]:
+    """A summary's link rate per level, Mbit/s (bw_mbps is one number for a one-level network, else a list)."""
+    bw = summary["bw_mbps"]
+    return list(bw) if isinstance(bw, list) else [bw]
+
+
 def close(a, b, rel=REL) -> bool:
     """a == b up to a relative tolerance (and both present)."""
     return a is not None and b is not None and abs(a - b) <= rel * max(1.0, abs(a), abs(b))

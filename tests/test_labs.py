@@ -3,6 +3,7 @@ every lab exactly as written); the checker accepts their output and rejects a ta
 
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -49,3 +50,24 @@ def test_lab_runs_and_checker_rejects_tampering(lab):
     assert r["failed_command"] is None, f"{r['failed_command']}\n{r.get('error')}"
     assert r["checker_passes"], r["checker_output"]
     assert r["checker_rejects_tampering"]
+
+
+def test_every_labs_theory_lines_pass_its_checks(tmp_path):
+    """The handouts' `dmlbed theory` lines need no root: run them and hold their files to the checker's formulas
+    (lab2's checker once broke on a one-level summary's bw_mbps without an emulated lab run noticing)."""
+    import importlib.util
+    from dmlbed.labcheck import Checker, rates
+    assert rates({"bw_mbps": 50.0}) == [50.0] and rates({"bw_mbps": [200.0, 100.0]}) == [200.0, 100.0]
+    lines = [l for l in handout_commands("lab2-gradient-sync") if " theory " in l]
+    assert len(lines) == 3
+    for line in lines:
+        r = subprocess.run(["bash", "-c", line.replace("results/lab2", str(tmp_path))], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    spec = importlib.util.spec_from_file_location("lab2_check", os.path.join(ROOT, "labs", "lab2-gradient-sync",
+                                                                             "check.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    c = Checker("lab2")
+    module.check_theory(c, str(tmp_path))
+    assert c.failures == [] and c.passed == 6
