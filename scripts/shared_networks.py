@@ -17,7 +17,8 @@ from emulation.run.provenance import provenance
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # negligible communication: a 64 KB model at 1 Gbit/s synchronizes in about a millisecond of link time
-NEGLIGIBLE = ("--algo", "ring", "--model", "mlp:64KB", "--bw", "1000", "--batch", "8")
+NEGLIGIBLE = ("--algo", "ring", "--model", "mlp:64KB", "--bw", "1000")
+WORKERS = ("--batch", "8")  # a small real compute, below the smallest draws
 CASES = {  # key: (topology, iterations, extra options, what is checked)
     "exp-16": ("star:16", 200, ("--compute-time", "exp:0.2"), "mean"),
     "exp-8": ("star:8", 200, ("--compute-time", "exp:0.2"), "mean"),
@@ -44,7 +45,7 @@ def case(key: str, out: str, iterations: int) -> dict:
     t0 = time.time()
     theory = dmlbed("theory", *common)
     simulated = dmlbed("simulate", *common, "--out", os.path.join(out, key, "simulate"), "--force")
-    emulated = dmlbed("run", *common, "--out", os.path.join(out, key, "emulate"), "--force", "--wait")
+    emulated = dmlbed("run", *common, *WORKERS, "--out", os.path.join(out, key, "emulate"), "--force", "--wait")
     row = {"case": key, "topology": topo, "options": list(extra), "iterations": iterations,
            "seconds": round(time.time() - t0, 1)}
     for mode, s in (("theory", theory), ("simulate", simulated), ("emulate", emulated)):
