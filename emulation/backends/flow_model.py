@@ -204,7 +204,9 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
                                  "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
                                  "one message per connection and step", "sharing": "max-min fair"}
     simulation.link_utilization = level_utilization(links)
-    computes, iterations = drawn_iterations(checked, gst, iteration_s)
+    # compute drawn per rank and iteration (or slow ranks): each training rank's times, drawn once
+    table = checked.compute.table(checked.contributors, cfg.iters, cfg.seed) if checked.compute.varies else None
+    computes, iterations = drawn_iterations(checked, table, gst, iteration_s)
     outcome = Outcome(mode=MODE, iterations=cfg.iters, gst_median_s=gst, gst_ratio=gst / theory_s if theory_s else None,
                       compute_median_s=median_after_warmup(computes),
                       iteration_median_s=median_after_warmup(iterations),
@@ -212,9 +214,8 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
                       error=None, completed=True,
                       fidelity={"verdict": "simulated", "cause": "flow-level model: no packets moved"},
                       split_median_s=split)
-    if checked.compute.varies:
+    if table is not None:
         outcome.iteration_mean_s = mean_after_warmup(iterations)
-        table = checked.compute.table(checked.contributors, cfg.iters, cfg.seed)
         outcome.stragglers = straggler_report(table, table, [h.name for h in topo.hosts], WARMUP)
     traffic = Traffic(shaped_mbps=list(bw), bytes_by_level=by_level, payload_fp32_bytes=sent / ratio * cfg.iters,
                       payload_sent_bytes=sent * cfg.iters, wire_ratio=ratio, duration_s=0.0)
@@ -239,14 +240,14 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     return summary
 
 
-def drawn_iterations(checked: Checked, gst: float, fixed_iteration_s: float) -> Tuple[List[float], List[float]]:
-    """Each iteration's mean compute over the training ranks and its time: with compute drawn per rank and
-    iteration (or slow ranks), BSP's synchronization starts when the last rank's compute ends (the slowest draw,
-    then the GST); else every iteration as the fixed model has it."""
-    cfg, model = checked.cfg, checked.compute
-    if not model.varies:
-        return [model.mean] * cfg.iters, [fixed_iteration_s] * cfg.iters
-    table = model.table(checked.contributors, cfg.iters, cfg.seed)
+def drawn_iterations(checked: Checked, table: Optional[Dict[int, List[float]]], gst: float,
+                     fixed_iteration_s: float) -> Tuple[List[float], List[float]]:
+    """Each iteration's mean compute over the training ranks and its time: with the ranks' drawn compute (table),
+    BSP's synchronization starts when the last rank's compute ends (the slowest draw, then the GST); else every
+    iteration as the fixed model has it."""
+    iters = checked.cfg.iters
+    if table is None:
+        return [checked.compute.mean] * iters, [fixed_iteration_s] * iters
     columns = list(zip(*table.values()))
     return [sum(c) / len(c) for c in columns], [max(c) + gst for c in columns]
 

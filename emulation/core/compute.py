@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from typing import Dict, List, Sequence, Tuple
 
 FIXED, EXP, LOGNORMAL, NORMAL = "fixed", "exp", "lognormal", "normal"
@@ -107,12 +108,12 @@ class ComputeModel:
         if self.kind == EXP and len(set(factors)) == 1:
             n = len(ranks)
             return harmonic(n) * self.mean * factors[0], f"H_{n} x mean (i.i.d. exponential compute)"
+        groups = Counter(factors)
         upper = self._upper(max(factors))
         h = upper / INTEGRATION_STEPS
         total = 0.0
         for i in range(INTEGRATION_STEPS + 1):
-            x = i * h
-            survive = 1.0 - math.prod(self.cdf(x, f) for f in factors)
+            survive = 1.0 - self._all_below(i * h, groups)
             total += survive * (0.5 if i in (0, INTEGRATION_STEPS) else 1.0)
         return total * h, "E[max of the ranks' draws] (numeric integral of 1 - prod F)"
 
@@ -121,14 +122,19 @@ class ComputeModel:
         factors = [self.factor(r, iteration) for r in ranks] or [1.0]
         if self.kind == FIXED or self.mean == 0:
             return self.mean * max(factors)
+        groups = Counter(factors)
         low, high = 0.0, self._upper(max(factors))
         for _ in range(100):
             mid = (low + high) / 2
-            if math.prod(self.cdf(mid, f) for f in factors) < q:
+            if self._all_below(mid, groups) < q:
                 low = mid
             else:
                 high = mid
         return (low + high) / 2
+
+    def _all_below(self, x: float, groups: Counter) -> float:
+        """prod over ranks of F_r(x), the ranks grouped by their slow factor (factor -> how many ranks)."""
+        return math.prod(self.cdf(x, f) ** n for f, n in groups.items())
 
     def _upper(self, factor: float) -> float:
         """Where the slowest rank's draw is past with negligible probability."""
@@ -202,4 +208,4 @@ def compute_model(compute_time, slow: str, host_index: Dict[str, int]) -> Comput
         if host not in host_index:
             raise ValueError(f"--slow {host}: no such host (the topology's hosts are {shown(list(host_index))})")
         ranks.append(SlowRank(host_index[host], factor, start))
-    return ComputeModel(model.kind, model.mean, model.spread, tuple(ranks))
+    return replace(model, slow=tuple(ranks))

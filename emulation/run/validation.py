@@ -10,7 +10,7 @@ import os
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 
 from emulation.core.calibration import load as load_calibration
-from emulation.core.compute import ComputeModel, compute_model, shown
+from emulation.core.compute import FIXED, ComputeModel, compute_model, shown
 from emulation.core.controller_choice import ControllerChoice, parse_controller
 from emulation.core.impairment import Impairment, parse_impairment
 from emulation.core.placement import parse_servers
@@ -209,7 +209,7 @@ def check_modelled_compute(checked: Checked, label: Label = flag_label) -> None:
     cfg = checked.cfg
     if not checked.compute.varies:
         return
-    what = label("slow") if checked.compute.kind == "fixed" else f"{label('compute_time')} {cfg.compute_time}"
+    what = label("slow") if checked.compute.kind == FIXED else f"{label('compute_time')} {cfg.compute_time}"
     if cfg.overlap:
         raise OptionError(f"{what}: simulate and theory model varying compute without {label('overlap')} (an emulated "
                           f"run takes both)")
