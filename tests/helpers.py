@@ -1,5 +1,6 @@
 """Helpers shared by tests: run the CLI as a user would."""
 
+import json
 import os
 import socket
 import subprocess
@@ -19,6 +20,13 @@ def run_dmlbed(*args, timeout=600, **kwargs):
 
 
 SUMMARY_SCHEMAS = {"run": "summary", "simulate": "summary", "launch": "launch"}
+
+
+def cli_json(*args, timeout=300):
+    """The summary a dmlbed command prints with --json (the command must succeed)."""
+    r = run_dmlbed(*args, "--json", timeout=timeout)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
 
 
 def check_summaries(args, result):

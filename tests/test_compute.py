@@ -12,7 +12,7 @@ import pytest
 from emulation.core.compute import (EXP, FIXED, ComputeModel, SlowRank, compute_model, harmonic, parse_compute,
                                     parse_slow)
 from emulation.run.stragglers import straggler_report
-from helpers import run_dmlbed
+from helpers import cli_json, run_dmlbed
 
 HOSTS = {f"h{i}": i for i in range(16)}
 
@@ -93,12 +93,6 @@ def test_straggler_report_names_the_rank_waited_for():
     h2 = next(r for r in report["ranks"] if r["host"] == "h2")
     assert h2["wait_mean_s"] == pytest.approx(statistics.mean([0.7, 1.4, 1.5]))
     assert straggler_report({}, {}, []) == {}
-
-
-def cli_json(*args, timeout=300):
-    r = run_dmlbed(*args, "--json", timeout=timeout)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return json.loads(r.stdout)
 
 
 @pytest.mark.parametrize("ranks,expected", [(16, 0.676), (8, 0.544)])

@@ -130,6 +130,12 @@ def simulate(cfg: RunConfig, log: Log = quiet) -> Summary:
     return execute(prepare(cfg), log)
 
 
+def link_factors(checked) -> Dict[Tuple[str, str], float]:
+    """Each overridden link's rate over its level's (--link-rate), as the router scales capacities."""
+    level = {(l.lower, l.upper): l.level for l in checked.topo.links}
+    return {k: v / checked.bw[level[k]] for k, v in checked.network.link_rates.items()}
+
+
 def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summary:
     """Simulate a checked configuration; writes summary.json, iterations.csv and links.csv to its --out."""
     cfg, checked = job.cfg, job.checked
@@ -148,7 +154,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     latency = cfg.latency_us * 1e-6
     if cfg.calibration:  # the fitted model replaces goodput and latency
         rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
-    router = Router(topo, "hash" if ports else cfg.ecmp, ports)
+    router = Router(topo, "hash" if ports else cfg.ecmp, ports, link_factors(checked))
     chunk = CHUNK_BYTES if cfg.granularity == "chunk" else None
     codec = COMPRESSORS[cfg.codec]
 

@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from emulation.commands.base import SPEC, Command
 from emulation.net import checks
+from emulation.core.link_rates import described
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (CONTROLLER, LINKS, NETWORK, OUTPUT, REPLACE, WAIT, OptionError, RunConfig,
                                    command_option)
@@ -84,7 +85,8 @@ def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Op
     topo, bw = job.network.topo, job.network.bw
     report = {"topology": topo.spec, "hosts": len(topo.hosts), "switches": len(topo.switches),
               "links": len(topo.links), "shaped_mbps": bw[0] if len(set(bw)) == 1 else list(bw),
-              "bw_by_level": list(bw), "interactive": job.interactive, "out": os.path.join(job.cfg.out, REPORT),
+              "bw_by_level": list(bw), "link_rates_mbps": described(job.network.link_rates),
+              "interactive": job.interactive, "out": os.path.join(job.cfg.out, REPORT),
               "provenance": provenance()}
     started = time.monotonic()
 
@@ -98,7 +100,7 @@ def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Op
             return
         log("testing reachability")
         report.update(checks.run_reachability(enet, checks.reachability_pairs(topo, job.all_pairs)))
-        flows = checks.fidelity_flows(topo, bw)
+        flows = checks.fidelity_flows(topo, bw, job.network.link_rates)
         log(f"running {len(flows)} concurrent iperf3 flows for {job.duration:g}s")
         with CpuSampler(switch=switch_pid()) as cpu:
             report["flows"] = checks.run_fidelity(enet, flows, job.duration)

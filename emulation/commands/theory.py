@@ -27,9 +27,10 @@ class Theory(Command):
 def print_theory(o) -> None:
     """The paper's formula, and the models beside it where they apply."""
     bw = o["bw_mbps"]
+    slowest = min([*(bw if isinstance(bw, list) else [bw]), *(o.get("link_rates_mbps") or {}).values()])
     print(f"{o['algo']} on {o['topology']}, {o['model']} ({o['gradient_bytes'] / 2**20:.2f} MiB): GST = "
           f"{o['gst_formula']} = {o['gst_theory_s']:.4f} s (TF = {o['tf_s']:.4f} s at "
-          f"{min(bw) if isinstance(bw, list) else bw:g} Mbit/s)")
+          f"{slowest:g} Mbit/s)")
     if "terngrad_model" in o:
         m = o["terngrad_model"]
         i = m["inputs"]

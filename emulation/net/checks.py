@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Tuple
 from controllers.flow_rules import compute_rules
 from controllers.paths import follow_packet
 from emulation.core.addressing import all_host_configs
+from emulation.core.link_rates import rate_of
 from emulation.core.tcp import wire_bytes
 from emulation.core.topology import Topology
 
@@ -65,7 +66,8 @@ def path_links(topo: Topology, path: List[str]):
     return hops
 
 
-def fidelity_flows(topo: Topology, bw: Tuple[float, ...]) -> List[Flow]:
+def fidelity_flows(topo: Topology, bw: Tuple[float, ...],
+                   link_rates: Optional[Dict[Tuple[str, str], float]] = None) -> List[Flow]:
     """Every host sends one flow at once: to its next neighbour on every level (BCube), else to the
     next host on its level-0 switch. The expected rate is the fair share of the tightest link."""
     planned = []
@@ -98,7 +100,7 @@ def fidelity_flows(topo: Topology, bw: Tuple[float, ...]) -> List[Flow]:
     flows = []
     for src, src_ip, dst, dst_ip, level in planned:
         hops = paths[(src.name, dst_ip)]
-        share = min(bw[lvl] / load[(a, b)] for a, b, lvl in hops)
+        share = min(rate_of(a, b, lvl, bw, link_rates) / load[(a, b)] for a, b, lvl in hops)
         path = (src.name,) + tuple(b for _a, b, _lvl in hops)
         flows.append(Flow(src.name, src_ip, dst.name, dst_ip, level, round(share, 3), path))
     return flows

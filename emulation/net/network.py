@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from mininet.log import setLogLevel
 from mininet.net import Mininet
@@ -25,6 +25,7 @@ from emulation.net.topos import SpecTopo, shaper_name
 from emulation.core.addressing import all_host_configs, config_commands
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
+from emulation.core.link_rates import Overrides, rate_of, slowest_per_level
 from emulation.core.shaping import bridge_commands, ingress_netem_commands, offloads_off_command
 from emulation.core.tcp import TcpSettings, route_rto_min_ms
 from emulation.core.topology import Topology
@@ -47,8 +48,9 @@ class EmulatedNetwork:
                  ingress_shaping: bool = False, install_timeout: float = 90.0,
                  log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings(),
                  cluster=None, impairment: Optional[Impairment] = None,
-                 controller: ControllerChoice = ControllerChoice()):
+                 controller: ControllerChoice = ControllerChoice(), link_rates: Optional[Overrides] = None):
         self.topo = topo
+        self.link_rates = dict(link_rates or {})  # (lower, upper) -> shaped Mbit/s of links off their level's rate
         self.controller_choice = controller
         self.impairment = impairment or Impairment.none(topo.levels)
         self.cluster = cluster  # None: this machine only; else an emulation.net.cluster.Cluster (node classes)
@@ -114,11 +116,12 @@ class EmulatedNetwork:
         if self.cluster:
             boxes = {shaper_name(i): l.lower for i, l in enumerate(self.topo.links) if afxdp and self._boxed(l)}
             link, host, switch = self.cluster.node_classes(self.topo, self.state, boxes, self.log)
-        self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, shaper_boxes=afxdp,
+        self.net = Mininet(topo=SpecTopo(spec=self.topo, bw=self.bw, link_rates=self.link_rates, shaper_boxes=afxdp,
                                          host_queue=self.tcp.host_queue_packets,
                                          switch_queue=self.tcp.switch_queue_packets,
                                          impairment=self.impairment, mtu=self.tcp.mtu,
-                                         host_boxes=self.host_boxes),
+                                         host_boxes=self.host_boxes,
+                                         boxed_links=self.boxed_host_links if afxdp else ()),
                            link=link, host=host,
                            switch=lambda name, **p: switch(name, datapath=self.datapath, afxdp=afxdp, **p),
                            controller=None, autoSetMacs=False, autoStaticArp=False,
@@ -174,7 +177,9 @@ class EmulatedNetwork:
             for intf in spec_host.interfaces:
                 cmds.append(offloads_off_command(intf.name))
                 netem = self.impairment.netem(intf.level)
-                if netem and self.datapath == "user" and not self.host_boxes:  # AF_XDP sends around the switch's
+                boxed = self.host_boxes or any(l.lower == spec_host.name and l.level == intf.level and
+                                               (l.lower, l.upper) in self.boxed_host_links for l in self.topo.links)
+                if netem and self.datapath == "user" and not boxed:  # AF_XDP sends around the switch's
                     cmds += ingress_netem_commands(intf.name, f"ifb{intf.port}", self.tcp.switch_queue_packets,
                                                    netem, self.tcp.mtu)
             self._run_in(spec_host.name, cmds)
@@ -188,7 +193,8 @@ class EmulatedNetwork:
 
     def host_tcp(self, host: str) -> TcpSettings:
         """A host's TCP settings, sized to its own NIC rate and the network's slowest link where left to the rate."""
-        return self.tcp.sized(min(self.bw[i.level] for i in self.topo.node(host).interfaces), min(self.bw))
+        mine = [rate_of(l.lower, l.upper, l.level, self.bw, self.link_rates) for l in self.topo.links if l.lower == host]
+        return self.tcp.sized(min(mine), min(slowest_per_level(self.topo, self.bw, self.link_rates)))
 
     def _read_tcp(self, host: str) -> dict:
         """The TCP settings a host's namespace actually has (as the kernel reports them)."""
@@ -208,9 +214,16 @@ class EmulatedNetwork:
         """Whether host links run through shaping namespaces too (--shape-ingress on the userspace datapath)."""
         return self.datapath == "user" and self.ingress_shaping
 
+    @property
+    def boxed_host_links(self) -> Tuple[Tuple[str, str], ...]:
+        """Host links at a rate of their own: through a shaping namespace on the userspace datapath even without
+        --shape-ingress, so switch->host holds that rate too (a ring's slow member receives at it as well)."""
+        return tuple(k for k in self.link_rates if self.topo.is_host(k[0]))
+
     def _boxed(self, link) -> bool:
         """Whether a link runs through a shaping namespace (userspace datapath)."""
-        return self.datapath == "user" and (not self.topo.is_host(link.lower) or self.host_boxes)
+        return self.datapath == "user" and (not self.topo.is_host(link.lower) or self.host_boxes or
+                                            (link.lower, link.upper) in self.boxed_host_links)
 
     def _configure_shapers(self) -> None:
         """Bridge the two ports of every shaping namespace."""

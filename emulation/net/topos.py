@@ -9,6 +9,7 @@ from mininet.node import Host
 from mininet.topo import Topo
 
 from emulation.core.addressing import all_host_configs, config_commands
+from emulation.core.link_rates import rate_of
 from emulation.core.shaping import offloads_off_command
 from emulation.core.topology import Topology, bcube, fat_tree, star, tree
 
@@ -29,7 +30,7 @@ class SpecTopo(Topo):
     """Hosts, switches (explicit dpids) and links of a Topology, with per-level link options."""
 
     def build(self, spec: Topology, bw=None, shaper_boxes=False, configure_hosts=False, host_queue=None,
-              switch_queue=None, impairment=None, mtu=None, host_boxes=False):
+              switch_queue=None, impairment=None, mtu=None, host_boxes=False, link_rates=None, boxed_links=()):
         """spec: the dmlbed Topology; bw: Mbit/s per link level (None = unshaped);
         shaper_boxes: run switch-to-switch links through a bridging namespace x<i> that shapes them;
         configure_hosts: hosts configure themselves (for `mn --custom`; dmlbed's own runs do it later);
@@ -37,7 +38,9 @@ class SpecTopo(Topo):
         impairment: per-level netem delay/loss as the leaf of every shaped end (None: none);
         mtu: MTU of every interface of every link (None: the kernel's 1500);
         host_boxes: also run host links through a bridging namespace (its egress toward the host shapes
-        switch->host, which AF_XDP transmits around on the switch's own port)."""
+        switch->host, which AF_XDP transmits around on the switch's own port);
+        link_rates: (lower, upper) -> Mbit/s of links shaped off their level's rate;
+        boxed_links: (host, switch) links run through a bridging namespace even without host_boxes."""
         configs = all_host_configs(spec) if configure_hosts else {}
         for host in spec.hosts:
             opts = {}
@@ -53,11 +56,11 @@ class SpecTopo(Topo):
         if mtu:
             host_q, switch_q = dict(host_q, mtu=mtu), dict(switch_q, mtu=mtu)
         for i, link in enumerate(spec.links):
-            opts = {"bw": bw[link.level]} if bw else {}
+            opts = {"bw": rate_of(link.lower, link.upper, link.level, bw, link_rates)} if bw else {}
             netem = impairment.netem(link.level) if impairment is not None and bw else None
             # every shaped end gets netem: an end that AF_XDP transmits around never delays twice
             hq, sq = (dict(host_q, netem=netem), dict(switch_q, netem=netem)) if netem else (host_q, switch_q)
-            if spec.is_host(link.lower) and host_boxes:
+            if spec.is_host(link.lower) and (host_boxes or (link.lower, link.upper) in boxed_links):
                 intf, box = spec.node(link.lower).interface(link.level), shaper_name(i)
                 self.addHost(box, ip=None)
                 self.addLink(link.lower, box, port1=link.lower_port, port2=0, intfName1=intf.name, addr1=intf.mac,

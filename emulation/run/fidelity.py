@@ -8,6 +8,7 @@ import os
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from emulation.core.link_rates import rate_of
 from emulation.run.results import WARMUP
 from emulation.core.topology import Topology
 
@@ -61,7 +62,7 @@ class Paths:
     source, destination address and TCP ports). With the connection's ports the ECMP choices are known and the
     path is one; without them (older records), only the links common to every path ECMP offers."""
 
-    def __init__(self, topo: Topology):
+    def __init__(self, topo: Topology, link_rates: Optional[Dict[Tuple[str, str], float]] = None):
         from controllers.flow_rules import compute_rules
         from emulation.core.addressing import all_host_configs
         self.topo, self.rules, self.configs = topo, compute_rules(topo), all_host_configs(topo)
@@ -69,6 +70,11 @@ class Paths:
         for l in topo.links:
             self.level_of[(l.lower, l.upper)] = self.level_of[(l.upper, l.lower)] = l.level
         self.cache: Dict[tuple, Tuple[Tuple[str, str], ...]] = {}
+        self.link_rates = link_rates or {}
+
+    def rate(self, link: Tuple[str, str], bw: Sequence[float]) -> float:
+        """Shaped Mbit/s of a directed link: its level's, or its own (--link-rate)."""
+        return rate_of(link[0], link[1], self.level_of[link], bw, self.link_rates)
 
     def links(self, rank: int, peer: int, level: int,
               ports: Optional[Sequence[int]] = None) -> Tuple[Tuple[str, str], ...]:
@@ -130,16 +136,16 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
                 sharing[link] = sharing.get(link, 0) + 1
         offered: Dict[Tuple[str, str], float] = {}
         for t in transfers:
-            share = min((bw[paths.level_of[l]] / sharing[l] for l in t["links"]), default=0.0)
+            share = min((paths.rate(l, bw) / sharing[l] for l in t["links"]), default=0.0)
             for link in t["links"]:
                 offered[link] = offered.get(link, 0.0) + share
         for t in transfers:
             for link in t["links"]:
-                level = paths.level_of[link]
-                rate = min(bw[level], offered[link]) * 1e6 / 8
+                level, shaped = paths.level_of[link], paths.rate(link, bw)
+                rate = min(shaped, offered[link]) * 1e6 / 8
                 e = out.setdefault(link, {"link": ">".join(link), "level": level, "payload": 0, "wire": 0.0,
                                           "need_payload_s": 0.0, "need_s": 0.0, "intervals": [],
-                                          "shaped": bw[level] * 1e6 / 8})
+                                          "shaped": shaped * 1e6 / 8})
                 e["payload"] += t["payload"]
                 e["wire"] += t["wire"]
                 e["need_payload_s"] += t["payload"] / rate
@@ -250,7 +256,8 @@ def link_group(acc: Dict[str, float], shaped_mbps: Optional[float]) -> Dict[str,
 def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, iterations: List[dict],
            rows: Dict[int, List[dict]], traces: List[dict], finals: Dict[int, dict], cpu: Dict[str, object],
            emulated: bool, switch_port_drops: Optional[Dict[str, int]] = None,
-           placement: Optional[Dict[str, str]] = None) -> Dict[str, object]:
+           placement: Optional[Dict[str, str]] = None,
+           link_rates: Optional[Dict[Tuple[str, str], float]] = None) -> Dict[str, object]:
     """The fidelity section of summary.json, with a verdict and its dominant cause; with a placement over
     several machines, also the links through tunnels on their own."""
     kept = [it for it in iterations[WARMUP:]] or iterations
@@ -270,7 +277,7 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
         return out
     parts, skews = [], []
     per_level: Dict[int, Dict[str, float]] = {}
-    paths = Paths(topo)
+    paths = Paths(topo, link_rates)
     for it in kept:
         i = it["iteration"]
         mine = [t for t in traces if t["iteration"] == i]

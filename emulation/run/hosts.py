@@ -130,4 +130,5 @@ def hosts_for(network: NetworkSettings, log: Callable[[str], None]) -> Hosts:
         cluster = Cluster(list(network.cluster), network.tunnel)
     return EmulatedNetwork(network.topo, network.shaped, datapath=network.datapath,
                            ingress_shaping=network.shape_ingress, log=log, tcp=network.tcp, cluster=cluster,
-                           impairment=network.impairment, controller=network.controller)
+                           impairment=network.impairment, controller=network.controller,
+                           link_rates=network.shaped_link_rates)

@@ -10,6 +10,7 @@ from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from emulation.core.compute import COMPUTE_HELP, SLOW_HELP, parse_compute, parse_slow
+from emulation.core.link_rates import LINK_RATE_HELP, check_format as check_link_rate_format
 from emulation.core.controller_choice import parse_controller
 from emulation.core.placement import TUNNELS, parse_servers
 from emulation.core.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, RTO_DRAINS, RTO_MIN_FLOOR_MS,
@@ -126,6 +127,7 @@ class CommonConfig:
     bw: str = run_option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200); "
                      "with a unit as tc writes it: 1Gbit, 500Mbit",
                      group=LINKS)
+    link_rate: str = run_option("", LINK_RATE_HELP, parse=check_link_rate_format, group=LINKS)
     servers: int = run_option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
                           kind=int, low=0, high=MAX_HOSTS, group=PLAN_INPUTS)
     batch: int = run_option(32, "sub-minibatch per worker", kind=int, low=1, high=4096, group=BATCH)

@@ -5,12 +5,13 @@ these again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from emulation.core.compute import ComputeModel
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
+from emulation.core.link_rates import scaled, slowest_per_level
 from emulation.core.tcp import TcpSettings, goodput
 from emulation.core.topology import Topology
 from emulation.run.options import RunConfig, option_of
@@ -35,6 +36,17 @@ class NetworkSettings:
     local: bool = False                # loopback processes, no emulation
     wait: bool = False                 # wait for the machine's one emulated network instead of refusing
     dilation: float = 1.0
+    link_rates: Dict[Tuple[str, str], float] = field(default_factory=dict)  # (lower, upper) -> asked-for Mbit/s
+
+    @property
+    def shaped_link_rates(self) -> Dict[Tuple[str, str], float]:
+        """What the overridden links are shaped to (divided by the time dilation)."""
+        return scaled(self.link_rates, self.dilation)
+
+    @property
+    def theory_bw(self) -> Tuple[float, ...]:
+        """The rate per level the closed forms take: each level's slowest link."""
+        return slowest_per_level(self.topo, self.bw, self.link_rates)
 
     @property
     def emulated(self) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
+from emulation.core.link_rates import described
 from emulation.run.provenance import provenance
 from emulation.run.resolution import Checked, link_goodput
 from emulation.simulation.calibrated import calibrated_fields, delay_fields
@@ -60,6 +61,7 @@ class Head:
     config: Dict[str, Any]
     provenance: Dict[str, Any]
     gst_baselines_s: Dict[str, float] = optional("other algorithms' closed forms beside this one's")
+    link_rates_mbps: Dict[str, float] = optional("links at another rate than their level's (--link-rate), Mbit/s")
 
 
 @dataclass
@@ -269,28 +271,34 @@ def bw_value(bw: Sequence[float]) -> Rates:
 
 def head(checked: Checked) -> Head:
     """Configuration, model size and the paper's GST (no plan is built for the closed form)."""
-    cfg, topo, bw = checked.cfg, checked.topo, checked.bw
+    cfg, topo, bw = checked.cfg, checked.topo, checked.network.theory_bw
     parameters = parameter_count_of(cfg.model)
     theory = checked.algorithm.gst_theory(topo, parameters * 4, bw, checked.servers, cfg.codec, checked.options,
                                           tensor_sizes(cfg.model))
     out = Head(topology=topo.spec, algo=cfg.algo, model=cfg.model, workers=len(checked.contributors),
                ranks=len(topo.hosts), servers=checked.servers, parameters=parameters, gradient_bytes=parameters * 4,
-               bw_mbps=bw_value(bw), batch=cfg.batch, codec=cfg.codec, iterations_requested=cfg.iters,
+               bw_mbps=bw_value(checked.bw), batch=cfg.batch, codec=cfg.codec, iterations_requested=cfg.iters,
                gst_theory_s=theory.gst_s, gst_formula=theory.formula, tf_s=theory.tf_s,
                switch_ratio_fat_tree=len(topo.switches) / topo.fat_tree_switches_for_same_hosts(),
                config=asdict(cfg), provenance=provenance())
     if theory.baselines:
         out.gst_baselines_s = dict(theory.baselines)
+    if checked.network.link_rates:
+        out.link_rates_mbps = described(checked.network.link_rates)
+        out.gst_formula += (f" at each level's slowest link ({bw_value(bw)} Mbit/s): exact, every step of "
+                            f"{cfg.algo} is paced by its slowest link" if checked.algorithm.uniform_links else
+                            f" at each level's slowest link ({bw_value(bw)} Mbit/s): an upper bound, {cfg.algo} does "
+                            f"not cross every link in every step (simulate gives the shared-link figure)")
     return out
 
 
 def models(checked: Checked) -> Models:
     """The calibrated theory (with --calibration), the delay model (with a link delay) and DDP's overlapped
     iteration (with --overlap), each where it applies."""
-    cfg, sizes = checked.cfg, tensor_sizes(checked.cfg.model)
-    keys = {**calibrated_fields(cfg.calibration, checked.algorithm, checked.topo, checked.servers, sizes, checked.bw,
+    cfg, sizes, bw = checked.cfg, tensor_sizes(checked.cfg.model), checked.network.theory_bw
+    keys = {**calibrated_fields(cfg.calibration, checked.algorithm, checked.topo, checked.servers, sizes, bw,
                                 checked.options),
-            **delay_fields(checked.impairment, checked.algorithm, checked.topo, checked.servers, sizes, checked.bw,
+            **delay_fields(checked.impairment, checked.algorithm, checked.topo, checked.servers, sizes, bw,
                            checked.options, link_goodput(cfg)),
             **overlap_theory(checked)}
     return Models(**keys)
@@ -316,8 +324,8 @@ def overlap_model(checked: Checked, bucket_gst: Callable[[List[int]], float]) ->
 def overlap_theory(checked: Checked) -> dict:
     """overlap_model with the paper's closed form for every bucket ({} without --overlap)."""
     def closed_form(sizes: Sequence[int]) -> float:
-        return checked.algorithm.gst_theory(checked.topo, 4 * sum(sizes), checked.bw, checked.servers,
-                                            checked.cfg.codec, checked.options, sizes).gst_s
+        return checked.algorithm.gst_theory(checked.topo, 4 * sum(sizes), checked.network.theory_bw,
+                                            checked.servers, checked.cfg.codec, checked.options, sizes).gst_s
     model = overlap_model(checked, closed_form)
     return {"overlap_theory": model} if model else {}
 

@@ -13,6 +13,7 @@ from emulation.core.calibration import load as load_calibration
 from emulation.core.compute import FIXED, ComputeModel, compute_model, shown
 from emulation.core.controller_choice import ControllerChoice, parse_controller
 from emulation.core.impairment import Impairment, parse_impairment
+from emulation.core.link_rates import parse_link_rates
 from emulation.core.placement import parse_servers
 from emulation.core.tcp import AFXDP_MAX_MTU, MAX_MTU, MIN_MTU
 from emulation.core.topology import Topology, parse, parse_bandwidth
@@ -146,12 +147,13 @@ def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = Tr
         raise OptionError(f"{label('local')} runs without emulation and {label('cluster')} emulates across machines: "
                           f"give one of them")
     bw = parse_bandwidth(cfg.bw, topo)
+    link_rates = parse_link_rates(cfg.link_rate, topo, label("link_rate"))
     impairment = check_impairment(cfg, topo, emulated, label)
     if emulated:
         check_mtu(cfg, label)
     cluster = tuple(parse_servers(cfg.cluster)) if cfg.cluster else ()
     return NetworkSettings(topo, tuple(bw), shaped_rates(bw, cfg.dilation), impairment, tcp_settings(cfg), controller,
-                           cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait, cfg.dilation)
+                           cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait, cfg.dilation, link_rates)
 
 
 def check_algorithm_options(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_label) -> None:

@@ -36,13 +36,17 @@ class Router:
     """Paths of transfers (src rank -> dst rank's interface on `level`), one path per flow."""
 
     def __init__(self, topo: Topology, ecmp: str = "spread",
-                 ports: Optional[Dict[Tuple[int, int, object], Tuple[int, int]]] = None):
+                 ports: Optional[Dict[Tuple[int, int, object], Tuple[int, int]]] = None,
+                 link_factors: Optional[Dict[Hop, float]] = None):
         if ecmp not in ECMP_MODES:
             raise ValueError(f"ecmp {ecmp!r} is unknown: valid are {', '.join(ECMP_MODES)}")
         self.topo, self.ecmp = topo, ecmp
         self.ports = ports or {}  # (src, dst, key) -> TCP ports a real connection used (else simulated ones)
         self.width: Dict[Hop, int] = {}  # group links: how many parallel links one hop stands for
         self.level_of: Dict[Hop, int] = {}
+        self.factor: Dict[Hop, float] = {}  # links at another rate than their level's: that rate / the level's
+        for (a, b), f in (link_factors or {}).items():
+            self.factor[(a, b)] = self.factor[(b, a)] = f
         self.switch_of: Dict[Tuple[str, int], str] = {}  # (host, level) -> the switch that interface joins
         self.up: Dict[str, List[Tuple[int, str]]] = {}  # switch -> [(up port, upper switch)]
         self.down: Dict[str, Dict[str, str]] = {}  # switch -> host below -> child towards it
@@ -88,6 +92,9 @@ class Router:
         if hop not in self.width:
             self.width[hop] = links
             self.level_of[hop] = next(self.level_of[(a, b)] for a in lower for b in upper if (a, b) in self.level_of)
+            if self.factor:  # a flow spread evenly over the parallel links is held to the slowest one's pace
+                self.factor[hop] = min(self.factor.get((a, b), 1.0) for a in lower for b in upper
+                                       if (a, b) in self.level_of)
         return hop
 
     def _spread(self, src: int, dst: int) -> Tuple[Hop, ...]:
@@ -133,5 +140,6 @@ class Router:
         return tuple(hops)
 
     def capacity(self, hop: Hop, rates: Dict[int, float]) -> float:
-        """A hop's rate: its level's, times the parallel links a group hop stands for."""
-        return rates[self.level_of[hop]] * self.width.get(hop, 1)
+        """A hop's rate: its level's (or its own, where it has one), times the parallel links a group hop stands
+        for."""
+        return rates[self.level_of[hop]] * self.width.get(hop, 1) * self.factor.get(hop, 1.0)

@@ -85,6 +85,8 @@ class Algorithm:
     flow model -> the forward pass with what it waits for (iBatch's pulls), for the flow model's iteration.
     sized_plan: its plan and theory take the model's tensor sizes (layer_sizes=...), for plans whose pieces are whole
     tensors; bucketable: options -> whether its plan can synchronize any bucket of layers (DDP's, with --overlap).
+    uniform_links: every rank moves the same bytes over its own link in every step, so one slower link paces every
+    step and the closed form at each level's slowest link is exact (with --link-rate; otherwise an upper bound).
     """
 
     name: str
@@ -106,6 +108,7 @@ class Algorithm:
     forward_phase: Optional[Callable[..., Dict[str, object]]] = None
     sized_plan: bool = False
     bucketable: Callable[[Any], bool] = lambda options: True
+    uniform_links: bool = False
 
     @property
     def overlaps(self) -> bool:
