@@ -178,3 +178,23 @@ def test_emulated_stragglers_keep_their_draws_and_the_slow_rank_is_waited_for(tm
     assert s["stragglers"]["most_waited_for"] == "h1"
     assert s["iteration_mean_s"] > s["gst_median_s"]
     assert leftovers("star:4") == []
+
+
+def test_fidelity_leaves_transfers_that_waited_for_a_computing_receiver_to_the_scenario():
+    from emulation.core.topology import parse
+    from emulation.run.fidelity import iteration_links
+    topo, mb = parse("star:2"), 1_000_000
+
+    def traces(recv_start):
+        return [{"iteration": 0, "dir": "send", "rank": 0, "peer": 1, "level": 0, "stream": 0, "step": 0,
+                 "start": 0.0, "end": 0.1, "wire_bytes": mb, "ports": None},
+                {"iteration": 0, "dir": "recv", "rank": 1, "peer": 0, "level": 0, "stream": 0, "step": 0,
+                 "start": recv_start, "end": recv_start + 0.02, "wire_bytes": mb, "ports": None}]
+    rows = {0: [{"tx_bytes": {"h0-eth0": mb}}], 1: [{}]}
+    waited = iteration_links(topo, rows, traces(0.5), 0, (100.0,))
+    assert waited[0]["busy_s"] == pytest.approx(0.52)  # counted as the emulator's: 0.08 s of need in 0.52 s busy
+    skipped = []
+    assert iteration_links(topo, rows, traces(0.5), 0, (100.0,), receiver_late_s=0.005, skipped=skipped) == []
+    assert skipped == [1]
+    on_time = iteration_links(topo, rows, traces(0.001), 0, (100.0,), receiver_late_s=0.005, skipped=skipped)
+    assert on_time and skipped == [1]  # a receiver ready within 5 ms: the link is judged

@@ -118,7 +118,7 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     verdict = fidelity.report(topo, shaped, theory_s * cfg.dilation, raw, records.rows, records.transfers,
                               records.finals, life.cpu.report(fidelity.measured_window(records.rows, WARMUP)),
                               not cfg.local, state["port_drops"], state["placement"],
-                              checked.network.shaped_link_rates)
+                              checked.network.shaped_link_rates, checked.compute.varies)
     log_verdict = fidelity.one_line(verdict)
     life.log(log_verdict)
     for key in ("compute_real_median_s", "compute_cpu_median_s", "compute_over_budget", "first_step_wire_ratio",

@@ -25,6 +25,7 @@ FAR_BELOW_THEORY = 0.25           # measured / theory GST below which the links 
 CODEC_SHARE_NAMED = 0.25  # all ranks' compression CPU time over the cores, as a share of GST, named as the cause
 SPURIOUS_RTO_PER_WORKER_ITERATION = 1.0  # spurious timeouts per worker and iteration worth a note
 STEADY_CV = 0.10                  # per-iteration GST CV above which timings are unsteady (the benchmark's bound)
+RECEIVER_LATE_S = 0.005           # with stragglers: a receiver this late paced the transfer, not the link
 
 
 def measured_window(rows: Dict[int, List[dict]], warmup: int) -> Optional[Tuple[float, float]]:
@@ -108,26 +109,35 @@ def wire_factors(topo: Topology, rows: Dict[int, List[dict]], sends: List[dict],
 
 def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int,
                     bw: Sequence[float], paths: Optional[Paths] = None,
-                    factors: Optional[Dict[Tuple[int, int], float]] = None) -> List[dict]:
+                    factors: Optional[Dict[Tuple[int, int], float]] = None,
+                    receiver_late_s: Optional[float] = None, skipped: Optional[List[int]] = None) -> List[dict]:
     """Per directed link that carried data in iteration i: payload and wire bytes, busy time, and the time the
     data needs at the rate the link could give it. A transfer occupies every link of its path from its first
     byte sent to its last byte received (the sender's own end only says when the data entered its socket
     buffer). The rate a link could give is worked out per step: every transfer gets the smallest fair share
     (shaped rate / transfers sharing the link) along its path, and a link offers the sum of its transfers'
     shares, at most its shaped rate -- so a host link feeding a slow upper level is judged against that level.
-    factors: the iteration's wire factors, when traces hold only part of it (one phase)."""
+    factors: the iteration's wire factors, when traces hold only part of it (one phase).
+    receiver_late_s: with stragglers in the scenario, a transfer whose receiver began receiving this much later
+    than its sender began sending waited for a rank still computing: it counts towards the sharing but not towards
+    the link's busy time or need (the link was paced by the receiver, not the emulator); skipped counts them."""
     paths = paths or Paths(topo)
-    arrived = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["end"] for t in traces
-               if t["iteration"] == i and t["dir"] == "recv" and t["end"] is not None}
+    receives = [t for t in traces if t["iteration"] == i and t["dir"] == "recv" and t["end"] is not None]
+    arrived = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["end"] for t in receives}
+    began = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["start"] for t in receives}
     sends = [t for t in traces if t["iteration"] == i and t["dir"] == "send" and t["start"] is not None]
     factors = factors or wire_factors(topo, rows, sends, i)
     steps: Dict[Tuple[int, int], List[dict]] = {}
     for t in sends:
-        end = arrived.get((t["peer"], t["rank"], t["stream"], t["step"], t.get("phase")), t["end"])
+        key = (t["peer"], t["rank"], t["stream"], t["step"], t.get("phase"))
+        end = arrived.get(key, t["end"])
+        late = receiver_late_s is not None and (began.get(key) or t["start"]) > t["start"] + receiver_late_s
+        if late and skipped is not None:
+            skipped.append(1)
         steps.setdefault((t["stream"], t["step"]), []).append(
             {"links": paths.links(t["rank"], t["peer"], t["level"], t.get("ports")), "start": t["start"],
              "end": max(end, t["end"]), "payload": t["wire_bytes"],
-             "wire": t["wire_bytes"] * factors[(t["rank"], t["level"])]})
+             "wire": t["wire_bytes"] * factors[(t["rank"], t["level"])], "late": late})
     out: Dict[Tuple[str, str], dict] = {}
     for transfers in steps.values():
         sharing: Dict[Tuple[str, str], int] = {}
@@ -139,7 +149,7 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
             share = min((paths.rate(l, bw) / sharing[l] for l in t["links"]), default=0.0)
             for link in t["links"]:
                 offered[link] = offered.get(link, 0.0) + share
-        for t in transfers:
+        for t in [t for t in transfers if not t["late"]]:
             for link in t["links"]:
                 level, shaped = paths.level_of[link], paths.rate(link, bw)
                 rate = min(shaped, offered[link]) * 1e6 / 8
@@ -157,7 +167,8 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
 
 
 def phase_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int, bw: Sequence[float],
-                paths: Paths, factors: Dict[Tuple[int, int], float]) -> Optional[List[List[dict]]]:
+                paths: Paths, factors: Dict[Tuple[int, int], float],
+                receiver_late_s: Optional[float] = None) -> Optional[List[List[dict]]]:
     """iteration_links of each phase of iteration i apart, in the order the phases started (None for one phase)."""
     first: Dict[str, float] = {}
     for t in traces:
@@ -166,8 +177,8 @@ def phase_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict],
             first[name] = min(first.get(name, t["start"]), t["start"])
     if len(first) < 2:
         return None
-    return [iteration_links(topo, rows, [t for t in traces if (t.get("phase") or "") == name], i, bw, paths, factors)
-            for name in sorted(first, key=first.get)]
+    return [iteration_links(topo, rows, [t for t in traces if (t.get("phase") or "") == name], i, bw, paths, factors,
+                            receiver_late_s) for name in sorted(first, key=first.get)]
 
 
 def step_skew(traces: List[dict], i: int) -> List[float]:
@@ -257,9 +268,11 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
            rows: Dict[int, List[dict]], traces: List[dict], finals: Dict[int, dict], cpu: Dict[str, object],
            emulated: bool, switch_port_drops: Optional[Dict[str, int]] = None,
            placement: Optional[Dict[str, str]] = None,
-           link_rates: Optional[Dict[Tuple[str, str], float]] = None) -> Dict[str, object]:
+           link_rates: Optional[Dict[Tuple[str, str], float]] = None,
+           stragglers: bool = False) -> Dict[str, object]:
     """The fidelity section of summary.json, with a verdict and its dominant cause; with a placement over
-    several machines, also the links through tunnels on their own."""
+    several machines, also the links through tunnels on their own; stragglers: the scenario draws compute per rank
+    (or slows ranks), so transfers that waited for a receiver still computing are the scenario's, not judged."""
     kept = [it for it in iterations[WARMUP:]] or iterations
     gsts = [it["gst_s"] for it in kept]
     out: Dict[str, object] = {
@@ -278,11 +291,13 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     parts, skews = [], []
     per_level: Dict[int, Dict[str, float]] = {}
     paths = Paths(topo, link_rates)
+    late_s, skipped, judged = RECEIVER_LATE_S if stragglers else None, [], 0
     for it in kept:
         i = it["iteration"]
         mine = [t for t in traces if t["iteration"] == i]
         factors = wire_factors(topo, rows, [t for t in mine if t["dir"] == "send" and t["start"] is not None], i)
-        links = iteration_links(topo, rows, mine, i, bw, paths, factors)
+        links = iteration_links(topo, rows, mine, i, bw, paths, factors, late_s, skipped)
+        judged += sum(1 for t in mine if t["dir"] == "send" and t["start"] is not None)
         longest = max((l["need_s"] for l in links), default=0.0)
         for l in links:
             a, b = l["link"].split(">")
@@ -296,7 +311,7 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
                 if l["need_s"] >= CRITICAL_NEED * longest:
                     acc["crit_busy"] += l["busy_s"]
                     acc["crit_need"] += l["need_s"]
-        d = decompose(it, links, theory_s, phase_links(topo, rows, mine, i, bw, paths, factors))
+        d = decompose(it, links, theory_s, phase_links(topo, rows, mine, i, bw, paths, factors, late_s))
         if d:
             parts.append(d)
         skews += step_skew(mine, i)
@@ -304,6 +319,10 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     out["levels"] = {f"L{level}": link_group(acc, bw[level]) for level, acc in sorted(per_level.items())}
     if placement:
         out["tunnels"] = link_group(tunnels, None) if tunnels else {"note": "no data crossed machines"}
+    if stragglers:
+        out["scenario_note"] = (f"stragglers: {len(skipped)} of {judged} transfers waited for a receiver still "
+                                f"computing (the scenario's drawn compute, not the emulator); links are judged on "
+                                f"the others")
     out["step_skew_s"] = {"median": statistics.median(skews) if skews else None, "max": max(skews) if skews else None}
     if parts:
         out["decomposition_median_s"] = {k: median_of(parts, k) for k in
@@ -453,6 +472,8 @@ def one_line(fid: Dict[str, object]) -> str:
         parts.append(f"cause: {fid['cause']}")
     if fid.get("network_note"):
         parts.append(f"network: {fid['network_note']}")
+    if fid.get("scenario_note"):
+        parts.append(f"scenario: {fid['scenario_note']}")
     if fid.get("timer_note"):
         parts.append(f"TCP: {fid['timer_note']}")
     return ", ".join(parts)
