@@ -154,7 +154,8 @@ class RunFolder:
     LINKS = "links.csv"
     TRACE = "trace.json"
     TIMELINE = "timeline.png"
-    RESULTS = (SUMMARY, ITERATIONS, WORKERS_CSV, LINKS, TRACE, TIMELINE)
+    BACKGROUND = "background.csv"
+    RESULTS = (SUMMARY, ITERATIONS, WORKERS_CSV, LINKS, TRACE, TIMELINE, BACKGROUND)
 
     def __init__(self, root: str):
         self.root = root

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from emulation.backends.base import Job, Log, quiet
 from emulation.run import fidelity
+from emulation.run.background_traffic import BackgroundTraffic, write_series
 from emulation.run.forkclient import rank_start
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import Label, RunConfig, flag_label
@@ -21,6 +22,7 @@ from emulation.run.stragglers import straggler_report
 from emulation.run.summary import Emulation, Outcome, Summary, Traffic, head, models
 from emulation.run.trace import write_trace
 from emulation.run.validation import validate
+from emulation.simulation.background import varies as background_varies
 from emulation.simulation.calibrated import calibrated_ratio
 from workloads.models import parameter_count_of
 from workloads.runfolder import RankRecords, RunFolder
@@ -68,6 +70,10 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
     emulation = Emulation(dilation=cfg.dilation, data=cfg.data)
     state = {"started": time.time(), "spawned": time.time(), "port_drops": {}, "placement": {},
              "startup": {"method": rank_start()}}
+    horizon = cfg.iters * (20 * checked.compute.mean + 10 * top.gst_theory_s + 1.0) + 60.0
+    traffic = BackgroundTraffic(network.background, cfg.out, cfg.seed, cfg.dilation, horizon,
+                                network.tcp.congestion_control, network.tcp.socket_buffer_bytes)
+    state["traffic"] = traffic
 
     def body(life: Lifecycle) -> None:
         hosts = life.hosts
@@ -77,14 +83,19 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
         state["placement"] = hosts.placement
         if hosts.placement:
             emulation.cluster = hosts.cluster_summary()
+        traffic.start(hosts, lambda name: topo.node(name).ip)
         state["spawned"] = time.time()
         procs = start_ranks(hosts, files, rank_configs(checked, os.path.abspath(files.path)), server=life.server)
         log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
         drops_before = hosts.port_drops()
-        with life.sampling():
-            watch_training(procs, files, topo, cfg.iters, stall_s=(cfg.timeout + 3 * top.gst_theory_s) * cfg.dilation,
-                           progress=f"{cfg.algo} on {topo.spec}" if progress else None,
-                           on_first_iteration=lambda: state["startup"].update(memory=memory_of(procs)))
+        try:
+            with life.sampling():
+                watch_training(procs, files, topo, cfg.iters,
+                               stall_s=(cfg.timeout + 3 * top.gst_theory_s) * cfg.dilation,
+                               progress=f"{cfg.algo} on {topo.spec}" if progress else None,
+                               on_first_iteration=lambda: state["startup"].update(memory=memory_of(procs)))
+        finally:
+            traffic.stop(hosts)
         emulation.packet_in = hosts.packet_ins()
         state["port_drops"] = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
 
@@ -115,10 +126,12 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     measured = summarize(iterations, records.finals, checked.contributors, checks, error, cfg.dilation)
     theory_s = top.gst_theory_s
     gst = measured.pop("gst_median_s")
+    traffic = state["traffic"]
+    window = fidelity.measured_window(records.rows, WARMUP)
     verdict = fidelity.report(topo, shaped, theory_s * cfg.dilation, raw, records.rows, records.transfers,
-                              records.finals, life.cpu.report(fidelity.measured_window(records.rows, WARMUP)),
-                              not cfg.local, state["port_drops"], state["placement"],
-                              checked.network.shaped_link_rates, checked.compute.varies)
+                              records.finals, life.cpu.report(window), not cfg.local, state["port_drops"],
+                              state["placement"], checked.network.shaped_link_rates, checked.compute.varies,
+                              traffic.foreign())
     log_verdict = fidelity.one_line(verdict)
     life.log(log_verdict)
     for key in ("compute_real_median_s", "compute_cpu_median_s", "compute_over_budget", "first_step_wire_ratio",
@@ -134,13 +147,17 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
                       fidelity=verdict, split_median_s=measured.pop("split_median_s"))
     outcome.completed = error is None and outcome.iterations == cfg.iters
     if checked.compute.varies:
-        outcome.iteration_mean_s = mean_after_warmup([it["iteration_s"] for it in iterations])
         outcome.stragglers = measured_stragglers(records.rows, checked, cfg.dilation)
-    traffic = Traffic(shaped_mbps=shaped, bytes_by_level=measured.pop("bytes_by_level"),
+    traffic_out = Traffic(shaped_mbps=shaped, bytes_by_level=measured.pop("bytes_by_level"),
                       payload_fp32_bytes=measured.pop("payload_fp32_bytes"),
                       payload_sent_bytes=measured.pop("payload_sent_bytes"), wire_ratio=measured.pop("wire_ratio"),
                       duration_s=time.time() - state["started"])
-    summary = Summary(top, beside, outcome, traffic=traffic, emulation=emulation, extras=measured)
+    if checked.network.background:
+        traffic_out.background = traffic.report(window)
+        write_series(cfg.out, traffic.series())
+    if checked.compute.varies or background_varies(checked.network.background):
+        outcome.iteration_mean_s = mean_after_warmup([it["iteration_s"] for it in iterations])
+    summary = Summary(top, beside, outcome, traffic=traffic_out, emulation=emulation, extras=measured)
     if cfg.calibration:
         emulation.gst_ratio_calibrated = calibrated_ratio(summary)
     return summary

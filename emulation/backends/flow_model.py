@@ -7,7 +7,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from emulation.backends.base import Job, Log, quiet
 from emulation.run.options import Label, OptionError, RunConfig, flag_label
@@ -18,6 +18,7 @@ from emulation.run.stragglers import straggler_report
 from emulation.run.summary import Models, Outcome, Simulation, Summary, Traffic, head, overlap_model, overlap_theory
 from emulation.run.trace import chrome_trace
 from emulation.run.validation import check_modelled_compute, validate
+from emulation.simulation.background import persistent_flows, varies as background_varies
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, in_sequence, simulate_plan
 from emulation.simulation.gcpause import cycle_collection_paused
 from emulation.simulation.routes import Router
@@ -163,11 +164,18 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
         with cycle_collection_paused():
             return algorithm.simulation_phases(topo, sizes, checked.servers, checked.options, bw)
 
-    def run_phases(phases) -> FlowResult:
-        """One synchronization: every phase's plan in turn."""
-        return in_sequence([simulate_plan(plan, [n * 4 for n in pieces], router, rates, latency_s=latency,
-                                          chunk_bytes=chunk, link_delay_s=checked.impairment.link_delay_s(),
-                                          wire_bits=codec.wire_bits(plan)) for plan, pieces in phases])
+    horizon = cfg.iters * (20 * checked.compute.mean + 10 * top.gst_theory_s + 1.0)
+    background = persistent_flows(checked.network.background, topo, router, cfg.seed, horizon)
+
+    def run_phases(phases, start_s: float = 0.0) -> FlowResult:
+        """One synchronization starting at run time start_s: every phase's plan in turn, beside the background."""
+        done = []
+        for plan, pieces in phases:
+            done.append(simulate_plan(plan, [n * 4 for n in pieces], router, rates, latency_s=latency,
+                                      chunk_bytes=chunk, link_delay_s=checked.impairment.link_delay_s(),
+                                      wire_bits=codec.wire_bits(plan), background=background,
+                                      start_s=start_s + sum(r.gst_s for r in done)))
+        return in_sequence(done)
 
     def synchronize(sizes) -> FlowResult:
         """One synchronization of layers of these sizes."""
@@ -212,7 +220,13 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     simulation.link_utilization = level_utilization(links)
     # compute drawn per rank and iteration (or slow ranks): each training rank's times, drawn once
     table = checked.compute.table(checked.contributors, cfg.iters, cfg.seed) if checked.compute.varies else None
-    computes, iterations = drawn_iterations(checked, table, gst, iteration_s)
+    gsts = [gst] * cfg.iters
+    if background_varies(checked.network.background):  # each synchronization meets the flows on or off at its time
+        gsts, background_bytes = timed_synchronizations(checked, table, lambda t: run_phases(phases, t))
+    else:
+        background_bytes = [b * cfg.iters for b in result.background_bytes or []]
+    computes, iterations = drawn_iterations(checked, table, gsts, iteration_s - gst)
+    gst = median_after_warmup(gsts)
     outcome = Outcome(mode=MODE, iterations=cfg.iters, gst_median_s=gst, gst_ratio=gst / theory_s if theory_s else None,
                       compute_median_s=median_after_warmup(computes),
                       iteration_median_s=median_after_warmup(iterations),
@@ -220,16 +234,19 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
                       error=None, completed=True,
                       fidelity={"verdict": "simulated", "cause": "flow-level model: no packets moved"},
                       split_median_s=split)
-    if table is not None:
+    if table is not None or background_varies(checked.network.background):
         outcome.iteration_mean_s = mean_after_warmup(iterations)
+    if table is not None:
         outcome.stragglers = straggler_report(table, table, [h.name for h in topo.hosts], WARMUP)
     traffic = Traffic(shaped_mbps=list(bw), bytes_by_level=by_level, payload_fp32_bytes=sent / ratio * cfg.iters,
                       payload_sent_bytes=sent * cfg.iters, wire_ratio=ratio, duration_s=0.0)
+    if background:
+        traffic.background = simulated_background(checked.network.background, background, background_bytes, gsts)
     folder = RunFolder(cfg.out)
     os.makedirs(cfg.out, exist_ok=True)
     clear(cfg.out, RunFolder.RESULTS)
     write_atomic_csv(folder.file(RunFolder.ITERATIONS), ["iteration", "gst_s", "compute_s", "iteration_s"],
-                     ([i, f"{gst:.9f}", f"{computes[i]:.6f}", f"{iterations[i]:.9f}"] for i in range(cfg.iters)))
+                     ([i, f"{gsts[i]:.9f}", f"{computes[i]:.6f}", f"{iterations[i]:.9f}"] for i in range(cfg.iters)))
     write_atomic_csv(folder.file(RunFolder.LINKS), ["link", "level", "links", "payload_bytes", "busy_s",
                                                     "utilization"],
                      ([r["link"], r["level"], r["links"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",
@@ -246,16 +263,40 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     return summary
 
 
-def drawn_iterations(checked: Checked, table: Optional[Dict[int, List[float]]], gst: float,
-                     fixed_iteration_s: float) -> Tuple[List[float], List[float]]:
+def drawn_iterations(checked: Checked, table: Optional[Dict[int, List[float]]], gsts: Sequence[float],
+                     before_sync_s: float) -> Tuple[List[float], List[float]]:
     """Each iteration's mean compute over the training ranks and its time: with the ranks' drawn compute (table),
-    BSP's synchronization starts when the last rank's compute ends (the slowest draw, then the GST); else every
-    iteration as the fixed model has it."""
-    iters = checked.cfg.iters
+    BSP's synchronization starts when the last rank's compute ends (the slowest draw, then that iteration's GST);
+    else the fixed model's time before the synchronization (before_sync_s), then the GST."""
     if table is None:
-        return [checked.compute.mean] * iters, [fixed_iteration_s] * iters
+        return [checked.compute.mean] * len(gsts), [before_sync_s + g for g in gsts]
     columns = list(zip(*table.values()))
-    return [sum(c) / len(c) for c in columns], [max(c) + gst for c in columns]
+    return [sum(c) / len(c) for c in columns], [max(c) + g for c, g in zip(columns, gsts)]
+
+
+def timed_synchronizations(checked: Checked, table: Optional[Dict[int, List[float]]],
+                           synchronize_at: Callable[[float], FlowResult]) -> Tuple[List[float], List[float]]:
+    """Every iteration's synchronization simulated at its own run time (compute, then the GST, one after another),
+    for background flows that turn on and off: each iteration's GST and the bytes each flow moved in all of them."""
+    t, gsts, moved = 0.0, [], None
+    columns = list(zip(*table.values())) if table is not None else None
+    for i in range(checked.cfg.iters):
+        t += max(columns[i]) if columns is not None else checked.compute.mean
+        result = synchronize_at(t)
+        gsts.append(result.gst_s)
+        t += result.gst_s
+        got = result.background_bytes or []
+        moved = got if moved is None else [a + b for a, b in zip(moved, got)]
+    return gsts, moved or []
+
+
+def simulated_background(flows, persistent, moved: Sequence[float], gsts: Sequence[float]) -> List[dict]:
+    """Per injected flow: its kind, path, and its mean rate while the job synchronized (the flow model follows
+    the flows only then)."""
+    busy = sum(gsts)
+    return [{"flow": f.name, "given": f.shown(), "kind": f.kind, "path": [">".join(h) for h in p.hops],
+             "mbps_during_sync": round(m * 8 / busy / 1e6, 3) if busy else None}
+            for f, p, m in zip(flows, persistent, moved)]
 
 
 def simulated_forward(cfg: RunConfig, checked: Checked, pull_s: Callable) -> dict:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, Sequence, Tuple
 
-from emulation.run.options import (BATCH, CONTROLLER, DILATION, ITERATIONS, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS,
+from emulation.run.options import (BACKGROUND, BATCH, CONTROLLER, DILATION, ITERATIONS, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS,
                                    REPLACE, SEED, SYNCHRONIZATION, TOPOLOGY, TRAINING, WAIT, Option, RunConfig,
                                    add_arguments, command_option, from_args)
 from emulation.run.validation import check_command_options
 
 # The groups of run options each kind of command takes.
-RUN_GROUPS = (TOPOLOGY, LINKS, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
+RUN_GROUPS = (TOPOLOGY, LINKS, BACKGROUND, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
               SEED, TRAINING, OUTPUT, REPLACE, WAIT)
 JSON = command_option("json", "print the result as JSON", False, kind=bool)
 SPEC = command_option("spec", "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", positional=True)

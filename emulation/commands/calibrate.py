@@ -19,7 +19,8 @@ from emulation.commands.base import WARMUP, Command, reps_option
 from emulation.core.addressing import PLAN_PORT
 from emulation.core.calibration import Calibration, CalibrationError, fit
 from emulation.run.lifecycle import Lifecycle
-from emulation.run.options import (DILATION, LINKS, NETWORK, OUTPUT, RANKS, REPLACE, TOPOLOGY, WAIT, RunConfig)
+from emulation.run.options import (DILATION, LINKS, NETWORK, OUTPUT, RANKS, REPLACE, TOPOLOGY, WAIT, OptionError,
+                                   RunConfig)
 from emulation.run.outputs import output_folder
 from emulation.run.progress import log
 from emulation.run.provenance import provenance
@@ -75,6 +76,9 @@ def prepare(base: RunConfig, warmup: int = 2, reps: int = 7) -> CalibrationPlan:
     """The values and the network section, and an --out free of another calibration."""
     check_values(base, groups=Calibrate.groups)
     network = check_network(base)
+    if network.link_rates:
+        raise OptionError("--link-rate does not apply to calibrate: a calibration fits one model per link level "
+                          "(calibrate with every link at its level's rate, then run with --link-rate)")
     out = output_folder(base.out, (CALIBRATION_FILE,), "a calibration", base.force, "calibrate")
     return CalibrationPlan(Checked(replace(base, out=out), network), warmup, reps)
 

@@ -6,7 +6,7 @@ import os
 
 from emulation.backends import flow_model
 from emulation.commands.base import Command
-from emulation.run.options import (FLOW_MODEL, ITERATIONS, LINKS, OUTPUT, PLAN_INPUTS, REPLACE, SEED,
+from emulation.run.options import (BACKGROUND, FLOW_MODEL, ITERATIONS, LINKS, OUTPUT, PLAN_INPUTS, REPLACE, SEED,
                                    SYNCHRONIZATION, TOPOLOGY)
 from emulation.run.progress import log
 
@@ -15,7 +15,7 @@ class Simulate(Command):
     name, help = "simulate", "the same plan in a flow-level model (no packets; any size)"
     description = ("Runs the algorithm's plans, chunk by chunk, over the topology's links shared max-min fairly; "
                    "writes a run's summary.json (mode simulate), iterations.csv, links.csv and a trace.json.")
-    groups = (TOPOLOGY, LINKS, SYNCHRONIZATION, PLAN_INPUTS, ITERATIONS, SEED, FLOW_MODEL, OUTPUT, REPLACE)
+    groups = (TOPOLOGY, LINKS, BACKGROUND, SYNCHRONIZATION, PLAN_INPUTS, ITERATIONS, SEED, FLOW_MODEL, OUTPUT, REPLACE)
 
     def prepare(self, args):
         return flow_model.prepare(self.config(args))

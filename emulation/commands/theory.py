@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from emulation.backends import closed_form
 from emulation.commands.base import Command
-from emulation.run.options import APP_B, BATCH, ITERATIONS, LINKS, PLAN_INPUTS, SYNCHRONIZATION, TOPOLOGY
+from emulation.run.options import APP_B, BACKGROUND, BATCH, ITERATIONS, LINKS, PLAN_INPUTS, SYNCHRONIZATION, TOPOLOGY
 
 
 class Theory(Command):
@@ -12,7 +12,7 @@ class Theory(Command):
     description = ("The algorithm's GST from its paper's formula (no plan is built); with --calibration or --delay "
                    "also the plan in the flow model under that model; with --overlap DDP's overlapped iteration; "
                    "with --codec terngrad TernGrad's App. B performance model.")
-    groups = (TOPOLOGY, LINKS, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS, APP_B)
+    groups = (TOPOLOGY, LINKS, BACKGROUND, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS, APP_B)
 
     def prepare(self, args):
         return closed_form.prepare(self.config(args))
@@ -27,7 +27,7 @@ class Theory(Command):
 def print_theory(o) -> None:
     """The paper's formula, and the models beside it where they apply."""
     bw = o["bw_mbps"]
-    slowest = min([*(bw if isinstance(bw, list) else [bw]), *(o.get("link_rates_mbps") or {}).values()])
+    slowest = o["gradient_bytes"] * 8 / o["tf_s"] / 1e6 if o.get("tf_s") else min(bw if isinstance(bw, list) else [bw])
     print(f"{o['algo']} on {o['topology']}, {o['model']} ({o['gradient_bytes'] / 2**20:.2f} MiB): GST = "
           f"{o['gst_formula']} = {o['gst_theory_s']:.4f} s (TF = {o['tf_s']:.4f} s at "
           f"{slowest:g} Mbit/s)")

@@ -8,6 +8,7 @@ import os
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from emulation.core.background import BACKGROUND_PORT
 from emulation.core.link_rates import rate_of
 from emulation.run.results import WARMUP
 from emulation.core.topology import Topology
@@ -93,9 +94,11 @@ class Paths:
         return self.cache[key]
 
 
-def wire_factors(topo: Topology, rows: Dict[int, List[dict]], sends: List[dict], i: int) -> Dict[Tuple[int, int], float]:
+def wire_factors(topo: Topology, rows: Dict[int, List[dict]], sends: List[dict], i: int,
+                 shared: Sequence[Tuple[int, int]] = ()) -> Dict[Tuple[int, int], float]:
     """Per (rank, interface level): bytes the interface sent in iteration i over the payload sent through it
-    (headers, ACKs and retransmissions), from the kernel's interface counters."""
+    (headers, ACKs and retransmissions), from the kernel's interface counters. shared: interfaces a background flow
+    also sends from, whose counters hold its bytes too: they take the median factor of the others."""
     payload: Dict[Tuple[int, int], int] = {}
     for t in sends:
         payload[(t["rank"], t["level"])] = payload.get((t["rank"], t["level"]), 0) + t["wire_bytes"]
@@ -104,13 +107,20 @@ def wire_factors(topo: Topology, rows: Dict[int, List[dict]], sends: List[dict],
         row = rows[rank][i] if i < len(rows.get(rank, [])) else {}
         wire = row.get("tx_bytes", {}).get(interface_of(topo, rank, level), 0)
         out[(rank, level)] = max(1.0, wire / n) if n else 1.0
+    if shared:
+        clean = [v for k, v in out.items() if k not in shared]
+        typical = statistics.median(clean) if clean else 1.0
+        for key in shared:
+            if key in out:
+                out[key] = typical
     return out
 
 
 def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int,
                     bw: Sequence[float], paths: Optional[Paths] = None,
                     factors: Optional[Dict[Tuple[int, int], float]] = None,
-                    receiver_late_s: Optional[float] = None, skipped: Optional[List[int]] = None) -> List[dict]:
+                    receiver_late_s: Optional[float] = None, skipped: Optional[List[int]] = None,
+                    foreign: Sequence[Load] = ()) -> List[dict]:
     """Per directed link that carried data in iteration i: payload and wire bytes, busy time, and the time the
     data needs at the rate the link could give it. A transfer occupies every link of its path from its first
     byte sent to its last byte received (the sender's own end only says when the data entered its socket
@@ -120,7 +130,10 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
     factors: the iteration's wire factors, when traces hold only part of it (one phase).
     receiver_late_s: with stragglers in the scenario, a transfer whose receiver began receiving this much later
     than its sender began sending waited for a rank still computing: it counts towards the sharing but not towards
-    the link's busy time or need (the link was paced by the receiver, not the emulator); skipped counts them."""
+    the link's busy time or need (the link was paced by the receiver, not the emulator); skipped counts them.
+    foreign: the scenario's own load (background flows): the bytes they moved over a link while the job's
+    transfers used it count towards the link's need, so a link that was full is judged full, however TCP split it
+    between the job and the flows."""
     paths = paths or Paths(topo)
     receives = [t for t in traces if t["iteration"] == i and t["dir"] == "recv" and t["end"] is not None]
     arrived = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["end"] for t in receives}
@@ -161,14 +174,46 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
                 e["need_payload_s"] += t["payload"] / rate
                 e["need_s"] += t["wire"] / rate
                 e["intervals"].append((t["start"], t["end"]))
-    for e in out.values():
+    for link, e in out.items():
         e["busy_s"] = union_length(e["intervals"])
+        extra = sum(moved(series, a, b) for links, series in foreign if link in links for a, b in
+                    merged(e["intervals"]))
+        if extra:  # the link also carried the scenario's flows while the job used it: judge the link as a whole
+            e["foreign_bytes"] = extra
+            e["need_payload_s"] += extra / e["shaped"]
+            e["need_s"] += extra / e["shaped"]
     return list(out.values())
+
+
+Load = Tuple[frozenset, List[Tuple[float, float]]]  # a background flow's links and its (time, bytes received)
+
+
+def moved(series: List[Tuple[float, float]], a: float, b: float) -> float:
+    """Bytes a cumulative (time, bytes) series grew by between a and b (linear between its points)."""
+    def at(t: float) -> float:
+        if not series or t <= series[0][0]:
+            return series[0][1] if series else 0.0
+        for (t0, b0), (t1, b1) in zip(series, series[1:]):
+            if t <= t1:
+                return b0 + (b1 - b0) * (t - t0) / (t1 - t0) if t1 > t0 else b1
+        return series[-1][1]
+    return max(0.0, at(b) - at(a))
+
+
+def merged(intervals: List[Tuple[float, float]]) -> List[Tuple[float, float]]:
+    """The union of intervals as disjoint intervals."""
+    out: List[Tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def phase_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int, bw: Sequence[float],
                 paths: Paths, factors: Dict[Tuple[int, int], float],
-                receiver_late_s: Optional[float] = None) -> Optional[List[List[dict]]]:
+                receiver_late_s: Optional[float] = None, foreign: Sequence[Load] = ()) -> Optional[List[List[dict]]]:
     """iteration_links of each phase of iteration i apart, in the order the phases started (None for one phase)."""
     first: Dict[str, float] = {}
     for t in traces:
@@ -178,7 +223,7 @@ def phase_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict],
     if len(first) < 2:
         return None
     return [iteration_links(topo, rows, [t for t in traces if (t.get("phase") or "") == name], i, bw, paths, factors,
-                            receiver_late_s) for name in sorted(first, key=first.get)]
+                            receiver_late_s, foreign=foreign) for name in sorted(first, key=first.get)]
 
 
 def step_skew(traces: List[dict], i: int) -> List[float]:
@@ -269,10 +314,11 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
            emulated: bool, switch_port_drops: Optional[Dict[str, int]] = None,
            placement: Optional[Dict[str, str]] = None,
            link_rates: Optional[Dict[Tuple[str, str], float]] = None,
-           stragglers: bool = False) -> Dict[str, object]:
+           stragglers: bool = False, background: Sequence[dict] = ()) -> Dict[str, object]:
     """The fidelity section of summary.json, with a verdict and its dominant cause; with a placement over
     several machines, also the links through tunnels on their own; stragglers: the scenario draws compute per rank
-    (or slows ranks), so transfers that waited for a receiver still computing are the scenario's, not judged."""
+    (or slows ranks), so transfers that waited for a receiver still computing are the scenario's, not judged;
+    background: the injected flows (BackgroundTraffic.foreign), whose share of the links is the scenario's."""
     kept = [it for it in iterations[WARMUP:]] or iterations
     gsts = [it["gst_s"] for it in kept]
     out: Dict[str, object] = {
@@ -292,13 +338,21 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     per_level: Dict[int, Dict[str, float]] = {}
     paths = Paths(topo, link_rates)
     late_s, skipped, judged = RECEIVER_LATE_S if stragglers else None, [], 0
+    index = {h.name: h.index for h in topo.hosts}
+    senders = [(index[b["src"]], 0) for b in background]  # a flow leaves its source's level-0 interface
+    foreign = [(frozenset(paths.links(index[b["src"]], index[b["dst"]], 0,
+                                      (b["port"], BACKGROUND_PORT + n) if b.get("port") else None)),
+                list(b["received"])) for n, b in enumerate(background)]
+    shared_bottleneck, used_links = 0, set()
     for it in kept:
         i = it["iteration"]
         mine = [t for t in traces if t["iteration"] == i]
-        factors = wire_factors(topo, rows, [t for t in mine if t["dir"] == "send" and t["start"] is not None], i)
-        links = iteration_links(topo, rows, mine, i, bw, paths, factors, late_s, skipped)
+        factors = wire_factors(topo, rows, [t for t in mine if t["dir"] == "send" and t["start"] is not None], i,
+                               senders)
+        links = iteration_links(topo, rows, mine, i, bw, paths, factors, late_s, skipped, foreign)
         judged += sum(1 for t in mine if t["dir"] == "send" and t["start"] is not None)
         longest = max((l["need_s"] for l in links), default=0.0)
+        used_links.update(tuple(l["link"].split(">")) for l in links)
         for l in links:
             a, b = l["link"].split(">")
             groups = [l["level"]] + (["tunnels"] if placement and placement[a] != placement[b] else [])
@@ -311,7 +365,10 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
                 if l["need_s"] >= CRITICAL_NEED * longest:
                     acc["crit_busy"] += l["busy_s"]
                     acc["crit_need"] += l["need_s"]
-        d = decompose(it, links, theory_s, phase_links(topo, rows, mine, i, bw, paths, factors, late_s))
+        d = decompose(it, links, theory_s, phase_links(topo, rows, mine, i, bw, paths, factors, late_s, foreign))
+        if d and foreign:
+            shared_bottleneck += any(tuple(d["bottleneck"].split(" ")[0].split(">")) in links_ for links_, _
+                                     in foreign)
         if d:
             parts.append(d)
         skews += step_skew(mine, i)
@@ -319,10 +376,19 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     out["levels"] = {f"L{level}": link_group(acc, bw[level]) for level, acc in sorted(per_level.items())}
     if placement:
         out["tunnels"] = link_group(tunnels, None) if tunnels else {"note": "no data crossed machines"}
+    notes = []
+    if foreign:
+        crossed = sorted({b["src"] + "-" + b["dst"] for b, (links_, _) in zip(background, foreign)
+                          if links_ & used_links})
+        notes.append(f"background traffic: {', '.join(crossed) or 'no flow'} shared the job's links (the bottleneck "
+                     f"in {shared_bottleneck} of {len(parts)} iterations); a link is judged by the job's bytes and theirs "
+                     f"together, so the share TCP gave them, and how it varied, is the scenario's, not the emulator's")
     if stragglers:
-        out["scenario_note"] = (f"stragglers: {len(skipped)} of {judged} transfers waited for a receiver still "
-                                f"computing (the scenario's drawn compute, not the emulator); links are judged on "
-                                f"the others")
+        notes.append(f"stragglers: {len(skipped)} of {judged} transfers waited for a receiver still computing (the "
+                     f"scenario's drawn compute, not the emulator); links are judged on the others")
+    if notes:
+        out["scenario_note"] = "; ".join(notes)
+    out["background"] = bool(foreign)
     out["step_skew_s"] = {"median": statistics.median(skews) if skews else None, "max": max(skews) if skews else None}
     if parts:
         out["decomposition_median_s"] = {k: median_of(parts, k) for k in
@@ -383,7 +449,8 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
         causes.append((4000.0 + 1 / max(fid["gst_ratio"], 1e-12),
                        f"GST is {fid['gst_ratio']:.2g} of theory: faster than the shaped links can carry the data"))
     cv = fid.get("gst_cv")
-    unsteady = cv is not None and cv > STEADY_CV
+    # background flows change the job's share from one iteration to the next: a varying GST is then the scenario's
+    unsteady = cv is not None and cv > STEADY_CV and not fid.get("background")
     if unsteady:
         why = f"per-iteration GST varies (CV {cv:.2f})"
         if spurious > SPURIOUS_RTO_PER_WORKER_ITERATION:

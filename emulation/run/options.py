@@ -10,6 +10,7 @@ from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from emulation.core.compute import COMPUTE_HELP, SLOW_HELP, parse_compute, parse_slow
+from emulation.core.background import BACKGROUND_HELP, check_format as check_background_format
 from emulation.core.link_rates import LINK_RATE_HELP, check_format as check_link_rate_format
 from emulation.core.controller_choice import parse_controller
 from emulation.core.placement import TUNNELS, parse_servers
@@ -46,7 +47,8 @@ MATRIX = "matrix"                    # what only a compare config's rows set
 OUTPUT = "output"                    # where results go
 REPLACE = "replace"                  # replacing earlier results
 WAIT = "wait"                        # waiting for the machine's one emulated network
-GROUPS = (TOPOLOGY, LINKS, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
+BACKGROUND = "background traffic"    # flows injected beside the job
+GROUPS = (TOPOLOGY, LINKS, BACKGROUND, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
           SEED, TRAINING, FLOW_MODEL, APP_B, MATRIX, OUTPUT, REPLACE, WAIT)
 COMMAND_OWN = "command"              # the group of an option one command declares for itself
 
@@ -128,6 +130,8 @@ class CommonConfig:
                      "with a unit as tc writes it: 1Gbit, 500Mbit",
                      group=LINKS)
     link_rate: str = run_option("", LINK_RATE_HELP, parse=check_link_rate_format, group=LINKS)
+    background: list = run_option((), BACKGROUND_HELP, kind=list, parse=check_background_format, group=BACKGROUND,
+                                  metavar="FLOW")
     servers: int = run_option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
                           kind=int, low=0, high=MAX_HOSTS, group=PLAN_INPUTS)
     batch: int = run_option(32, "sub-minibatch per worker", kind=int, low=1, high=4096, group=BATCH)

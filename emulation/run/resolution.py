@@ -6,15 +6,17 @@ these again."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from emulation.core.background import BackgroundFlow
 from emulation.core.compute import ComputeModel
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
-from emulation.core.link_rates import scaled, slowest_per_level
+from emulation.core.link_rates import scaled
 from emulation.core.tcp import TcpSettings, goodput
 from emulation.core.topology import Topology
 from emulation.run.options import RunConfig, option_of
+from emulation.simulation.background import level_rates, states as background_states
 from workloads.algorithms import get as get_algorithm
 from workloads.algorithms.base import Algorithm
 
@@ -37,6 +39,7 @@ class NetworkSettings:
     wait: bool = False                 # wait for the machine's one emulated network instead of refusing
     dilation: float = 1.0
     link_rates: Dict[Tuple[str, str], float] = field(default_factory=dict)  # (lower, upper) -> asked-for Mbit/s
+    background: Tuple[BackgroundFlow, ...] = ()  # flows injected beside the job
 
     @property
     def shaped_link_rates(self) -> Dict[Tuple[str, str], float]:
@@ -45,8 +48,14 @@ class NetworkSettings:
 
     @property
     def theory_bw(self) -> Tuple[float, ...]:
-        """The rate per level the closed forms take: each level's slowest link."""
-        return slowest_per_level(self.topo, self.bw, self.link_rates)
+        """The rate per level the closed forms take: what one job flow gets on each level's slowest link, every
+        background flow sending."""
+        return level_rates(self.topo, self.bw, self.link_rates, self.background, [True] * len(self.background))
+
+    def theory_states(self) -> List[Tuple[float, Tuple[float, ...]]]:
+        """(probability, rate per level) of every on/off state of the background flows (one state without them)."""
+        return [(p, level_rates(self.topo, self.bw, self.link_rates, self.background, on))
+                for p, on in background_states(self.background)]
 
     @property
     def emulated(self) -> bool:

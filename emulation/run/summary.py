@@ -113,6 +113,8 @@ class Traffic:
     payload_sent_bytes: Optional[float]
     wire_ratio: Optional[float]
     duration_s: float
+    background: List[Dict[str, Any]] = optional("flows injected beside the job (--background): each one's kind, path "
+                                                "and throughput")
 
 
 @dataclass
@@ -271,10 +273,14 @@ def bw_value(bw: Sequence[float]) -> Rates:
 
 def head(checked: Checked) -> Head:
     """Configuration, model size and the paper's GST (no plan is built for the closed form)."""
-    cfg, topo, bw = checked.cfg, checked.topo, checked.network.theory_bw
+    cfg, topo, network = checked.cfg, checked.topo, checked.network
     parameters = parameter_count_of(cfg.model)
-    theory = checked.algorithm.gst_theory(topo, parameters * 4, bw, checked.servers, cfg.codec, checked.options,
-                                          tensor_sizes(cfg.model))
+
+    def closed_form(bw):
+        return checked.algorithm.gst_theory(topo, parameters * 4, bw, checked.servers, cfg.codec, checked.options,
+                                            tensor_sizes(cfg.model))
+    bw = network.theory_bw
+    theory = closed_form(bw)
     out = Head(topology=topo.spec, algo=cfg.algo, model=cfg.model, workers=len(checked.contributors),
                ranks=len(topo.hosts), servers=checked.servers, parameters=parameters, gradient_bytes=parameters * 4,
                bw_mbps=bw_value(checked.bw), batch=cfg.batch, codec=cfg.codec, iterations_requested=cfg.iters,
@@ -283,12 +289,23 @@ def head(checked: Checked) -> Head:
                config=asdict(cfg), provenance=provenance())
     if theory.baselines:
         out.gst_baselines_s = dict(theory.baselines)
-    if checked.network.link_rates:
-        out.link_rates_mbps = described(checked.network.link_rates)
-        out.gst_formula += (f" at each level's slowest link ({bw_value(bw)} Mbit/s): exact, every step of "
-                            f"{cfg.algo} is paced by its slowest link" if checked.algorithm.uniform_links else
-                            f" at each level's slowest link ({bw_value(bw)} Mbit/s): an upper bound, {cfg.algo} does "
-                            f"not cross every link in every step (simulate gives the shared-link figure)")
+    if network.link_rates:
+        out.link_rates_mbps = described(network.link_rates)
+    if network.link_rates or network.background:
+        beside = " and its fair share beside the background flows" if network.background else ""
+        out.gst_formula += (f" at each level's slowest link{beside} ({bw_value(bw)} Mbit/s): " +
+                            (f"exact, every step of {cfg.algo} is paced by its slowest link"
+                             if checked.algorithm.uniform_links else
+                             f"an upper bound, {cfg.algo} does not cross every link in every step (simulate gives "
+                             f"the shared-link figure)"))
+    states = network.theory_states()
+    if len(states) > 1:  # flows on and off: a state holding share p of the time holds p/(C + G) of the iterations
+        gsts = [(p, closed_form(rates).gst_s) for p, rates in states]
+        weights = [p / (checked.compute.mean + g) for p, g in gsts]
+        out.gst_theory_s = sum(w * g for w, (_, g) in zip(weights, gsts)) / sum(weights)
+        out.gst_formula += (f"; the mean over the on/off flows' {len(states)} states, each state's GST G weighted by "
+                            f"p/(C + G) (p: its share of the time, each flow on for ON/(ON+OFF); C: the compute): "
+                            f"exact when a synchronization is short against the on and off times")
     return out
 
 

@@ -13,6 +13,7 @@ from emulation.core.calibration import load as load_calibration
 from emulation.core.compute import FIXED, ComputeModel, compute_model, shown
 from emulation.core.controller_choice import ControllerChoice, parse_controller
 from emulation.core.impairment import Impairment, parse_impairment
+from emulation.core.background import parse_background
 from emulation.core.link_rates import parse_link_rates
 from emulation.core.placement import parse_servers
 from emulation.core.tcp import AFXDP_MAX_MTU, MAX_MTU, MIN_MTU
@@ -50,7 +51,8 @@ def check_value(value: Any, opt: Option, label: str) -> Any:
             raise OptionError(f"{label} {value:g} is out of range: give a value in {lo}{opt.low:g}, {opt.high:g}]")
     if opt.parse is not None:
         try:
-            opt.parse(value)
+            for item in (value if opt.kind is list else [value]):
+                opt.parse(item)
         except ValueError as exc:
             raise OptionError(str(exc)) from None
     return value
@@ -148,12 +150,17 @@ def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = Tr
                           f"give one of them")
     bw = parse_bandwidth(cfg.bw, topo)
     link_rates = parse_link_rates(cfg.link_rate, topo, label("link_rate"))
+    background = parse_background(cfg.background, topo, label("background"))
+    if background and cfg.local:
+        raise OptionError(f"{label('background')} needs an emulated network to share: {label('local')} runs on "
+                          f"loopback, without links")
     impairment = check_impairment(cfg, topo, emulated, label)
     if emulated:
         check_mtu(cfg, label)
     cluster = tuple(parse_servers(cfg.cluster)) if cfg.cluster else ()
     return NetworkSettings(topo, tuple(bw), shaped_rates(bw, cfg.dilation), impairment, tcp_settings(cfg), controller,
-                           cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait, cfg.dilation, link_rates)
+                           cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait, cfg.dilation, link_rates,
+                           background)
 
 
 def check_algorithm_options(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_label) -> None:
@@ -209,6 +216,11 @@ def check_modelled_compute(checked: Checked, label: Label = flag_label) -> None:
     """Compute that varies by rank or iteration, in the flow model and the closed forms: BSP iterations of a plan
     synchronized after backward (an emulated run takes it with every algorithm)."""
     cfg = checked.cfg
+    if checked.network.background and (cfg.overlap or checked.algorithm.forward_phase is not None):
+        raise OptionError(f"{label('background')}: simulate and theory model background flows beside iterations "
+                          f"of compute then synchronization, without {label('overlap')} and without a forward phase "
+                          f"({cfg.algo if checked.algorithm.forward_phase else 'DDP buckets'}); an emulated run takes "
+                          f"them")
     if not checked.compute.varies:
         return
     what = label("slow") if checked.compute.kind == FIXED else f"{label('compute_time')} {cfg.compute_time}"

@@ -45,6 +45,27 @@ class FlowResult:
     # per unit, for timelines (None past TRACE_UNITS): stream, step, src, dst, bytes, first byte sent,
     # last byte left, link level
     units: Optional[List[Tuple[int, int, int, int, float, float, float, int]]] = None
+    background_bytes: Optional[List[float]] = None  # per background flow: bytes it moved while the plan ran
+
+
+@dataclass(frozen=True)
+class Persistent:
+    """A flow that never ends (background traffic): its directed links, a rate cap in bytes/s (None: as fast as
+    its share) and the (start, end) seconds it sends in, on the run's clock (None: always)."""
+
+    hops: Tuple[Tuple[str, str], ...]
+    cap: Optional[float] = None
+    intervals: Optional[Tuple[Tuple[float, float], ...]] = None
+
+    def sending(self, t: float) -> bool:
+        """Whether it sends at run time t."""
+        return self.intervals is None or any(a <= t < b for a, b in self.intervals)
+
+    def next_change(self, t: float) -> float:
+        """The first run time after t at which it starts or stops sending (inf: never)."""
+        if self.intervals is None:
+            return float("inf")
+        return min((x for a, b in self.intervals for x in (a, b) if x > t + TIME_TOLERANCE), default=float("inf"))
 
 
 def _messages(plan: Plan, piece_bytes: Sequence[int], wire_bits: Optional[WireBits] = None):
@@ -176,20 +197,25 @@ class _Graph:
 def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
                   latency_s: Union[float, Dict[int, float]] = 0.0, chunk_bytes: Optional[int] = None,
                   link_delay_s: Optional[Dict[int, float]] = None,
-                  wire_bits: Optional[WireBits] = None) -> FlowResult:
+                  wire_bits: Optional[WireBits] = None, background: Sequence[Persistent] = (),
+                  start_s: float = 0.0) -> FlowResult:
     """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level; latency_s: one
     value, or per link level (a unit takes the latency of the highest level its path crosses); link_delay_s:
     propagation delay of a directed link per level, added for every link a unit's path crosses; chunk_bytes:
     move data in the engine's chunks (a chunk goes on once its own earlier steps are done), else in whole
     messages (a step's message waits for all its pieces, as the closed forms assume); wire_bits: bits per value of
-    each transfer, keyed (stream, step, src, dst, piece), when a codec packs them (else fp32)."""
+    each transfer, keyed (stream, step, src, dst, piece), when a codec packs them (else fp32); background: flows
+    that share the links all along, each while it sends; start_s: the run time at which this synchronization
+    starts (on the background flows' clock)."""
     with cycle_collection_paused():
-        return _simulate(plan, piece_bytes, router, rates, latency_s, chunk_bytes, link_delay_s, wire_bits)
+        return _simulate(plan, piece_bytes, router, rates, latency_s, chunk_bytes, link_delay_s, wire_bits,
+                         background, start_s)
 
 
 def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
               latency_s: Union[float, Dict[int, float]], chunk_bytes: Optional[int],
-              link_delay_s: Optional[Dict[int, float]], wire_bits: Optional[WireBits]) -> FlowResult:
+              link_delay_s: Optional[Dict[int, float]], wire_bits: Optional[WireBits],
+              background: Sequence[Persistent] = (), start_s: float = 0.0) -> FlowResult:
     """simulate_plan's work."""
     g = _Graph(plan, piece_bytes, chunk_bytes, wire_bits)
     count = len(g.keys)
@@ -198,6 +224,8 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     for m, (s, _, src, dst) in enumerate(g.keys):
         hops = router.path(src, dst, g.level[m], key=s)
         path_ids.append(tuple([link_ids.setdefault(h, len(link_ids)) for h in hops]))
+    plan_link_count = len(link_ids)
+    bg_links = [[link_ids.setdefault(h, len(link_ids)) for h in b.hops] for b in background]
     hops_by_id = list(link_ids)
     if isinstance(latency_s, dict):
         top = [max((router.level_of[hops_by_id[l]] for l in p), default=0) for p in path_ids]
@@ -208,6 +236,11 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
         latency = [lat + sum(link_delay_s.get(router.level_of[hops_by_id[l]], 0.0) for l in p)
                    for lat, p in zip(latency, path_ids)]
     capacity = np.array([router.capacity(h, rates) for h in hops_by_id], dtype=float)
+    for n, b in enumerate(background):  # a capped flow crosses a link of its own at its cap
+        if b.cap is not None:
+            bg_links[n] = bg_links[n] + [len(capacity)]
+            capacity = np.append(capacity, b.cap)
+    bg_bytes = [0.0] * len(background)
     lengths = np.fromiter((len(p) for p in path_ids), dtype=np.int64, count=count)
     flat_links = np.fromiter((l for p in path_ids for l in p), dtype=np.int64, count=int(lengths.sum()))
     owner = np.repeat(np.arange(count, dtype=np.int64), lengths)
@@ -280,7 +313,16 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
             link_of = flat_links[in_use]
             position = np.cumsum(sending) - 1
             flow_of = position[owner[in_use]]
-            rate = max_min_rates(flow_of, link_of, capacity, len(idx))
+            active = [n for n, b in enumerate(background) if b.sending(start_s + now)]
+            if active:  # background flows take their max-min share beside the plan's
+                extra_links = [l for n in active for l in bg_links[n]]
+                extra_flows = [len(idx) + k for k, n in enumerate(active) for _ in bg_links[n]]
+                both = max_min_rates(np.concatenate([flow_of, np.array(extra_flows, dtype=np.int64)]),
+                                     np.concatenate([link_of, np.array(extra_links, dtype=np.int64)]), capacity,
+                                     len(idx) + len(active))
+                rate, bg_rate = both[:len(idx)], both[len(idx):]
+            else:
+                rate = max_min_rates(flow_of, link_of, capacity, len(idx))
             left = remaining[idx]
             finish = left / rate
             dt = float(finish.min())
@@ -288,7 +330,14 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
             dt = float("inf")
         if arrivals and arrivals[0][0] - now < dt:
             dt = arrivals[0][0] - now
+        if background:  # a background flow starting or stopping changes every share
+            change = min(b.next_change(start_s + now) for b in background) - start_s - now
+            if change < dt:
+                dt = change
         finished = idx
+        if len(idx) and active:
+            for k, n in enumerate(active):
+                bg_bytes[n] += float(bg_rate[k]) * dt
         if len(idx):
             moved = np.minimum(rate * dt, left)
             remaining[idx] = left - moved
@@ -318,8 +367,9 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
         raise RuntimeError(f"{plan.name}: {unfinished} operations never became ready (a dependency cycle)")
     units = [(*g.keys[m], g.bytes[m], float(started_at[m]), float(sent_at[m]), g.level[m]) for m in range(count)] \
         if count <= TRACE_UNITS else None
-    return FlowResult(now, count, dict(zip(hops_by_id, link_bytes)), dict(zip(hops_by_id, busy)), host_tx,
-                      rank_done, events, units)
+    plan_links = {h: (link_bytes[i], busy[i]) for i, h in enumerate(hops_by_id[:plan_link_count])}
+    return FlowResult(now, count, {h: v[0] for h, v in plan_links.items()}, {h: v[1] for h, v in plan_links.items()},
+                      host_tx, rank_done, events, units, bg_bytes if background else None)
 
 
 
@@ -338,5 +388,7 @@ def in_sequence(results: Sequence[FlowResult]) -> FlowResult:
             units = None
         offset += r.gst_s
     last = results[-1]
+    moved = [r.background_bytes for r in results if r.background_bytes is not None]
     return FlowResult(offset, sum(r.messages for r in results), link_bytes, busy, host_tx,
-                      [offset - last.gst_s + t for t in last.rank_done_s], sum(r.events for r in results), units)
+                      [offset - last.gst_s + t for t in last.rank_done_s], sum(r.events for r in results), units,
+                      [sum(b) for b in zip(*moved)] if moved else None)
