@@ -143,9 +143,9 @@ def test_the_host_side_sender_paces_and_the_receiver_counts(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, PYTHONPATH=ROOT)
-    recv = subprocess.Popen([sys.executable, "-m", "workloads.background", "recv", "--port", str(port), "--log",
+    recv = subprocess.Popen([sys.executable, "-m", "workloads.traffic_endpoint", "recv", "--port", str(port), "--log",
                              str(tmp_path / "r.jsonl")], env=env)
-    send = subprocess.Popen([sys.executable, "-m", "workloads.background", "send", "--dst", "127.0.0.1", "--port",
+    send = subprocess.Popen([sys.executable, "-m", "workloads.traffic_endpoint", "send", "--dst", "127.0.0.1", "--port",
                              str(port), "--log", str(tmp_path / "s.jsonl"), "--rate-mbps", "40"], env=env)
     time.sleep(2.5)
     send.terminate()

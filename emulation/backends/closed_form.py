@@ -14,7 +14,7 @@ from emulation.run.resolution import Checked
 from emulation.run.results import WARMUP
 from emulation.run.summary import ClosedForm, Outcome, Summary, head, models
 from emulation.run.validation import check_modelled_compute, validate
-from emulation.simulation.background import varies as background_varies
+from emulation.simulation.background_model import varies as background_varies
 from workloads.models import tensor_sizes
 
 MODE = "theory"

@@ -22,7 +22,7 @@ from emulation.run.stragglers import straggler_report
 from emulation.run.summary import Emulation, Outcome, Summary, Traffic, head, models
 from emulation.run.trace import write_trace
 from emulation.run.validation import validate
-from emulation.simulation.background import varies as background_varies
+from emulation.simulation.background_model import varies as background_varies
 from emulation.simulation.calibrated import calibrated_ratio
 from workloads.models import parameter_count_of
 from workloads.runfolder import RankRecords, RunFolder

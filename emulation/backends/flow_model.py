@@ -18,7 +18,7 @@ from emulation.run.stragglers import straggler_report
 from emulation.run.summary import Models, Outcome, Simulation, Summary, Traffic, head, overlap_model, overlap_theory
 from emulation.run.trace import chrome_trace
 from emulation.run.validation import check_modelled_compute, validate
-from emulation.simulation.background import persistent_flows, varies as background_varies
+from emulation.simulation.background_model import persistent_flows, varies as background_varies
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, in_sequence, simulate_plan
 from emulation.simulation.gcpause import cycle_collection_paused
 from emulation.simulation.routes import Router

@@ -1,5 +1,5 @@
 """The background flows of an emulated run: receivers, then senders, started on their hosts before the ranks and
-stopped after them (workloads/background.py); their logs read back into each flow's throughput over time, and the
+stopped after them (workloads/traffic_endpoint.py); their logs read back into each flow's throughput over time, and the
 periods each flow sent in, which the fidelity verdict counts as the scenario's load on the links."""
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ class BackgroundTraffic:
         os.makedirs(self.folder)
         self.t0 = time.time()
         for n, f in enumerate(self.flows):
-            self.procs.append(hosts.popen(f.dst, [sys.executable, "-m", "workloads.background", "recv",
+            self.procs.append(hosts.popen(f.dst, [sys.executable, "-m", "workloads.traffic_endpoint", "recv",
                                                   "--port", str(BACKGROUND_PORT + n), "--log", self.path(n, "recv"),
                                                   *self.tcp],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for n, f in enumerate(self.flows):
-            args = [sys.executable, "-m", "workloads.background", "send", "--dst", address_of(f.dst),
+            args = [sys.executable, "-m", "workloads.traffic_endpoint", "send", "--dst", address_of(f.dst),
                     "--port", str(BACKGROUND_PORT + n), "--log", self.path(n, "send"), "--t0", repr(self.t0),
                     *self.tcp]
             if f.rate_mbps is not None:

@@ -16,7 +16,7 @@ from emulation.core.link_rates import scaled
 from emulation.core.tcp import TcpSettings, goodput
 from emulation.core.topology import Topology
 from emulation.run.options import RunConfig, option_of
-from emulation.simulation.background import level_rates, states as background_states
+from emulation.simulation.background_model import level_rates, states as background_states
 from workloads.algorithms import get as get_algorithm
 from workloads.algorithms.base import Algorithm
 

@@ -1,8 +1,8 @@
 """Background traffic on an emulated host (no torch): `recv` takes one flow and discards it, `send` sends one as fast
 as its share, at a capped rate, or only in its on periods; both log their cumulative bytes over time as JSON lines.
 
-    python -m workloads.background recv --port P --log FILE [--congestion CC --buffer BYTES]
-    python -m workloads.background send --dst IP --port P --log FILE [--rate-mbps R] [--schedule FILE --t0 T]
+    python -m workloads.traffic_endpoint recv --port P --log FILE [--congestion CC --buffer BYTES]
+    python -m workloads.traffic_endpoint send --dst IP --port P --log FILE [--rate-mbps R] [--schedule FILE --t0 T]
                                         [--congestion CC --buffer BYTES]
 
 Its sockets take the job's congestion control and buffers (--congestion, --buffer), as the job's transport does, so
