@@ -116,3 +116,14 @@ def test_fidelity_judges_a_slow_link_against_its_own_rate():
                                                    Paths(topo, {("h0", "s0"): 20.0}))}
     assert links["h0>s0"]["need_s"] == pytest.approx(mb * 8 / 20e6)  # 0.4 s at 20 Mbit/s: its own rate
     assert links["s0>h1"]["need_s"] == pytest.approx(mb * 8 / 20e6)  # the path's share: held by the slow hop
+
+
+@pytest.mark.emulation
+def test_an_emulated_slow_host_link_paces_the_ring_at_its_own_rate(tmp_path):
+    from test_emulation import leftovers
+    s = cli_json("run", "--topo", "star:4", "--algo", "ring", "--model", "mlp:2MB", "--iters", "6", "--batch", "4",
+                 "--link-rate", "h2=40", "--out", str(tmp_path / "run"), timeout=600)
+    assert s["correct"] is True and s["link_rates_mbps"] == {"h2-s0": 40.0}
+    assert "exact" in s["gst_formula"]
+    assert 0.85 < s["gst_ratio"] < 1.4  # the closed form at 40 Mbit/s: the slow link shaped both ways, no faster
+    assert leftovers("star:4") == []

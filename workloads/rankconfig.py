@@ -35,6 +35,7 @@ class RankConfig:
     ranks: int = 1                           # processes in the run, one per emulated host
     host: str = "h0"                         # the emulated host it runs on
     topology: str = "star:1"                 # the topology spec (parsed once per rank)
+    job_hosts: Tuple[str, ...] = ()          # the job's hosts in rank order when it runs on some (--hosts); () all
     algo: str = "ring"                       # the synchronization algorithm's registry name
     servers: int = 0                         # dedicated servers in use (resolved from --servers)
     options: Dict[str, object] = field(default_factory=dict)  # the algorithm's own options (its descriptor types them)

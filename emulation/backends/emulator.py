@@ -63,7 +63,7 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
     even when it fails (with `error`)."""
     cfg, checked = job.cfg, job.checked
     network = checked.network
-    topo = network.topo
+    topo = checked.topo
     folder = RunFolder(cfg.out)
     files = folder.ranks()
     top, beside = head(checked), models(checked)
@@ -131,7 +131,7 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     verdict = fidelity.report(topo, shaped, theory_s * cfg.dilation, raw, records.rows, records.transfers,
                               records.finals, life.cpu.report(window), not cfg.local, state["port_drops"],
                               state["placement"], checked.network.shaped_link_rates, checked.compute.varies,
-                              traffic.foreign())
+                              traffic.foreign(), checked.network.topo)
     log_verdict = fidelity.one_line(verdict)
     life.log(log_verdict)
     for key in ("compute_real_median_s", "compute_cpu_median_s", "compute_over_budget", "first_step_wire_ratio",

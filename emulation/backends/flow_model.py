@@ -165,7 +165,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
             return algorithm.simulation_phases(topo, sizes, checked.servers, checked.options, bw)
 
     horizon = cfg.iters * (20 * checked.compute.mean + 10 * top.gst_theory_s + 1.0)
-    background = persistent_flows(checked.network.background, topo, router, cfg.seed, horizon)
+    background = persistent_flows(checked.network.background, router, cfg.seed, horizon)
 
     def run_phases(phases, start_s: float = 0.0) -> FlowResult:
         """One synchronization starting at run time start_s: every phase's plan in turn, beside the background."""

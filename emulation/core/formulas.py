@@ -52,17 +52,22 @@ def cuts(topo: Topology, bw: Sequence[float]) -> List[Tuple[frozenset, float]]:
         children.setdefault(link.upper, []).append(link.lower)
     below: Dict[str, frozenset] = {}
 
+    members = {h.name for h in topo.hosts}  # a job on some hosts: the others (bystanders) are nobody's group
+
     def hosts_below(node: str) -> frozenset:
         if node not in below:
-            below[node] = (frozenset([topo.node(node).index]) if topo.is_host(node) else
-                           frozenset().union(*(hosts_below(c) for c in children.get(node, ()))))
+            if topo.is_host(node):
+                below[node] = frozenset([topo.node(node).index]) if node in members else frozenset()
+            else:
+                below[node] = frozenset().union(*(hosts_below(c) for c in children.get(node, ())))
         return below[node]
     everyone = frozenset(range(len(topo.hosts)))
-    groups = {hosts_below(n) for n in [h.name for h in topo.hosts] + [s.name for s in topo.switches]} - {everyone}
+    groups = {hosts_below(n) for n in [h.name for h in topo.hosts] + [s.name for s in topo.switches]} - \
+        {everyone, frozenset()}
     out = []
     for group in sorted(groups, key=lambda g: (len(g), sorted(g))):
         rate = sum(bw[min(l.level, len(bw) - 1)] * 1e6 / 8 for l in topo.links
-                   if hosts_below(l.lower) <= group and not hosts_below(l.upper) <= group)
+                   if hosts_below(l.lower) and hosts_below(l.lower) <= group and not hosts_below(l.upper) <= group)
         out.append((group, rate))
     return out
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Tuple
+from dataclasses import asdict, dataclass, field, replace
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from emulation.core.radix import from_digits, to_digits
 
@@ -95,10 +95,12 @@ class Topology:
     hosts: Tuple[Host, ...]
     switches: Tuple[Switch, ...]
     links: Tuple[Link, ...]
+    bystanders: Tuple[Host, ...] = ()  # hosts of the network that are not this job's (see job_view)
     _by_name: Dict[str, object] = field(default=None, compare=False, repr=False, hash=False)
 
     def __post_init__(self):
-        index = {h.name: h for h in self.hosts}
+        index = {h.name: h for h in self.bystanders}
+        index.update({h.name: h for h in self.hosts})
         index.update({s.name: s for s in self.switches})
         object.__setattr__(self, "_by_name", index)
 
@@ -185,6 +187,58 @@ class Topology:
     def to_json(self) -> str:
         """Serialize to JSON (from_json inverts it)."""
         return json.dumps(self.to_dict(), indent=1)
+
+
+def job_view(topo: Topology, names: Sequence[str]) -> Topology:
+    """The network as a job on some of its hosts sees it: those hosts as its ranks 0..k-1 in the given order (each
+    keeping its name, interfaces and addresses), every switch and link, the other hosts as bystanders."""
+    chosen = set(names)
+    by_name = {h.name: h for h in topo.hosts}
+    hosts = tuple(replace(by_name[n], index=r) for r, n in enumerate(names))
+    return Topology(topo.kind, topo.params, hosts, topo.switches, topo.links,
+                    tuple(h for h in topo.hosts if h.name not in chosen))
+
+
+HOSTS_HELP = ("the hosts the job runs on, in rank order: h0,h2,h4 or ranges h0..h3,h8 (default: every host); the "
+              "others stay free for background traffic")
+
+
+def check_hosts_format(text: str) -> str:
+    """ValueError unless text is empty or NAME / NAME..NAME items separated by commas (checked on a topology later)."""
+    for item in filter(None, (i.strip() for i in str(text).split(","))):
+        if not re.fullmatch(r"h\d+(\.\.h\d+)?", item):
+            raise ValueError(f"--hosts item '{item}' is not a host (h3) or a range (h0..h3): {HOSTS_HELP}")
+    return str(text)
+
+
+def parse_hosts(text: str, topo: Topology, flag: str = "--hosts") -> Optional[Tuple[str, ...]]:
+    """The host names a job runs on, in rank order (None: every host); TopologyError naming what is wrong."""
+    if not str(text or "").strip():
+        return None
+    try:
+        check_hosts_format(text)
+    except ValueError as exc:
+        raise TopologyError(str(exc).replace("--hosts", flag, 1)) from None
+    known = {h.name for h in topo.hosts}
+    names: List[str] = []
+    for item in filter(None, (i.strip() for i in str(text).split(","))):
+        first, _, last = item.partition("..")
+        a, b = int(first[1:]), int((last or first)[1:])
+        if b < a:
+            raise TopologyError(f"{flag} {item}: the range runs backwards (write h{b}..h{a})")
+        for n in range(a, b + 1):
+            if f"h{n}" not in known:
+                raise TopologyError(f"{flag} {item}: h{n} is not a host of {topo.spec} (valid: "
+                                    f"{topo.hosts[0].name}..{topo.hosts[-1].name})")
+            if f"h{n}" in names:
+                raise TopologyError(f"{flag} names h{n} twice: give each host once")
+            names.append(f"h{n}")
+    if len(names) < 2:
+        raise TopologyError(f"{flag} {text}: a job needs at least 2 hosts")
+    if topo.kind == "bcube":
+        raise TopologyError(f"{flag}: BCube routes by its hosts' coordinates and relays through them, so a job "
+                            f"takes every host of {topo.spec} (valid on star, tree and fattree)")
+    return tuple(names)
 
 
 def from_json(text: str) -> Topology:

@@ -64,10 +64,12 @@ class Paths:
     source, destination address and TCP ports). With the connection's ports the ECMP choices are known and the
     path is one; without them (older records), only the links common to every path ECMP offers."""
 
-    def __init__(self, topo: Topology, link_rates: Optional[Dict[Tuple[str, str], float]] = None):
+    def __init__(self, topo: Topology, link_rates: Optional[Dict[Tuple[str, str], float]] = None,
+                 network: Optional[Topology] = None):
         from controllers.flow_rules import compute_rules
         from emulation.core.addressing import all_host_configs
-        self.topo, self.rules, self.configs = topo, compute_rules(topo), all_host_configs(topo)
+        self.network = network or topo  # the whole network's rules route a job on some hosts, and flows beside it
+        self.topo, self.rules, self.configs = topo, compute_rules(self.network), all_host_configs(self.network)
         self.level_of = {}
         for l in topo.links:
             self.level_of[(l.lower, l.upper)] = self.level_of[(l.upper, l.lower)] = l.level
@@ -85,13 +87,21 @@ class Paths:
         tcp_ports = tuple(ports) if ports else None
         key = (rank, peer, level, tcp_ports)
         if key not in self.cache:
-            from controllers.paths import follow_packet
             dst = self.topo.hosts[peer].interface(level).ip
-            found = follow_packet(self.topo, self.rules, self.configs, self.topo.hosts[rank].name, dst, tcp_ports).paths
-            hops = [set(zip(p, p[1:])) for p in found]
-            common = set.intersection(*hops) if hops else set()
-            self.cache[key] = tuple(hop for hop in zip(found[0], found[0][1:]) if hop in common) if found else ()
+            self.cache[key] = self.follow(self.topo.hosts[rank].name, dst, tcp_ports)
         return self.cache[key]
+
+    def between(self, a: str, b: str, ports: Optional[Sequence[int]] = None) -> Tuple[Tuple[str, str], ...]:
+        """Directed links of a connection from host a to host b's primary address (any host of the network)."""
+        return self.follow(a, self.network.node(b).ip, tuple(ports) if ports else None)
+
+    def follow(self, source: str, dst_ip: str, tcp_ports) -> Tuple[Tuple[str, str], ...]:
+        """The links a packet from host source to dst_ip crosses (those common to every ECMP path without ports)."""
+        from controllers.paths import follow_packet
+        found = follow_packet(self.network, self.rules, self.configs, source, dst_ip, tcp_ports).paths
+        hops = [set(zip(p, p[1:])) for p in found]
+        common = set.intersection(*hops) if hops else set()
+        return tuple(hop for hop in zip(found[0], found[0][1:]) if hop in common) if found else ()
 
 
 def wire_factors(topo: Topology, rows: Dict[int, List[dict]], sends: List[dict], i: int,
@@ -314,11 +324,13 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
            emulated: bool, switch_port_drops: Optional[Dict[str, int]] = None,
            placement: Optional[Dict[str, str]] = None,
            link_rates: Optional[Dict[Tuple[str, str], float]] = None,
-           stragglers: bool = False, background: Sequence[dict] = ()) -> Dict[str, object]:
+           stragglers: bool = False, background: Sequence[dict] = (),
+           network: Optional[Topology] = None) -> Dict[str, object]:
     """The fidelity section of summary.json, with a verdict and its dominant cause; with a placement over
     several machines, also the links through tunnels on their own; stragglers: the scenario draws compute per rank
     (or slows ranks), so transfers that waited for a receiver still computing are the scenario's, not judged;
-    background: the injected flows (BackgroundTraffic.foreign), whose share of the links is the scenario's."""
+    background: the injected flows (BackgroundTraffic.foreign), whose share of the links is the scenario's;
+    network: the whole network when the job runs on some of its hosts (topo is then the job's view)."""
     kept = [it for it in iterations[WARMUP:]] or iterations
     gsts = [it["gst_s"] for it in kept]
     out: Dict[str, object] = {
@@ -336,13 +348,13 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
         return out
     parts, skews = [], []
     per_level: Dict[int, Dict[str, float]] = {}
-    paths = Paths(topo, link_rates)
+    paths = Paths(topo, link_rates, network)
     late_s, skipped, judged = RECEIVER_LATE_S if stragglers else None, [], 0
     index = {h.name: h.index for h in topo.hosts}
-    senders = [(index[b["src"]], 0) for b in background]  # a flow leaves its source's level-0 interface
-    foreign = [(frozenset(paths.links(index[b["src"]], index[b["dst"]], 0,
-                                      (b["port"], BACKGROUND_PORT + n) if b.get("port") else None)),
-                list(b["received"])) for n, b in enumerate(background)]
+    # a flow from one of the job's hosts leaves its level-0 interface, whose counters then hold its bytes too
+    senders = [(index[b["src"]], 0) for b in background if b["src"] in index]
+    foreign = [(frozenset(paths.between(b["src"], b["dst"], (b["port"], BACKGROUND_PORT + n) if b.get("port")
+                                        else None)), list(b["received"])) for n, b in enumerate(background)]
     shared_bottleneck, used_links = 0, set()
     for it in kept:
         i = it["iteration"]

@@ -17,7 +17,7 @@ from emulation.core.placement import TUNNELS, parse_servers
 from emulation.core.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, RTO_DRAINS, RTO_MIN_FLOOR_MS,
                                 TSQ_MAX_BYTES, TSQ_MIN_BYTES, TSQ_TIME_S, TcpSettings, rto_min_for_rate)
 from emulation.core.terngrad_model import SCALINGS
-from emulation.core.topology import MAX_HOSTS
+from emulation.core.topology import HOSTS_HELP, MAX_HOSTS, check_hosts_format
 from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
 from workloads.algorithms import ALGORITHMS
@@ -153,6 +153,7 @@ class CommonConfig:
     compute_time: str = run_option("0", "emulate a device: forward/backward takes this many seconds (0 = real time): "
                                + COMPUTE_HELP, parse=parse_compute, group=SYNCHRONIZATION)
     slow: str = run_option("", "persistent slow hosts: " + SLOW_HELP, parse=parse_slow, group=SYNCHRONIZATION)
+    hosts: str = run_option("", HOSTS_HELP, parse=check_hosts_format, group=SYNCHRONIZATION)
     overlap: bool = run_option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket-mb, each "
                            "synchronized by the algorithm's DDP communication hook as soon as it is ready", kind=bool,
                            group=SYNCHRONIZATION)

@@ -44,12 +44,13 @@ def rank_configs(checked: Checked, out_dir: str, port: int = PLAN_PORT,
     """What every rank is told: the job's settings in real time (dilated), its host, its addresses and ports (a
     job without a synchronization, calibrate's probes, tells no algorithm)."""
     cfg, network, sync = checked.cfg, checked.network, checked.sync
-    topo = network.topo
+    topo = checked.topo
     ranks = len(topo.hosts)
     ports = free_ports(LOOPBACK_PORT_SETS * ranks + 1) if network.local else None
     algorithm = dict(algo=cfg.algo, servers=sync.servers, options=sync.options,
                      shared=sync.algorithm.shared(topo, sync.servers, sync.typed)) if sync else {}
-    common = dict(ranks=ranks, topology=topo.spec, **algorithm, bw=network.bw, model=cfg.model, data=cfg.data,
+    common = dict(ranks=ranks, topology=topo.spec, job_hosts=tuple(h.name for h in topo.hosts) if topo.bystanders
+                  else (), **algorithm, bw=network.bw, model=cfg.model, data=cfg.data,
                   batch=cfg.batch, iters=cfg.iters, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                   lr_schedule=cfg.lr_schedule, eval_every=cfg.eval_every, seed=cfg.seed, codec=cfg.codec,
                   compute_time=checked.compute.mean * cfg.dilation, dilation=cfg.dilation, overlap=cfg.overlap,

@@ -73,6 +73,7 @@ class Synchronization:
     servers: int                       # dedicated servers in use
     contributors: Tuple[int, ...]      # ranks that train and contribute gradients
     compute: ComputeModel = ComputeModel()  # device compute per rank and iteration (--compute-time, --slow)
+    topo: Optional[Topology] = None    # the job's view of the network when it runs on some of its hosts (--hosts)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ class Checked:
 
     @property
     def topo(self) -> Topology:
-        return self.network.topo
+        """The job's topology: its hosts as ranks (job_view with --hosts), every switch and link."""
+        return self.sync.topo if self.sync is not None and self.sync.topo is not None else self.network.topo
 
     @property
     def bw(self) -> Tuple[float, ...]:

@@ -17,7 +17,7 @@ from emulation.core.background import parse_background
 from emulation.core.link_rates import parse_link_rates
 from emulation.core.placement import parse_servers
 from emulation.core.tcp import AFXDP_MAX_MTU, MAX_MTU, MIN_MTU
-from emulation.core.topology import Topology, parse, parse_bandwidth
+from emulation.core.topology import Topology, job_view, parse, parse_bandwidth, parse_hosts
 from emulation.net.kernel_probes import choose_datapath, netem_available
 from emulation.run.forkclient import rank_start
 from emulation.run.options import (Label, Option, OptionError, RunConfig, convert, described, flag_label, in_groups)
@@ -185,9 +185,19 @@ def check_overlap(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_labe
 
 
 def check_synchronization(cfg: RunConfig, topo: Topology, label: Label = flag_label) -> Synchronization:
-    """The synchronization section: the algorithm, the options only it reads, servers, codec and overlap."""
+    """The synchronization section: the algorithm, the options only it reads, the hosts it runs on, servers, codec
+    and overlap."""
     algorithm = get_algorithm(cfg.algo)
     check_algorithm_options(cfg, algorithm, label)
+    names = parse_hosts(cfg.hosts, topo, label("hosts"))
+    view = None
+    if names is not None and len(names) < len(topo.hosts):
+        if not algorithm.host_subsets:
+            raise OptionError(f"{label('hosts')}: {algorithm.name} plans by the topology's structure and runs on "
+                              f"every host; on some of them run {', '.join(names_with(lambda a: a.host_subsets))}")
+        view = topo = job_view(topo, names)
+    elif names is not None:
+        view = topo = job_view(topo, names)  # every host, in the order given
     options = algorithm_options(cfg)
     algorithm.check(topo, cfg.servers, options, cfg.codec)
     if cfg.overlap:
@@ -195,7 +205,7 @@ def check_synchronization(cfg: RunConfig, topo: Topology, label: Label = flag_la
     servers = algorithm.resolve_servers(cfg.servers)
     contributors = tuple(algorithm.contributors(topo, servers))
     return Synchronization(algorithm, options, algorithm.options_of(options), servers, contributors,
-                           check_compute(cfg, topo, contributors, label))
+                           check_compute(cfg, topo, contributors, label), view)
 
 
 def check_compute(cfg: RunConfig, topo: Topology, contributors: Sequence[int],
@@ -253,9 +263,10 @@ def userspace_switch(network: NetworkSettings) -> bool:
                                  (network.datapath == "auto" and choose_datapath("auto") == "user"))
 
 
-def check_workers(network: NetworkSettings, bytes_per_rank: int) -> None:
-    """The memory section: room for one rank per host holding bytes_per_rank, and the switch."""
-    check_memory(len(network.topo.hosts), bytes_per_rank, userspace_switch(network), start=rank_start())
+def check_workers(network: NetworkSettings, bytes_per_rank: int, ranks: Optional[int] = None) -> None:
+    """The memory section: room for one rank per host (or per rank of a job on some hosts) holding bytes_per_rank,
+    and the switch."""
+    check_memory(ranks or len(network.topo.hosts), bytes_per_rank, userspace_switch(network), start=rank_start())
 
 
 def check_calibration(cfg: RunConfig, network: NetworkSettings, emulated: bool) -> None:
@@ -275,6 +286,6 @@ def validate(cfg: RunConfig, label: Label = flag_label, emulated: bool = True, w
     sync = check_synchronization(cfg, network.topo, label)
     check_training(cfg, sync.algorithm, label)
     if workers:
-        check_workers(network, parameter_count_of(cfg.model) * 4)
+        check_workers(network, parameter_count_of(cfg.model) * 4, len((sync.topo or network.topo).hosts))
     check_calibration(cfg, network, emulated)
     return Checked(cfg, network, sync)

@@ -14,14 +14,13 @@ from emulation.simulation.flows import Persistent
 from emulation.simulation.routes import Hop, Router
 
 
-def persistent_flows(flows: Sequence[BackgroundFlow], topo: Topology, router: Router, seed: int,
+def persistent_flows(flows: Sequence[BackgroundFlow], router: Router, seed: int,
                      horizon_s: float) -> List[Persistent]:
     """The flows on their paths (to the destination's primary address, as the emulated sender connects), capped at
     their rate in payload bytes/s, on/off ones sending in their seeded periods up to horizon_s."""
-    index = {h.name: h.index for h in topo.hosts}
     out = []
     for n, f in enumerate(flows):
-        hops = router.path(index[f.src], index[f.dst], 0, key=("background", n))
+        hops = router.between(f.src, f.dst, key=("background", n))
         intervals = tuple(schedule(f, n, seed, horizon_s)) if f.kind == ONOFF else None
         out.append(Persistent(hops, None if f.rate_mbps is None else f.rate_mbps * 1e6 / 8, intervals))
     return out
@@ -38,7 +37,7 @@ def level_rates(topo: Topology, bw: Sequence[float], overrides, flows: Sequence[
     beside it (each link's max-min share; a group of parallel ECMP links as its spread share per link)."""
     router = Router(topo, "spread")
     out = list(slowest_per_level(topo, bw, overrides))
-    paths = [router.path(topo.node(f.src).index, topo.node(f.dst).index, 0) for f in flows]
+    paths = [router.between(f.src, f.dst) for f in flows]
     crossing: Dict[Hop, List[BackgroundFlow]] = {}
     for flow, path, sending in zip(flows, paths, on):
         for hop in path if sending else ():

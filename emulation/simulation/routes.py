@@ -75,6 +75,18 @@ class Router:
             cached = self.cache[(src, dst, level)] = self._bcube(src, dst, level)
         return cached
 
+    def between(self, a: str, b: str, key: object = None) -> Tuple[Hop, ...]:
+        """Directed links from host a to host b's primary interface, by name: any host of the network, a job's rank
+        or not (background flows between hosts a job leaves free)."""
+        members = {h.name: h.index for h in self.topo.hosts}
+        if a in members and b in members:
+            return self.path(members[a], members[b], 0, key)
+        if self.topo.kind == "bcube":
+            raise ValueError("BCube paths are between a job's ranks (its hosts are every host)")
+        if self.ecmp == "spread":
+            return self._spread_names(a, b)
+        return self._hashed_names(a, b, connection_ports(a, b, key))
+
     def _bcube(self, src: int, dst: int, level: int) -> Tuple[Hop, ...]:
         hosts = self.topo.hosts
         here, hops = hosts[src].name, []
@@ -100,7 +112,10 @@ class Router:
     def _spread(self, src: int, dst: int) -> Tuple[Hop, ...]:
         """Up through every equal-cost switch layer at once, then down towards dst (the switch part is the same
         for every pair of hosts under the same two edge switches)."""
-        a, b = self.topo.hosts[src].name, self.topo.hosts[dst].name
+        return self._spread_names(self.topo.hosts[src].name, self.topo.hosts[dst].name)
+
+    def _spread_names(self, a: str, b: str) -> Tuple[Hop, ...]:
+        """_spread between two hosts by name."""
         first, last = self.switch_of[(a, 0)], self.switch_of[(b, 0)]
         middle = self.middles.get((first, last))
         if middle is None:
@@ -124,10 +139,13 @@ class Router:
             layer = lower
 
     def _hashed(self, src: int, dst: int, key: object) -> Tuple[Hop, ...]:
-        a, b = self.topo.hosts[src].name, self.topo.hosts[dst].name
+        ports = self.ports.get((src, dst, key)) or connection_ports(src, dst, key)
+        return self._hashed_names(self.topo.hosts[src].name, self.topo.hosts[dst].name, ports)
+
+    def _hashed_names(self, a: str, b: str, ports: Tuple[int, int]) -> Tuple[Hop, ...]:
+        """One ECMP path from host a to host b for a connection with these TCP ports, as the rules hash it."""
         node = self.switch_of[(a, 0)]
         hops = [(a, node)]
-        ports = self.ports.get((src, dst, key)) or connection_ports(src, dst, key)
         while b not in self.down[node]:
             port_sw = self.up[node]  # sorted by port, as the rules number the choices
             upper = port_sw[ecmp_choice(self.topo.node(node).level, len(port_sw), *ports)][1]

@@ -87,6 +87,8 @@ class Algorithm:
     tensors; bucketable: options -> whether its plan can synchronize any bucket of layers (DDP's, with --overlap).
     uniform_links: every rank moves the same bytes over its own link in every step, so one slower link paces every
     step and the closed form at each level's slowest link is exact (with --link-rate; otherwise an upper bound).
+    host_subsets: its plan and theory need only the ranks, not the topology's structure, so it runs on any of the
+    network's hosts (--hosts).
     """
 
     name: str
@@ -109,6 +111,7 @@ class Algorithm:
     sized_plan: bool = False
     bucketable: Callable[[Any], bool] = lambda options: True
     uniform_links: bool = False
+    host_subsets: bool = False
 
     @property
     def overlaps(self) -> bool:

@@ -13,4 +13,4 @@ def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
 GLOO = Algorithm(
     name="gloo", summary="torch.distributed all_reduce (gloo backend): an outside reference",
     paper="PyTorch gloo", topologies=ALL_TOPOLOGIES, theory=theory,
-    strategy="workloads.strategies.gloo:GlooAllReduce", ddp_allreduce=True, uniform_links=True)
+    strategy="workloads.strategies.gloo:GlooAllReduce", ddp_allreduce=True, uniform_links=True, host_subsets=True)

@@ -55,4 +55,4 @@ def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
 HD = Algorithm(
     name="hd", summary="recursive halving-doubling all-reduce (non-power-of-two ranks fold in first)",
     paper="Thakur, Rabenseifner, Gropp 2005; gloo allreduce_halving_doubling", topologies=ALL_TOPOLOGIES,
-    theory=theory, plan=lambda topo, servers: halving_doubling(len(topo.hosts)), codecs=("none", "terngrad"), uniform_links=True)
+    theory=theory, plan=lambda topo, servers: halving_doubling(len(topo.hosts)), codecs=("none", "terngrad"), uniform_links=True, host_subsets=True)

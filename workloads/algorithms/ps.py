@@ -111,4 +111,4 @@ PS = Algorithm(
                        "evenly or placed whole (--ps-placement)",
     paper="BML (Wang et al., NeurIPS 2018) baseline", topologies=ALL_TOPOLOGIES, theory=theory, plan=plan,
     servers=OPTIONAL_SERVERS, codecs=("none", "terngrad"), options=PSOptions, sized_plan=True,
-    bucketable=lambda options: options.ps_placement == EVEN)
+    bucketable=lambda options: options.ps_placement == EVEN, host_subsets=True)

@@ -35,4 +35,4 @@ def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
 RING = Algorithm(
     name="ring", summary="ring all-reduce (reduce-scatter + all-gather) over the hosts in order",
     paper="Baidu ring all-reduce; BlueConnect eq. 5", topologies=ALL_TOPOLOGIES, theory=theory,
-    plan=lambda topo, servers: ring(len(topo.hosts)), codecs=("none", "terngrad"), uniform_links=True)
+    plan=lambda topo, servers: ring(len(topo.hosts)), codecs=("none", "terngrad"), uniform_links=True, host_subsets=True)

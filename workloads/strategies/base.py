@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from emulation.core.topology import parse
+from emulation.core.topology import job_view, parse
 from workloads import verify
 from workloads.algorithms import get as get_algorithm
 from workloads.channel import Channel
@@ -30,7 +30,7 @@ class RankContext:
     def __init__(self, cfg: RankConfig):
         self.cfg = cfg
         self.rank, self.ranks = cfg.rank, cfg.ranks
-        self.topo = parse(cfg.topology)
+        self.topo = job_view(parse(cfg.topology), cfg.job_hosts) if cfg.job_hosts else parse(cfg.topology)
         self.algorithm = get_algorithm(cfg.algo)
         self.options = self.algorithm.options_of(cfg.options)
         self.servers = self.algorithm.resolve_servers(cfg.servers)
