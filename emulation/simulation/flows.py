@@ -46,6 +46,7 @@ class FlowResult:
     # last byte left, link level
     units: Optional[List[Tuple[int, int, int, int, float, float, float, int]]] = None
     background_bytes: Optional[List[float]] = None  # per background flow: bytes it moved while the plan ran
+    arrived_s: Optional[List[float]] = None  # per unit (beside units): when its last byte landed
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def _messages(plan: Plan, piece_bytes: Sequence[int], wire_bits: Optional[WireBi
         for n, step in enumerate(stream):
             for t in step:
                 fp32 = piece_bytes[t.piece]
-                wire = fp32 * wire_bits[(s, n, t.src, t.dst, t.piece)] / 32 if wire_bits else fp32
+                wire = fp32 * wire_bits.get((s, n, t.src, t.dst, t.piece), 32) / 32 if wire_bits else fp32
                 m = msgs.get((s, n, t.src, t.dst))
                 if m is None:
                     msgs[(s, n, t.src, t.dst)] = [wire, [t.piece], t.level, fp32]
@@ -198,7 +199,8 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
                   latency_s: Union[float, Dict[int, float]] = 0.0, chunk_bytes: Optional[int] = None,
                   link_delay_s: Optional[Dict[int, float]] = None,
                   wire_bits: Optional[WireBits] = None, background: Sequence[Persistent] = (),
-                  start_s: float = 0.0) -> FlowResult:
+                  start_s: float = 0.0, step_delays: Optional[Dict[Tuple[int, int], float]] = None,
+                  keep_units: bool = False) -> FlowResult:
     """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level; latency_s: one
     value, or per link level (a unit takes the latency of the highest level its path crosses); link_delay_s:
     propagation delay of a directed link per level, added for every link a unit's path crosses; chunk_bytes:
@@ -206,16 +208,18 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     messages (a step's message waits for all its pieces, as the closed forms assume); wire_bits: bits per value of
     each transfer, keyed (stream, step, src, dst, piece), when a codec packs them (else fp32); background: flows
     that share the links all along, each while it sends; start_s: the run time at which this synchronization
-    starts (on the background flows' clock)."""
+    starts (on the background flows' clock); step_delays: (stream, step) -> seconds every unit of that step takes
+    on top of its latency (a compute phase as a delay); keep_units: keep every unit for the result, however many."""
     with cycle_collection_paused():
         return _simulate(plan, piece_bytes, router, rates, latency_s, chunk_bytes, link_delay_s, wire_bits,
-                         background, start_s)
+                         background, start_s, step_delays or {}, keep_units)
 
 
 def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
               latency_s: Union[float, Dict[int, float]], chunk_bytes: Optional[int],
               link_delay_s: Optional[Dict[int, float]], wire_bits: Optional[WireBits],
-              background: Sequence[Persistent] = (), start_s: float = 0.0) -> FlowResult:
+              background: Sequence[Persistent] = (), start_s: float = 0.0,
+              step_delays: Optional[Dict[Tuple[int, int], float]] = None, keep_units: bool = False) -> FlowResult:
     """simulate_plan's work."""
     g = _Graph(plan, piece_bytes, chunk_bytes, wire_bits)
     count = len(g.keys)
@@ -235,6 +239,8 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     if link_delay_s:
         latency = [lat + sum(link_delay_s.get(router.level_of[hops_by_id[l]], 0.0) for l in p)
                    for lat, p in zip(latency, path_ids)]
+    if step_delays:
+        latency = [lat + step_delays.get(key[:2], 0.0) for lat, key in zip(latency, g.keys)]
     capacity = np.array([router.capacity(h, rates) for h in hops_by_id], dtype=float)
     for n, b in enumerate(background):  # a capped flow crosses a link of its own at its cap
         if b.cap is not None:
@@ -255,6 +261,7 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     arrivals: List[Tuple[float, int]] = []
     started_at = np.zeros(count)
     sent_at = np.zeros(count)
+    landed_at = np.zeros(count)
     now = 0.0
     events = 0
 
@@ -283,6 +290,7 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
         if latency[m] > 0:
             heapq.heappush(arrivals, (t + latency[m], m))
             return []
+        landed_at[m] = t
         return landed(m)
 
     def ready(side: int, t: float) -> List[int]:
@@ -351,7 +359,9 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
         for m in finished.tolist():
             completed += transmitted(m, now)
         while arrivals and arrivals[0][0] <= now + TIME_TOLERANCE:
-            completed += landed(heapq.heappop(arrivals)[1])
+            at, m = heapq.heappop(arrivals)
+            landed_at[m] = at
+            completed += landed(m)
         for x in completed:
             complete(x, now)
     host_tx: Dict[Tuple[int, int], float] = {}
@@ -365,11 +375,13 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     unfinished = sum(1 for p in pending if p > 0)
     if unfinished:
         raise RuntimeError(f"{plan.name}: {unfinished} operations never became ready (a dependency cycle)")
+    kept = count <= TRACE_UNITS or keep_units
     units = [(*g.keys[m], g.bytes[m], float(started_at[m]), float(sent_at[m]), g.level[m]) for m in range(count)] \
-        if count <= TRACE_UNITS else None
+        if kept else None
     plan_links = {h: (link_bytes[i], busy[i]) for i, h in enumerate(hops_by_id[:plan_link_count])}
     return FlowResult(now, count, {h: v[0] for h, v in plan_links.items()}, {h: v[1] for h, v in plan_links.items()},
-                      host_tx, rank_done, events, units, bg_bytes if background else None)
+                      host_tx, rank_done, events, units, bg_bytes if background else None,
+                      landed_at.tolist() if kept else None)
 
 
 

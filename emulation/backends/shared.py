@@ -1,0 +1,192 @@
+"""The jobs back end (`dmlbed jobs`): several jobs on one network, each on its own hosts, emulated, simulated or in
+closed form; each job's iteration together against the same job alone on the same hosts (its slowdown), and per
+iteration how much of its synchronization overlapped another job's."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from emulation.backends.base import Log, quiet
+from emulation.core.jobs import JobSpec
+from emulation.run.jobs_check import CheckedJobs, check_jobs
+from emulation.run.options import RunConfig
+from emulation.run.outputs import output_folder, write_atomic
+from emulation.run.provenance import provenance
+from emulation.run.resolution import Checked, link_goodput
+from emulation.run.results import WARMUP
+from emulation.run.summary import head
+from workloads.models import tensor_sizes
+
+MODES = ("emulate", "simulate", "theory")
+REPORT = "jobs.json"
+
+
+@dataclass(frozen=True)
+class JobsRun:
+    """Jobs checked before anything starts, and how to answer: emulate, simulate or theory."""
+
+    jobs: CheckedJobs
+    mode: str
+
+    @property
+    def cfg(self) -> RunConfig:
+        return self.jobs.cfg
+
+
+def prepare(cfg: RunConfig, texts: Sequence[str], mode: str) -> JobsRun:
+    """Check every job (ValueError naming the bad input) and the output folder (theory writes one only when --out
+    is given)."""
+    if mode not in MODES:
+        raise ValueError(f"--mode {mode} is unknown: valid are {', '.join(MODES)}")
+    if mode != "theory" or cfg.out:
+        cfg = replace(cfg, out=output_folder(cfg.out, (REPORT,), "a jobs run", cfg.force, "jobs"))
+    jobs = check_jobs(cfg, texts, mode == "emulate")
+    for spec, c in zip(jobs.specs, jobs.checked):
+        if mode == "emulate":
+            continue
+        if c.compute.varies:
+            raise ValueError(f"job {spec.name}: simulate and theory time jobs of fixed compute (an emulated run "
+                             f"takes drawn compute)")
+        if c.cfg.overlap or c.algorithm.forward_phase is not None or c.algorithm.plan is None:
+            raise ValueError(f"job {spec.name}: simulate and theory time jobs whose iteration is compute then one "
+                             f"plan ({c.cfg.algo}{' with --overlap' if c.cfg.overlap else ''} is not)")
+    return JobsRun(jobs, mode)
+
+
+def execute(run: JobsRun, log: Log = quiet) -> dict:
+    """Answer in the run's mode; jobs.json in --out (theory: only when --out is given)."""
+    if run.mode == "theory":
+        rows = theory_rows(run.jobs)
+    elif run.mode == "simulate":
+        rows = simulated_rows(run.jobs, log)
+    else:
+        from emulation.backends.shared_emulation import emulated_rows
+        rows = emulated_rows(run.jobs, log)
+    report = {"mode": run.mode, "topology": run.jobs.network.topo.spec, "jobs": rows,
+              "warmup": WARMUP, "config": {"out": run.cfg.out, "iters": run.cfg.iters, "bw": run.cfg.bw},
+              "provenance": provenance()}
+    if run.cfg.out:
+        os.makedirs(run.cfg.out, exist_ok=True)
+        write_atomic(os.path.join(run.cfg.out, REPORT), json.dumps(report, indent=1))
+    return report
+
+
+def job_row(spec: JobSpec, checked: Checked, hosts: Tuple[str, ...]) -> dict:
+    """What every mode says about a job as given."""
+    return {"name": spec.name, "algo": checked.cfg.algo, "model": checked.cfg.model, "hosts": list(hosts),
+            "ranks": len(hosts), "start": spec.start, "compute_s": checked.compute.mean}
+
+
+def start_s(spec: JobSpec, alone_iteration_s: float) -> float:
+    """When a job starts, seconds after the first: its delay, or its share of its own iteration alone."""
+    return spec.start_s + spec.start_iterations * alone_iteration_s
+
+
+def plan_links(checked: Checked, router) -> set:
+    """The directed links a job's plan uses."""
+    plan = checked.algorithm.build_plan(checked.topo, checked.servers, checked.options, checked.bw,
+                                        4 * sum(tensor_sizes(checked.cfg.model)), tensor_sizes(checked.cfg.model))
+    names = {h.index: h.name for h in checked.topo.hosts}
+    return {hop for t in plan.transfers() for hop in router.between(names[t.src], names[t.dst])}
+
+
+def theory_rows(jobs: CheckedJobs) -> List[dict]:
+    """The closed forms: alone, C + M; jobs that share no link keep it; k jobs in phase on a shared link take
+    C + kM; two jobs whose synchronizations are at least M apart (M <= C) keep C + M; anything else has none."""
+    from emulation.simulation.routes import Router
+    router = Router(jobs.network.topo, "spread")
+    alone = {s.name: (c.compute.mean, head(c).gst_theory_s) for s, c in zip(jobs.specs, jobs.checked)}
+    links = {s.name: plan_links(c, router) for s, c in zip(jobs.specs, jobs.checked)}
+    rows = []
+    for spec, checked in zip(jobs.specs, jobs.checked):
+        c, m = alone[spec.name]
+        sharing = [o for o in jobs.specs if o.name != spec.name and links[o.name] & links[spec.name]]
+        row = job_row(spec, checked, jobs.hosts[spec.name])
+        row["alone"] = {"iteration_s": c + m, "gst_s": m, "formula": "C + M (compute, then the job's GST alone)"}
+        together, formula = closed_form_together(spec, c, m, sharing, alone)
+        row["together"] = {"iteration_s": together, "formula": formula}
+        row["shares_links_with"] = [o.name for o in sharing]
+        row["slowdown"] = together / (c + m) if together is not None else None
+        rows.append(row)
+    return rows
+
+
+def closed_form_together(spec: JobSpec, c: float, m: float, sharing: Sequence[JobSpec],
+                         alone: Dict[str, Tuple[float, float]]) -> Tuple[Optional[float], str]:
+    """A job's iteration beside the jobs it shares links with, where a closed form exists."""
+    if not sharing:
+        return c + m, "C + M: it shares no link with another job"
+    group = [spec, *sharing]
+    periods = {round(sum(alone[j.name]), 12) for j in group}
+    if len(periods) > 1 or any(alone[j.name][1] != m for j in group):
+        return None, "no closed form: the jobs sharing its links differ in compute or GST (simulate answers)"
+    period = c + m
+    starts = sorted(start_s(j, period) % period for j in group)
+    if len(set(starts)) == 1:
+        return c + len(group) * m, (f"C + {len(group)}M: {len(group)} jobs in phase share a link, each "
+                                    f"synchronization at 1/{len(group)} of it (the shared link their bottleneck)")
+    gaps = [(b - a) for a, b in zip(starts, starts[1:])] + [period - starts[-1] + starts[0]]
+    if len(group) == 2 and min(gaps) >= m - 1e-12 and m <= c:
+        return c + m, "C + M: two jobs offset by at least M (M <= C): their synchronizations never meet"
+    return None, "no closed form: the jobs' synchronizations partly meet (simulate answers)"
+
+
+def simulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
+    """The flow model: each job alone on its hosts, then every job together, each iteration timed."""
+    from emulation.backends.flow_model import link_factors
+    from emulation.simulation.background_model import persistent_flows
+    from emulation.simulation.jobs_model import TimedJob, overlap_of, simulate_jobs
+    from emulation.simulation.routes import Router
+    cfg, network = jobs.cfg, jobs.network
+    share = link_goodput(cfg)
+    rates = {level: b * 1e6 / 8 * share for level, b in enumerate(network.bw)}
+    router = Router(network.topo, cfg.ecmp, None, link_factors(jobs.checked[0]))
+    index = {h.name: h.index for h in network.topo.hosts}
+    timed = []
+    for spec, checked in zip(jobs.specs, jobs.checked):
+        sizes = tensor_sizes(checked.cfg.model)
+        plan = checked.algorithm.build_plan(checked.topo, checked.servers, checked.options, checked.bw,
+                                            4 * sum(sizes), sizes)
+        timed.append(TimedJob(spec.name, plan, tuple(index[h.name] for h in checked.topo.hosts),
+                              tuple(4 * n for n in plan.piece_sizes(sizes)), checked.compute.mean))
+    horizon = cfg.iters * 10 * (1 + sum(t.compute_s for t in timed))
+    background = persistent_flows(network.background, router, cfg.seed, horizon)
+    latency = cfg.latency_us * 1e-6
+    rows, alone_s = [], {}
+    for t in timed:
+        log(f"simulating {t.name} alone")
+        line = simulate_jobs([t], cfg.iters, router, rates, latency, background)
+        alone_s[t.name] = line
+    together_jobs = []
+    for spec, t in zip(jobs.specs, timed):
+        period = statistics.median(past_warmup(alone_s[t.name].iterations(t)))
+        together_jobs.append(TimedJob(t.name, t.plan, t.hosts, t.piece_bytes, t.compute_s, start_s(spec, period)))
+    log(f"simulating {len(together_jobs)} jobs together")
+    together = simulate_jobs(together_jobs, cfg.iters, router, rates, latency, background)
+    for spec, checked, t in zip(jobs.specs, jobs.checked, together_jobs):
+        row = job_row(spec, checked, jobs.hosts[spec.name])
+        row["alone"] = timing(alone_s[t.name].iterations(t), alone_s[t.name].gsts(t.name))
+        row["together"] = timing(together.iterations(t), together.gsts(t.name))
+        row["start_s"] = t.start_s
+        row["slowdown"] = row["together"]["iteration_mean_s"] / row["alone"]["iteration_mean_s"]
+        row["overlap"] = [None if v is None else round(v, 4) for v in overlap_of(together, t.name)]
+        kept = [v for v in past_warmup(row["overlap"]) if v is not None]
+        row["overlap_median"] = statistics.median(kept) if kept else None
+        rows.append(row)
+    return rows
+
+
+def past_warmup(values: Sequence) -> List:
+    """The values after the warm-up iterations (all of them when there are too few)."""
+    return list(values[WARMUP:]) if len(values) > WARMUP else list(values)
+
+
+def timing(iterations: Sequence[float], gsts: Sequence[float]) -> dict:
+    """Mean and median iteration and median GST past warm-up, and every iteration."""
+    kept = past_warmup(iterations)
+    return {"iteration_mean_s": statistics.mean(kept), "iteration_median_s": statistics.median(kept),
+            "gst_median_s": statistics.median(past_warmup(gsts)), "iterations_s": [round(x, 6) for x in iterations]}

@@ -1,0 +1,98 @@
+"""Several jobs in one flow model over time: each job's iterations as one plan (compute as a delay on each rank, then
+its synchronization), all jobs' plans merged on the network's hosts, so their flows share links max-min fairly
+whenever their synchronizations meet, and each job's compute and synchronizations follow from its own ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from emulation.simulation.flows import Persistent, simulate_plan
+from emulation.simulation.routes import Router
+from workloads.plan import COPY, Plan, PlanError, Transfer
+
+
+@dataclass(frozen=True)
+class TimedJob:
+    """One job for the timeline: its plan on its own ranks, the network host each rank is, the bytes of each of its
+    pieces, its compute per iteration (seconds) and when it starts."""
+
+    name: str
+    plan: Plan
+    hosts: Tuple[int, ...]       # rank -> the network's host index
+    piece_bytes: Tuple[int, ...]
+    compute_s: float
+    start_s: float = 0.0
+
+
+@dataclass
+class JobTimeline:
+    """Per job and iteration: when its synchronization started (its first byte) and ended (its last byte landed)."""
+
+    syncs: Dict[str, List[Tuple[float, float]]]
+
+    def iterations(self, job: TimedJob) -> List[float]:
+        """Each iteration's time: from the previous synchronization's end (the start, for the first) to its end."""
+        ends = [e for _, e in self.syncs[job.name]]
+        return [b - a for a, b in zip([job.start_s] + ends, ends)]
+
+    def gsts(self, name: str) -> List[float]:
+        """Each iteration's synchronization time."""
+        return [e - s for s, e in self.syncs[name]]
+
+
+def merged_plan(jobs: Sequence[TimedJob], iterations: int, hosts: int):
+    """One plan of every job's iterations on the network's hosts: stream j is job j, each iteration a compute step
+    (every rank to itself, carrying all its pieces, no bytes: a delay of its compute) then the job's steps. Returns
+    the plan, its pieces' bytes, the zero-bit wire map of the compute steps and each compute step's delay."""
+    streams, piece_bytes, zero_bits, delays, first_steps = [], [], {}, {}, []
+    for s, job in enumerate(jobs):
+        if len(job.plan.streams) != 1:
+            raise PlanError(f"job {job.name}: {job.plan.name} runs {len(job.plan.streams)} streams; the jobs' flow "
+                            f"model times single-stream plans")
+        offset = len(piece_bytes)
+        piece_bytes += list(job.piece_bytes)
+        sync = [tuple(Transfer(job.hosts[t.src], job.hosts[t.dst], offset + t.piece, t.op, t.level) for t in step)
+                for step in job.plan.streams[0]]
+        pieces = range(offset, offset + job.plan.pieces)
+        steps, starts = [], []
+        for i in range(iterations):
+            compute = tuple(Transfer(h, h, p, COPY) for h in job.hosts for p in pieces)
+            n = len(steps)
+            delays[(s, n)] = job.compute_s + (job.start_s if i == 0 else 0.0)
+            zero_bits.update({(s, n, h, h, p): 0 for h in job.hosts for p in pieces})
+            steps.append(compute)
+            starts.append(len(steps))
+            steps += sync
+        streams.append(tuple(steps))
+        first_steps.append(starts)
+    plan = Plan("jobs", hosts, len(piece_bytes), tuple(streams), tuple(range(hosts)))
+    return plan, piece_bytes, zero_bits, delays, first_steps
+
+
+def simulate_jobs(jobs: Sequence[TimedJob], iterations: int, router: Router, rates: Dict[int, float],
+                  latency_s: float = 0.0, background: Sequence[Persistent] = ()) -> JobTimeline:
+    """Every job's iterations at once on one network (rates: payload bytes/s per link level)."""
+    plan, piece_bytes, zero_bits, delays, first_steps = merged_plan(jobs, iterations, len(router.topo.hosts))
+    result = simulate_plan(plan, piece_bytes, router, rates, latency_s=latency_s, wire_bits=zero_bits,
+                           background=background, step_delays=delays, keep_units=True)
+    syncs: Dict[str, List[Tuple[float, float]]] = {}
+    per_step: Dict[Tuple[int, int], Tuple[float, float]] = {}
+    for (stream, step, src, dst, size, start, sent, level), landed in zip(result.units, result.arrived_s):
+        lo, hi = per_step.get((stream, step), (float("inf"), 0.0))
+        per_step[(stream, step)] = (min(lo, start), max(hi, landed))
+    for s, job in enumerate(jobs):
+        steps = len(job.plan.streams[0])
+        out = []
+        for first in first_steps[s]:
+            spans = [per_step[(s, n)] for n in range(first, first + steps) if (s, n) in per_step]
+            out.append((min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0.0, 0.0))
+        syncs[job.name] = out
+    return JobTimeline(syncs)
+
+
+def overlap_of(timeline: JobTimeline, name: str) -> List[Optional[float]]:
+    """Per iteration of a job: the share of its synchronization during which another job synchronized too."""
+    from emulation.core.jobs import overlap_share
+    others = [iv for other, spans in timeline.syncs.items() if other != name for iv in spans]
+    return overlap_share(timeline.syncs[name], others)
