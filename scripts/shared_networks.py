@@ -110,7 +110,7 @@ def case(key: str, out: str, iterations: int) -> dict:
         if "--background" in extra:  # the verdict names the injected flow and does not blame the emulator for it
             verdict = emulated.get("fidelity") or {}
             row["background"] = emulated.get("background")
-            ok = ok and "background traffic" in (verdict.get("scenario_note") or "") and \
+            ok = ok and "traffic beside the job" in (verdict.get("scenario_note") or "") and \
                 verdict.get("verdict") != "not faithful"
     row["ok"] = ok
     return row

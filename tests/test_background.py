@@ -166,6 +166,6 @@ def test_an_emulated_bulk_flow_takes_its_share_and_the_verdict_names_it(tmp_path
     assert s["correct"] is True
     flow = s["background"][0]
     assert flow["flow"] == "h0-h1" and flow["bytes"] > 0 and 20 < flow["mbps_in_window"] < 80
-    assert "background traffic: h0-h1 shared the job's links" in s["fidelity"]["scenario_note"]
+    assert "traffic beside the job: h0-h1 shared the job's links" in s["fidelity"]["scenario_note"]
     assert os.path.getsize(tmp_path / "run" / "background.csv") > 0
     assert leftovers("star:4") == []

@@ -5,6 +5,7 @@ Dedicated servers run the strategy's server side instead."""
 from __future__ import annotations
 
 import argparse
+import json
 import importlib
 import os
 import sys
@@ -65,6 +66,21 @@ def train(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorde
         recorder.add(rec)
 
 
+def wait_at_gate(gate: str, rank: int, timeout: float) -> None:
+    """Jobs sharing a network start together: say this rank is ready (connected), wait for the runner's start
+    file, then until the time it gives this job."""
+    with open(f"{gate}.ready-{rank}", "w") as f:
+        f.write(str(time.time()))
+    deadline = time.time() + timeout
+    while not os.path.exists(gate):
+        if time.time() > deadline:
+            raise RuntimeError(f"no start time in {gate} within {timeout:g} s")
+        time.sleep(0.01)
+    with open(gate) as f:
+        begin = float(json.load(f)["t"])
+    time.sleep(max(0.0, begin - time.time()))
+
+
 def main(argv=None) -> int:
     """Run one rank from the RankConfig the runner wrote."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -78,6 +94,8 @@ def main(argv=None) -> int:
     data = None if ctx.is_server else iter(batches(cfg.data, input_shape, cfg.batch, ctx.rank, ctx.ranks, cfg.seed))
     recorder = Recorder(ctx.files.records(ctx.rank), ctx.files.transfers(ctx.rank), cfg.interfaces)
     qdisc_before = qdisc_counters(cfg.interfaces)
+    if cfg.start_gate:
+        wait_at_gate(cfg.start_gate, ctx.rank, cfg.timeout)
     try:
         clock = ComputeClock(cfg.compute_time, stretch=cfg.dilation, per_iteration=cfg.device_times())
         train(ctx, state, strategy, data, recorder, clock)

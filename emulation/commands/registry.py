@@ -3,7 +3,7 @@ folder defining COMMAND (a base.Command), and one line below."""
 
 from typing import Tuple
 
-from emulation.commands import (bench, calibrate, clean, compare, launch, net, reproduce, rules, run, schema,
+from emulation.commands import (bench, calibrate, clean, compare, jobs, launch, net, reproduce, rules, run, schema,
                                 simulate, theory, timeline, topo)
 from emulation.commands.base import Command
 
@@ -16,6 +16,7 @@ COMMANDS: Tuple[Command, ...] = (
     theory.COMMAND,
     simulate.COMMAND,
     compare.COMMAND,
+    jobs.COMMAND,
     reproduce.COMMAND,
     clean.COMMAND,
     bench.COMMAND,

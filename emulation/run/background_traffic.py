@@ -92,9 +92,12 @@ class BackgroundTraffic:
     def foreign(self) -> List[Dict[str, object]]:
         """What fidelity counts as the scenario's load: per flow its ends, its source port (its path) and its
         received bytes over wall-clock time."""
-        return [{"src": f.src, "dst": f.dst, "port": self.sender_port(n),
-                 "received": [(l["t"], l["bytes"]) for l in self.lines(n, "recv") if "bytes" in l]}
-                for n, f in enumerate(self.flows)]
+        out = []
+        for n, f in enumerate(self.flows):
+            port = self.sender_port(n)
+            out.append({"src": f.src, "dst": f.dst, "ports": (port, BACKGROUND_PORT + n) if port else None,
+                        "received": [(l["t"], l["bytes"]) for l in self.lines(n, "recv") if "bytes" in l]})
+        return out
 
     def periods(self, n: int) -> List[Tuple[float, float]]:
         """Wall-clock (start, end) in which flow n sent: its on periods, within its sender's life."""

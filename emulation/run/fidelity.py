@@ -8,7 +8,6 @@ import os
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from emulation.core.background import BACKGROUND_PORT
 from emulation.core.link_rates import rate_of
 from emulation.run.results import WARMUP
 from emulation.core.topology import Topology
@@ -329,7 +328,9 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     """The fidelity section of summary.json, with a verdict and its dominant cause; with a placement over
     several machines, also the links through tunnels on their own; stragglers: the scenario draws compute per rank
     (or slows ranks), so transfers that waited for a receiver still computing are the scenario's, not judged;
-    background: the injected flows (BackgroundTraffic.foreign), whose share of the links is the scenario's;
+    background: traffic beside the job (background flows, other jobs' transfers): per flow its ends, its TCP
+    ports (None: any path ECMP offers), its received bytes over time, optionally a label; its share of the links is
+    the scenario's;
     network: the whole network when the job runs on some of its hosts (topo is then the job's view)."""
     kept = [it for it in iterations[WARMUP:]] or iterations
     gsts = [it["gst_s"] for it in kept]
@@ -353,8 +354,8 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     index = {h.name: h.index for h in topo.hosts}
     # a flow from one of the job's hosts leaves its level-0 interface, whose counters then hold its bytes too
     senders = [(index[b["src"]], 0) for b in background if b["src"] in index]
-    foreign = [(frozenset(paths.between(b["src"], b["dst"], (b["port"], BACKGROUND_PORT + n) if b.get("port")
-                                        else None)), list(b["received"])) for n, b in enumerate(background)]
+    foreign = [(frozenset(paths.between(b["src"], b["dst"], b.get("ports"))), list(b["received"]))
+               for b in background]
     shared_bottleneck, used_links = 0, set()
     for it in kept:
         i = it["iteration"]
@@ -390,9 +391,9 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
         out["tunnels"] = link_group(tunnels, None) if tunnels else {"note": "no data crossed machines"}
     notes = []
     if foreign:
-        crossed = sorted({b["src"] + "-" + b["dst"] for b, (links_, _) in zip(background, foreign)
+        crossed = sorted({b.get("label") or b["src"] + "-" + b["dst"] for b, (links_, _) in zip(background, foreign)
                           if links_ & used_links})
-        notes.append(f"background traffic: {', '.join(crossed) or 'no flow'} shared the job's links (the bottleneck "
+        notes.append(f"traffic beside the job: {', '.join(crossed) or 'no flow'} shared the job's links (the bottleneck "
                      f"in {shared_bottleneck} of {len(parts)} iterations); a link is judged by the job's bytes and theirs "
                      f"together, so the share TCP gave them, and how it varied, is the scenario's, not the emulator's")
     if stragglers:

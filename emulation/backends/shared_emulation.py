@@ -1,0 +1,211 @@
+"""Several jobs on one emulated network: each job alone on its hosts first (an ordinary run), then every job at once
+under one controller, their ranks released together through a start gate (each job at its own offset); each job's
+summary judged with the other jobs' transfers as traffic beside it, and its synchronizations' overlap with theirs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import threading
+import time
+from dataclasses import replace
+from typing import Dict, List
+
+from emulation.backends import emulator
+from emulation.backends.base import Log, quiet
+from emulation.core.jobs import overlap_share
+from emulation.run.background_traffic import BackgroundTraffic
+from emulation.run.forkclient import rank_start
+from emulation.run.jobs_check import CheckedJobs
+from emulation.run.lifecycle import Lifecycle
+from emulation.run.outputs import clear
+from emulation.run.ranks import rank_configs, start_ranks, watch_training
+from emulation.run.results import WARMUP, per_iteration
+from emulation.run.summary import Emulation, head, models
+from emulation.run.validation import validate
+from workloads.runfolder import RunFolder
+
+GATE = "start.json"
+GATE_LEAD_S = 0.5  # from the last rank ready to the first job's start
+
+
+class BesideTraffic:
+    """Background flows, and the other jobs' transfers, as what a job's fidelity counts beside it."""
+
+    def __init__(self, background: BackgroundTraffic, others: List[dict]):
+        self.background, self.others = background, others
+
+    def foreign(self) -> List[dict]:
+        return self.background.foreign() + self.others
+
+    def report(self, window):
+        return self.background.report(window)
+
+    def series(self):
+        return self.background.series()
+
+
+def transfers_as_traffic(name: str, topo, transfers: List[dict]) -> List[dict]:
+    """A job's sends as traffic beside another job: each connection's bytes over time, on its own ports."""
+    out = []
+    for t in transfers:
+        if t["dir"] != "send" or t["start"] is None or t["end"] is None:
+            continue
+        out.append({"src": topo.hosts[t["rank"]].name, "dst": topo.hosts[t["peer"]].name,
+                    "ports": tuple(t["ports"]) if t.get("ports") else None, "label": f"job {name}",
+                    "received": [(t["start"], 0), (t["end"], t["wire_bytes"])]})
+    return out
+
+
+def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
+    """Each job alone, then together; per job its figures both ways, its slowdown and its overlap."""
+    from emulation.backends.shared import job_row, past_warmup, start_s
+    alone = {}
+    for spec, checked in zip(jobs.specs, jobs.checked):
+        log(f"job {spec.name} alone on {','.join(jobs.hosts[spec.name])}")
+        cfg = replace(checked.cfg, out=os.path.join(checked.cfg.out, "alone"), force=True)
+        alone[spec.name] = emulator.execute(emulator.RunJob(cfg, validate(cfg, workers=False)), log,
+                                            progress=False).to_dict()
+    periods = {name: statistics.median(iteration_times(s)) for name, s in alone.items()}
+    together = run_together(jobs, {spec.name: start_s(spec, periods[spec.name]) for spec in jobs.specs}, log)
+    rows = []
+    for spec, checked in zip(jobs.specs, jobs.checked):
+        row = job_row(spec, checked, jobs.hosts[spec.name])
+        a, t = alone[spec.name], together["summaries"][spec.name]
+        row["alone"] = brief(a)
+        row["together"] = brief(t)
+        row["start_s"] = together["starts"][spec.name]
+        row["slowdown"] = (t["iteration_mean_s"] or 0) / a["iteration_mean_s"] if a.get("iteration_mean_s") and \
+            t.get("iteration_mean_s") else None
+        row["overlap"] = together["overlap"][spec.name]
+        kept = [v for v in past_warmup(row["overlap"]) if v is not None]
+        row["overlap_median"] = statistics.median(kept) if kept else None
+        rows.append(row)
+    return rows
+
+
+def iteration_times(summary: dict) -> List[float]:
+    """A summary's iterations past warm-up, from its iterations.csv."""
+    import csv
+    path = os.path.join(summary["config"]["out"], RunFolder.ITERATIONS)
+    with open(path) as f:
+        times = [float(r["iteration_s"]) for r in csv.DictReader(f)]
+    return times[WARMUP:] if len(times) > WARMUP else times
+
+
+def brief(summary: dict) -> dict:
+    """What jobs.json keeps of a job's run."""
+    times = iteration_times(summary) if summary.get("iterations") else []
+    return {"iteration_mean_s": statistics.mean(times) if times else None,
+            "iteration_median_s": summary.get("iteration_median_s"), "gst_median_s": summary.get("gst_median_s"),
+            "correct": summary.get("correct"), "error": summary.get("error"),
+            "fidelity": {k: (summary.get("fidelity") or {}).get(k) for k in ("verdict", "cause", "scenario_note")},
+            "out": summary["config"]["out"]}
+
+
+def run_together(jobs: CheckedJobs, starts: Dict[str, float], log: Log) -> dict:
+    """Every job at once in one lifecycle; each job's summary, start and per-iteration overlap."""
+    cfg, network = jobs.cfg, jobs.network
+    folders = {s.name: RunFolder(os.path.join(c.cfg.out, "together")) for s, c in zip(jobs.specs, jobs.checked)}
+    checks = {s.name: replace(c, cfg=replace(c.cfg, out=folders[s.name].root)) for s, c in zip(jobs.specs,
+                                                                                                 jobs.checked)}
+    state = {"started": time.time(), "spawned": time.time(), "port_drops": {}, "placement": {},
+             "startup": {"method": rank_start()}}
+    horizon = cfg.iters * 10 * (1 + max(c.compute.mean for c in jobs.checked)) + 60.0
+    traffic = BackgroundTraffic(network.background, cfg.out, cfg.seed, cfg.dilation, horizon,
+                                network.tcp.congestion_control, network.tcp.socket_buffer_bytes)
+    emulations = {name: Emulation(dilation=cfg.dilation, data=c.cfg.data) for name, c in checks.items()}
+    actual: Dict[str, float] = {}
+
+    def body(life: Lifecycle) -> None:
+        hosts = life.hosts
+        traffic.start(hosts, lambda name: network.topo.node(name).ip)
+        procs = {}
+        for name, c in checks.items():
+            files = folders[name].ranks()
+            gate = os.path.abspath(os.path.join(files.path, GATE))
+            configs = [replace(rc, start_gate=gate) for rc in rank_configs(c, os.path.abspath(files.path))]
+            procs[name] = start_ranks(hosts, files, configs, server=life.server)
+            e = emulations[name]
+            e.datapath, e.shaping = hosts.datapath, hosts.shaping
+            e.controller, e.tcp, e.impairment = hosts.controller_summary(), hosts.tcp_summary(), \
+                hosts.impairment_summary()
+        log(f"started {sum(len(p) for p in procs.values())} ranks of {len(procs)} jobs; releasing them together")
+        release(checks, folders, starts, cfg.dilation, actual, cfg.timeout * cfg.dilation)
+        state["spawned"] = time.time()
+        errors: List[BaseException] = []
+
+        def watch(name: str) -> None:
+            c = checks[name]
+            try:
+                watch_training(procs[name], folders[name].ranks(), c.topo, c.cfg.iters,
+                               stall_s=(c.cfg.timeout + 3 * head(c).gst_theory_s) * cfg.dilation)
+            except BaseException as exc:  # reported after every job's watch ends
+                errors.append(exc)
+        threads = [threading.Thread(target=watch, args=(n,), daemon=True) for n in checks]
+        drops_before = hosts.port_drops()
+        try:
+            with life.sampling():
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+        finally:
+            traffic.stop(hosts)
+        state["port_drops"] = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
+        if errors:
+            raise errors[0]
+
+    def finish(life: Lifecycle) -> dict:
+        records = {n: folders[n].ranks().read_all(len(c.topo.hosts)) for n, c in checks.items()}
+        syncs = {n: [(it["sync_start"], it["sync_end"]) for it in per_iteration(records[n].rows, c.contributors,
+                                                                                 c.topo)]
+                 for n, c in checks.items()}
+        out = {"summaries": {}, "overlap": {}, "starts": {n: actual.get(n) for n in checks}}
+        for n, c in checks.items():
+            others = [x for m, o in checks.items() if m != n
+                      for x in transfers_as_traffic(m, o.topo, records[m].transfers)]
+            job_state = dict(state, traffic=BesideTraffic(traffic, others))
+            summary = emulator.summary_of(emulator.RunJob(c.cfg, c), records[n], life, head(c), models(c),
+                                          emulations[n], job_state)
+            out["summaries"][n] = summary.to_dict()
+            with open(folders[n].file(RunFolder.SUMMARY), "w") as f:
+                json.dump(out["summaries"][n], f, indent=1, default=str)
+            mine = syncs[n]
+            theirs = [iv for m, ivs in syncs.items() if m != n for iv in ivs]
+            out["overlap"][n] = [None if v is None else round(v, 4) for v in overlap_share(mine, theirs)]
+        return out
+
+    def start() -> None:
+        for folder in folders.values():  # an earlier run's records must not mix in (--force)
+            os.makedirs(folder.root, exist_ok=True)
+            clear(folder.root, RunFolder.RESULTS)
+            shutil.rmtree(folder.ranks().path, ignore_errors=True)
+            os.makedirs(folder.ranks().path)
+
+    return Lifecycle(network, log, None, fork_server=folders[jobs.specs[0].name].ranks()).run(body, finish, start)
+
+
+def release(checks, folders, starts: Dict[str, float], dilation: float, actual: Dict[str, float],
+            timeout_s: float) -> None:
+    """Wait until every rank of every job is connected and at its gate, then give each job its start time (its
+    offset after the first, in emulated seconds)."""
+    deadline = time.time() + timeout_s
+    while True:
+        waiting = [(n, r) for n, c in checks.items() for r in range(len(c.topo.hosts))
+                   if not os.path.exists(os.path.join(folders[n].ranks().path, f"{GATE}.ready-{r}"))]
+        if not waiting:
+            break
+        if time.time() > deadline:
+            n, r = waiting[0]
+            raise RuntimeError(f"job {n}: rank {r} was not ready to start within {timeout_s:g} s")
+        time.sleep(0.05)
+    t0 = time.time() + GATE_LEAD_S
+    for n in checks:
+        gate = os.path.join(folders[n].ranks().path, GATE)
+        actual[n] = starts[n]
+        with open(gate + ".tmp", "w") as f:
+            json.dump({"t": t0 + starts[n] * dilation}, f)
+        os.replace(gate + ".tmp", gate)

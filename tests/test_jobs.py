@@ -1,0 +1,106 @@
+"""Several jobs on one network (dmlbed jobs): job specs, placement, checks, the flow model's timeline, the closed
+forms, and an emulated pair."""
+
+import json
+
+import pytest
+
+from emulation.core.jobs import JobSpec, overlap_share, parse_job, parse_jobs, place
+from emulation.core.topology import TopologyError, parse
+from helpers import cli_json, run_dmlbed
+
+PAIR = ["--topo", "tree:4,2", "--algo", "ring", "--model", "mlp:1MB", "--iters", "12"]
+CROSSING = ["--job", "name=a hosts=h0,h1,h4,h5", "--job", "name=b hosts=h2,h3,h6,h7"]
+
+
+def test_a_job_parses_its_keys_start_and_hosts():
+    j = parse_job("name=x algo=ps model=mlp:2MB hosts=h0..h3 start=0.5it batch=8", 0)
+    assert (j.name, j.hosts, j.start_iterations, j.start_s) == ("x", "h0..h3", 0.5, 0.0)
+    assert j.options == {"algo": "ps", "model": "mlp:2MB", "batch": "8"} and j.start == "0.5it"
+    assert parse_job("ranks=4 start=2s", 1) == JobSpec("job2", {}, "contiguous", 4, 2.0, 0.0)
+
+
+@pytest.mark.parametrize("items,match", [
+    (["algo"], r"'algo' is not KEY=VALUE"),
+    (["algo=ring algo=ps"], r"algo is given twice"),
+    (["name=a/b"], r"must be 1-40 letters"),
+    (["ranks=1"], r"ranks '1' is not an integer of at least 2"),
+    (["start=soon"], r"start 'soon' is not 0, a delay \(2s\)"),
+    (["start=-1s"], r"start '-1s'"),
+    (["name=a", "name=a"], r"two jobs are named a"),
+])
+def test_bad_jobs_get_one_line(items, match):
+    with pytest.raises(ValueError, match=match):
+        parse_jobs(items)
+
+
+def test_placement_rules_and_lists():
+    topo = parse("star:8")
+    jobs = parse_jobs(["name=a ranks=3", "name=b ranks=3"])
+    assert place(jobs, topo) == {"a": ("h0", "h1", "h2"), "b": ("h3", "h4", "h5")}
+    jobs = parse_jobs(["name=a ranks=3 hosts=interleaved", "name=b ranks=2 hosts=interleaved"])
+    assert place(jobs, topo) == {"a": ("h0", "h2", "h4"), "b": ("h1", "h3")}
+    jobs = parse_jobs(["name=a hosts=h6,h7", "name=b ranks=2 hosts=random:3", "name=c ranks=2 hosts=random:3"])
+    placed = place(jobs, topo)
+    assert placed["a"] == ("h6", "h7") and not set(placed["b"]) & set(placed["c"]) and \
+        not set(placed["b"] + placed["c"]) & {"h6", "h7"}
+    assert place(jobs, topo) == placed  # seeded
+
+
+@pytest.mark.parametrize("items,match", [
+    (["name=a hosts=h0,h1", "name=b hosts=h1,h2"], r"jobs a and b both name h1"),
+    (["name=a hosts=h0,h9"], r"h9 is not a host of star:8"),
+    (["name=a ranks=5", "name=b ranks=4"], r"need 9 hosts: star:8 has 8 free"),
+    (["name=a hosts=contiguous"], r"give ranks"),
+    (["name=a ranks=2", "name=b ranks=2 hosts=interleaved"], r"place by contiguous and interleaved at once"),
+])
+def test_bad_placements_are_refused(items, match):
+    with pytest.raises(TopologyError, match=match):
+        place(parse_jobs(items), parse("star:8"))
+
+
+def test_overlap_is_the_share_of_each_interval_others_cover():
+    assert overlap_share([(0, 1), (2, 4), (5, 5)], [(0.5, 3)]) == [0.5, 0.5, None]
+
+
+def test_jobs_refuse_what_they_cannot_run():
+    r = run_dmlbed("jobs", *PAIR, "--job", "name=a hosts=h0,h1 bw=3", "--mode", "theory")
+    assert r.returncode == 2 and "bw is not an option a job sets" in r.stderr
+    r = run_dmlbed("jobs", *PAIR, "--job", "name=a hosts=h0,h1 algo=bml", "--mode", "theory")
+    assert r.returncode == 2 and "job a" in r.stderr and "runs on every host" in r.stderr
+    r = run_dmlbed("jobs", *PAIR, "--job", "name=a hosts=h0,h1 compute_time=exp:0.1", "--mode", "simulate")
+    assert r.returncode == 2 and "fixed compute" in r.stderr
+    r = run_dmlbed("jobs", *PAIR, "--hosts", "h0,h1", "--job", "name=a hosts=h2,h3", "--mode", "theory")
+    assert r.returncode == 2 and "give each --job its hosts=" in r.stderr
+
+
+@pytest.mark.parametrize("jobs,expected,overlap", [
+    (CROSSING, 1.5, 1.0),  # in phase on the shared uplinks: C + 2M over C + M
+    (["--job", "name=a hosts=h0,h1,h4,h5", "--job", "name=b hosts=h2,h3,h6,h7 start=0.5it"], 1.0, 0.0),  # offset
+    (["--job", "name=a hosts=h0..h3", "--job", "name=b hosts=h4..h7"], 1.0, 1.0),  # apart: same time, no link
+])
+def test_two_rings_in_phase_offset_and_apart_in_theory_and_the_flow_model(tmp_path, jobs, expected, overlap):
+    common = ["jobs", *PAIR, "--compute-time", "0.1259", *jobs]  # compute = the GST alone
+    closed = cli_json(*common, "--mode", "theory")
+    sim = cli_json(*common, "--mode", "simulate", "--out", str(tmp_path / "s"))
+    for row in closed["jobs"]:
+        assert row["slowdown"] == pytest.approx(expected, abs=0.02), row
+    for row in sim["jobs"]:
+        assert row["slowdown"] == pytest.approx(expected, abs=0.03), row
+        assert row["overlap_median"] == pytest.approx(overlap, abs=0.05)
+    assert json.load(open(tmp_path / "s" / "jobs.json"))["mode"] == "simulate"
+
+
+@pytest.mark.emulation
+def test_two_emulated_rings_in_phase_slow_each_other(tmp_path):
+    from test_emulation import leftovers
+    r = cli_json("jobs", *PAIR[:-2], "--iters", "8", "--compute-time", "0.15", "--batch", "4", *CROSSING,
+                 "--out", str(tmp_path / "j"), timeout=900)
+    assert r["mode"] == "emulate" and len(r["jobs"]) == 2
+    for row in r["jobs"]:
+        assert row["alone"]["correct"] is True and row["together"]["correct"] is True
+        assert 1.15 < row["slowdown"] < 1.9, row  # theory 1.5 when compute equals the GST alone
+        assert row["overlap_median"] > 0.5
+        assert "traffic beside the job: job " in row["together"]["fidelity"]["scenario_note"]
+    assert (tmp_path / "j" / "a" / "together" / "summary.json").exists()
+    assert leftovers("tree:4,2") == []
