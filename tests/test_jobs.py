@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from emulation.core.jobs import JobSpec, overlap_share, parse_job, parse_jobs, place
+from emulation.core.job_specs import JobSpec, overlap_share, parse_job, parse_jobs, place
 from emulation.core.topology import TopologyError, parse
 from helpers import cli_json, run_dmlbed
 

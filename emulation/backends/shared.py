@@ -11,17 +11,19 @@ from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from emulation.backends.base import Log, quiet
-from emulation.core.jobs import JobSpec
+from emulation.core.job_specs import JobSpec
 from emulation.run.jobs_check import CheckedJobs, check_jobs
 from emulation.run.options import RunConfig
 from emulation.run.outputs import output_folder, write_atomic
 from emulation.run.provenance import provenance
 from emulation.run.resolution import Checked, link_goodput
+from emulation.backends.job_rows import job_row, past_warmup, start_s, timing
 from emulation.run.results import WARMUP
 from emulation.run.summary import head
 from workloads.models import tensor_sizes
 
-MODES = ("emulate", "simulate", "theory")
+EMULATE = "emulate"
+MODES = (EMULATE, "simulate", "theory")
 REPORT = "jobs.json"
 
 
@@ -36,17 +38,22 @@ class JobsRun:
     def cfg(self) -> RunConfig:
         return self.jobs.cfg
 
+    @property
+    def emulated(self) -> bool:
+        """Whether real ranks run on an emulated network."""
+        return self.mode == EMULATE
+
 
 def prepare(cfg: RunConfig, texts: Sequence[str], mode: str) -> JobsRun:
     """Check every job (ValueError naming the bad input) and the output folder (theory writes one only when --out
     is given)."""
     if mode not in MODES:
         raise ValueError(f"--mode {mode} is unknown: valid are {', '.join(MODES)}")
-    if mode != "theory" or cfg.out:
+    if mode == EMULATE or mode == "simulate" or cfg.out:
         cfg = replace(cfg, out=output_folder(cfg.out, (REPORT,), "a jobs run", cfg.force, "jobs"))
-    jobs = check_jobs(cfg, texts, mode == "emulate")
+    jobs = check_jobs(cfg, texts, mode == EMULATE)
     for spec, c in zip(jobs.specs, jobs.checked):
-        if mode == "emulate":
+        if mode == EMULATE:
             continue
         if c.compute.varies:
             raise ValueError(f"job {spec.name}: simulate and theory time jobs of fixed compute (an emulated run "
@@ -59,13 +66,7 @@ def prepare(cfg: RunConfig, texts: Sequence[str], mode: str) -> JobsRun:
 
 def execute(run: JobsRun, log: Log = quiet) -> dict:
     """Answer in the run's mode; jobs.json in --out (theory: only when --out is given)."""
-    if run.mode == "theory":
-        rows = theory_rows(run.jobs)
-    elif run.mode == "simulate":
-        rows = simulated_rows(run.jobs, log)
-    else:
-        from emulation.backends.shared_emulation import emulated_rows
-        rows = emulated_rows(run.jobs, log)
+    rows = ANSWERS[run.mode](run.jobs, log)
     report = {"mode": run.mode, "topology": run.jobs.network.topo.spec, "jobs": rows,
               "warmup": WARMUP, "config": {"out": run.cfg.out, "iters": run.cfg.iters, "bw": run.cfg.bw},
               "provenance": provenance()}
@@ -73,17 +74,6 @@ def execute(run: JobsRun, log: Log = quiet) -> dict:
         os.makedirs(run.cfg.out, exist_ok=True)
         write_atomic(os.path.join(run.cfg.out, REPORT), json.dumps(report, indent=1))
     return report
-
-
-def job_row(spec: JobSpec, checked: Checked, hosts: Tuple[str, ...]) -> dict:
-    """What every mode says about a job as given."""
-    return {"name": spec.name, "algo": checked.cfg.algo, "model": checked.cfg.model, "hosts": list(hosts),
-            "ranks": len(hosts), "start": spec.start, "compute_s": checked.compute.mean}
-
-
-def start_s(spec: JobSpec, alone_iteration_s: float) -> float:
-    """When a job starts, seconds after the first: its delay, or its share of its own iteration alone."""
-    return spec.start_s + spec.start_iterations * alone_iteration_s
 
 
 def plan_links(checked: Checked, router) -> set:
@@ -94,7 +84,7 @@ def plan_links(checked: Checked, router) -> set:
     return {hop for t in plan.transfers() for hop in router.between(names[t.src], names[t.dst])}
 
 
-def theory_rows(jobs: CheckedJobs) -> List[dict]:
+def theory_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     """The closed forms: alone, C + M; jobs that share no link keep it; k jobs in phase on a shared link take
     C + kM; two jobs whose synchronizations are at least M apart (M <= C) keep C + M; anything else has none."""
     from emulation.simulation.routes import Router
@@ -180,13 +170,10 @@ def simulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     return rows
 
 
-def past_warmup(values: Sequence) -> List:
-    """The values after the warm-up iterations (all of them when there are too few)."""
-    return list(values[WARMUP:]) if len(values) > WARMUP else list(values)
+def emulated(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
+    """Real ranks on the emulated network (shared_emulation.py)."""
+    from emulation.backends.shared_emulation import emulated_rows
+    return emulated_rows(jobs, log)
 
 
-def timing(iterations: Sequence[float], gsts: Sequence[float]) -> dict:
-    """Mean and median iteration and median GST past warm-up, and every iteration."""
-    kept = past_warmup(iterations)
-    return {"iteration_mean_s": statistics.mean(kept), "iteration_median_s": statistics.median(kept),
-            "gst_median_s": statistics.median(past_warmup(gsts)), "iterations_s": [round(x, 6) for x in iterations]}
+ANSWERS = {EMULATE: emulated, "simulate": simulated_rows, "theory": theory_rows}  # how each mode answers

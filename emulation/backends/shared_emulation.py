@@ -15,7 +15,8 @@ from typing import Dict, List
 
 from emulation.backends import emulator
 from emulation.backends.base import Log, quiet
-from emulation.core.jobs import overlap_share
+from emulation.backends.job_rows import job_row, past_warmup, start_s
+from emulation.core.job_specs import overlap_share
 from emulation.run.background_traffic import BackgroundTraffic
 from emulation.run.forkclient import rank_start
 from emulation.run.jobs_check import CheckedJobs
@@ -61,7 +62,6 @@ def transfers_as_traffic(name: str, topo, transfers: List[dict]) -> List[dict]:
 
 def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     """Each job alone, then together; per job its figures both ways, its slowdown and its overlap."""
-    from emulation.backends.shared import job_row, past_warmup, start_s
     alone = {}
     for spec, checked in zip(jobs.specs, jobs.checked):
         log(f"job {spec.name} alone on {','.join(jobs.hosts[spec.name])}")

@@ -7,7 +7,7 @@ import os
 
 from emulation.backends import shared
 from emulation.commands.base import RUN_GROUPS, Command, fmt
-from emulation.core.jobs import JOB_HELP
+from emulation.core.job_specs import JOB_HELP
 from emulation.run.options import FLOW_MODEL, command_option
 from emulation.run.progress import log
 
@@ -29,7 +29,7 @@ class Jobs(Command):
         return shared.prepare(self.config(args), values["job"], values["mode"])
 
     def needs_root(self, job):
-        return job.mode == "emulate" and not job.cfg.local
+        return job.emulated and not job.cfg.local
 
     def execute(self, job, args):
         return shared.execute(job, log=log)
@@ -38,7 +38,7 @@ class Jobs(Command):
         print_jobs(report)
 
     def exit_code(self, report):
-        if report["mode"] != "emulate":
+        if report["mode"] != shared.EMULATE:
             return 0
         return 0 if all((j.get("together") or {}).get("correct") and (j.get("alone") or {}).get("correct")
                         for j in report["jobs"]) else 1

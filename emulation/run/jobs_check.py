@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Dict, Sequence, Tuple
 
-from emulation.core.jobs import JobSpec, parse_jobs, place
+from emulation.core.job_specs import JobSpec, parse_jobs, place
 from emulation.core.topology import TopologyError
 from emulation.run.options import (BATCH, PLAN_INPUTS, SYNCHRONIZATION, TRAINING, OptionError, RunConfig, coerce,
                                    described, in_groups, yaml_key)

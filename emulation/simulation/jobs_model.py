@@ -93,6 +93,6 @@ def simulate_jobs(jobs: Sequence[TimedJob], iterations: int, router: Router, rat
 
 def overlap_of(timeline: JobTimeline, name: str) -> List[Optional[float]]:
     """Per iteration of a job: the share of its synchronization during which another job synchronized too."""
-    from emulation.core.jobs import overlap_share
+    from emulation.core.job_specs import overlap_share
     others = [iv for other, spans in timeline.syncs.items() if other != name for iv in spans]
     return overlap_share(timeline.syncs[name], others)
