@@ -118,13 +118,17 @@ def shared_section(shared: Optional[dict]) -> List[str]:
               f"{limits.get('simulated_wait_within', 0):.0%} simulated; a slow rank waited for in at least "
               f"{limits.get('slow_rank_share_at_least', 0):.0%} of iterations; a GST over the uniform run's in "
               f"[{ratio[0]}, {ratio[1]}] emulated, simulated GST within {limits.get('simulated_gst_within', 0):.0%} "
-              f"of the emulated one. All met: **{shared.get('ok')}**.", "",
+              f"of the emulated one; two jobs' slowdowns in {limits.get('jobs_slowdown')} emulated, simulated within "
+              f"{limits.get('simulated_slowdown_within', 0):.0%} of the emulated. All met: **{shared.get('ok')}**.", "",
               "| case | theory | simulated | emulated | waited for most (emulated) | verdict | met |",
               "|---|---|---|---|---|---|---|"]
     for c in shared.get("cases", []):
         emulated = c.get("emulate") or {}
         waited = emulated.get("stragglers") or {}
-        if "gst_ratio" in c:
+        if "slowdown" in c:
+            cells = [" / ".join(f"{n} x{number(v, '.2f')}" for n, v in c["slowdown"].get(m, {}).items())
+                     for m in ("theory", "simulate", "emulate")]
+        elif "gst_ratio" in c:
             g = c["gst_ratio"]
             cells = [f"GST x{number(g.get('theory'), '.2f')}", f"GST x{number(g.get('simulate'), '.2f')}",
                      f"GST x{number(g.get('emulate'), '.2f')}"]
@@ -134,9 +138,11 @@ def shared_section(shared: Optional[dict]) -> List[str]:
                      f"{number(c.get('emulate_over_theory'))} of theory"]
         else:
             cells = ["-", "-", "-"]
+        verdict = (emulated.get("fidelity") or {}).get("verdict") if "verdicts" not in c else \
+            ", ".join(f"{n} {v}" for n, v in c["verdicts"].items())
         lines.append(f"| {c['case']}: {c['topology']} {' '.join(c.get('options', []))} | {' | '.join(cells)} | "
                      f"{waited.get('most_waited_for') or '-'} ({number(waited.get('most_waited_for_share'), '.0%')}) | "
-                     f"{(emulated.get('fidelity') or {}).get('verdict')} | {'yes' if c.get('ok') else '**no**'} |")
+                     f"{verdict} | {'yes' if c.get('ok') else '**no**'} |")
     return lines + [""]
 
 

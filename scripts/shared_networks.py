@@ -1,7 +1,8 @@
 """Shared and uneven networks, measured three ways: each case emulated, simulated and in closed form, with its target;
 JSON report, exit 1 when a target is missed. The cases so far are issue 37's stragglers (BSP under exponential
 compute at 16 and 8 ranks, a persistent slow rank), uneven links (one host's link at half the rate) and background
-traffic (a saturating flow along a ring's transfer).
+traffic (a saturating flow along a ring's transfer), and two jobs sharing a network (in phase, offset by half an
+iteration, placed apart).
 
 Usage: .venv/bin/python scripts/shared_networks.py [--out results/shared] [--quick] [--only KEY,...]
 """
@@ -32,6 +33,19 @@ CASES = {  # key: (topology, iterations, common options, the case's own options,
     "slow-rank": ("star:8", 20, STRAGGLERS, ("--compute-time", "0.2", "--slow", "h3:2x"), "slow"),
     "slow-link": ("star:8", 10, SLOW_LINK, ("--link-rate", "h3=50"), "ratio"),
     "background": ("star:4", 20, BESIDE, ("--background", "h0-h1"), "ratio"),
+}
+# Two 4-rank rings on tree:4,2 (two edge switches under one root, every link 100 Mbit/s), each job's compute equal to
+# its GST alone (measured first): in phase their rings share both uplinks; offset by half an iteration they do not
+# meet; placed apart (one edge switch each) they share no link. A 4 MB model keeps the GST bandwidth-bound (a 1 MB one
+# loses a fifth of it to the ring steps' latency through the emulated switches and to the steps falling out of
+# step). Ten iterations: jobs started in phase drift apart later (jobs.json has the overlap per iteration).
+JOBS_NET = ("--topo", "tree:4,2", "--algo", "ring", "--model", "mlp:4MB", "--bw", "100")
+CROSSING = ("--job", "name=a hosts=h0,h1,h4,h5", "--job", "name=b hosts=h2,h3,h6,h7")
+JOB_CASES = {  # key: (jobs, iterations, emulated slowdown range)
+    "jobs-in-phase": (CROSSING, 10, (1.4, 1.6)),
+    "jobs-offset": (("--job", "name=a hosts=h0,h1,h4,h5", "--job", "name=b hosts=h2,h3,h6,h7 start=0.5it"), 10,
+                    (0.0, 1.15)),
+    "jobs-apart": (("--job", "name=a hosts=h0..h3", "--job", "name=b hosts=h4..h7"), 10, (0.0, 1.05)),
 }
 WAIT_TOLERANCE = 0.10    # emulated wait for the slowest rank against the closed form (H_n x mean)
 MODEL_TOLERANCE = 0.05   # simulated wait against the closed form
@@ -116,27 +130,71 @@ def case(key: str, out: str, iterations: int) -> dict:
     return row
 
 
+def job_compute(out: str) -> float:
+    """One job's GST alone on its hosts, emulated: the compute time the jobs cases give every job."""
+    alone = dmlbed("run", *JOBS_NET, "--hosts", "h0,h1,h4,h5", "--iters", "10", *WORKERS, "--out",
+                   os.path.join(out, "jobs-compute"), "--force", "--wait")
+    if alone.get("error"):
+        raise RuntimeError(f"measuring the jobs' compute: {alone['error']}")
+    return round(alone["gst_median_s"], 4)
+
+
+def jobs_case(key: str, out: str, compute_s: float, quick: bool) -> dict:
+    """Two jobs sharing the network, emulated, simulated and in theory: each job's slowdown against itself alone."""
+    jobs, iterations, (low, high) = JOB_CASES[key]
+    iterations = min(iterations, 10) if quick else iterations
+    common = ("jobs", *JOBS_NET, "--compute-time", str(compute_s), "--iters", str(iterations), *jobs)
+    t0 = time.time()
+    runs = {"theory": dmlbed(*common, "--mode", "theory"),
+            "simulate": dmlbed(*common, "--mode", "simulate", "--out", os.path.join(out, key, "simulate"), "--force"),
+            "emulate": dmlbed(*common, *WORKERS, "--mode", "emulate", "--out", os.path.join(out, key, "emulate"),
+                              "--force", "--wait", timeout=3600)}
+    row = {"case": key, "topology": JOBS_NET[1], "options": list(JOBS_NET[2:]) + list(jobs), "iterations": iterations,
+           "compute_s": compute_s, "seconds": round(time.time() - t0, 1), "range": [low, high]}
+    if any(r.get("error") for r in runs.values()):
+        row.update(ok=False, errors={m: r.get("error") for m, r in runs.items() if r.get("error")})
+        return row
+    row["slowdown"] = {m: {j["name"]: j["slowdown"] for j in r["jobs"]} for m, r in runs.items()}
+    row["overlap_median"] = {m: {j["name"]: j.get("overlap_median") for j in r["jobs"]} for m in ("simulate", "emulate")
+                             for r in [runs[m]]}
+    row["verdicts"] = {j["name"]: (j["together"].get("fidelity") or {}).get("verdict") for j in runs["emulate"]["jobs"]}
+    row["formulas"] = {j["name"]: j["together"].get("formula") for j in runs["theory"]["jobs"]}
+    emulated = row["slowdown"]["emulate"]
+    row["simulate_over_emulate"] = {n: row["slowdown"]["simulate"][n] / emulated[n] for n in emulated}
+    correct = all(j["alone"]["correct"] and j["together"]["correct"] for j in runs["emulate"]["jobs"])
+    row["ok"] = correct and all(low <= v <= high for v in emulated.values()) and \
+        all(abs(v - 1) <= SIMULATED_WITHIN for v in row["simulate_over_emulate"].values())
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/shared")
     ap.add_argument("--quick", action="store_true", help="20 iterations per case (a smoke test, not the targets)")
     ap.add_argument("--only", help=f"comma-separated cases: {', '.join(CASES)}")
     args = ap.parse_args()
-    keys = args.only.split(",") if args.only else list(CASES)
-    unknown = [k for k in keys if k not in CASES]
+    every = list(CASES) + list(JOB_CASES)
+    keys = args.only.split(",") if args.only else every
+    unknown = [k for k in keys if k not in every]
     if unknown:
-        print(f"shared_networks: unknown case {unknown[0]}: valid are {', '.join(CASES)}", file=sys.stderr)
+        print(f"shared_networks: unknown case {unknown[0]}: valid are {', '.join(every)}", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
-    rows = []
+    rows, compute_s = [], None
     for key in keys:
-        rows.append(case(key, args.out, min(20, CASES[key][1]) if args.quick else CASES[key][1]))
+        if key in JOB_CASES:
+            compute_s = compute_s or job_compute(args.out)
+            rows.append(jobs_case(key, args.out, compute_s, args.quick))
+        else:
+            rows.append(case(key, args.out, min(20, CASES[key][1]) if args.quick else CASES[key][1]))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     report = {"provenance": provenance(), "targets": {"emulated_wait_within": WAIT_TOLERANCE,
                                                       "simulated_wait_within": MODEL_TOLERANCE,
                                                       "slow_rank_share_at_least": SLOW_SHARE,
                                                       "gst_ratio_range": list(RATIO_RANGE),
-                                                      "simulated_gst_within": SIMULATED_WITHIN},
+                                                      "simulated_gst_within": SIMULATED_WITHIN,
+                                                      "jobs_slowdown": {k: v[2] for k, v in JOB_CASES.items()},
+                                                      "simulated_slowdown_within": SIMULATED_WITHIN},
               "cases": rows, "ok": all(r["ok"] for r in rows)}
     with open(os.path.join(args.out, "shared.json"), "w") as f:
         json.dump(report, f, indent=1)

@@ -11,13 +11,13 @@ from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from emulation.backends.base import Log, quiet
+from emulation.backends.job_rows import job_row, past_warmup, start_s, timing
 from emulation.core.job_specs import JobSpec
 from emulation.run.jobs_check import CheckedJobs, check_jobs
 from emulation.run.options import RunConfig
 from emulation.run.outputs import output_folder, write_atomic
 from emulation.run.provenance import provenance
 from emulation.run.resolution import Checked, link_goodput
-from emulation.backends.job_rows import job_row, past_warmup, start_s, timing
 from emulation.run.results import WARMUP
 from emulation.run.summary import head
 from workloads.models import tensor_sizes

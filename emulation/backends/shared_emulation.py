@@ -77,8 +77,8 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
         row["alone"] = brief(a)
         row["together"] = brief(t)
         row["start_s"] = together["starts"][spec.name]
-        row["slowdown"] = (t["iteration_mean_s"] or 0) / a["iteration_mean_s"] if a.get("iteration_mean_s") and \
-            t.get("iteration_mean_s") else None
+        before, now = row["alone"]["iteration_mean_s"], row["together"]["iteration_mean_s"]
+        row["slowdown"] = now / before if before and now else None
         row["overlap"] = together["overlap"][spec.name]
         kept = [v for v in past_warmup(row["overlap"]) if v is not None]
         row["overlap_median"] = statistics.median(kept) if kept else None

@@ -140,9 +140,9 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
     receiver_late_s: with stragglers in the scenario, a transfer whose receiver began receiving this much later
     than its sender began sending waited for a rank still computing: it counts towards the sharing but not towards
     the link's busy time or need (the link was paced by the receiver, not the emulator); skipped counts them.
-    foreign: the scenario's own load (background flows): the bytes they moved over a link while the job's
-    transfers used it count towards the link's need, so a link that was full is judged full, however TCP split it
-    between the job and the flows."""
+    foreign: the scenario's own load (background flows, other jobs): on a link they cross, the spans in which they
+    sent (within the job's use of it) count as busy and their bytes towards its need, so a link that was full is
+    judged full, however TCP split it, and a link busy with them is not idle."""
     paths = paths or Paths(topo)
     receives = [t for t in traces if t["iteration"] == i and t["dir"] == "recv" and t["end"] is not None]
     arrived = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["end"] for t in receives}
@@ -184,14 +184,23 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
                 e["need_s"] += t["wire"] / rate
                 e["intervals"].append((t["start"], t["end"]))
     for link, e in out.items():
+        crossing = [series for links, series in foreign if link in links]
+        if crossing:  # the link also carried the scenario's flows: judge the link as a whole while either used it
+            lo, hi = min(a for a, _ in e["intervals"]), max(b for _, b in e["intervals"])
+            e["intervals"] = e["intervals"] + [(max(a, lo), min(b, hi)) for series in crossing
+                                               for a, b in sending_spans(series) if min(b, hi) > max(a, lo)]
+            extra = sum(moved(series, a, b) for series in crossing for a, b in merged(e["intervals"]))
+            if extra:
+                e["foreign_bytes"] = extra
+                e["need_payload_s"] += extra / e["shaped"]
+                e["need_s"] += extra / e["shaped"]
         e["busy_s"] = union_length(e["intervals"])
-        extra = sum(moved(series, a, b) for links, series in foreign if link in links for a, b in
-                    merged(e["intervals"]))
-        if extra:  # the link also carried the scenario's flows while the job used it: judge the link as a whole
-            e["foreign_bytes"] = extra
-            e["need_payload_s"] += extra / e["shaped"]
-            e["need_s"] += extra / e["shaped"]
     return list(out.values())
+
+
+def sending_spans(series: List[Tuple[float, float]]) -> List[Tuple[float, float]]:
+    """The spans of a cumulative (time, bytes) series in which its bytes grew."""
+    return [(t0, t1) for (t0, b0), (t1, b1) in zip(series, series[1:]) if b1 > b0 and t1 > t0]
 
 
 Load = Tuple[frozenset, List[Tuple[float, float]]]  # a background flow's links and its (time, bytes received)
