@@ -8,6 +8,7 @@ to script by hand.
     with dmlbed.Network("star:4", bw=100) as net:          # needs root, as `dmlbed net` does
         print(net.addresses("h1"), net.run("h0", ["ping", "-c", "1", net.addresses("h1")["L0"]]).returncode)
     summary = dmlbed.run(topo="star:4", algo="ring", model="lenet5", iters=5, out="results/api")
+    shared = dmlbed.jobs(["name=a hosts=h0..h3", "name=b hosts=h4..h7"], mode="simulate", topo="star:8", algo="ring")
 
 Keyword arguments are the keys of a compare config (the CLI's flags with underscores: topo, algo, model, bw,
 iters, overlap, bucket_mb, compute_time, ...), plus out, local, force and wait. Bad input raises ValueError with the
@@ -26,7 +27,7 @@ from emulation.run.options import CONTROLLER, LINKS, NETWORK, TOPOLOGY, WAIT, Ru
 from emulation.run.summary import LaunchSummary, Summary
 from emulation.run.validation import check_network, check_values
 
-__all__ = ["Network", "run", "launch", "simulate", "theory", "compare", "config", "Summary", "LaunchSummary"]
+__all__ = ["Network", "run", "launch", "simulate", "theory", "jobs", "compare", "config", "Summary", "LaunchSummary"]
 
 FLAGS_ONLY = ("out", "local", "force", "wait")  # run options that are not compare-config keys
 Log = Callable[[str], None]
@@ -57,6 +58,13 @@ def simulate(log: Log = lambda m: None, **options) -> Summary:
 def theory(**options) -> Summary:
     """`dmlbed theory`: the papers' closed forms (and the calibrated, delay and overlap models when asked for)."""
     return _answer("theory", "dmlbed.theory", lambda m: None, options)
+
+
+def jobs(jobs: Sequence[str], mode: str = "emulate", log: Log = lambda m: None, **options) -> dict:
+    """`dmlbed jobs`: several jobs sharing one network ('KEY=VALUE ...' each), emulated, simulated or in theory;
+    jobs.json as a dict (each job alone and together, its slowdown and overlap)."""
+    from emulation.backends import shared
+    return shared.execute(shared.prepare(config("dmlbed.jobs", **options), list(jobs), mode), log)
 
 
 def compare(path: str, out: Optional[str] = None, local: bool = False, force: bool = False, wait: bool = False,

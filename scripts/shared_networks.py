@@ -32,7 +32,7 @@ CASES = {  # key: (topology, iterations, common options, the case's own options,
     "exp-8": ("star:8", 200, STRAGGLERS, ("--compute-time", "exp:0.2"), "wait"),
     "slow-rank": ("star:8", 20, STRAGGLERS, ("--compute-time", "0.2", "--slow", "h3:2x"), "slow"),
     "slow-link": ("star:8", 10, SLOW_LINK, ("--link-rate", "h3=50"), "ratio"),
-    "background": ("star:4", 20, BESIDE, ("--background", "h0-h1"), "ratio"),
+    "background": ("star:4", 20, BESIDE, ("--background", "h0-h1", "--share-hosts"), "ratio"),
 }
 # Two 4-rank rings on tree:4,2 (two edge switches under one root, every link 100 Mbit/s), each job's compute equal to
 # its GST alone (measured first): in phase their rings share both uplinks; offset by half an iteration they do not

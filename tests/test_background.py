@@ -50,7 +50,8 @@ def test_bad_flows_exit_2_before_anything_starts():
     assert r.returncode == 2 and "h7 is not a host of star:4" in r.stderr and r.stderr.count("\n") == 1
     r = run_dmlbed("run", "--topo", "star:4", "--algo", "ring", "--local", "--background", "h0-h1")
     assert r.returncode == 2 and "needs an emulated network" in r.stderr
-    r = run_dmlbed("simulate", "--topo", "star:4", "--algo", "ring", "--background", "h0-h1", "--overlap")
+    r = run_dmlbed("simulate", "--topo", "star:4", "--algo", "ring", "--background", "h0-h1", "--share-hosts",
+                   "--overlap")
     assert r.returncode == 2 and "without --overlap" in r.stderr
 
 
@@ -95,7 +96,7 @@ def test_the_flow_model_shares_links_with_background_flows():
 
 
 def test_simulate_and_theory_agree_on_the_share_a_ring_keeps(tmp_path):
-    common = ["--topo", "star:4", "--algo", "ring", "--model", "mlp:4MB"]
+    common = ["--topo", "star:4", "--algo", "ring", "--model", "mlp:4MB", "--share-hosts"]
     alone = cli_json("theory", *common)
     for flow, factor in (("h0-h1", 2.0), ("h2-h3:rate:20", 1.25)):
         theory = cli_json("theory", *common, "--background", flow)
@@ -107,7 +108,7 @@ def test_simulate_and_theory_agree_on_the_share_a_ring_keeps(tmp_path):
 
 
 def test_on_off_flows_are_the_mean_over_their_states(tmp_path):
-    common = ["--topo", "star:4", "--algo", "ring", "--model", "mlp:2MB", "--background", "h0-h1:onoff:5,5",
+    common = ["--topo", "star:4", "--algo", "ring", "--model", "mlp:2MB", "--share-hosts", "--background", "h0-h1:onoff:5,5",
               "--compute-time", "0.2", "--iters", "300"]
     theory = cli_json("theory", *common)
     sim = cli_json("simulate", *common, "--out", str(tmp_path / "s"))
@@ -162,7 +163,7 @@ def test_the_host_side_sender_paces_and_the_receiver_counts(tmp_path):
 def test_an_emulated_bulk_flow_takes_its_share_and_the_verdict_names_it(tmp_path):
     from test_emulation import leftovers
     s = cli_json("run", "--topo", "star:4", "--algo", "ring", "--model", "mlp:2MB", "--iters", "8", "--batch", "4",
-                 "--background", "h0-h1", "--out", str(tmp_path / "run"), timeout=600)
+                 "--background", "h0-h1", "--share-hosts", "--out", str(tmp_path / "run"), timeout=600)
     assert s["correct"] is True
     flow = s["background"][0]
     assert flow["flow"] == "h0-h1" and flow["bytes"] > 0 and 20 < flow["mbps_in_window"] < 80

@@ -59,10 +59,10 @@ def test_free_hosts_carry_background_that_crosses_the_job_or_not(tmp_path):
     common = ["--topo", "star:8", "--algo", "ring", "--model", "mlp:2MB", "--hosts", "h0..h3"]
     alone = cli_json("simulate", *common, "--out", str(tmp_path / "a"))
     beside = cli_json("simulate", *common, "--background", "h4-h5", "--out", str(tmp_path / "b"))
-    into = cli_json("simulate", *common, "--background", "h4-h1", "--out", str(tmp_path / "c"))
+    into = cli_json("simulate", *common, "--background", "h4-h1", "--share-hosts", "--out", str(tmp_path / "c"))
     assert beside["gst_median_s"] == pytest.approx(alone["gst_median_s"])  # its links are not the job's
     assert into["gst_median_s"] / alone["gst_median_s"] == pytest.approx(2.0, rel=0.02)  # h1's downlink, halved
-    theory = cli_json("theory", *common, "--background", "h4-h1")
+    theory = cli_json("theory", *common, "--background", "h4-h1", "--share-hosts")
     assert theory["gst_theory_s"] / cli_json("theory", *common)["gst_theory_s"] == pytest.approx(2.0)
     assert into["background"][0]["path"] == ["h4>s0", "s0>h1"]
 

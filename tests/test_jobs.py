@@ -104,3 +104,12 @@ def test_two_emulated_rings_in_phase_slow_each_other(tmp_path):
         assert "traffic beside the job: job " in row["together"]["fidelity"]["scenario_note"]
     assert (tmp_path / "j" / "a" / "together" / "summary.json").exists()
     assert leftovers("tree:4,2") == []
+
+
+def test_the_python_api_answers_jobs(tmp_path):
+    import dmlbed
+    r = dmlbed.jobs(["name=a hosts=h0,h1,h4,h5", "name=b hosts=h2,h3,h6,h7"], mode="theory", topo="tree:4,2",
+                    algo="ring", model="mlp:1MB", compute_time="0.1259")
+    assert [j["slowdown"] for j in r["jobs"]] == pytest.approx([1.5, 1.5], abs=0.02)
+    with pytest.raises(ValueError, match="both name h1"):
+        dmlbed.jobs(["name=a hosts=h0,h1", "name=b hosts=h1,h2"], mode="theory", topo="tree:4,2", algo="ring")

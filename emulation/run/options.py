@@ -132,6 +132,8 @@ class CommonConfig:
     link_rate: str = run_option("", LINK_RATE_HELP, parse=check_link_rate_format, group=LINKS)
     background: list = run_option((), BACKGROUND_HELP, kind=list, parse=check_background_format, group=BACKGROUND,
                                   metavar="FLOW")
+    share_hosts: bool = run_option(False, "background flows may start or end on hosts a job runs on (else they run "
+                                          "between hosts no job uses)", kind=bool, group=BACKGROUND)
     servers: int = run_option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
                           kind=int, low=0, high=MAX_HOSTS, group=PLAN_INPUTS)
     batch: int = run_option(32, "sub-minibatch per worker", kind=int, low=1, high=4096, group=BATCH)

@@ -263,6 +263,18 @@ def userspace_switch(network: NetworkSettings) -> bool:
                                  (network.datapath == "auto" and choose_datapath("auto") == "user"))
 
 
+def check_background_hosts(cfg: RunConfig, network: NetworkSettings, topo: Topology, label: Label = flag_label) -> None:
+    """OptionError for a background flow on a host the job runs on, unless that is asked for (--share-hosts)."""
+    mine = {h.name for h in topo.hosts}
+    for flow in network.background:
+        taken = [end for end in (flow.src, flow.dst) if end in mine]
+        if taken and not cfg.share_hosts:
+            free = [h.name for h in network.topo.hosts if h.name not in mine]
+            raise OptionError(f"{label('background')} {flow.name}: {taken[0]} runs the job's rank; give "
+                              f"{label('share_hosts')} to share it on purpose, or use hosts no job runs on "
+                              f"({', '.join(free[:8]) if free else 'none: leave some free with ' + label('hosts')})")
+
+
 def check_workers(network: NetworkSettings, bytes_per_rank: int, ranks: Optional[int] = None) -> None:
     """The memory section: room for one rank per host (or per rank of a job on some hosts) holding bytes_per_rank,
     and the switch."""
@@ -284,6 +296,7 @@ def validate(cfg: RunConfig, label: Label = flag_label, emulated: bool = True, w
     check_values(cfg, label)
     network = check_network(cfg, label, emulated)
     sync = check_synchronization(cfg, network.topo, label)
+    check_background_hosts(cfg, network, sync.topo or network.topo, label)
     check_training(cfg, sync.algorithm, label)
     if workers:
         check_workers(network, parameter_count_of(cfg.model) * 4, len((sync.topo or network.topo).hosts))
