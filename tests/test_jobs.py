@@ -99,8 +99,8 @@ def test_two_emulated_rings_in_phase_slow_each_other(tmp_path):
     assert r["mode"] == "emulate" and len(r["jobs"]) == 2
     for row in r["jobs"]:
         assert row["alone"]["correct"] is True and row["together"]["correct"] is True
-        assert 1.15 < row["slowdown"] < 1.9, row  # theory 1.5 when compute equals the GST alone
-        assert row["overlap_median"] > 0.5
+        assert 1.1 < row["slowdown"] < 1.9, row  # theory 1.5 when compute equals the GST alone
+        assert row["overlap_median"] > 0.3, row  # started in phase; they drift apart over tens of iterations
         assert "traffic beside the job: job " in row["together"]["fidelity"]["scenario_note"]
     assert (tmp_path / "j" / "a" / "together" / "summary.json").exists()
     assert leftovers("tree:4,2") == []
