@@ -63,9 +63,11 @@ def test_overlap_is_the_share_of_each_interval_others_cover():
     assert overlap_share([(0, 1), (2, 4), (5, 5)], [(0.5, 3)]) == [0.5, 0.5, None]
 
 
-def test_jobs_refuse_what_they_cannot_run():
-    r = run_dmlbed("jobs", *PAIR, "--job", "name=a hosts=h0,h1 bw=3", "--mode", "theory")
+def test_jobs_refuse_what_they_cannot_run(tmp_path):
+    r = run_dmlbed("jobs", *PAIR, "--job", "name=a hosts=h0,h1 bw=3", "--mode", "simulate", "--out",
+                   str(tmp_path / "never"))
     assert r.returncode == 2 and "bw is not an option a job sets" in r.stderr
+    assert not (tmp_path / "never").exists()  # nothing made for bad input
     r = run_dmlbed("jobs", *PAIR, "--job", "name=a hosts=h0,h1 algo=bml", "--mode", "theory")
     assert r.returncode == 2 and "job a" in r.stderr and "runs on every host" in r.stderr
     r = run_dmlbed("jobs", *PAIR, "--job", "name=a hosts=h0,h1 compute_time=exp:0.1", "--mode", "simulate")

@@ -49,8 +49,6 @@ def prepare(cfg: RunConfig, texts: Sequence[str], mode: str) -> JobsRun:
     is given)."""
     if mode not in MODES:
         raise ValueError(f"--mode {mode} is unknown: valid are {', '.join(MODES)}")
-    if mode == EMULATE or mode == "simulate" or cfg.out:
-        cfg = replace(cfg, out=output_folder(cfg.out, (REPORT,), "a jobs run", cfg.force, "jobs"))
     jobs = check_jobs(cfg, texts, mode == EMULATE)
     for spec, c in zip(jobs.specs, jobs.checked):
         if mode == EMULATE:
@@ -61,6 +59,9 @@ def prepare(cfg: RunConfig, texts: Sequence[str], mode: str) -> JobsRun:
         if c.cfg.overlap or c.algorithm.forward_phase is not None or c.algorithm.plan is None:
             raise ValueError(f"job {spec.name}: simulate and theory time jobs whose iteration is compute then one "
                              f"plan ({c.cfg.algo}{' with --overlap' if c.cfg.overlap else ''} is not)")
+    if mode != "theory" or cfg.out:  # the folder last: bad input leaves nothing behind
+        cfg = replace(cfg, out=output_folder(cfg.out, (REPORT,), "a jobs run", cfg.force, "jobs"))
+        jobs = check_jobs(cfg, texts, mode == EMULATE)
     return JobsRun(jobs, mode)
 
 
