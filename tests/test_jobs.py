@@ -115,3 +115,28 @@ def test_the_python_api_answers_jobs(tmp_path):
     assert [j["slowdown"] for j in r["jobs"]] == pytest.approx([1.5, 1.5], abs=0.02)
     with pytest.raises(ValueError, match="both name h1"):
         dmlbed.jobs(["name=a hosts=h0,h1", "name=b hosts=h1,h2"], mode="theory", topo="tree:4,2", algo="ring")
+
+
+def test_a_compare_config_runs_jobs_as_a_row_per_job(tmp_path):
+    config = tmp_path / "jobs.yaml"
+    config.write_text("""
+name: two-rings
+defaults: {topo: "tree:4,2", algo: ring, model: "mlp:1MB", compute_time: "0.1259", iters: 12}
+sweep: {mode: [simulate, theory]}
+runs:
+  - label: in-phase
+    jobs: ["name=a hosts=h0,h1,h4,h5", "name=b hosts=h2,h3,h6,h7"]
+  - label: alone
+    hosts: "h0,h1,h4,h5"
+""")
+    r = cli_json("compare", str(config), "--out", str(tmp_path / "out"))
+    by = {(row["label"], row["mode"]): row for row in r["rows"]}
+    assert set(by) == {("in-phase/a", "simulate"), ("in-phase/b", "simulate"), ("in-phase/a", "theory"),
+                       ("in-phase/b", "theory"), ("alone", "simulate"), ("alone", "theory")}
+    assert by[("in-phase/a", "simulate")]["slowdown"] == pytest.approx(1.5, abs=0.03)
+    assert by[("in-phase/b", "theory")]["slowdown"] == pytest.approx(1.5, abs=0.03)
+    assert "slowdown" in open(tmp_path / "out" / "comparison.csv").readline()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('runs: [{topo: "star:4", algo: ring, jobs: "name=a"}]\n')
+    r = run_dmlbed("compare", str(bad))
+    assert r.returncode == 2 and "'jobs' must be a non-empty list of job strings" in r.stderr

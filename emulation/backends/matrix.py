@@ -26,7 +26,7 @@ COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_m
            "first_step_wire_ratio", "later_steps_wire_ratio",
            "switch_ratio_fat_tree", "forward_phase_s", "overlapped_s", "comm_exposed_s", "compute_exposed_s", "push_s",
            "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
-           "error", "out"]
+           "error", "slowdown", "alone_iteration_mean_s", "overlap_median", "out"]
 
 
 class ConfigError(ValueError):
@@ -67,6 +67,11 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
         if not isinstance(entry, dict):
             raise ConfigError(f"runs[{i}] must be a mapping")
         entry = dict(entry)
+        jobs = entry.pop("jobs", None)
+        if jobs is not None and (not isinstance(jobs, list) or not jobs or
+                                 not all(isinstance(j, str) for j in jobs)):
+            raise ConfigError(f"runs[{i}]: 'jobs' must be a non-empty list of job strings ('name=a hosts=h0..h3 "
+                              f"...', as dmlbed jobs --job takes)")
         for combo in combinations(sweep, entry.pop("sweep", None), f"runs[{i}]"):
             merged = {**defaults, **combo, **entry}
             if "topo" not in merged or "algo" not in merged:
@@ -85,7 +90,7 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
             except ValueError as exc:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
-            out.append({"label": label, "sweep": combo, "where": where, "config": cfg})
+            out.append({"label": label, "sweep": combo, "where": where, "config": cfg, "jobs": jobs})
     return out
 
 
@@ -96,8 +101,9 @@ def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
     for entry in rows(data, out_root, local):
         where, cfg = entry.pop("where"), entry["config"]
         try:
-            backend = BACKENDS[cfg.mode]
-            job = backend.prepare(cfg, lambda n: f"{where}: {yaml_key(n, option_of(n))}", in_matrix=True)
+            backend = BACKENDS[cfg.mode] if entry["jobs"] is None else JOBS_BACKEND
+            job = backend.prepare(cfg, lambda n: f"{where}: {yaml_key(n, option_of(n))}", in_matrix=True,
+                                  **({} if entry["jobs"] is None else {"jobs": entry["jobs"]}))
         except ValueError as exc:
             text = str(exc)
             raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
@@ -155,6 +161,37 @@ def row(entry: dict, summary: dict) -> dict:
     return r
 
 
+def job_row(entry: dict, report: dict, job: dict) -> dict:
+    """One comparison.csv row per job of a run of several jobs: its figures together, alone, its slowdown."""
+    alone, together = job.get("alone") or {}, job.get("together") or {}
+    fid = together.get("fidelity") or {}
+    return {**dict.fromkeys(COLUMNS), "label": f"{entry['label']}/{job['name']}", "mode": report["mode"], "topology": report["topology"],
+            "algo": job["algo"], "model": job["model"], "workers": job["ranks"], "iterations": entry["config"].iters,
+            "compute_median_s": job.get("compute_s"),
+            "iteration_mean_s": together.get("iteration_mean_s", together.get("iteration_s")),
+            "iteration_median_s": together.get("iteration_median_s", together.get("iteration_s")),
+            "gst_median_s": together.get("gst_median_s"), "correct": together.get("correct"),
+            "alone_iteration_mean_s": alone.get("iteration_mean_s", alone.get("iteration_s")),
+            "slowdown": job.get("slowdown"), "overlap_median": job.get("overlap_median"), "start": job["start"],
+            "hosts": " ".join(job["hosts"]), "fidelity": fid.get("verdict"), "fidelity_cause": fid.get("cause"),
+            "out": entry["config"].out, **entry["sweep"]}
+
+
+class JobsRows:
+    """A run of several jobs in a compare config (`jobs:`): the jobs back end in the row's mode."""
+
+    @staticmethod
+    def prepare(cfg, label=None, in_matrix: bool = False, jobs=()):
+        from emulation.backends import shared
+        return shared.prepare(cfg, list(jobs), cfg.mode)
+
+    @staticmethod
+    def execute(job, log=lambda m: None, progress: bool = True) -> dict:
+        from emulation.backends import shared
+        return shared.execute(job, log)
+
+
+JOBS_BACKEND = JobsRows()
 PROVENANCE_FILE = "provenance.json"  # where the comparison's rows came from
 SIM_AGREES = 0.10  # simulated GST within 10% of emulated
 
@@ -196,7 +233,8 @@ class CompareJob:
     @property
     def emulated(self) -> bool:
         """Whether any run brings up an emulated network (then the matrix holds the network lock)."""
-        return any(e["backend"] is BACKENDS["emulate"] and not e["config"].local for e in self.entries)
+        return any(e["job"].emulated if e["jobs"] is not None else e["backend"] is BACKENDS["emulate"] and
+                   not e["config"].local for e in self.entries)
 
 
 def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False,
@@ -243,6 +281,9 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     for n, entry in enumerate(entries, 1):
         log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
         summary = entry["backend"].execute(entry["job"], log=log, progress=progress)
+        if entry["jobs"] is not None:  # several jobs on one network: a row per job
+            rows += [job_row(entry, summary, j) for j in summary["jobs"]]
+            continue
         rows.append(row(entry, summary))
         curves += [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
                    for i, a in summary.get("accuracy_curve") or []]

@@ -43,6 +43,11 @@ class JobsRun:
         """Whether real ranks run on an emulated network."""
         return self.mode == EMULATE
 
+    @property
+    def replays_sibling(self) -> bool:
+        """A compare row of jobs never takes another row's TCP ports."""
+        return False
+
 
 def prepare(cfg: RunConfig, texts: Sequence[str], mode: str) -> JobsRun:
     """Check every job (ValueError naming the bad input) and the output folder (theory writes one only when --out

@@ -57,6 +57,13 @@ def print_comparison(result: dict) -> None:
                 print(f"  {base} vs {r['label']} " + " ".join(f"{k}={r.get(k)}" for k in keys) +
                       f": GST {ref['gst_median_s']:.3f}/{r['gst_median_s']:.3f} = "
                       f"{ref['gst_median_s'] / r['gst_median_s']:.3f}, JCT reduction {1 - ref['jct_s'] / r['jct_s']:.1%}")
+    shared = [r for r in rows if r.get("slowdown") is not None]
+    if shared:
+        print("\njobs sharing a network (iteration together over alone):")
+        for r in shared:
+            print(f"  {r['label']:<22} " + " ".join(f"{k}={r.get(k)}" for k in keys) +
+                  f": slowdown {r['slowdown']:.3f}" +
+                  (f", overlap {r['overlap_median']:.0%}" if r.get("overlap_median") is not None else ""))
     if result.get("sim_vs_emu"):
         print_sim_vs_emu(result["sim_vs_emu"])
     if result.get("paper"):

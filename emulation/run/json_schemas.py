@@ -69,7 +69,9 @@ def config_schema() -> dict:
     mapping = {"type": "object", "properties": options, "additionalProperties": False}
     sweep = {"type": "object", "propertyNames": {"enum": keys},
              "additionalProperties": {"type": "array", "minItems": 1}}
-    run = {"type": "object", "properties": {**options, "sweep": sweep}, "additionalProperties": False}
+    jobs = {"type": "array", "minItems": 1, "items": {"type": "string"},
+            "description": "several jobs sharing the run's network, each 'KEY=VALUE ...' as dmlbed jobs --job takes"}
+    run = {"type": "object", "properties": {**options, "sweep": sweep, "jobs": jobs}, "additionalProperties": False}
     return {"$schema": DRAFT, "title": "dmlbed compare config", "type": "object",
             "properties": {"name": TEXT, "defaults": mapping, "sweep": sweep,
                            "runs": {"type": "array", "items": run, "minItems": 1},
