@@ -3,7 +3,6 @@ waits for (closed form and numeric), theory and simulate against each other, rea
 times, and bad input refused before anything starts."""
 
 import csv
-import json
 import math
 import statistics
 
