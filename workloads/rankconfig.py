@@ -36,7 +36,7 @@ class RankConfig:
     host: str = "h0"                         # the emulated host it runs on
     topology: str = "star:1"                 # the topology spec (parsed once per rank)
     job_hosts: Tuple[str, ...] = ()          # the job's hosts in rank order when it runs on some (--hosts); () all
-    start_gate: str = ""                     # jobs sharing a network: a file giving the time to begin iteration 0
+    start_gate: str = ""                     # jobs sharing a network: a file giving the time to begin iteration 1
     algo: str = "ring"                       # the synchronization algorithm's registry name
     servers: int = 0                         # dedicated servers in use (resolved from --servers)
     options: Dict[str, object] = field(default_factory=dict)  # the algorithm's own options (its descriptor types them)

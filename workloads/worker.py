@@ -43,7 +43,10 @@ def accuracy(model, source: str) -> Optional[float]:
 def train(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorder: Recorder,
           clock: ComputeClock) -> None:
     """The BSP loop (strategies may relax it: Parameter Flow's SSP completes records later)."""
+    gate_at = min(GATE_ITERATION, ctx.cfg.iters - 1)
     for it in range(ctx.cfg.iters):
+        if ctx.cfg.start_gate and it == gate_at:
+            wait_at_gate(ctx.cfg.start_gate, ctx.rank, ctx.cfg.timeout)
         rec = IterationRecord(ctx.rank, it, ctx.role, start=time.time())
         if ctx.is_server:
             strategy.serve(it, rec)
@@ -66,9 +69,14 @@ def train(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorde
         recorder.add(rec)
 
 
+# Jobs sharing a network meet at the gate after their first iteration: its connections' first bytes and warm caches
+# would otherwise shift each job's phase by a different amount before the offsets mean anything (warm-up: untimed).
+GATE_ITERATION = 1
+
+
 def wait_at_gate(gate: str, rank: int, timeout: float) -> None:
-    """Jobs sharing a network start together: say this rank is ready (connected), wait for the runner's start
-    file, then until the time it gives this job."""
+    """Jobs sharing a network start together: say this rank is ready, wait for the runner's start file, then until
+    the time it gives this job."""
     with open(f"{gate}.ready-{rank}", "w") as f:
         f.write(str(time.time()))
     deadline = time.time() + timeout
@@ -94,8 +102,6 @@ def main(argv=None) -> int:
     data = None if ctx.is_server else iter(batches(cfg.data, input_shape, cfg.batch, ctx.rank, ctx.ranks, cfg.seed))
     recorder = Recorder(ctx.files.records(ctx.rank), ctx.files.transfers(ctx.rank), cfg.interfaces)
     qdisc_before = qdisc_counters(cfg.interfaces)
-    if cfg.start_gate:
-        wait_at_gate(cfg.start_gate, ctx.rank, cfg.timeout)
     try:
         clock = ComputeClock(cfg.compute_time, stretch=cfg.dilation, per_iteration=cfg.device_times())
         train(ctx, state, strategy, data, recorder, clock)

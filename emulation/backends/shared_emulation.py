@@ -1,6 +1,7 @@
 """Several jobs on one emulated network: each job alone on its hosts first (an ordinary run), then every job at once
-under one controller, their ranks released together through a start gate (each job at its own offset); each job's
-summary judged with the other jobs' transfers as traffic beside it, and its synchronizations' overlap with theirs."""
+under one controller; after their first (warm-up) iteration the ranks wait at a start gate and are released
+together, each job at its own offset; each job's summary judged with the other jobs' transfers as traffic beside it,
+and its synchronizations' overlap with theirs."""
 
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], log: Log) -> dict:
             e.controller, e.tcp, e.impairment = hosts.controller_summary(), hosts.tcp_summary(), \
                 hosts.impairment_summary()
         log(f"started {sum(len(p) for p in procs.values())} ranks of {len(procs)} jobs; releasing them together")
-        release(checks, folders, starts, cfg.dilation, actual, cfg.timeout * cfg.dilation)
+        release(checks, folders, starts, cfg.dilation, actual, cfg.timeout * cfg.dilation, procs)
         state["spawned"] = time.time()
         errors: List[BaseException] = []
 
@@ -189,11 +190,16 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], log: Log) -> dict:
 
 
 def release(checks, folders, starts: Dict[str, float], dilation: float, actual: Dict[str, float],
-            timeout_s: float) -> None:
-    """Wait until every rank of every job is connected and at its gate, then give each job its start time (its
-    offset after the first, in emulated seconds)."""
+            timeout_s: float, procs) -> None:
+    """Wait until every rank of every job has done its first (warm-up) iteration and is at its gate, then give each
+    job its start time (its offset after the first, in emulated seconds)."""
     deadline = time.time() + timeout_s
     while True:
+        for n, ranks in procs.items():
+            failed = [r for r, p in ranks.items() if p.poll() not in (None, 0)]
+            if failed:
+                raise RuntimeError(f"job {n}: rank {failed[0]} exited with code {ranks[failed[0]].poll()} before "
+                                   f"the start: {folders[n].ranks().last_error_line(failed[0])}")
         waiting = [(n, r) for n, c in checks.items() for r in range(len(c.topo.hosts))
                    if not os.path.exists(os.path.join(folders[n].ranks().path, f"{GATE}.ready-{r}"))]
         if not waiting:
