@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, replace
 
 from emulation.backends.base import Job, Log, quiet
+from emulation.core.background import horizon_s
 from emulation.run import fidelity
 from emulation.run.background_traffic import BackgroundTraffic, write_series
 from emulation.run.forkclient import rank_start
@@ -70,8 +71,8 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
     emulation = Emulation(dilation=cfg.dilation, data=cfg.data)
     state = {"started": time.time(), "spawned": time.time(), "port_drops": {}, "placement": {},
              "startup": {"method": rank_start()}}
-    horizon = cfg.iters * (20 * checked.compute.mean + 10 * top.gst_theory_s + 1.0) + 60.0
-    traffic = BackgroundTraffic(network.background, cfg.out, cfg.seed, cfg.dilation, horizon,
+    traffic = BackgroundTraffic(network.background, cfg.out, cfg.seed, cfg.dilation,
+                                horizon_s(cfg.iters, checked.compute.mean, top.gst_theory_s),
                                 network.tcp.congestion_control, network.tcp.socket_buffer_bytes)
     state["traffic"] = traffic
 

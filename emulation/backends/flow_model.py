@@ -10,6 +10,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from emulation.backends.base import Job, Log, quiet
+from emulation.core.background import horizon_s
+from emulation.core.link_rates import factors as link_factors
 from emulation.run.options import Label, OptionError, RunConfig, flag_label
 from emulation.run.outputs import clear, output_folder, write_atomic, write_atomic_csv
 from emulation.run.resolution import Checked, link_goodput
@@ -131,12 +133,6 @@ def simulate(cfg: RunConfig, log: Log = quiet) -> Summary:
     return execute(prepare(cfg), log)
 
 
-def link_factors(checked) -> Dict[Tuple[str, str], float]:
-    """Each overridden link's rate over its level's (--link-rate), as the router scales capacities."""
-    level = {(l.lower, l.upper): l.level for l in checked.topo.links}
-    return {k: v / checked.bw[level[k]] for k, v in checked.network.link_rates.items()}
-
-
 def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summary:
     """Simulate a checked configuration; writes summary.json, iterations.csv and links.csv to its --out."""
     cfg, checked = job.cfg, job.checked
@@ -155,7 +151,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     latency = cfg.latency_us * 1e-6
     if cfg.calibration:  # the fitted model replaces goodput and latency
         rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
-    router = Router(topo, "hash" if ports else cfg.ecmp, ports, link_factors(checked))
+    router = Router(topo, "hash" if ports else cfg.ecmp, ports, link_factors(topo, bw, checked.network.link_rates))
     chunk = CHUNK_BYTES if cfg.granularity == "chunk" else None
     codec = COMPRESSORS[cfg.codec]
 
@@ -164,8 +160,8 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
         with cycle_collection_paused():
             return algorithm.simulation_phases(topo, sizes, checked.servers, checked.options, bw)
 
-    horizon = cfg.iters * (20 * checked.compute.mean + 10 * top.gst_theory_s + 1.0)
-    background = persistent_flows(checked.network.background, router, cfg.seed, horizon)
+    background = persistent_flows(checked.network.background, router, cfg.seed,
+                                  horizon_s(cfg.iters, checked.compute.mean, top.gst_theory_s))
 
     def run_phases(phases, start_s: float = 0.0) -> FlowResult:
         """One synchronization starting at run time start_s: every phase's plan in turn, beside the background."""

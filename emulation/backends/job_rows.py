@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import statistics
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from emulation.core.job_specs import JobSpec
 from emulation.run.resolution import Checked
-from emulation.run.results import WARMUP
+from emulation.run.results import after_warmup, mean_after_warmup, median_after_warmup
 
 
 def job_row(spec: JobSpec, checked: Checked, hosts: Tuple[str, ...]) -> dict:
@@ -21,13 +21,14 @@ def start_s(spec: JobSpec, alone_iteration_s: float) -> float:
     return spec.start_s + spec.start_iterations * alone_iteration_s
 
 
-def past_warmup(values: Sequence) -> List:
-    """The values after the warm-up iterations (all of them when there are too few)."""
-    return list(values[WARMUP:]) if len(values) > WARMUP else list(values)
-
-
-def timing(iterations: Sequence[float], gsts: Sequence[float]) -> dict:
+def timing(iterations: List[float], gsts: List[float]) -> dict:
     """Mean and median iteration and median GST past warm-up, and every iteration."""
-    kept = past_warmup(iterations)
-    return {"iteration_mean_s": statistics.mean(kept), "iteration_median_s": statistics.median(kept),
-            "gst_median_s": statistics.median(past_warmup(gsts)), "iterations_s": [round(x, 6) for x in iterations]}
+    return {"iteration_mean_s": mean_after_warmup(iterations), "iteration_median_s": median_after_warmup(iterations),
+            "gst_median_s": median_after_warmup(gsts), "iterations_s": [round(x, 6) for x in iterations]}
+
+
+def overlap_fields(overlap: Sequence[Optional[float]]) -> dict:
+    """A job's overlap with the others per iteration, and its median past warm-up."""
+    rounded = [None if v is None else round(v, 4) for v in overlap]
+    kept = [v for v in after_warmup(rounded) if v is not None]
+    return {"overlap": rounded, "overlap_median": statistics.median(kept) if kept else None}

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from emulation.backends.base import Log, quiet
-from emulation.backends.job_rows import job_row, past_warmup, start_s, timing
+from emulation.backends.job_rows import job_row, overlap_fields, start_s, timing
+from emulation.core.background import horizon_s
 from emulation.core.job_specs import JobSpec
+from emulation.core.link_rates import factors as link_factors
 from emulation.run.jobs_check import CheckedJobs, check_jobs
 from emulation.run.options import RunConfig
 from emulation.run.outputs import output_folder, write_atomic
 from emulation.run.provenance import provenance
 from emulation.run.resolution import Checked, link_goodput
-from emulation.run.results import WARMUP
+from emulation.run.results import WARMUP, median_after_warmup
 from emulation.run.summary import head
 from workloads.models import tensor_sizes
 
@@ -133,14 +134,13 @@ def closed_form_together(spec: JobSpec, c: float, m: float, sharing: Sequence[Jo
 
 def simulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     """The flow model: each job alone on its hosts, then every job together, each iteration timed."""
-    from emulation.backends.flow_model import link_factors
     from emulation.simulation.background_model import persistent_flows
     from emulation.simulation.jobs_model import TimedJob, overlap_of, simulate_jobs
     from emulation.simulation.routes import Router
     cfg, network = jobs.cfg, jobs.network
     share = link_goodput(cfg)
     rates = {level: b * 1e6 / 8 * share for level, b in enumerate(network.bw)}
-    router = Router(network.topo, cfg.ecmp, None, link_factors(jobs.checked[0]))
+    router = Router(network.topo, cfg.ecmp, None, link_factors(network.topo, network.bw, network.link_rates))
     index = {h.name: h.index for h in network.topo.hosts}
     timed = []
     for spec, checked in zip(jobs.specs, jobs.checked):
@@ -149,17 +149,16 @@ def simulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
                                             4 * sum(sizes), sizes)
         timed.append(TimedJob(spec.name, plan, tuple(index[h.name] for h in checked.topo.hosts),
                               tuple(4 * n for n in plan.piece_sizes(sizes)), checked.compute.mean))
-    horizon = cfg.iters * 10 * (1 + sum(t.compute_s for t in timed))
+    horizon = horizon_s(cfg.iters, max(t.compute_s for t in timed), max(head(c).gst_theory_s for c in jobs.checked))
     background = persistent_flows(network.background, router, cfg.seed, horizon)
     latency = cfg.latency_us * 1e-6
     rows, alone_s = [], {}
     for t in timed:
         log(f"simulating {t.name} alone")
-        line = simulate_jobs([t], cfg.iters, router, rates, latency, background)
-        alone_s[t.name] = line
+        alone_s[t.name] = simulate_jobs([t], cfg.iters, router, rates, latency, background)
     together_jobs = []
     for spec, t in zip(jobs.specs, timed):
-        period = statistics.median(past_warmup(alone_s[t.name].iterations(t)))
+        period = median_after_warmup(alone_s[t.name].iterations(t))
         together_jobs.append(TimedJob(t.name, t.plan, t.hosts, t.piece_bytes, t.compute_s, start_s(spec, period)))
     log(f"simulating {len(together_jobs)} jobs together")
     together = simulate_jobs(together_jobs, cfg.iters, router, rates, latency, background)
@@ -169,9 +168,7 @@ def simulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
         row["together"] = timing(together.iterations(t), together.gsts(t.name))
         row["start_s"] = t.start_s
         row["slowdown"] = row["together"]["iteration_mean_s"] / row["alone"]["iteration_mean_s"]
-        row["overlap"] = [None if v is None else round(v, 4) for v in overlap_of(together, t.name)]
-        kept = [v for v in past_warmup(row["overlap"]) if v is not None]
-        row["overlap_median"] = statistics.median(kept) if kept else None
+        row.update(overlap_fields(overlap_of(together, t.name)))
         rows.append(row)
     return rows
 

@@ -5,10 +5,10 @@ and its synchronizations' overlap with theirs."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
-import statistics
 import threading
 import time
 from dataclasses import replace
@@ -16,7 +16,8 @@ from typing import Dict, List
 
 from emulation.backends import emulator
 from emulation.backends.base import Log, quiet
-from emulation.backends.job_rows import job_row, past_warmup, start_s
+from emulation.backends.job_rows import job_row, overlap_fields, start_s
+from emulation.core.background import horizon_s
 from emulation.core.job_specs import overlap_share
 from emulation.run.background_traffic import BackgroundTraffic
 from emulation.run.forkclient import rank_start
@@ -24,7 +25,7 @@ from emulation.run.jobs_check import CheckedJobs
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.outputs import clear
 from emulation.run.ranks import rank_configs, start_ranks, watch_training
-from emulation.run.results import WARMUP, per_iteration
+from emulation.run.results import mean_after_warmup, median_after_warmup, per_iteration
 from emulation.run.summary import Emulation, head, models
 from emulation.run.validation import validate
 from workloads.runfolder import RunFolder
@@ -67,40 +68,32 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     for spec, checked in zip(jobs.specs, jobs.checked):
         log(f"job {spec.name} alone on {','.join(jobs.hosts[spec.name])}")
         cfg = replace(checked.cfg, out=os.path.join(checked.cfg.out, "alone"), force=True)
-        alone[spec.name] = emulator.execute(emulator.RunJob(cfg, validate(cfg, workers=False)), log,
-                                            progress=False).to_dict()
-    periods = {name: statistics.median(iteration_times(s)) for name, s in alone.items()}
-    together = run_together(jobs, {spec.name: start_s(spec, periods[spec.name]) for spec in jobs.specs}, log)
+        alone[spec.name] = brief(emulator.execute(emulator.RunJob(cfg, validate(cfg, workers=False)), log,
+                                                  progress=False).to_dict())
+    together = run_together(jobs, {s.name: start_s(s, alone[s.name]["iteration_median_s"]) for s in jobs.specs}, log)
     rows = []
     for spec, checked in zip(jobs.specs, jobs.checked):
         row = job_row(spec, checked, jobs.hosts[spec.name])
-        a, t = alone[spec.name], together["summaries"][spec.name]
-        row["alone"] = brief(a)
-        row["together"] = brief(t)
+        row["alone"] = alone[spec.name]
+        row["together"] = brief(together["summaries"][spec.name])
         row["start_s"] = together["starts"][spec.name]
         before, now = row["alone"]["iteration_mean_s"], row["together"]["iteration_mean_s"]
         row["slowdown"] = now / before if before and now else None
-        row["overlap"] = together["overlap"][spec.name]
-        kept = [v for v in past_warmup(row["overlap"]) if v is not None]
-        row["overlap_median"] = statistics.median(kept) if kept else None
+        row.update(overlap_fields(together["overlap"][spec.name]))
         rows.append(row)
     return rows
 
 
 def iteration_times(summary: dict) -> List[float]:
-    """A summary's iterations past warm-up, from its iterations.csv."""
-    import csv
-    path = os.path.join(summary["config"]["out"], RunFolder.ITERATIONS)
-    with open(path) as f:
-        times = [float(r["iteration_s"]) for r in csv.DictReader(f)]
-    return times[WARMUP:] if len(times) > WARMUP else times
+    """A summary's iteration times, from its iterations.csv."""
+    with open(os.path.join(summary["config"]["out"], RunFolder.ITERATIONS)) as f:
+        return [float(r["iteration_s"]) for r in csv.DictReader(f)]
 
 
 def brief(summary: dict) -> dict:
-    """What jobs.json keeps of a job's run."""
+    """What jobs.json keeps of a job's run: its mean and median iteration past warm-up, from every iteration."""
     times = iteration_times(summary) if summary.get("iterations") else []
-    return {"iteration_mean_s": statistics.mean(times) if times else None,
-            "iteration_median_s": summary.get("iteration_median_s"), "gst_median_s": summary.get("gst_median_s"),
+    return {"iteration_mean_s": mean_after_warmup(times), "iteration_median_s": median_after_warmup(times), "gst_median_s": summary.get("gst_median_s"),
             "correct": summary.get("correct"), "error": summary.get("error"),
             "fidelity": {k: (summary.get("fidelity") or {}).get(k) for k in ("verdict", "cause", "scenario_note")},
             "out": summary["config"]["out"]}
@@ -114,7 +107,8 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], log: Log) -> dict:
                                                                                                  jobs.checked)}
     state = {"started": time.time(), "spawned": time.time(), "port_drops": {}, "placement": {},
              "startup": {"method": rank_start()}}
-    horizon = cfg.iters * 10 * (1 + max(c.compute.mean for c in jobs.checked)) + 60.0
+    horizon = horizon_s(cfg.iters, max(c.compute.mean for c in jobs.checked),
+                        max(head(c).gst_theory_s for c in jobs.checked))
     traffic = BackgroundTraffic(network.background, cfg.out, cfg.seed, cfg.dilation, horizon,
                                 network.tcp.congestion_control, network.tcp.socket_buffer_bytes)
     emulations = {name: Emulation(dilation=cfg.dilation, data=c.cfg.data) for name, c in checks.items()}
@@ -176,7 +170,7 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], log: Log) -> dict:
                 json.dump(out["summaries"][n], f, indent=1, default=str)
             mine = syncs[n]
             theirs = [iv for m, ivs in syncs.items() if m != n for iv in ivs]
-            out["overlap"][n] = [None if v is None else round(v, 4) for v in overlap_share(mine, theirs)]
+            out["overlap"][n] = overlap_share(mine, theirs)
         return out
 
     def start() -> None:

@@ -138,11 +138,10 @@ def schedule(flow: BackgroundFlow, index: int, seed: int, horizon_s: float) -> L
     return out
 
 
-def active_share(intervals: Sequence[Tuple[float, float]], lo: float, hi: float) -> float:
-    """The share of [lo, hi] covered by the intervals (at an instant: whether one covers it)."""
-    if hi <= lo:
-        return 1.0 if any(a <= lo < b for a, b in intervals) else 0.0
-    return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in intervals) / (hi - lo)
+def horizon_s(iterations: int, compute_s: float, gst_s: float) -> float:
+    """How far on/off periods are drawn: well past any run of these iterations (every back end draws the same
+    periods, a longer horizon only adds later ones)."""
+    return iterations * (20 * compute_s + 10 * gst_s + 1.0) + 60.0
 
 
 def job_share(capacity: float, job_flows: float, bulk: float, capped: Sequence[float]) -> float:

@@ -101,10 +101,10 @@ def place(jobs: Sequence[JobSpec], topo: Topology) -> Dict[str, Tuple[str, ...]]
                 owner[h] = j.name
     ruled = [j for j in jobs if is_rule(j.hosts)]
     free = [h.name for h in topo.hosts if h.name not in owner]
+    kinds = {r.hosts.split(":")[0] for r in ruled}
     for j in ruled:
         if j.ranks is None:
             raise TopologyError(f"job {j.name}: hosts={j.hosts} places ranks=K hosts: give ranks")
-        kinds = {r.hosts.split(":")[0] for r in ruled}
         if len(kinds) > 1:
             raise TopologyError(f"jobs place by {' and '.join(sorted(kinds))} at once: give every rule-placed job "
                                 f"the same rule (or list hosts)")
@@ -117,10 +117,9 @@ def place(jobs: Sequence[JobSpec], topo: Topology) -> Dict[str, Tuple[str, ...]]
     if ruled and ruled[0].hosts == "interleaved":
         pool = free[:need]
         cursor = {j.name: [] for j in ruled}
-        turn = [j for j in ruled]
         i = 0
         while pool:
-            j = turn[i % len(turn)]
+            j = ruled[i % len(ruled)]
             if len(cursor[j.name]) < j.ranks:
                 cursor[j.name].append(pool.pop(0))
             i += 1

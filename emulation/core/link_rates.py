@@ -93,6 +93,12 @@ def rate_of(a: str, b: str, level: int, bw: Sequence[float], overrides: Optional
     return bw[level]
 
 
+def factors(topo: Topology, bw: Sequence[float], overrides: Optional[Overrides]) -> Dict[LinkKey, float]:
+    """Each overridden link's rate over its level's, as the flow model's router scales capacities."""
+    level = {(l.lower, l.upper): l.level for l in topo.links}
+    return {k: v / bw[level[k]] for k, v in (overrides or {}).items()}
+
+
 def scaled(overrides: Overrides, factor: float) -> Overrides:
     """Every override divided by factor (the shaped rates under time dilation)."""
     return {k: v / factor for k, v in overrides.items()}

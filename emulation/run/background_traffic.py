@@ -112,15 +112,6 @@ class BackgroundTraffic:
                  for a, b in schedule(f, n, self.seed, self.horizon_s)]
         return [(max(a, first), min(b, last)) for a, b in spans if min(b, last) > max(a, first)]
 
-    def window_mbps(self, n: int, lo: float, hi: float) -> Optional[float]:
-        """Flow n's received rate over the wall-clock window [lo, hi], Mbit/s of emulated time."""
-        got = self.lines(n, "recv")
-        inside = [l for l in got if lo <= l["t"] <= hi and "bytes" in l]
-        if len(inside) < 2 or inside[-1]["t"] <= inside[0]["t"]:
-            return None
-        return (inside[-1]["bytes"] - inside[0]["bytes"]) * 8 / (inside[-1]["t"] - inside[0]["t"]) / 1e6 * \
-            self.dilation
-
     def series(self) -> List[Tuple[float, str, float]]:
         """(emulated seconds since the flows started, flow, Mbit/s received in that bin), one row per BIN_S."""
         out = []
@@ -147,21 +138,21 @@ class BackgroundTraffic:
             got = [l for l in self.lines(n, "recv") if "bytes" in l]
             spans = self.periods(n)
             sent_s = sum(b - a for a, b in spans)
+            in_window = received_mbps(got, [window]) if window else None
             row = {"flow": f.name, "given": f.shown(), "kind": f.kind, "port": self.sender_port(n),
                    "bytes": got[-1]["bytes"] if got else 0,
-                   "mbps_in_window": round(self.window_mbps(n, *window), 3) if window and
-                   self.window_mbps(n, *window) is not None else None,
+                   "mbps_in_window": round(in_window * self.dilation, 3) if in_window is not None else None,
                    "on_share": round(sent_s / (spans[-1][1] - spans[0][0]), 4) if spans and f.kind == ONOFF
                    else (1.0 if spans else 0.0)}
             if f.kind == ONOFF and spans:
-                on_bytes = on_mbps(got, spans)
+                on_bytes = received_mbps(got, spans)
                 row["mbps_while_on"] = round(on_bytes * self.dilation, 3) if on_bytes is not None else None
             out.append(row)
         return out
 
 
-def on_mbps(got: List[dict], spans: List[Tuple[float, float]]) -> Optional[float]:
-    """Mean received Mbit/s (real time) inside the on spans, from cumulative log lines."""
+def received_mbps(got: List[dict], spans: List[Tuple[float, float]]) -> Optional[float]:
+    """Mean received Mbit/s (real time) inside the spans, from cumulative log lines."""
     moved = seconds = 0.0
     for a, b in spans:
         inside = [l for l in got if a <= l["t"] <= b]

@@ -40,17 +40,20 @@ def measured_window(rows: Dict[int, List[dict]], warmup: int) -> Optional[Tuple[
     return (min(starts), max(ends)) if starts and ends else None
 
 
+def merged(intervals: List[Tuple[float, float]]) -> List[Tuple[float, float]]:
+    """The union of intervals as disjoint intervals."""
+    out: List[Tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
 def union_length(intervals: List[Tuple[float, float]]) -> float:
     """Total length covered by intervals."""
-    total, end = 0.0, None
-    for a, b in sorted(intervals):
-        if end is None or a > end:
-            total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total
+    return sum(b - a for a, b in merged(intervals))
 
 
 def interface_of(topo: Topology, rank: int, level: int) -> str:
@@ -216,17 +219,6 @@ def moved(series: List[Tuple[float, float]], a: float, b: float) -> float:
                 return b0 + (b1 - b0) * (t - t0) / (t1 - t0) if t1 > t0 else b1
         return series[-1][1]
     return max(0.0, at(b) - at(a))
-
-
-def merged(intervals: List[Tuple[float, float]]) -> List[Tuple[float, float]]:
-    """The union of intervals as disjoint intervals."""
-    out: List[Tuple[float, float]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
 
 
 def phase_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[dict], i: int, bw: Sequence[float],

@@ -6,6 +6,7 @@ these again."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from emulation.core.background import BackgroundFlow
@@ -46,10 +47,10 @@ class NetworkSettings:
         """What the overridden links are shaped to (divided by the time dilation)."""
         return scaled(self.link_rates, self.dilation)
 
-    @property
+    @cached_property
     def theory_bw(self) -> Tuple[float, ...]:
         """The rate per level the closed forms take: what one job flow gets on each level's slowest link, every
-        background flow sending."""
+        background flow sending (worked out once: head, the models and every DDP bucket read it)."""
         return level_rates(self.topo, self.bw, self.link_rates, self.background, [True] * len(self.background))
 
     def theory_states(self) -> List[Tuple[float, Tuple[float, ...]]]:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Unio
 from emulation.core.link_rates import described
 from emulation.run.provenance import provenance
 from emulation.run.resolution import Checked, link_goodput
+from emulation.simulation.background_model import varies as background_varies
 from emulation.simulation.calibrated import calibrated_fields, delay_fields
 from workloads.models import parameter_count_of, ready_order, tensor_flops, tensor_sizes
 from workloads.overlap import bucket_ready_fractions, ddp_buckets, model_fractions, timeline
@@ -298,8 +299,8 @@ def head(checked: Checked) -> Head:
                              if checked.algorithm.uniform_links else
                              f"an upper bound, {cfg.algo} does not cross every link in every step (simulate gives "
                              f"the shared-link figure)"))
-    states = network.theory_states()
-    if len(states) > 1:  # flows on and off: a state holding share p of the time holds p/(C + G) of the iterations
+    if background_varies(network.background):  # a state holding share p of the time holds p/(C + G) of the iterations
+        states = network.theory_states()
         gsts = [(p, closed_form(rates).gst_s) for p, rates in states]
         weights = [p / (checked.compute.mean + g) for p, g in gsts]
         out.gst_theory_s = sum(w * g for w, (_, g) in zip(weights, gsts)) / sum(weights)

@@ -191,13 +191,11 @@ def check_synchronization(cfg: RunConfig, topo: Topology, label: Label = flag_la
     check_algorithm_options(cfg, algorithm, label)
     names = parse_hosts(cfg.hosts, topo, label("hosts"))
     view = None
-    if names is not None and len(names) < len(topo.hosts):
-        if not algorithm.host_subsets:
+    if names is not None:  # every host in the order given, or some of them
+        if len(names) < len(topo.hosts) and not algorithm.host_subsets:
             raise OptionError(f"{label('hosts')}: {algorithm.name} plans by the topology's structure and runs on "
                               f"every host; on some of them run {', '.join(names_with(lambda a: a.host_subsets))}")
         view = topo = job_view(topo, names)
-    elif names is not None:
-        view = topo = job_view(topo, names)  # every host, in the order given
     options = algorithm_options(cfg)
     algorithm.check(topo, cfg.servers, options, cfg.codec)
     if cfg.overlap:
@@ -295,10 +293,10 @@ def validate(cfg: RunConfig, label: Label = flag_label, emulated: bool = True, w
     memory, and a calibration. Raises OptionError / TopologyError / PlanError / ModelError (all ValueErrors)."""
     check_values(cfg, label)
     network = check_network(cfg, label, emulated)
-    sync = check_synchronization(cfg, network.topo, label)
-    check_background_hosts(cfg, network, sync.topo or network.topo, label)
-    check_training(cfg, sync.algorithm, label)
+    checked = Checked(cfg, network, check_synchronization(cfg, network.topo, label))
+    check_background_hosts(cfg, network, checked.topo, label)
+    check_training(cfg, checked.algorithm, label)
     if workers:
-        check_workers(network, parameter_count_of(cfg.model) * 4, len((sync.topo or network.topo).hosts))
+        check_workers(network, parameter_count_of(cfg.model) * 4, len(checked.topo.hosts))
     check_calibration(cfg, network, emulated)
-    return Checked(cfg, network, sync)
+    return checked

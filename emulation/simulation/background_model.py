@@ -8,7 +8,7 @@ import itertools
 from typing import Dict, List, Sequence, Tuple
 
 from emulation.core.background import BackgroundFlow, ONOFF, job_share, schedule
-from emulation.core.link_rates import rate_of, slowest_per_level
+from emulation.core.link_rates import factors, slowest_per_level
 from emulation.core.topology import Topology
 from emulation.simulation.flows import Persistent
 from emulation.simulation.routes import Hop, Router
@@ -35,23 +35,19 @@ def level_rates(topo: Topology, bw: Sequence[float], overrides, flows: Sequence[
                 on: Sequence[bool]) -> Tuple[float, ...]:
     """Per level, the rate one job flow gets on the level's slowest directed link, with the flows marked on sending
     beside it (each link's max-min share; a group of parallel ECMP links as its spread share per link)."""
-    router = Router(topo, "spread")
     out = list(slowest_per_level(topo, bw, overrides))
-    paths = [router.between(f.src, f.dst) for f in flows]
+    if not any(on):
+        return tuple(out)
+    router = Router(topo, "spread", link_factors=factors(topo, bw, overrides))
     crossing: Dict[Hop, List[BackgroundFlow]] = {}
-    for flow, path, sending in zip(flows, paths, on):
-        for hop in path if sending else ():
+    for flow, sending in zip(flows, on):
+        for hop in router.between(flow.src, flow.dst) if sending else ():
             crossing.setdefault(hop, []).append(flow)
-    for hop, mine in crossing.items():
-        level, width = router.level_of[hop], router.width.get(hop, 1)
-        if width == 1:
-            capacity = rate_of(hop[0], hop[1], level, bw, overrides)
-        else:
-            capacity = width * min(rate_of(a, b, level, bw, overrides) for a in hop[0].strip("{}").split(",")
-                                   for b in hop[1].strip("{}").split(",") if (a, b) in router.level_of)
-        share = job_share(capacity, 1, sum(1 for f in mine if f.rate_mbps is None),
+    for hop, mine in crossing.items():  # a group of parallel links: its capacity, each link's share of it
+        width = router.width.get(hop, 1)
+        share = job_share(router.capacity(hop, bw), 1, sum(1 for f in mine if f.rate_mbps is None),
                           [f.rate_mbps for f in mine if f.rate_mbps is not None]) / width
-        out[level] = min(out[level], share)
+        out[router.level_of[hop]] = min(out[router.level_of[hop]], share)
     return tuple(out)
 
 

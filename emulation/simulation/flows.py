@@ -378,10 +378,9 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     kept = count <= TRACE_UNITS or keep_units
     units = [(*g.keys[m], g.bytes[m], float(started_at[m]), float(sent_at[m]), g.level[m]) for m in range(count)] \
         if kept else None
-    plan_links = {h: (link_bytes[i], busy[i]) for i, h in enumerate(hops_by_id[:plan_link_count])}
-    return FlowResult(now, count, {h: v[0] for h, v in plan_links.items()}, {h: v[1] for h, v in plan_links.items()},
-                      host_tx, rank_done, events, units, bg_bytes if background else None,
-                      landed_at.tolist() if kept else None)
+    plan_hops = hops_by_id[:plan_link_count]  # background flows' own links are not the plan's
+    return FlowResult(now, count, dict(zip(plan_hops, link_bytes)), dict(zip(plan_hops, busy)), host_tx, rank_done,
+                      events, units, bg_bytes if background else None, landed_at.tolist() if kept else None)
 
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from emulation.core.job_specs import overlap_share
 from emulation.simulation.flows import Persistent, simulate_plan
 from emulation.simulation.routes import Router
 from workloads.plan import COPY, Plan, PlanError, Transfer
@@ -93,6 +94,5 @@ def simulate_jobs(jobs: Sequence[TimedJob], iterations: int, router: Router, rat
 
 def overlap_of(timeline: JobTimeline, name: str) -> List[Optional[float]]:
     """Per iteration of a job: the share of its synchronization during which another job synchronized too."""
-    from emulation.core.job_specs import overlap_share
     others = [iv for other, spans in timeline.syncs.items() if other != name for iv in spans]
     return overlap_share(timeline.syncs[name], others)

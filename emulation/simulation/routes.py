@@ -44,6 +44,7 @@ class Router:
         self.ports = ports or {}  # (src, dst, key) -> TCP ports a real connection used (else simulated ones)
         self.width: Dict[Hop, int] = {}  # group links: how many parallel links one hop stands for
         self.level_of: Dict[Hop, int] = {}
+        self.index = {h.name: h.index for h in topo.hosts}  # a job's ranks by host name (between)
         self.factor: Dict[Hop, float] = {}  # links at another rate than their level's: that rate / the level's
         for (a, b), f in (link_factors or {}).items():
             self.factor[(a, b)] = self.factor[(b, a)] = f
@@ -78,9 +79,8 @@ class Router:
     def between(self, a: str, b: str, key: object = None) -> Tuple[Hop, ...]:
         """Directed links from host a to host b's primary interface, by name: any host of the network, a job's rank
         or not (background flows between hosts a job leaves free)."""
-        members = {h.name: h.index for h in self.topo.hosts}
-        if a in members and b in members:
-            return self.path(members[a], members[b], 0, key)
+        if a in self.index and b in self.index:
+            return self.path(self.index[a], self.index[b], 0, key)
         if self.topo.kind == "bcube":
             raise ValueError("BCube paths are between a job's ranks (its hosts are every host)")
         if self.ecmp == "spread":
