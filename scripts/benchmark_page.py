@@ -142,9 +142,24 @@ def shared_section(shared: Optional[dict]) -> List[str]:
             cells = ["-", "-", "-"]
         verdict = (emulated.get("fidelity") or {}).get("verdict") if "verdicts" not in c else \
             ", ".join(f"{n} {v}" for n, v in c["verdicts"].items())
-        lines.append(f"| {c['case']}: {c['topology']} {' '.join(c.get('options', []))} | {' | '.join(cells)} | "
+        met = c.get("met", c.get("ok"))
+        mark = "yes" if met else ("no (reported, not held to it)" if c.get("not_held_to_range") else "**no**")
+        compute = f" --compute-time {c['compute_s']:g}" if "compute_s" in c else ""
+        lines.append(f"| {c['case']}: {c['topology']} {' '.join(c.get('options', []))}{compute} | {' | '.join(cells)} | "
                      f"{waited.get('most_waited_for') or '-'} ({number(waited.get('most_waited_for_share'), '.0%')}) | "
-                     f"{verdict} | {'yes' if c.get('ok') else '**no**'} |")
+                     f"{verdict} | {mark} |")
+    drift = [c for c in shared.get("cases", []) if c.get("overlap")]
+    if drift:
+        lines += ["", "Each job's share of its synchronization that the other job's overlapped, per iteration "
+                      "(emulated; iteration 0 is the warm-up before the jobs' start gate):", ""]
+        for c in drift:
+            communication = c.get("communication_s")
+            factor = f"compute {c['compute_s'] / communication:.2f} x communication alone" if communication else ""
+            for name, shares in c["overlap"].items():
+                lines.append(f"- {c['case']} ({factor}), job {name}: "
+                             f"{' '.join('-' if v is None else f'{v:.2f}' for v in shares)}")
+        notes = sorted({c["not_held_to_range"] for c in shared.get("cases", []) if c.get("not_held_to_range")})
+        lines += [""] + [f"Not held to its range: {n}." for n in notes]
     return lines + [""]
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from emulation.core.job_specs import JobSpec, overlap_share, parse_job, parse_jobs, place
+from emulation.core.job_specs import Hold, JobSpec, gaps, holds, overlap_share, parse_job, parse_jobs, place
 from emulation.core.topology import TopologyError, parse
 from helpers import cli_json, run_dmlbed
 
@@ -28,6 +28,8 @@ def test_a_job_parses_its_keys_start_and_hosts():
     (["start=soon"], r"start 'soon' is not 0, a delay \(2s\)"),
     (["start=-1s"], r"start '-1s'"),
     (["name=a", "name=a"], r"two jobs are named a"),
+    (["name=a hold=yes"], r"the first job has none"),
+    (["name=a", "name=b hold=1"], r"hold '1' is not yes or no"),
 ])
 def test_bad_jobs_get_one_line(items, match):
     with pytest.raises(ValueError, match=match):
@@ -61,6 +63,51 @@ def test_bad_placements_are_refused(items, match):
 
 def test_overlap_is_the_share_of_each_interval_others_cover():
     assert overlap_share([(0, 1), (2, 4), (5, 5)], [(0.5, 3)]) == [0.5, 0.5, None]
+
+
+def test_gaps_are_the_distance_to_the_nearest_other_interval():
+    assert gaps([(0, 1), (2, 4), (10, 11)], [(1.5, 1.8), (3, 5)]) == [pytest.approx(0.5), 0.0, 5.0]
+    assert gaps([(0, 1)], []) == [None]
+
+
+def test_a_held_job_and_the_one_before_it_wait_for_each_other():
+    jobs = parse_jobs(["name=a", "name=b start=0.5it hold=yes", "name=c start=2s"])
+    assert jobs[1].hold and not jobs[2].hold
+    waits = holds(jobs, {"a": 0.0, "b": 0.4, "c": 2.0}, {"a": 1.0, "b": 0.8, "c": 0.5})
+    assert waits == {"a": [Hold("b", -1, pytest.approx(0.6))], "b": [Hold("a", 0, 0.4)], "c": []}
+
+
+@pytest.mark.parametrize("hold", ["no", "yes"])
+def test_the_flow_model_holds_an_offset_only_when_asked(tmp_path, hold):
+    """b alone iterates faster than a: free, it drifts through a's phases; held, it keeps a's pace."""
+    r = cli_json("jobs", *PAIR, "--compute-time", "0.3", "--job", "name=a hosts=h0,h1,h4,h5",
+                 "--job", f"name=b hosts=h2,h3,h6,h7 start=0.35s compute_time=0.15 hold={hold}", "--mode", "simulate",
+                 "--out", str(tmp_path / "s"))
+    a, b = r["jobs"]
+    assert b["hold"] is (hold == "yes")
+    paced = b["together"]["iterations_s"][2:]
+    if hold == "yes":
+        assert paced == pytest.approx([a["alone"]["iteration_mean_s"]] * len(paced), rel=0.01)
+    else:
+        assert b["together"]["iteration_mean_s"] < 0.9 * a["alone"]["iteration_mean_s"]
+        assert max(b["overlap"]) > 0.3  # it runs into a's synchronizations as it laps them
+
+
+def test_a_rank_waits_out_a_held_offset_until_the_other_job_ends(tmp_path):
+    import time
+    from workloads.worker import hold_offsets, note_start
+    from workloads.rankconfig import starts_file
+    gate = str(tmp_path / "start.json")
+    t0 = time.time()
+    note_start(gate, 2, t0)
+    hold_offsets(((starts_file(gate), 0, 0.2),), 2, timeout=5)
+    assert time.time() - t0 >= 0.2  # its iteration 2 began 0.2 s after the other's
+    open(starts_file(gate) + ".done", "w").close()
+    begun = time.time()
+    hold_offsets(((starts_file(gate), 0, 5.0),), 3, timeout=5)  # the other job ended before its iteration 3
+    assert time.time() - begun < 1
+    with pytest.raises(RuntimeError, match="no start of iteration 4"):
+        hold_offsets(((str(tmp_path / "never.starts"), 0, 0.0),), 4, timeout=0.1)
 
 
 def test_jobs_refuse_what_they_cannot_run(tmp_path):
@@ -105,6 +152,22 @@ def test_two_emulated_rings_in_phase_slow_each_other(tmp_path):
         assert row["overlap_median"] > 0.3, row  # started in phase; they drift apart over tens of iterations
         assert "traffic beside the job: job " in row["together"]["fidelity"]["scenario_note"]
     assert (tmp_path / "j" / "a" / "together" / "summary.json").exists()
+    assert leftovers("tree:4,2") == []
+
+
+@pytest.mark.emulation
+def test_a_held_offset_keeps_an_emulated_job_at_the_others_pace(tmp_path):
+    """b alone iterates in about half of a's time; held 0.35 s after a (between its synchronizations), real ranks
+    wait for a's."""
+    from test_emulation import leftovers
+    r = cli_json("jobs", *PAIR[:-2], "--iters", "8", "--compute-time", "0.3", "--batch", "4",
+                 "--job", "name=a hosts=h0,h1,h4,h5", "--job", "name=b hosts=h2,h3,h6,h7 start=0.35s hold=yes "
+                 "compute_time=0.1", "--out", str(tmp_path / "j"), timeout=900)
+    a, b = r["jobs"]
+    assert all(j["alone"]["correct"] is True and j["together"]["correct"] is True for j in (a, b))
+    assert b["alone"]["iteration_mean_s"] < 0.75 * a["alone"]["iteration_mean_s"]
+    assert b["together"]["iteration_mean_s"] == pytest.approx(a["together"]["iteration_mean_s"], rel=0.1)
+    assert b["together"]["iteration_mean_s"] > 0.9 * a["alone"]["iteration_mean_s"]
     assert leftovers("tree:4,2") == []
 
 

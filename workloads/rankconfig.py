@@ -37,6 +37,7 @@ class RankConfig:
     topology: str = "star:1"                 # the topology spec (parsed once per rank)
     job_hosts: Tuple[str, ...] = ()          # the job's hosts in rank order when it runs on some (--hosts); () all
     start_gate: str = ""                     # jobs sharing a network: a file giving the time to begin iteration 1
+    holds: Tuple[Tuple[str, int, float], ...] = ()  # held offsets: (a job's starts file, iteration shift, lag s) waited for
     algo: str = "ring"                       # the synchronization algorithm's registry name
     servers: int = 0                         # dedicated servers in use (resolved from --servers)
     options: Dict[str, object] = field(default_factory=dict)  # the algorithm's own options (its descriptor types them)
@@ -105,6 +106,11 @@ class RankConfig:
         """Read the config the runner wrote."""
         with open(path) as f:
             return cls.from_json(f.read())
+
+
+def starts_file(gate: str) -> str:
+    """Where a job's rank 0 notes when each iteration began (from the gate on), for jobs that hold offsets to it."""
+    return gate + ".starts"
 
 
 def _tuples(value):

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from workloads.data import batches, evaluation_set
 from workloads.models import build_model
 from workloads.netstats import delta, qdisc_counters
-from workloads.rankconfig import RankConfig
+from workloads.rankconfig import RankConfig, starts_file
 from workloads.records import IterationRecord, Recorder
 from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy
 from workloads.strategies.ddp_overlap import DDPOverlap
@@ -42,12 +42,28 @@ def accuracy(model, source: str) -> Optional[float]:
 
 def train(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorder: Recorder,
           clock: ComputeClock) -> None:
-    """The BSP loop (strategies may relax it: Parameter Flow's SSP completes records later)."""
+    """The BSP loop, its end noted for jobs that hold offsets to this one."""
+    try:
+        iterate(ctx, state, strategy, data, recorder, clock)
+    finally:
+        if ctx.cfg.start_gate and ctx.rank == 0:  # jobs holding offsets to this one stop waiting for it
+            open(starts_file(ctx.cfg.start_gate) + ".done", "w").close()
+
+
+def iterate(ctx: RankContext, state: ModelState, strategy: Strategy, data, recorder: Recorder,
+            clock: ComputeClock) -> None:
+    """Every iteration (strategies may relax BSP: Parameter Flow's SSP completes records later), each begun at its
+    gate or held offset where jobs share the network."""
     gate_at = min(GATE_ITERATION, ctx.cfg.iters - 1)
     for it in range(ctx.cfg.iters):
-        if ctx.cfg.start_gate and it == gate_at:
+        if ctx.cfg.start_gate and it == gate_at:  # the release, not part of any iteration
             wait_at_gate(ctx.cfg.start_gate, ctx.rank, ctx.cfg.timeout)
         rec = IterationRecord(ctx.rank, it, ctx.role, start=time.time())
+        if ctx.cfg.holds and it > gate_at:  # waiting out a held offset is part of the iteration
+            hold_offsets(ctx.cfg.holds, it, ctx.cfg.timeout)
+            rec.marks["hold"] = [rec.start, time.time()]
+        if ctx.cfg.start_gate and ctx.rank == 0 and it >= gate_at:
+            note_start(ctx.cfg.start_gate, it, time.time())
         if ctx.is_server:
             strategy.serve(it, rec)
         else:
@@ -87,6 +103,47 @@ def wait_at_gate(gate: str, rank: int, timeout: float) -> None:
     with open(gate) as f:
         begin = float(json.load(f)["t"])
     time.sleep(max(0.0, begin - time.time()))
+
+
+def note_start(gate: str, iteration: int, t: float) -> None:
+    """Note that this job began an iteration at t (one line, appended: readers see whole lines)."""
+    with open(starts_file(gate), "a") as f:
+        f.write(f"{iteration} {t!r}\n")
+
+
+def started(path: str, iteration: int) -> Optional[float]:
+    """When a job began an iteration, from its starts file (None: not yet)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                k, _, t = line.partition(" ")
+                if t.endswith("\n") and int(k) == iteration:
+                    return float(t)
+    except FileNotFoundError:
+        pass
+    return None
+
+
+HOLD_POLL_S = 0.002
+
+
+def hold_offsets(holds, iteration: int, timeout: float) -> None:
+    """Held offsets: wait until each named job began its iteration (this one + shift), then its lag more; a job that
+    has ended (its rank 0 wrote its final file) or never runs that iteration is not waited for."""
+    for path, shift, lag in holds:
+        deadline = time.time() + timeout
+        begun = started(path, iteration + shift)
+        while begun is None:
+            if os.path.exists(path + ".done"):
+                begun = started(path, iteration + shift)
+                break
+            if time.time() > deadline:
+                raise RuntimeError(f"held offset: no start of iteration {iteration + shift} in {path} within "
+                                   f"{timeout:g} s")
+            time.sleep(HOLD_POLL_S)
+            begun = started(path, iteration + shift)
+        if begun is not None:
+            time.sleep(max(0.0, begun + lag - time.time()))
 
 
 def main(argv=None) -> int:

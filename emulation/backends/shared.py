@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from emulation.backends.base import Log, quiet
-from emulation.backends.job_rows import job_row, overlap_fields, start_s, timing
+from emulation.backends.job_rows import job_row, overlap_fields, start_s, thin_gap_note, timing
 from emulation.core.background import horizon_s
-from emulation.core.job_specs import JobSpec
+from emulation.core.job_specs import JobSpec, holds
 from emulation.core.link_rates import factors as link_factors
 from emulation.run.jobs_check import CheckedJobs, check_jobs
 from emulation.run.options import RunConfig
@@ -104,8 +104,12 @@ def theory_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
         sharing = [o for o in jobs.specs if o.name != spec.name and links[o.name] & links[spec.name]]
         row = job_row(spec, checked, jobs.hosts[spec.name])
         row["alone"] = {"iteration_s": c + m, "gst_s": m, "formula": "C + M (compute, then the job's GST alone)"}
-        together, formula = closed_form_together(spec, c, m, sharing, alone)
+        together, formula, gap = closed_form_together(spec, c, m, sharing, alone)
         row["together"] = {"iteration_s": together, "formula": formula}
+        row["gap_min_s"] = gap
+        note = thin_gap_note(gap, c + m, "the closed form")
+        if note:
+            row["note"] = note
         row["shares_links_with"] = [o.name for o in sharing]
         row["slowdown"] = together / (c + m) if together is not None else None
         rows.append(row)
@@ -113,29 +117,31 @@ def theory_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
 
 
 def closed_form_together(spec: JobSpec, c: float, m: float, sharing: Sequence[JobSpec],
-                         alone: Dict[str, Tuple[float, float]]) -> Tuple[Optional[float], str]:
-    """A job's iteration beside the jobs it shares links with, where a closed form exists."""
+                         alone: Dict[str, Tuple[float, float]]) -> Tuple[Optional[float], str, Optional[float]]:
+    """A job's iteration beside the jobs it shares links with, where a closed form exists, and the gap between its
+    synchronizations and theirs where the form keeps them apart."""
     if not sharing:
-        return c + m, "C + M: it shares no link with another job"
+        return c + m, "C + M: it shares no link with another job", None
     group = [spec, *sharing]
     periods = {round(sum(alone[j.name]), 12) for j in group}
     if len(periods) > 1 or any(alone[j.name][1] != m for j in group):
-        return None, "no closed form: the jobs sharing its links differ in compute or GST (simulate answers)"
+        return None, "no closed form: the jobs sharing its links differ in compute or GST (simulate answers)", None
     period = c + m
     starts = sorted(start_s(j, period) % period for j in group)
     if len(set(starts)) == 1:
         return c + len(group) * m, (f"C + {len(group)}M: {len(group)} jobs in phase share a link, each "
-                                    f"synchronization at 1/{len(group)} of it (the shared link their bottleneck)")
+                                    f"synchronization at 1/{len(group)} of it (the shared link their bottleneck)"), None
     gaps = [(b - a) for a, b in zip(starts, starts[1:])] + [period - starts[-1] + starts[0]]
     if len(group) == 2 and min(gaps) >= m - 1e-12 and m <= c:
-        return c + m, "C + M: two jobs offset by at least M (M <= C): their synchronizations never meet"
-    return None, "no closed form: the jobs' synchronizations partly meet (simulate answers)"
+        return (c + m, "C + M: two jobs offset by at least M (M <= C): their synchronizations never meet",
+                max(0.0, min(gaps) - m))
+    return None, "no closed form: the jobs' synchronizations partly meet (simulate answers)", None
 
 
 def simulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     """The flow model: each job alone on its hosts, then every job together, each iteration timed."""
     from emulation.simulation.background_model import persistent_flows
-    from emulation.simulation.jobs_model import TimedJob, overlap_of, simulate_jobs
+    from emulation.simulation.jobs_model import TimedJob, others_syncs, simulate_jobs
     from emulation.simulation.routes import Router
     cfg, network = jobs.cfg, jobs.network
     share = link_goodput(cfg)
@@ -157,18 +163,23 @@ def simulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
         log(f"simulating {t.name} alone")
         alone_s[t.name] = simulate_jobs([t], cfg.iters, router, rates, latency, background)
     together_jobs = []
+    periods = {t.name: median_after_warmup(alone_s[t.name].iterations(t)) for t in timed}
     for spec, t in zip(jobs.specs, timed):
-        period = median_after_warmup(alone_s[t.name].iterations(t))
-        together_jobs.append(TimedJob(t.name, t.plan, t.hosts, t.piece_bytes, t.compute_s, start_s(spec, period)))
+        together_jobs.append(TimedJob(t.name, t.plan, t.hosts, t.piece_bytes, t.compute_s,
+                                      start_s(spec, periods[t.name])))
     log(f"simulating {len(together_jobs)} jobs together")
-    together = simulate_jobs(together_jobs, cfg.iters, router, rates, latency, background)
+    waits = holds(jobs.specs, {t.name: t.start_s for t in together_jobs}, periods)
+    together = simulate_jobs(together_jobs, cfg.iters, router, rates, latency, background, waits)
     for spec, checked, t in zip(jobs.specs, jobs.checked, together_jobs):
         row = job_row(spec, checked, jobs.hosts[spec.name])
         row["alone"] = timing(alone_s[t.name].iterations(t), alone_s[t.name].gsts(t.name))
         row["together"] = timing(together.iterations(t), together.gsts(t.name))
         row["start_s"] = t.start_s
         row["slowdown"] = row["together"]["iteration_mean_s"] / row["alone"]["iteration_mean_s"]
-        row.update(overlap_fields(overlap_of(together, t.name)))
+        row.update(overlap_fields(together.syncs[t.name], others_syncs(together, t.name)))
+        note = thin_gap_note(row["gap_min_s"], row["alone"]["iteration_mean_s"], "the flow model")
+        if note:
+            row["note"] = note
         rows.append(row)
     return rows
 

@@ -18,7 +18,7 @@ from emulation.backends import emulator
 from emulation.backends.base import Log, quiet
 from emulation.backends.job_rows import job_row, overlap_fields, start_s
 from emulation.core.background import horizon_s
-from emulation.core.job_specs import overlap_share
+from emulation.core.job_specs import Hold, holds
 from emulation.run.background_traffic import BackgroundTraffic
 from emulation.run.forkclient import rank_start
 from emulation.run.jobs_check import CheckedJobs
@@ -28,6 +28,7 @@ from emulation.run.ranks import rank_configs, start_ranks, watch_training
 from emulation.run.results import mean_after_warmup, median_after_warmup, per_iteration
 from emulation.run.summary import Emulation, head, models
 from emulation.run.validation import validate
+from workloads.rankconfig import starts_file
 from workloads.runfolder import RunFolder
 
 GATE = "start.json"
@@ -70,7 +71,9 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
         cfg = replace(checked.cfg, out=os.path.join(checked.cfg.out, "alone"), force=True)
         alone[spec.name] = brief(emulator.execute(emulator.RunJob(cfg, validate(cfg, workers=False)), log,
                                                   progress=False).to_dict())
-    together = run_together(jobs, {s.name: start_s(s, alone[s.name]["iteration_median_s"]) for s in jobs.specs}, log)
+    periods = {s.name: alone[s.name]["iteration_median_s"] for s in jobs.specs}
+    starts = {s.name: start_s(s, periods[s.name]) for s in jobs.specs}
+    together = run_together(jobs, starts, holds(jobs.specs, starts, periods), log)
     rows = []
     for spec, checked in zip(jobs.specs, jobs.checked):
         row = job_row(spec, checked, jobs.hosts[spec.name])
@@ -79,7 +82,7 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
         row["start_s"] = together["starts"][spec.name]
         before, now = row["alone"]["iteration_mean_s"], row["together"]["iteration_mean_s"]
         row["slowdown"] = now / before if before and now else None
-        row.update(overlap_fields(together["overlap"][spec.name]))
+        row.update(together["overlap"][spec.name])
         rows.append(row)
     return rows
 
@@ -99,8 +102,9 @@ def brief(summary: dict) -> dict:
             "out": summary["config"]["out"]}
 
 
-def run_together(jobs: CheckedJobs, starts: Dict[str, float], log: Log) -> dict:
-    """Every job at once in one lifecycle; each job's summary, start and per-iteration overlap."""
+def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, List[Hold]], log: Log) -> dict:
+    """Every job at once in one lifecycle (waits: each job's held offsets); each job's summary, start and
+    per-iteration overlap."""
     cfg, network = jobs.cfg, jobs.network
     folders = {s.name: RunFolder(os.path.join(c.cfg.out, "together")) for s, c in zip(jobs.specs, jobs.checked)}
     checks = {s.name: replace(c, cfg=replace(c.cfg, out=folders[s.name].root)) for s, c in zip(jobs.specs,
@@ -118,10 +122,12 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], log: Log) -> dict:
         hosts = life.hosts
         traffic.start(hosts, lambda name: network.topo.node(name).ip)
         procs = {}
+        gates = {n: os.path.abspath(os.path.join(folders[n].ranks().path, GATE)) for n in checks}
         for name, c in checks.items():
             files = folders[name].ranks()
-            gate = os.path.abspath(os.path.join(files.path, GATE))
-            configs = [replace(rc, start_gate=gate) for rc in rank_configs(c, os.path.abspath(files.path))]
+            held = tuple((starts_file(gates[w.job]), w.shift, w.lag_s * cfg.dilation) for w in waits[name])
+            configs = [replace(rc, start_gate=gates[name], holds=held)
+                       for rc in rank_configs(c, os.path.abspath(files.path))]
             procs[name] = start_ranks(hosts, files, configs, server=life.server)
             e = emulations[name]
             e.datapath, e.shaping = hosts.datapath, hosts.shaping
@@ -168,9 +174,8 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], log: Log) -> dict:
             out["summaries"][n] = summary.to_dict()
             with open(folders[n].file(RunFolder.SUMMARY), "w") as f:
                 json.dump(out["summaries"][n], f, indent=1, default=str)
-            mine = syncs[n]
             theirs = [iv for m, ivs in syncs.items() if m != n for iv in ivs]
-            out["overlap"][n] = overlap_share(mine, theirs)
+            out["overlap"][n] = overlap_fields(syncs[n], theirs)
         return out
 
     def start() -> None:

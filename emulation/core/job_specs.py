@@ -13,8 +13,11 @@ from emulation.core.topology import Topology, TopologyError, parse_hosts
 
 JOB_HELP = ("a job sharing the network (repeatable): KEY=VALUE pairs separated by spaces, e.g. 'name=a algo=ring "
             "model=mlp:2MB hosts=h0..h3 start=0.5it'; hosts is a list or contiguous, interleaved or random:SEED "
-            "with ranks=K; start is 0, a delay (2s) or a fraction of the job's own iteration (0.5it); any other key "
-            "is a run option of the job (algo, model, batch, compute_time, ...)")
+            "with ranks=K; start is 0, a delay (2s) or a fraction of the job's own iteration (0.5it); hold=yes keeps the "
+            "job's offset to the job listed before it at every iteration (a scheduler's time shift kept: each waits "
+            "for the other's iteration to begin); any other key is a run option of the job (algo, model, batch, "
+            "compute_time, ...)")
+HOLD = {"yes": True, "no": False}
 RULES = ("contiguous", "interleaved")
 START = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|it)?\s*$")
 MAX_JOBS = 16
@@ -30,6 +33,7 @@ class JobSpec:
     ranks: Optional[int] = None
     start_s: float = 0.0          # a delay, seconds of emulated time
     start_iterations: float = 0.0  # or a fraction of the job's own iteration (measured alone)
+    hold: bool = False             # its offset to the job listed before it kept at every iteration
 
     @property
     def start(self) -> str:
@@ -66,7 +70,13 @@ def parse_job(text: str, index: int) -> JobSpec:
         raise ValueError(f"{where}: ranks '{ranks}' is not an integer of at least 2")
     start_s, start_it = parse_start(values.pop("start", "0"), where)
     hosts = values.pop("hosts", "contiguous")
-    return JobSpec(name, values, hosts, int(ranks) if ranks else None, start_s, start_it)
+    hold = values.pop("hold", "no")
+    if hold not in HOLD:
+        raise ValueError(f"{where}: hold '{hold}' is not yes or no")
+    if HOLD[hold] and index == 0:
+        raise ValueError(f"{where}: hold=yes keeps a job's offset to the job listed before it: the first job has "
+                         f"none (give hold to a later job)")
+    return JobSpec(name, values, hosts, int(ranks) if ranks else None, start_s, start_it, HOLD[hold])
 
 
 def parse_jobs(items: Sequence[str]) -> Tuple[JobSpec, ...]:
@@ -79,6 +89,29 @@ def parse_jobs(items: Sequence[str]) -> Tuple[JobSpec, ...]:
     if twice:
         raise ValueError(f"--job: two jobs are named {twice[0]}: give each its own name")
     return jobs
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One wait of a held offset: before each iteration k, a job waits until `job` began iteration k + shift, then
+    lag_s more (seconds of emulated time; negative: it may begin before)."""
+
+    job: str
+    shift: int
+    lag_s: float
+
+
+def holds(jobs: Sequence[JobSpec], starts: Dict[str, float], periods: Dict[str, float]) -> Dict[str, List[Hold]]:
+    """Each job's waits: a held job begins iteration k its start offset after the job listed before it began
+    iteration k, and that job begins iteration k+1 its own iteration alone (periods) after the offset, so neither
+    drifts towards the other (starts: seconds after the first job)."""
+    out: Dict[str, List[Hold]] = {j.name: [] for j in jobs}
+    for before, job in zip(jobs, jobs[1:]):
+        if job.hold:
+            lag = starts[job.name] - starts[before.name]
+            out[job.name].append(Hold(before.name, 0, lag))
+            out[before.name].append(Hold(job.name, -1, periods[before.name] - lag))
+    return out
 
 
 def is_rule(hosts: str) -> bool:
@@ -144,3 +177,9 @@ def overlap_share(a: Sequence[Tuple[float, float]], b: Sequence[Tuple[float, flo
         covered = sum(max(0.0, min(hi, y) - max(lo, x)) for x, y in b)
         out.append(min(1.0, covered / (hi - lo)))
     return out
+
+
+def gaps(a: Sequence[Tuple[float, float]], b: Sequence[Tuple[float, float]]) -> List[Optional[float]]:
+    """For each of a's intervals, how far the nearest of b's is (0 when they meet; None when b has none): the slack
+    that keeps two jobs' synchronizations apart."""
+    return [min((max(0.0, x - hi, lo - y) for x, y in b), default=None) for lo, hi in a]

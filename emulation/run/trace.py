@@ -42,8 +42,9 @@ def chrome_trace(rows: Dict[int, List[dict]], traces: List[dict], hosts: List[st
                            "ts": _us(r["start"], origin), "dur": _us(r["end"], r["start"]),
                            "args": {"iteration": i, "gst_s": r.get("gst_s"), "loss": r.get("loss")}})
             if r.get("compute_s") is not None:
+                begun = (r.get("marks") or {}).get("hold", [None, r["start"]])[1]  # after a held offset's wait
                 events.append({"ph": "X", "pid": rank, "tid": TRACK_COMPUTE, "name": "compute",
-                               "ts": _us(r["start"], origin), "dur": round(r["compute_s"] * 1e6, 1),
+                               "ts": _us(begun, origin), "dur": round(r["compute_s"] * 1e6, 1),
                                "args": {"iteration": i, "cpu_s": r.get("compute_cpu_s")}})
             if r.get("sync_start") is not None and r.get("sync_end") is not None:
                 events.append({"ph": "X", "pid": rank, "tid": TRACK_SYNC, "name": "sync",

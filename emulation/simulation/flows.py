@@ -29,6 +29,7 @@ TIME_TOLERANCE = 1e-9
 GRANULARITIES = ("chunk", "message")
 TRACE_UNITS = 200_000  # a simulation keeps its transfers for a timeline up to this many
 WireBits = Dict[Tuple[int, int, int, int, int], int]
+Step = Tuple[int, int]  # (stream, step) of a plan
 
 
 @dataclass
@@ -200,7 +201,8 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
                   link_delay_s: Optional[Dict[int, float]] = None,
                   wire_bits: Optional[WireBits] = None, background: Sequence[Persistent] = (),
                   start_s: float = 0.0, step_delays: Optional[Dict[Tuple[int, int], float]] = None,
-                  keep_units: bool = False) -> FlowResult:
+                  keep_units: bool = False, step_gates: Optional[Dict[Step, List[Tuple[Step, float]]]] = None
+                  ) -> FlowResult:
     """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level; latency_s: one
     value, or per link level (a unit takes the latency of the highest level its path crosses); link_delay_s:
     propagation delay of a directed link per level, added for every link a unit's path crosses; chunk_bytes:
@@ -209,17 +211,20 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     each transfer, keyed (stream, step, src, dst, piece), when a codec packs them (else fp32); background: flows
     that share the links all along, each while it sends; start_s: the run time at which this synchronization
     starts (on the background flows' clock); step_delays: (stream, step) -> seconds every unit of that step takes
-    on top of its latency (a compute phase as a delay); keep_units: keep every unit for the result, however many."""
+    on top of its latency (a compute phase as a delay); keep_units: keep every unit for the result, however many;
+    step_gates: (stream, step) -> [((stream, step), lag)]: a unit of that step begins no earlier than each named
+    step's first unit began plus its lag (a held offset between jobs)."""
     with cycle_collection_paused():
         return _simulate(plan, piece_bytes, router, rates, latency_s, chunk_bytes, link_delay_s, wire_bits,
-                         background, start_s, step_delays or {}, keep_units)
+                         background, start_s, step_delays or {}, keep_units, step_gates or {})
 
 
 def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
               latency_s: Union[float, Dict[int, float]], chunk_bytes: Optional[int],
               link_delay_s: Optional[Dict[int, float]], wire_bits: Optional[WireBits],
               background: Sequence[Persistent] = (), start_s: float = 0.0,
-              step_delays: Optional[Dict[Tuple[int, int], float]] = None, keep_units: bool = False) -> FlowResult:
+              step_delays: Optional[Dict[Tuple[int, int], float]] = None, keep_units: bool = False,
+              step_gates: Optional[Dict[Step, List[Tuple[Step, float]]]] = None) -> FlowResult:
     """simulate_plan's work."""
     g = _Graph(plan, piece_bytes, chunk_bytes, wire_bits)
     count = len(g.keys)
@@ -264,6 +269,9 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     landed_at = np.zeros(count)
     now = 0.0
     events = 0
+    step_began: Dict[Step, float] = {}
+    parked: Dict[Step, List[int]] = {}   # gated send sides waiting for a step to begin
+    wakeups: List[Tuple[float, int]] = []  # (time, send side) of gated units waiting out their lag
 
     def complete(node: int, t: float) -> None:
         stack = [node]
@@ -303,17 +311,37 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
                 return [side]
             recv_ready[m] = True
             return []
+        gates = step_gates.get(g.keys[m][:2]) if step_gates else None
+        if gates:
+            waiting = [g2 for g2, _ in gates if g2 not in step_began]
+            if waiting:
+                parked.setdefault(waiting[0], []).append(side)
+                return []
+            begin = max(step_began[g2] + lag for g2, lag in gates)
+            if begin > t + TIME_TOLERANCE:
+                heapq.heappush(wakeups, (begin, side))
+                return []
+        return begin_unit(m, t)
+
+    def begin_unit(m: int, t: float) -> List[int]:
+        """Unit m begins at t (its step begins with its first unit, releasing what waits for that)."""
         started_at[m] = t
+        step = g.keys[m][:2]
+        done: List[int] = []
+        if step not in step_began:
+            step_began[step] = t
+            for side in parked.pop(step, ()):
+                done += ready(side, t)
         if remaining[m] <= 0:
-            return transmitted(m, t)
+            return done + transmitted(m, t)
         sending[m] = True
-        return []
+        return done
 
     for side in range(len(pending)):
         if pending[side] == 0:
             for x in ready(side, 0.0):
                 complete(x, 0.0)
-    while sending.any() or arrivals:
+    while sending.any() or arrivals or wakeups:
         events += 1
         idx = np.flatnonzero(sending)
         if len(idx):
@@ -338,6 +366,8 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
             dt = float("inf")
         if arrivals and arrivals[0][0] - now < dt:
             dt = arrivals[0][0] - now
+        if wakeups and wakeups[0][0] - now < dt:
+            dt = wakeups[0][0] - now
         if background:  # a background flow starting or stopping changes every share
             change = min(b.next_change(start_s + now) for b in background) - start_s - now
             if change < dt:
@@ -362,6 +392,9 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
             at, m = heapq.heappop(arrivals)
             landed_at[m] = at
             completed += landed(m)
+        while wakeups and wakeups[0][0] <= now + TIME_TOLERANCE:
+            _, side = heapq.heappop(wakeups)
+            completed += begin_unit(side >> 1, now)
         for x in completed:
             complete(x, now)
     host_tx: Dict[Tuple[int, int], float] = {}

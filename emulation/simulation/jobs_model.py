@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from emulation.core.job_specs import overlap_share
+from emulation.core.job_specs import Hold
 from emulation.simulation.flows import Persistent, simulate_plan
 from emulation.simulation.routes import Router
 from workloads.plan import COPY, Plan, PlanError, Transfer
@@ -71,12 +71,32 @@ def merged_plan(jobs: Sequence[TimedJob], iterations: int, hosts: int):
     return plan, piece_bytes, zero_bits, delays, first_steps
 
 
+def hold_gates(jobs: Sequence[TimedJob], iterations: int, first_steps: List[List[int]],
+               holds: Dict[str, List[Hold]]) -> Dict[Tuple[int, int], List[Tuple[Tuple[int, int], float]]]:
+    """Held offsets as step gates: a job's compute step of iteration k begins no earlier than the other job's of
+    iteration k + shift began plus the lag (from iteration 1 on, as the emulated jobs meet at a gate after their
+    first)."""
+    stream = {job.name: s for s, job in enumerate(jobs)}
+    gates: Dict[Tuple[int, int], List[Tuple[Tuple[int, int], float]]] = {}
+    for s, job in enumerate(jobs):
+        for hold in holds.get(job.name, ()):
+            other = stream[hold.job]
+            for k in range(1, iterations):
+                if 1 <= k + hold.shift < iterations:
+                    gates.setdefault((s, first_steps[s][k] - 1), []).append(
+                        ((other, first_steps[other][k + hold.shift] - 1), hold.lag_s))
+    return gates
+
+
 def simulate_jobs(jobs: Sequence[TimedJob], iterations: int, router: Router, rates: Dict[int, float],
-                  latency_s: float = 0.0, background: Sequence[Persistent] = ()) -> JobTimeline:
-    """Every job's iterations at once on one network (rates: payload bytes/s per link level)."""
+                  latency_s: float = 0.0, background: Sequence[Persistent] = (),
+                  holds: Optional[Dict[str, List[Hold]]] = None) -> JobTimeline:
+    """Every job's iterations at once on one network (rates: payload bytes/s per link level; holds: each job's
+    waits for the others, where offsets are held)."""
     plan, piece_bytes, zero_bits, delays, first_steps = merged_plan(jobs, iterations, len(router.topo.hosts))
     result = simulate_plan(plan, piece_bytes, router, rates, latency_s=latency_s, wire_bits=zero_bits,
-                           background=background, step_delays=delays, keep_units=True)
+                           background=background, step_delays=delays, keep_units=True,
+                           step_gates=hold_gates(jobs, iterations, first_steps, holds or {}))
     syncs: Dict[str, List[Tuple[float, float]]] = {}
     per_step: Dict[Tuple[int, int], Tuple[float, float]] = {}
     for (stream, step, src, dst, size, start, sent, level), landed in zip(result.units, result.arrived_s):
@@ -92,7 +112,6 @@ def simulate_jobs(jobs: Sequence[TimedJob], iterations: int, router: Router, rat
     return JobTimeline(syncs)
 
 
-def overlap_of(timeline: JobTimeline, name: str) -> List[Optional[float]]:
-    """Per iteration of a job: the share of its synchronization during which another job synchronized too."""
-    others = [iv for other, spans in timeline.syncs.items() if other != name for iv in spans]
-    return overlap_share(timeline.syncs[name], others)
+def others_syncs(timeline: JobTimeline, name: str) -> List[Tuple[float, float]]:
+    """Every other job's synchronizations."""
+    return [iv for other, spans in timeline.syncs.items() if other != name for iv in spans]
