@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "reference", "benchmark.md")
 SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/benchmark-low-rate/report.json",
            "soak": "results/soak/soak.json", "scale": "results/scale/scale.json",
-           "shared": "results/shared/shared.json"}
+           "shared": "results/shared/shared.json", "events": "results/events/events.json"}
 
 
 def load(path: str) -> Optional[dict]:
@@ -102,6 +102,7 @@ def page() -> str:
                          f"{number(c.get('peak_rss_mib'), '.0f')} | {c.get('returncode')} |")
         lines.append("")
     lines += shared_section(load(SOURCES["shared"]))
+    lines += events_section(load(SOURCES["events"]))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -160,6 +161,28 @@ def shared_section(shared: Optional[dict]) -> List[str]:
                              f"{' '.join('-' if v is None else f'{v:.2f}' for v in shares)}")
         notes = sorted({c["not_held_to_range"] for c in shared.get("cases", []) if c.get("not_held_to_range")})
         lines += [""] + [f"Not held to its range: {n}." for n in notes]
+    return lines + [""]
+
+
+def events_section(events: Optional[dict]) -> List[str]:
+    """Links changed during a run: each case emulated, simulated and in theory."""
+    lines = ["## Networks that change under a job", ""]
+    if events is None:
+        return lines + [f"`{SOURCES['events']}` is missing: run `make benchmark`.", ""]
+    limits = events.get("targets", {})
+    lines += [origin(events, SOURCES["events"]), "",
+              f"Targets: the GST after the event over the GST before it in "
+              f"{', '.join(f'{k} {v[0]:g}-{v[1]:g}' for k, v in (limits.get('after_over_before') or {}).items())} "
+              f"emulated, the emulated GST after it within {limits.get('simulated_after_within', 0):.0%} of the "
+              f"simulated. All met: **{events.get('ok')}**.", "",
+              "| case | event | GST after / before (theory, simulated, emulated) | emulated / simulated after | "
+              "verdict | met |", "|---|---|---|---|---|---|"]
+    for c in events.get("cases", []):
+        ratios = c.get("after_over_before") or {}
+        lines.append(f"| {c['case']}: {' '.join(c.get('options', []))} | `{c['event']}` | "
+                     f"{' / '.join(number(ratios.get(m), '.2f') for m in ('theory', 'simulate', 'emulate'))} | "
+                     f"{number(c.get('emulated_over_simulated_after'), '.3f')} | "
+                     f"{(c.get('verdict') or {}).get('verdict', '-')} | {'yes' if c.get('ok') else '**no**'} |")
     return lines + [""]
 
 

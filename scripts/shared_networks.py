@@ -11,14 +11,12 @@ import argparse
 import csv
 import json
 import os
-import subprocess
 import sys
 import time
 
-from emulation.run.provenance import provenance
+from case_runs import dmlbed, write_report
 from emulation.run.results import WARMUP
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Stragglers: a model whose synchronization is mostly bandwidth (1 MB at 100 Mbit/s: 0.15 s of link time at 8 ranks,
 # against about 3 ms per ring step that the emulated switch adds), so the verdict judges links, not only latency;
@@ -67,15 +65,6 @@ MODEL_TOLERANCE = 0.05   # simulated wait against the closed form
 SLOW_SHARE = 0.90        # a persistent slow rank is the one waited for in at least this share of iterations
 RATIO_RANGE = (1.8, 2.2)  # a link at half rate, or a saturating flow beside the ring: GST over the uniform run's
 SIMULATED_WITHIN = 0.10  # simulated GST of a ratio case against the emulated one
-
-
-def dmlbed(*args, timeout=1800) -> dict:
-    """One `dmlbed ... --json` as a user runs it: its summary, or {'error': ...}."""
-    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", *args, "--json"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0 or not r.stdout.strip().startswith("{"):
-        return {"error": (r.stderr.strip().splitlines() or ["no output"])[-1], "returncode": r.returncode}
-    return json.loads(r.stdout)
 
 
 def three_ways(common, out: str, label: str) -> dict:
@@ -216,18 +205,12 @@ def main() -> int:
         else:
             rows.append(case(key, args.out, min(20, CASES[key][1]) if args.quick else CASES[key][1]))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    report = {"provenance": provenance(), "targets": {"emulated_wait_within": WAIT_TOLERANCE,
-                                                      "simulated_wait_within": MODEL_TOLERANCE,
-                                                      "slow_rank_share_at_least": SLOW_SHARE,
-                                                      "gst_ratio_range": list(RATIO_RANGE),
-                                                      "simulated_gst_within": SIMULATED_WITHIN,
-                                                      "jobs_slowdown": {k: v[2] for k, v in JOB_CASES.items()},
-                                                      "simulated_slowdown_within": SIMULATED_WITHIN},
-              "cases": rows, "ok": all(r["ok"] for r in rows)}
-    with open(os.path.join(args.out, "shared.json"), "w") as f:
-        json.dump(report, f, indent=1)
-    print(json.dumps(report, indent=1))
-    return 0 if report["ok"] else 1
+    return write_report(os.path.join(args.out, "shared.json"),
+                        {"emulated_wait_within": WAIT_TOLERANCE, "simulated_wait_within": MODEL_TOLERANCE,
+                         "slow_rank_share_at_least": SLOW_SHARE, "gst_ratio_range": list(RATIO_RANGE),
+                         "simulated_gst_within": SIMULATED_WITHIN,
+                         "jobs_slowdown": {k: v[2] for k, v in JOB_CASES.items()},
+                         "simulated_slowdown_within": SIMULATED_WITHIN}, rows)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from emulation.backends.base import Job, Log, quiet
 from emulation.core import terngrad_model
+from emulation.run.events_report import event_rows, theory_timeline, took_effect
 from emulation.run.options import Label, RunConfig, flag_label
 from emulation.run.resolution import Checked
 from emulation.run.results import WARMUP
@@ -67,6 +68,10 @@ def execute(job: TheoryJob, log: Log = quiet, progress: bool = True) -> Summary:
         outcome.iteration_mean_s = slowest["mean_s"] + gst
     elif background_varies(checked.network.background):  # the GST is already the mean over the on/off states
         outcome.iteration_mean_s = outcome.iteration_median_s
+    if checked.network.events:  # each iteration at the rates in force when it begins
+        syncs, gsts = theory_timeline(checked, cfg.iters, compute)
+        outcome.link_events = event_rows(checked, checked.network.events, gsts,
+                                    [took_effect(e, syncs) for e in checked.network.events])
     return Summary(top, models(checked), outcome, closed_form=closed)
 
 

@@ -12,6 +12,8 @@ from emulation.backends.base import Job, Log, quiet
 from emulation.core.background import horizon_s
 from emulation.run import fidelity
 from emulation.run.background_traffic import BackgroundTraffic, write_series
+from emulation.run.event_schedule import EventSchedule
+from emulation.run.events_report import event_rows, measured_schedule
 from emulation.run.forkclient import rank_start
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import Label, RunConfig, flag_label
@@ -89,6 +91,9 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
         procs = start_ranks(hosts, files, rank_configs(checked, os.path.abspath(files.path)), server=life.server)
         log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
         drops_before = hosts.port_drops()
+        schedule = state["events"] = EventSchedule(network.events, files, len(topo.hosts), cfg.dilation,
+                                                   hosts.set_link_rate)
+        schedule.start()
         try:
             with life.sampling():
                 watch_training(procs, files, topo, cfg.iters,
@@ -96,7 +101,10 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
                                progress=f"{cfg.algo} on {topo.spec}" if progress else None,
                                on_first_iteration=lambda: state["startup"].update(memory=memory_of(procs)))
         finally:
+            schedule.stop()
             traffic.stop(hosts)
+        if schedule.error is not None:
+            raise RuntimeError(f"applying a link event failed: {schedule.error}")
         emulation.packet_in = hosts.packet_ins()
         state["port_drops"] = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
 
@@ -129,10 +137,15 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     gst = measured.pop("gst_median_s")
     traffic = state["traffic"]
     window = fidelity.measured_window(records.rows, WARMUP)
+    events = checked.network.events
+    schedule = state.get("events")
+    effect, applied, in_force = measured_schedule(checked, raw, records.rows, [
+        schedule.applied.get(n) if schedule else None for n in range(len(events))], cfg.dilation) if events else \
+        ((), (), None)
     verdict = fidelity.report(topo, shaped, theory_s * cfg.dilation, raw, records.rows, records.transfers,
                               records.finals, life.cpu.report(window), not cfg.local, state["port_drops"],
                               state["placement"], checked.network.shaped_link_rates, checked.compute.varies,
-                              traffic.foreign(), checked.network.topo)
+                              traffic.foreign(), checked.network.topo, in_force)
     log_verdict = fidelity.one_line(verdict)
     life.log(log_verdict)
     for key in ("compute_real_median_s", "compute_cpu_median_s", "compute_over_budget", "first_step_wire_ratio",
@@ -156,8 +169,10 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     if checked.network.background:
         traffic_out.background = traffic.report(window)
         write_series(cfg.out, traffic.series())
-    if checked.compute.varies or background_varies(checked.network.background):
+    if checked.compute.varies or background_varies(checked.network.background) or events:
         outcome.iteration_mean_s = mean_after_warmup([it["iteration_s"] for it in iterations])
+    if events:
+        outcome.link_events = event_rows(checked, events, [it["gst_s"] for it in iterations], effect, applied)
     summary = Summary(top, beside, outcome, traffic=traffic_out, emulation=emulation, extras=measured)
     if cfg.calibration:
         emulation.gst_ratio_calibrated = calibrated_ratio(summary)

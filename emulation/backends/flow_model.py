@@ -11,7 +11,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from emulation.backends.base import Job, Log, quiet
 from emulation.core.background import horizon_s
+from emulation.core.events import rates_in_force
 from emulation.core.link_rates import factors as link_factors
+from emulation.run.events_report import event_rows, took_effect
 from emulation.run.options import Label, OptionError, RunConfig, flag_label
 from emulation.run.outputs import clear, output_folder, write_atomic, write_atomic_csv
 from emulation.run.resolution import Checked, link_goodput
@@ -151,7 +153,15 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     latency = cfg.latency_us * 1e-6
     if cfg.calibration:  # the fitted model replaces goodput and latency
         rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
-    router = Router(topo, "hash" if ports else cfg.ecmp, ports, link_factors(topo, bw, checked.network.link_rates))
+    routers: Dict[Tuple, Router] = {}
+
+    def router_for(link_rates) -> Router:
+        """The router with these links off their level's rate (one per set of rates: events change them)."""
+        key = tuple(sorted(link_rates.items()))
+        if key not in routers:
+            routers[key] = Router(topo, "hash" if ports else cfg.ecmp, ports, link_factors(topo, bw, link_rates))
+        return routers[key]
+    router = router_for(checked.network.link_rates)
     chunk = CHUNK_BYTES if cfg.granularity == "chunk" else None
     codec = COMPRESSORS[cfg.codec]
 
@@ -163,11 +173,12 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     background = persistent_flows(checked.network.background, router, cfg.seed,
                                   horizon_s(cfg.iters, checked.compute.mean, top.gst_theory_s))
 
-    def run_phases(phases, start_s: float = 0.0) -> FlowResult:
-        """One synchronization starting at run time start_s: every phase's plan in turn, beside the background."""
+    def run_phases(phases, start_s: float = 0.0, on: Optional[Router] = None) -> FlowResult:
+        """One synchronization starting at run time start_s: every phase's plan in turn, beside the background (on
+        the network's links, or on those of `on`)."""
         done = []
         for plan, pieces in phases:
-            done.append(simulate_plan(plan, [n * 4 for n in pieces], router, rates, latency_s=latency,
+            done.append(simulate_plan(plan, [n * 4 for n in pieces], on or router, rates, latency_s=latency,
                                       chunk_bytes=chunk, link_delay_s=checked.impairment.link_delay_s(),
                                       wire_bits=codec.wire_bits(plan), background=background,
                                       start_s=start_s + sum(r.gst_s for r in done)))
@@ -217,8 +228,19 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     # compute drawn per rank and iteration (or slow ranks): each training rank's times, drawn once
     table = checked.compute.table(checked.contributors, cfg.iters, cfg.seed) if checked.compute.varies else None
     gsts = [gst] * cfg.iters
-    if background_varies(checked.network.background):  # each synchronization meets the flows on or off at its time
-        gsts, background_bytes = timed_synchronizations(checked, table, lambda t: run_phases(phases, t))
+    events = checked.network.events
+    if events:  # each iteration on the links in force when it begins (the same synchronization for the same links)
+        varies, same = background_varies(checked.network.background), {}
+
+        def synchronize_at(t: float, i: int) -> FlowResult:
+            link_rates = rates_in_force(checked.network.link_rates, events, i, t)
+            key = tuple(sorted(link_rates.items()))
+            if varies or key not in same:
+                same[key] = run_phases(phases, t, router_for(link_rates))
+            return same[key]
+        gsts, background_bytes, syncs = timed_synchronizations(checked, table, synchronize_at)
+    elif background_varies(checked.network.background):  # each synchronization meets the flows on or off at its time
+        gsts, background_bytes, _ = timed_synchronizations(checked, table, lambda t, i: run_phases(phases, t))
     else:
         background_bytes = [b * cfg.iters for b in result.background_bytes or []]
     computes, iterations = drawn_iterations(checked, table, gsts, iteration_s - gst)
@@ -230,8 +252,12 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
                       error=None, completed=True,
                       fidelity={"verdict": "simulated", "cause": "flow-level model: no packets moved"},
                       split_median_s=split)
-    if table is not None or background_varies(checked.network.background):
+    if table is not None or background_varies(checked.network.background) or events:
         outcome.iteration_mean_s = mean_after_warmup(iterations)
+    if events:
+        outcome.link_events = event_rows(checked, events, gsts, [took_effect(e, syncs) for e in events])
+        simulation.model_settings["events"] = ("each synchronization simulated on the link rates in force when it "
+                                               "begins")
     if table is not None:
         outcome.stragglers = straggler_report(table, table, [h.name for h in topo.hosts], WARMUP)
     traffic = Traffic(shaped_mbps=list(bw), bytes_by_level=by_level, payload_fp32_bytes=sent / ratio * cfg.iters,
@@ -271,19 +297,22 @@ def drawn_iterations(checked: Checked, table: Optional[Dict[int, List[float]]], 
 
 
 def timed_synchronizations(checked: Checked, table: Optional[Dict[int, List[float]]],
-                           synchronize_at: Callable[[float], FlowResult]) -> Tuple[List[float], List[float]]:
+                           synchronize_at: Callable[[float, int], FlowResult]
+                           ) -> Tuple[List[float], List[float], List[float]]:
     """Every iteration's synchronization simulated at its own run time (compute, then the GST, one after another),
-    for background flows that turn on and off: each iteration's GST and the bytes each flow moved in all of them."""
-    t, gsts, moved = 0.0, [], None
+    for background flows that turn on and off or links that change: each iteration's GST, the bytes each flow moved
+    in all of them, and when each synchronization began."""
+    t, gsts, moved, syncs = 0.0, [], None, []
     columns = list(zip(*table.values())) if table is not None else None
     for i in range(checked.cfg.iters):
         t += max(columns[i]) if columns is not None else checked.compute.mean
-        result = synchronize_at(t)
+        syncs.append(t)
+        result = synchronize_at(t, i)
         gsts.append(result.gst_s)
         t += result.gst_s
         got = result.background_bytes or []
         moved = got if moved is None else [a + b for a, b in zip(moved, got)]
-    return gsts, moved or []
+    return gsts, moved or [], syncs
 
 
 def simulated_background(flows, persistent, moved: Sequence[float], gsts: Sequence[float]) -> List[dict]:

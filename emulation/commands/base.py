@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, Sequence, Tuple
 
-from emulation.run.options import (BACKGROUND, BATCH, CONTROLLER, DILATION, ITERATIONS, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS,
+from emulation.run.options import (BACKGROUND, EVENTS, BATCH, CONTROLLER, DILATION, ITERATIONS, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS,
                                    REPLACE, SEED, SYNCHRONIZATION, TOPOLOGY, TRAINING, WAIT, Option, RunConfig,
                                    add_arguments, command_option, from_args)
 from emulation.run.validation import check_command_options
 
 # The groups of run options each kind of command takes.
-RUN_GROUPS = (TOPOLOGY, LINKS, BACKGROUND, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
+RUN_GROUPS = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
               SEED, TRAINING, OUTPUT, REPLACE, WAIT)
 JSON = command_option("json", "print the result as JSON", False, kind=bool)
 SPEC = command_option("spec", "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", positional=True)
@@ -94,3 +94,13 @@ class Command:
 def fmt(value, spec: str = ".3f") -> str:
     """A number for a table ('-' when there is none)."""
     return "-" if value is None else format(value, spec)
+
+
+def print_link_events(s) -> None:
+    """One line per link event of a run, simulation or closed form: when it held, the GST before and after it."""
+    for e in s.get("link_events") or ():
+        held = f"from iteration {e['took_effect_iteration']}" if e.get("took_effect_iteration") is not None else \
+            "never held for a whole synchronization"
+        applied = f", applied at {e['applied_s']:.3f} s" if e.get("applied_s") is not None else ""
+        print(f"  link event    {e['event']}: {held}{applied}; GST {fmt(e.get('gst_before_median_s'))} -> "
+              f"{fmt(e.get('gst_after_median_s'))} s (theory after {fmt(e.get('gst_after_theory_s'))} s)")

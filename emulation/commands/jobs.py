@@ -8,7 +8,7 @@ import os
 from emulation.backends import shared
 from emulation.commands.base import RUN_GROUPS, Command, fmt
 from emulation.core.job_specs import JOB_HELP
-from emulation.run.options import FLOW_MODEL, command_option
+from emulation.run.options import EVENTS, FLOW_MODEL, command_option
 from emulation.run.progress import log
 
 
@@ -19,7 +19,7 @@ class Jobs(Command):
                    "the same hosts. Writes jobs.json (each job alone and together, its slowdown, the overlap of its "
                    "synchronizations with the other jobs' per iteration) and each job's own run folder. The run "
                    "options are every job's; a job's own keys override them.")
-    groups = RUN_GROUPS + (FLOW_MODEL,)
+    groups = tuple(g for g in RUN_GROUPS if g != EVENTS) + (FLOW_MODEL,)  # jobs do not change links yet
     own = (command_option("job", JOB_HELP, kind=list, metavar="'KEY=VALUE ...'"),
            command_option("mode", "emulate: real ranks on the emulated network; simulate: the flow model; theory: "
                                   "the closed forms", "emulate", choices=shared.MODES))

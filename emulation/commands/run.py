@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from emulation.backends import emulator
-from emulation.commands.base import RUN_GROUPS, Command, fmt
+from emulation.commands.base import RUN_GROUPS, Command, fmt, print_link_events
 from emulation.run.fidelity import one_line
 from emulation.run.progress import log
 
@@ -67,6 +67,7 @@ def print_summary(s) -> None:
               + (f", overlay {pflow['overlay_method']} {pflow['overlay']}" if pflow else "")
               + (f", {pflow['extra_updates']} updates folded into an earlier round (SSP)"
                  if pflow.get("extra_updates") else ""))
+    print_link_events(s)
     if s.get("accuracy") is not None:
         print(f"  accuracy      {s['accuracy']:.3f} (held-out), loss {fmt(s['loss_first'])} -> {fmt(s['loss_last'])}")
     if s.get("fidelity"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from emulation.backends import flow_model
-from emulation.commands.base import Command
-from emulation.run.options import (BACKGROUND, FLOW_MODEL, ITERATIONS, LINKS, OUTPUT, PLAN_INPUTS, REPLACE, SEED,
+from emulation.commands.base import Command, print_link_events
+from emulation.run.options import (BACKGROUND, EVENTS, FLOW_MODEL, ITERATIONS, LINKS, OUTPUT, PLAN_INPUTS, REPLACE, SEED,
                                    SYNCHRONIZATION, TOPOLOGY)
 from emulation.run.progress import log
 
@@ -15,7 +15,7 @@ class Simulate(Command):
     name, help = "simulate", "the same plan in a flow-level model (no packets; any size)"
     description = ("Runs the algorithm's plans, chunk by chunk, over the topology's links shared max-min fairly; "
                    "writes a run's summary.json (mode simulate), iterations.csv, links.csv and a trace.json.")
-    groups = (TOPOLOGY, LINKS, BACKGROUND, SYNCHRONIZATION, PLAN_INPUTS, ITERATIONS, SEED, FLOW_MODEL, OUTPUT, REPLACE)
+    groups = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, SYNCHRONIZATION, PLAN_INPUTS, ITERATIONS, SEED, FLOW_MODEL, OUTPUT, REPLACE)
 
     def prepare(self, args):
         return flow_model.prepare(self.config(args))
@@ -37,6 +37,7 @@ def print_simulation(s) -> None:
           f"ratio {s['gst_ratio']:.3f}")
     print("  links used    " + ", ".join(f"{k}: mean {v['mean']:.2f}, max {v['max']:.2f} of the shaped rate"
                                          for k, v in s["link_utilization"].items()))
+    print_link_events(s)
     print(f"  {s['messages']} messages, {s['events']} rate changes, {s['duration_s']:.1f} s to simulate")
     print(f"results: {os.path.join(s['config']['out'], 'summary.json')}, iterations.csv, links.csv")
 

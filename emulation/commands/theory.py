@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from emulation.backends import closed_form
-from emulation.commands.base import Command
-from emulation.run.options import APP_B, BACKGROUND, BATCH, ITERATIONS, LINKS, PLAN_INPUTS, SYNCHRONIZATION, TOPOLOGY
+from emulation.commands.base import Command, print_link_events
+from emulation.run.options import APP_B, BACKGROUND, EVENTS, BATCH, ITERATIONS, LINKS, PLAN_INPUTS, SYNCHRONIZATION, TOPOLOGY
 
 
 class Theory(Command):
@@ -12,7 +12,7 @@ class Theory(Command):
     description = ("The algorithm's GST from its paper's formula (no plan is built); with --calibration or --delay "
                    "also the plan in the flow model under that model; with --overlap DDP's overlapped iteration; "
                    "with --codec terngrad TernGrad's App. B performance model.")
-    groups = (TOPOLOGY, LINKS, BACKGROUND, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS, APP_B)
+    groups = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS, APP_B)
 
     def prepare(self, args):
         return closed_form.prepare(self.config(args))
@@ -31,6 +31,7 @@ def print_theory(o) -> None:
     print(f"{o['algo']} on {o['topology']}, {o['model']} ({o['gradient_bytes'] / 2**20:.2f} MiB): GST = "
           f"{o['gst_formula']} = {o['gst_theory_s']:.4f} s (TF = {o['tf_s']:.4f} s at "
           f"{slowest:g} Mbit/s)")
+    print_link_events(o)
     if "terngrad_model" in o:
         m = o["terngrad_model"]
         i = m["inputs"]

@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
-from emulation.core.topology import MAX_BW_MBPS, MIN_BW_MBPS, RATE_UNITS, Topology, TopologyError, parse_value
+from emulation.core.link_rates import shaper_rate
+from emulation.core.topology import Topology, TopologyError
 
 BULK, RATE, ONOFF = "bulk", "rate", "onoff"
 KINDS = (BULK, RATE, ONOFF)
@@ -71,14 +72,7 @@ def number(text: str, what: str, item: str) -> float:
 
 def rate(text: str, item: str) -> float:
     """A rate in Mbit/s within what the shaper honours."""
-    try:
-        value = parse_value(text, RATE_UNITS)
-    except ValueError:
-        value = float("nan")
-    if not math.isfinite(value) or not MIN_BW_MBPS <= value <= MAX_BW_MBPS:
-        raise ValueError(f"--background {item}: rate '{text}' is not in [{MIN_BW_MBPS:g}, {MAX_BW_MBPS:g}] Mbit/s "
-                         f"(or with a unit: 500Mbit)")
-    return value
+    return shaper_rate(text, f"--background {item}")
 
 
 def parse_flow(item: str) -> BackgroundFlow:

@@ -30,6 +30,19 @@ def check_format(text: str) -> str:
     return str(text)
 
 
+def shaper_rate(text: str, where: str) -> float:
+    """A rate in Mbit/s (a number, or with a unit as tc writes it) within what the shaper honours (ValueError
+    naming where)."""
+    try:
+        value = parse_value(text, RATE_UNITS)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or not MIN_BW_MBPS <= value <= MAX_BW_MBPS:
+        raise ValueError(f"{where}: rate '{text}' is not in [{MIN_BW_MBPS:g}, {MAX_BW_MBPS:g}] Mbit/s, the rates the "
+                         f"shaper honours (a number, or with a unit: 500Mbit, 1Gbit)")
+    return value
+
+
 def link_name(key: LinkKey) -> str:
     """How a link is named in reports and errors: its two ends."""
     return f"{key[0]}-{key[1]}"
@@ -72,11 +85,10 @@ def parse_link_rates(text: str, topo: Topology, flag: str = "--link-rate") -> Ov
             raise TopologyError(str(exc)) from None
         name, rate_text = ITEM.match(item).groups()
         link = find_link(topo, name, flag)
-        rate = parse_value(rate_text, RATE_UNITS)
-        if not math.isfinite(rate) or not MIN_BW_MBPS <= rate <= MAX_BW_MBPS:
-            raise TopologyError(f"{flag} {name}={rate_text}: the shaper honours rates from {MIN_BW_MBPS:g} "
-                                f"Mbit/s (measured) up to {MAX_BW_MBPS:g}: give a value in [{MIN_BW_MBPS:g}, "
-                                f"{MAX_BW_MBPS:g}] Mbit/s")
+        try:
+            rate = shaper_rate(rate_text, f"{flag} {name}={rate_text}")
+        except ValueError as exc:
+            raise TopologyError(str(exc)) from None
         key = (link.lower, link.upper)
         if key in out:
             raise TopologyError(f"{flag} names {link_name(key)} twice: give each link once")

@@ -48,9 +48,11 @@ class EmulatedNetwork:
                  ingress_shaping: bool = False, install_timeout: float = 90.0,
                  log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings(),
                  cluster=None, impairment: Optional[Impairment] = None,
-                 controller: ControllerChoice = ControllerChoice(), link_rates: Optional[Overrides] = None):
+                 controller: ControllerChoice = ControllerChoice(), link_rates: Optional[Overrides] = None,
+                 changing: Sequence[Tuple[str, str]] = ()):
         self.topo = topo
         self.link_rates = dict(link_rates or {})  # (lower, upper) -> shaped Mbit/s of links off their level's rate
+        self.changing = tuple(changing)  # (lower, upper) of links whose rate events change during the run
         self.controller_choice = controller
         self.impairment = impairment or Impairment.none(topo.levels)
         self.cluster = cluster  # None: this machine only; else an emulation.net.cluster.Cluster (node classes)
@@ -218,7 +220,7 @@ class EmulatedNetwork:
     def boxed_host_links(self) -> Tuple[Tuple[str, str], ...]:
         """Host links at a rate of their own: through a shaping namespace on the userspace datapath even without
         --shape-ingress, so switch->host holds that rate too (a ring's slow member receives at it as well)."""
-        return tuple(k for k in self.link_rates if self.topo.is_host(k[0]))
+        return tuple(k for k in (*self.link_rates, *self.changing) if self.topo.is_host(k[0]))
 
     def _boxed(self, link) -> bool:
         """Whether a link runs through a shaping namespace (userspace datapath)."""
@@ -231,6 +233,24 @@ class EmulatedNetwork:
             if self._boxed(link):
                 box = shaper_name(i)
                 self._run_in(box, bridge_commands([f"{box}-eth0", f"{box}-eth1"]))
+
+    def set_link_rate(self, key: Tuple[str, str], mbps: float) -> int:
+        """Shape a link at a new rate from now on (shaped Mbit/s): every HTB class that shapes either direction of
+        it changed in place, queues kept; returns how many were changed."""
+        index = next(i for i, l in enumerate(self.topo.links) if (l.lower, l.upper) == key)
+        link = self.topo.links[index]
+        hops = [(link.lower, shaper_name(index)), (shaper_name(index), link.upper)] if self._boxed(link) else \
+            [(link.lower, link.upper)]
+        changed = 0
+        for a, b in hops:
+            for mn_link in self.net.linksBetween(self.net.get(a), self.net.get(b)):
+                for intf in (mn_link.intf1, mn_link.intf2):
+                    out = intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 htb rate {mbps:g}Mbit burst 15k")
+                    if out.strip():
+                        raise NetworkError(f"changing {key[0]}-{key[1]} to {mbps:g} Mbit/s on {intf.name} failed: "
+                                           f"{out.strip().splitlines()[0]}")
+                    changed += 1
+        return changed
 
     def _run_in(self, node: str, cmds: List[str]) -> None:
         """Run configuration commands in a node; raise NetworkError on the first failure."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from emulation.core.link_rates import rate_of
 from emulation.run.results import WARMUP
@@ -325,19 +325,30 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
            placement: Optional[Dict[str, str]] = None,
            link_rates: Optional[Dict[Tuple[str, str], float]] = None,
            stragglers: bool = False, background: Sequence[dict] = (),
-           network: Optional[Topology] = None) -> Dict[str, object]:
+           network: Optional[Topology] = None,
+           schedule: Optional[Callable[[int], Optional[Tuple[Dict[Tuple[str, str], float], float]]]] = None
+           ) -> Dict[str, object]:
     """The fidelity section of summary.json, with a verdict and its dominant cause; with a placement over
     several machines, also the links through tunnels on their own; stragglers: the scenario draws compute per rank
     (or slows ranks), so transfers that waited for a receiver still computing are the scenario's, not judged;
     background: traffic beside the job (background flows, other jobs' transfers): per flow its ends, its TCP
     ports (None: any path ECMP offers), its received bytes over time, optionally a label; its share of the links is
     the scenario's;
-    network: the whole network when the job runs on some of its hosts (topo is then the job's view)."""
+    network: the whole network when the job runs on some of its hosts (topo is then the job's view);
+    schedule: links that change during the run: per iteration the shaped link rates and the closed-form GST in force
+    (None for an iteration the network changed under, which is not judged)."""
     kept = [it for it in iterations[WARMUP:]] or iterations
-    gsts = [it["gst_s"] for it in kept]
+    in_force = {it["iteration"]: schedule(it["iteration"]) for it in kept} if schedule else {}
+    changed_under = sorted(i for i, s in in_force.items() if s is None)
+    kept = [it for it in kept if it["iteration"] not in changed_under] or kept[:0]
+    theories = [in_force[it["iteration"]][1] if schedule else theory_s for it in kept]
+    if schedule and theories:
+        theory_s = statistics.median(theories)
+    ratios = [it["gst_s"] / t for it, t in zip(kept, theories) if t]  # each iteration against its own closed form
     out: Dict[str, object] = {
-        "gst_ratio": statistics.median(gsts) / theory_s if gsts and theory_s else None,
-        "gst_cv": (statistics.pstdev(gsts) / statistics.mean(gsts)) if len(gsts) > 1 and statistics.mean(gsts) else None,
+        "gst_ratio": statistics.median(ratios) if ratios else None,
+        "gst_cv": (statistics.pstdev(ratios) / statistics.mean(ratios)) if len(ratios) > 1 and statistics.mean(ratios)
+        else None,
         "cpu": cpu,
         "compute_over_budget": sum(it.get("compute_over_budget", 0) for it in kept),
         "compute_rank_iterations": sum(it.get("workers", 1) for it in kept)}
@@ -358,8 +369,10 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     foreign = [(frozenset(paths.between(b["src"], b["dst"], b.get("ports"))), list(b["received"]))
                for b in background]
     shared_bottleneck, used_links = 0, set()
-    for it in kept:
+    for it, theory_i in zip(kept, theories):
         i = it["iteration"]
+        if schedule:
+            paths.link_rates = in_force[i][0]
         mine = [t for t in traces if t["iteration"] == i]
         factors = wire_factors(topo, rows, [t for t in mine if t["dir"] == "send" and t["start"] is not None], i,
                                senders)
@@ -379,7 +392,7 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
                 if l["need_s"] >= CRITICAL_NEED * longest:
                     acc["crit_busy"] += l["busy_s"]
                     acc["crit_need"] += l["need_s"]
-        d = decompose(it, links, theory_s, phase_links(topo, rows, mine, i, bw, paths, factors, late_s, foreign))
+        d = decompose(it, links, theory_i, phase_links(topo, rows, mine, i, bw, paths, factors, late_s, foreign))
         if d and foreign:
             shared_bottleneck += any(tuple(d["bottleneck"].split(" ")[0].split(">")) in links_ for links_, _
                                      in foreign)
@@ -397,6 +410,11 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
         notes.append(f"traffic beside the job: {', '.join(crossed) or 'no flow'} shared the job's links (the bottleneck "
                      f"in {shared_bottleneck} of {len(parts)} iterations); a link is judged by the job's bytes and theirs "
                      f"together, so the share TCP gave them, and how it varied, is the scenario's, not the emulator's")
+    if schedule:
+        notes.append("link events: each iteration judged at the link rates in force"
+                     + (f"; iteration{'s' if len(changed_under) > 1 else ''} {', '.join(map(str, changed_under))} "
+                        f"had the network change under {'them' if len(changed_under) > 1 else 'it'} and "
+                        f"{'are' if len(changed_under) > 1 else 'is'} not judged" if changed_under else ""))
     if stragglers:
         notes.append(f"stragglers: {len(skipped)} of {judged} transfers waited for a receiver still computing (the "
                      f"scenario's drawn compute, not the emulator); links are judged on the others")

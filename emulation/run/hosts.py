@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-from typing import Callable, Dict, List, Optional, Protocol
+from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from emulation.net.controller_process import stop_process_group
 from emulation.run.resolution import NetworkSettings
@@ -26,6 +26,9 @@ class Hosts(Protocol):
 
     def port_drops(self) -> Dict[str, int]:
         """Cumulative drop counters of the switches' ports."""
+
+    def set_link_rate(self, link: Tuple[str, str], mbps: float) -> int:
+        """Shape a link at a new rate from now on (a link event)."""
 
     def controller_summary(self) -> Optional[dict]:
         """Which controller ran the switches (None without switches)."""
@@ -89,6 +92,10 @@ class LoopbackHosts:
         """No switch on loopback."""
         return {}
 
+    def set_link_rate(self, link: Tuple[str, str], mbps: float) -> int:
+        """No links on loopback (validation refuses events there)."""
+        raise RuntimeError("loopback runs have no links to change")
+
     def controller_summary(self) -> Optional[dict]:
         """No switches, no controller."""
         return None
@@ -131,4 +138,4 @@ def hosts_for(network: NetworkSettings, log: Callable[[str], None]) -> Hosts:
     return EmulatedNetwork(network.topo, network.shaped, datapath=network.datapath,
                            ingress_shaping=network.shape_ingress, log=log, tcp=network.tcp, cluster=cluster,
                            impairment=network.impairment, controller=network.controller,
-                           link_rates=network.shaped_link_rates)
+                           link_rates=network.shaped_link_rates, changing=[e.link for e in network.events])

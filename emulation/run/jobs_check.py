@@ -50,6 +50,9 @@ def check_jobs(cfg: RunConfig, texts: Sequence[str], emulated: bool = True) -> C
         raise OptionError("dmlbed jobs needs at least one --job")
     if cfg.hosts:
         raise OptionError("--hosts places one job: give each --job its hosts=")
+    if cfg.event:
+        raise OptionError("--event: jobs sharing a network run on links that do not change (yet): run one job with "
+                          "dmlbed run --event")
     topo = check_topology(cfg.topology, emulated)
     placement = place(specs, topo)
     fields = job_fields()

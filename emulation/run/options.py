@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from emulation.core.compute import COMPUTE_HELP, SLOW_HELP, parse_compute, parse_slow
 from emulation.core.background import BACKGROUND_HELP, check_format as check_background_format
+from emulation.core.events import EVENT_HELP, check_format as check_event_format
 from emulation.core.link_rates import LINK_RATE_HELP, check_format as check_link_rate_format
 from emulation.core.controller_choice import parse_controller
 from emulation.core.placement import TUNNELS, parse_servers
@@ -48,6 +49,7 @@ OUTPUT = "output"                    # where results go
 REPLACE = "replace"                  # replacing earlier results
 WAIT = "wait"                        # waiting for the machine's one emulated network
 BACKGROUND = "background traffic"    # flows injected beside the job
+EVENTS = "network events"            # links that change during the run
 GROUPS = (TOPOLOGY, LINKS, BACKGROUND, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
           SEED, TRAINING, FLOW_MODEL, APP_B, MATRIX, OUTPUT, REPLACE, WAIT)
 COMMAND_OWN = "command"              # the group of an option one command declares for itself
@@ -132,6 +134,7 @@ class CommonConfig:
     link_rate: str = run_option("", LINK_RATE_HELP, parse=check_link_rate_format, group=LINKS)
     background: list = run_option((), BACKGROUND_HELP, kind=list, parse=check_background_format, group=BACKGROUND,
                                   metavar="FLOW")
+    event: list = run_option((), EVENT_HELP, kind=list, parse=check_event_format, group=EVENTS, metavar="LINK=RATE@WHEN")
     share_hosts: bool = run_option(False, "background flows may start or end on hosts a job runs on (else they run "
                                           "between hosts no job uses)", kind=bool, group=BACKGROUND)
     servers: int = run_option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",

@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from emulation.core.background import BackgroundFlow
+from emulation.core.events import LinkEvent
 from emulation.core.compute import ComputeModel
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
@@ -41,6 +42,7 @@ class NetworkSettings:
     dilation: float = 1.0
     link_rates: Dict[Tuple[str, str], float] = field(default_factory=dict)  # (lower, upper) -> asked-for Mbit/s
     background: Tuple[BackgroundFlow, ...] = ()  # flows injected beside the job
+    events: Tuple[LinkEvent, ...] = ()  # links whose rate changes during the run
 
     @property
     def shaped_link_rates(self) -> Dict[Tuple[str, str], float]:

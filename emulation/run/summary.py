@@ -102,6 +102,9 @@ class Outcome:
                                                  "iteration (BSP's mean waits for the slowest draw: not its median)")
     stragglers: Dict[str, Any] = optional("when compute varies: per rank its compute and wait at the "
                                           "synchronization, and which rank each iteration waited for")
+    link_events: List[Dict[str, Any]] = optional("links changed during the run (--event): each event's link and new "
+                                                 "rate, the iteration from which it held, the GST before and after it "
+                                                 "and the closed form after it")
 
 
 @dataclass

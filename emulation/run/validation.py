@@ -14,6 +14,7 @@ from emulation.core.compute import FIXED, ComputeModel, compute_model, shown
 from emulation.core.controller_choice import ControllerChoice, parse_controller
 from emulation.core.impairment import Impairment, parse_impairment
 from emulation.core.background import parse_background
+from emulation.core.events import parse_events
 from emulation.core.link_rates import parse_link_rates
 from emulation.core.placement import parse_servers
 from emulation.core.tcp import AFXDP_MAX_MTU, MAX_MTU, MIN_MTU
@@ -154,13 +155,17 @@ def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = Tr
     if background and cfg.local:
         raise OptionError(f"{label('background')} needs an emulated network to share: {label('local')} runs on "
                           f"loopback, without links")
+    events = parse_events(cfg.event, topo, cfg.iters, label("event"))
+    if events and cfg.local:
+        raise OptionError(f"{label('event')} changes an emulated link: {label('local')} runs on loopback, without "
+                          f"links")
     impairment = check_impairment(cfg, topo, emulated, label)
     if emulated:
         check_mtu(cfg, label)
     cluster = tuple(parse_servers(cfg.cluster)) if cfg.cluster else ()
     return NetworkSettings(topo, tuple(bw), shaped_rates(bw, cfg.dilation), impairment, tcp_settings(cfg), controller,
                            cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait, cfg.dilation, link_rates,
-                           background)
+                           background, events)
 
 
 def check_algorithm_options(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_label) -> None:

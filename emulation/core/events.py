@@ -1,0 +1,100 @@
+"""A network that changes under a run: a link's rate changed from an iteration or a time on (pure: the events as
+given, checked on the topology, and the link rates in force at any point of the run)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+from emulation.core.link_rates import LinkKey, Overrides, find_link, link_name, shaper_rate
+from emulation.core.topology import Topology, TopologyError
+
+EVENT_HELP = ("LINK=RATE@WHEN: from WHEN on the link runs at RATE (repeatable): LINK as --link-rate names it (h3, "
+              "h3:1, t0_0-t1_0), RATE as --bw (50, 1Gbit), WHEN an iteration (5it: before it begins) or seconds "
+              "after the first iteration began (2.5s: synchronizations that begin later run at RATE)")
+ITEM = re.compile(r"^\s*([A-Za-z0-9_:.\-]+?)\s*=\s*([^@\s]+)\s*@\s*(\d+(?:\.\d*)?|\.\d+)\s*(it|s)\s*$")
+FAILURES = ("down", "up")
+
+
+@dataclass(frozen=True)
+class LinkEvent:
+    """One link's new rate from an iteration (before it begins) or a time (seconds after the first iteration
+    began) on."""
+
+    name: str                        # the link as given
+    link: LinkKey                    # (lower, upper) of the topology link
+    mbps: float                      # its rate from then on, Mbit/s of emulated time
+    iteration: Optional[int] = None
+    at_s: Optional[float] = None
+
+    def shown(self) -> str:
+        """As a user writes it."""
+        when = f"{self.iteration}it" if self.iteration is not None else f"{self.at_s:g}s"
+        return f"{self.name}={self.mbps:g}@{when}"
+
+    def due(self, iteration: int, t: float) -> bool:
+        """Whether it is in force for an iteration whose synchronization begins at run time t."""
+        return self.iteration <= iteration if self.iteration is not None else self.at_s <= t
+
+
+def check_format(item: str) -> str:
+    """ValueError unless item is LINK=RATE@WHEN (the topology and the run's length are checked later)."""
+    m = ITEM.match(str(item))
+    if not m:
+        raise ValueError(f"--event '{item}' is not LINK=RATE@WHEN: {EVENT_HELP}")
+    if m.group(2) in FAILURES:
+        raise ValueError(f"--event '{item}': a link going {m.group(2)} is not supported yet; a new rate is "
+                         f"(e.g. {m.group(1)}=50@{m.group(3)}{m.group(4)})")
+    shaper_rate(m.group(2), f"--event {item}")
+    return str(item)
+
+
+def parse_events(items: Sequence[str], topo: Topology, iterations: int, flag: str = "--event"
+                 ) -> Tuple[LinkEvent, ...]:
+    """Every event resolved on the topology, in the order they happen within each kind (TopologyError naming what
+    is wrong: an unknown link, a rate out of range, an iteration past the run's last, two events on one link at
+    one point)."""
+    out = []
+    for item in items:
+        try:
+            check_format(item)
+        except ValueError as exc:
+            raise TopologyError(str(exc).replace("--event", flag, 1)) from None
+        name, rate_text, value, unit = ITEM.match(str(item)).groups()
+        link = find_link(topo, name, flag)
+        mbps = shaper_rate(rate_text, f"{flag} {item}")
+        number = float(value)
+        if unit == "it":
+            if not number.is_integer() or not 1 <= number < iterations:
+                raise TopologyError(f"{flag} {item}: iteration {value} is not one of the run's after its first "
+                                    f"(1..{iterations - 1} of {iterations}; from the start, give --link-rate)")
+            event = LinkEvent(name, (link.lower, link.upper), mbps, iteration=int(number))
+        else:
+            if not math.isfinite(number) or number <= 0:
+                raise TopologyError(f"{flag} {item}: give a time after the first iteration began (> 0 s)")
+            event = LinkEvent(name, (link.lower, link.upper), mbps, at_s=number)
+        if any(e.link == event.link and (e.iteration, e.at_s) == (event.iteration, event.at_s) for e in out):
+            raise TopologyError(f"{flag} {item}: {link_name(event.link)} changes twice at one point: give it once")
+        if any(e.link == event.link and (e.iteration is None) != (event.iteration is None) for e in out):
+            raise TopologyError(f"{flag} {item}: give {link_name(event.link)}'s events all at iterations or all at "
+                                f"times (which comes first is not known before the run)")
+        out.append(event)
+    return tuple(sorted(out, key=lambda e: (e.at_s is not None, e.iteration or 0, e.at_s or 0.0)))
+
+
+def rates_in_force(base: Overrides, events: Sequence[LinkEvent], iteration: int, t: float) -> Overrides:
+    """The link rates off their level's for an iteration whose synchronization begins at run time t: the run's own,
+    then each due event in turn (one link's events are all of one kind, in order)."""
+    out = dict(base)
+    for e in events:
+        if e.due(iteration, t):
+            out[e.link] = e.mbps
+    return out
+
+
+def last_iteration_event(events: Sequence[LinkEvent]) -> Optional[int]:
+    """The last iteration an iteration event names (None without any)."""
+    named = [e.iteration for e in events if e.iteration is not None]
+    return max(named) if named else None

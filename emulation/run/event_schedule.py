@@ -1,0 +1,78 @@
+"""Link events applied to the emulated network while the ranks train: an iteration event when the first rank has
+recorded the iteration before it, a time event that long after the first iteration began (the ranks' records are
+the clock); each event's time of application kept for the report."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from emulation.core.events import LinkEvent
+from workloads.runfolder import RankFiles
+
+POLL_S = 0.005
+
+
+def recorded(files: RankFiles, ranks: int) -> Tuple[int, Optional[float]]:
+    """The most iterations any rank has recorded, and when the first iteration began (None before any record)."""
+    most, first = 0, None
+    for r in range(ranks):
+        try:
+            with open(files.records(r)) as f:
+                lines = [line for line in f if line.endswith("\n")]
+        except FileNotFoundError:
+            continue
+        most = max(most, len(lines))
+        if lines:
+            begun = json.loads(lines[0])["start"]
+            first = begun if first is None else min(first, begun)
+    return most, first
+
+
+class EventSchedule:
+    """Applies the run's link events (apply: link, shaped Mbit/s) from a thread between start and stop."""
+
+    def __init__(self, events: Sequence[LinkEvent], files: RankFiles, ranks: int, dilation: float,
+                 apply: Callable[[Tuple[str, str], float], object]):
+        self.events, self.files, self.ranks, self.dilation, self.apply = tuple(events), files, ranks, dilation, apply
+        self.applied: Dict[int, float] = {}  # event index -> wall time it took effect in the data plane
+        self.error: Optional[BaseException] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        """Watch the ranks' records and apply each event when due."""
+        if self.events:
+            self._thread = threading.Thread(target=self._run, name="link events", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (events not yet due are not applied)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _due(self, index: int, done: int, first: Optional[float], now: float) -> bool:
+        event = self.events[index]
+        if event.iteration is not None:
+            return done >= event.iteration
+        return first is not None and now >= first + event.at_s * self.dilation
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set() and len(self.applied) < len(self.events):
+                done, first = recorded(self.files, self.ranks)
+                for n, event in enumerate(self.events):
+                    if n not in self.applied and self._due(n, done, first, time.time()):
+                        self.apply(event.link, event.mbps / self.dilation)
+                        self.applied[n] = time.time()
+                self._stop.wait(POLL_S)
+        except BaseException as exc:  # reported by the run once the ranks are done
+            self.error = exc
+
+    def applied_after_first(self, first_start: Optional[float]) -> List[Optional[float]]:
+        """Each event's time of application in emulated seconds after the first iteration began (None: never)."""
+        return [None if n not in self.applied or first_start is None else
+                (self.applied[n] - first_start) / self.dilation for n in range(len(self.events))]

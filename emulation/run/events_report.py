@@ -1,0 +1,112 @@
+"""What a run's link events did, the same way in every mode: when each took effect, the GST before and after it, and
+the closed form at the link rates in force after it."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from emulation.core.events import LinkEvent, rates_in_force
+from emulation.core.link_rates import Overrides, link_name
+from emulation.run.resolution import Checked
+from emulation.run.results import WARMUP
+
+
+def theory_gst(checked: Checked, link_rates: Overrides) -> float:
+    """The closed-form GST with these links off their level's rate."""
+    from emulation.run.summary import head
+    network = replace(checked.network, link_rates=dict(link_rates), events=())
+    return head(replace(checked, network=network)).gst_theory_s
+
+
+def theory_timeline(checked: Checked, iterations: int, compute_s: float) -> Tuple[List[float], List[float]]:
+    """When each iteration's synchronization begins and its closed-form GST as the events change the links
+    (compute, then the GST, one iteration after another)."""
+    cache: Dict[Tuple, float] = {}
+    sync_starts, gsts, t = [], [], 0.0
+    for i in range(iterations):
+        t += compute_s
+        rates = rates_in_force(checked.network.link_rates, checked.network.events, i, t)
+        key = tuple(sorted(rates.items()))
+        if key not in cache:
+            cache[key] = theory_gst(checked, rates)
+        sync_starts.append(t)
+        gsts.append(cache[key])
+        t += cache[key]
+    return sync_starts, gsts
+
+
+def took_effect(event: LinkEvent, sync_starts: Sequence[float], applied_s: Optional[float] = None) -> Optional[int]:
+    """The first iteration whose synchronization ran wholly at the event's rate: its iteration, or the first whose
+    synchronization began after its time; where the network changed at a measured time (applied_s, emulated), the
+    first whose synchronization began after that (None: none did)."""
+    first = event.iteration if event.iteration is not None else 0
+    when = applied_s if applied_s is not None else event.at_s
+    if when is None:
+        return first
+    return next((i for i in range(first, len(sync_starts)) if sync_starts[i] >= when), None)
+
+
+def event_rows(checked: Checked, events: Sequence[LinkEvent], gsts: Sequence[float], effect: Sequence[Optional[int]],
+               applied_s: Optional[Sequence[Optional[float]]] = None,
+               theory: Callable[[Overrides], float] = None) -> List[dict]:
+    """Per event: when it took effect, the median GST of the iterations before it (past warm-up, since the previous
+    event) and after it (until the next), and the closed form after it."""
+    theory = theory or (lambda rates: theory_gst(checked, rates))
+    marks = sorted({k for k in effect if k is not None})
+    rows = []
+    for n, (event, k) in enumerate(zip(events, effect)):
+        row = {"event": event.shown(), "link": link_name(event.link), "mbps": event.mbps,
+               "iteration": event.iteration, "at_s": event.at_s, "took_effect_iteration": k}
+        if applied_s is not None:
+            row["applied_s"] = None if applied_s[n] is None else round(applied_s[n], 6)
+        if k is not None:
+            earlier = [m for m in marks if m < k]
+            later = [m for m in marks if m > k]
+            before = list(gsts[max(WARMUP, earlier[-1] if earlier else 0):(k - 1 if applied_s is not None else k)])
+            after = list(gsts[k:later[0] if later else len(gsts)])
+            rates = dict(checked.network.link_rates)
+            for e, m in zip(events, effect):
+                if m is not None and m <= k:
+                    rates[e.link] = e.mbps
+            row["gst_before_median_s"] = statistics.median(before) if before else None
+            row["gst_after_median_s"] = statistics.median(after) if after else None
+            row["gst_after_theory_s"] = theory(rates)
+            if row["gst_before_median_s"] and row["gst_after_median_s"]:
+                row["after_over_before"] = row["gst_after_median_s"] / row["gst_before_median_s"]
+            if row["gst_after_median_s"] and row["gst_after_theory_s"]:
+                row["after_over_theory"] = row["gst_after_median_s"] / row["gst_after_theory_s"]
+        rows.append(row)
+    return rows
+
+
+def measured_schedule(checked: Checked, iterations: Sequence[dict], rows: Dict[int, List[dict]],
+                      applied_wall: Sequence[Optional[float]], dilation: float):
+    """An emulated run's events: when each took effect (the first iteration whose every rank began synchronizing
+    after the change), each one's application in emulated seconds after the first iteration began, and the
+    fidelity schedule (per iteration the shaped link rates and dilated closed form in force; None for an iteration
+    the network changed under)."""
+    events = checked.network.events
+    if not iterations:
+        return [None] * len(events), [None] * len(events), None
+    first = iterations[0]["start"]
+    sync_first = [(min(rows[r][it["iteration"]]["sync_start"] for r in rows if len(rows[r]) > it["iteration"])
+                   - first) / dilation for it in iterations]
+    ends = [(it["end"] - first) / dilation for it in iterations]
+    applied = [None if t is None else (t - first) / dilation for t in applied_wall]
+    effect = [took_effect(e, sync_first, a) for e, a in zip(events, applied)]
+    cache: Dict[Tuple, float] = {}
+
+    def in_force(i: int):
+        if any(a is not None and sync_first[i] < a < ends[i] for a in applied):
+            return None
+        rates = dict(checked.network.link_rates)
+        for e, k in zip(events, effect):
+            if k is not None and k <= i:
+                rates[e.link] = e.mbps
+        key = tuple(sorted(rates.items()))
+        if key not in cache:
+            cache[key] = theory_gst(checked, rates) * dilation
+        return {k: v / dilation for k, v in rates.items()}, cache[key]
+    return effect, applied, in_force

@@ -1,0 +1,29 @@
+"""What the benchmark scripts made of cases share: one dmlbed command as a user runs it, and their JSON report."""
+
+import json
+import os
+import subprocess
+import sys
+
+from emulation.run.provenance import provenance
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def dmlbed(*args, timeout=1800) -> dict:
+    """One `dmlbed ... --json` as a user runs it: its summary, or {'error': ...}."""
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", *args, "--json"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0 or not r.stdout.strip().startswith("{"):
+        return {"error": (r.stderr.strip().splitlines() or ["no output"])[-1], "returncode": r.returncode}
+    return json.loads(r.stdout)
+
+
+def write_report(path: str, targets: dict, rows: list) -> int:
+    """The report (provenance, targets, every case, whether all were met) written to path and printed; the exit
+    code: 1 when a case missed."""
+    report = {"provenance": provenance(), "targets": targets, "cases": rows, "ok": all(r["ok"] for r in rows)}
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1)
+    print(json.dumps(report, indent=1))
+    return 0 if report["ok"] else 1
