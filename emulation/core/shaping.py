@@ -64,3 +64,34 @@ def bridge_commands(ports: List[str], bridge: str = "br0") -> List[str]:
         cmds += [f"ip addr flush dev {port}", f"ip link set {port} master {bridge}",
                  offloads_off_command(port), f"ip link set {port} up"]
     return cmds
+
+
+JOB_CLASS, SHARED_ROOT = 1, 100  # HTB class ids of a shared NIC: the job's traffic (the default), the NIC's rate
+
+
+def shared_nic_commands(dev: str, mbps: float, packets: int, ports: List[int]) -> List[str]:
+    """A host's egress as one HTB class per kind of traffic sharing the NIC's rate: the job's (class 5:1, the
+    default), then each background flow's, picked by its destination port (5:2, 5:3, ...). Each class is guaranteed
+    an equal share and may borrow up to the whole rate, so the classes that have packets split the NIC evenly: a
+    fair-queueing NIC between the job and the flows beside it (this kernel has no fq, fq_codel or sfq, and with a
+    single FIFO a flow that once got the larger window keeps the larger share: nothing is dropped to even it out)."""
+    cmds = [f"tc qdisc del dev {dev} root", f"tc qdisc add dev {dev} root handle 5:0 htb default {JOB_CLASS}",
+            f"tc class add dev {dev} parent 5:0 classid 5:{SHARED_ROOT} htb rate {mbps:g}Mbit burst 15k"]
+    share = mbps / (len(ports) + 1)
+    for n, port in enumerate([None, *ports]):
+        cid = JOB_CLASS + n
+        cmds += [f"tc class add dev {dev} parent 5:{SHARED_ROOT} classid 5:{cid} htb rate {share:g}Mbit "
+                 f"ceil {mbps:g}Mbit burst 15k",
+                 f"tc qdisc add dev {dev} parent 5:{cid} handle {10 * cid}: pfifo limit {packets}"]
+        if port is not None:
+            cmds.append(f"tc filter add dev {dev} parent 5:0 protocol ip prio 1 u32 match ip protocol 6 0xff "
+                        f"match ip dport {port} 0xffff flowid 5:{cid}")
+    return cmds
+
+
+def shared_nic_rate_commands(dev: str, mbps: float, classes: int) -> List[str]:
+    """A shared NIC's classes at a new rate (a link event on it)."""
+    share = mbps / classes
+    return [f"tc class change dev {dev} parent 5:0 classid 5:{SHARED_ROOT} htb rate {mbps:g}Mbit burst 15k"] + \
+        [f"tc class change dev {dev} parent 5:{SHARED_ROOT} classid 5:{JOB_CLASS + n} htb rate {share:g}Mbit "
+         f"ceil {mbps:g}Mbit burst 15k" for n in range(classes)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,7 +27,8 @@ from emulation.core.addressing import all_host_configs, config_commands
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
 from emulation.core.link_rates import Overrides, rate_of, slowest_per_level
-from emulation.core.shaping import bridge_commands, ingress_netem_commands, offloads_off_command
+from emulation.core.shaping import (bridge_commands, ingress_netem_commands, offloads_off_command, shared_nic_commands,
+                                    shared_nic_rate_commands)
 from emulation.core.tcp import TcpSettings, route_rto_min_ms
 from emulation.core.topology import Topology
 
@@ -53,6 +55,7 @@ class EmulatedNetwork:
         self.topo = topo
         self.link_rates = dict(link_rates or {})  # (lower, upper) -> shaped Mbit/s of links off their level's rate
         self.changing = tuple(changing)  # (lower, upper) of links whose rate events change during the run
+        self.shared_nics: Dict[str, int] = {}  # host interface -> its HTB classes, where background flows share it
         self.controller_choice = controller
         self.impairment = impairment or Impairment.none(topo.levels)
         self.cluster = cluster  # None: this machine only; else an emulation.net.cluster.Cluster (node classes)
@@ -245,12 +248,36 @@ class EmulatedNetwork:
         for a, b in hops:
             for mn_link in self.net.linksBetween(self.net.get(a), self.net.get(b)):
                 for intf in (mn_link.intf1, mn_link.intf2):
+                    if intf.name in self.shared_nics:
+                        self._run_in(intf.node.name, shared_nic_rate_commands(intf.name, mbps,
+                                                                              self.shared_nics[intf.name]))
+                        changed += 1
+                        continue
                     out = intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 htb rate {mbps:g}Mbit burst 15k")
                     if out.strip():
                         raise NetworkError(f"changing {key[0]}-{key[1]} to {mbps:g} Mbit/s on {intf.name} failed: "
                                            f"{out.strip().splitlines()[0]}")
                     changed += 1
         return changed
+
+    def share_nic(self, host: str, flows: List[Tuple[str, int]]) -> List[str]:
+        """Background flows (destination address, port) leaving a host: its egress split evenly between the job's
+        traffic and each flow (shared_nic_commands); the interfaces split. Not with delay or loss on the links (their
+        leaf is netem): then the one FIFO stays."""
+        if self.impairment.active:
+            return []
+        node, by_dev = self.net.get(host), {}
+        for address, port in flows:
+            found = re.search(r"\bdev (\S+)", node.cmd(f"ip route get {address}"))
+            if found:
+                by_dev.setdefault(found.group(1), []).append(port)
+        intfs = {i.name: i for i in self.topo.node(host).interfaces}
+        for dev, ports in by_dev.items():
+            link = next(l for l in self.topo.links if l.lower == host and l.level == intfs[dev].level)
+            mbps = rate_of(link.lower, link.upper, link.level, self.bw, self.link_rates)
+            self._run_in(host, shared_nic_commands(dev, mbps, self.tcp.host_queue_packets, ports))
+            self.shared_nics[dev] = len(ports) + 1
+        return sorted(by_dev)
 
     def _run_in(self, node: str, cmds: List[str]) -> None:
         """Run configuration commands in a node; raise NetworkError on the first failure."""

@@ -31,6 +31,7 @@ class BackgroundTraffic:
         self.folder = os.path.join(out, FOLDER)
         self.procs: List[subprocess.Popen] = []
         self.t0: Optional[float] = None
+        self.shared_nics: Dict[str, List[str]] = {}  # source host -> its interfaces split between job and flows
 
     def path(self, n: int, role: str) -> str:
         """Flow n's log of one role (send, recv)."""
@@ -43,6 +44,10 @@ class BackgroundTraffic:
             return
         shutil.rmtree(self.folder, ignore_errors=True)  # an earlier run's logs (--force) must not mix in
         os.makedirs(self.folder)
+        by_source: Dict[str, List[Tuple[str, int]]] = {}
+        for n, f in enumerate(self.flows):
+            by_source.setdefault(f.src, []).append((address_of(f.dst), BACKGROUND_PORT + n))
+        self.shared_nics = {src: hosts.share_nic(src, flows) for src, flows in by_source.items()}
         self.t0 = time.time()
         for n, f in enumerate(self.flows):
             self.procs.append(hosts.popen(f.dst, [sys.executable, "-m", "workloads.traffic_endpoint", "recv",
@@ -140,6 +145,7 @@ class BackgroundTraffic:
             sent_s = sum(b - a for a, b in spans)
             in_window = received_mbps(got, [window]) if window else None
             row = {"flow": f.name, "given": f.shown(), "kind": f.kind, "port": self.sender_port(n),
+                   "nic_split_with_job": bool(self.shared_nics.get(f.src)),
                    "bytes": got[-1]["bytes"] if got else 0,
                    "mbps_in_window": round(in_window * self.dilation, 3) if in_window is not None else None,
                    "on_share": round(sent_s / (spans[-1][1] - spans[0][0]), 4) if spans and f.kind == ONOFF

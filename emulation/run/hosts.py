@@ -30,6 +30,9 @@ class Hosts(Protocol):
     def set_link_rate(self, link: Tuple[str, str], mbps: float) -> int:
         """Shape a link at a new rate from now on (a link event)."""
 
+    def share_nic(self, host: str, flows: List[Tuple[str, int]]) -> List[str]:
+        """Split a host's egress evenly between the job's traffic and background flows (address, port) leaving it."""
+
     def controller_summary(self) -> Optional[dict]:
         """Which controller ran the switches (None without switches)."""
 
