@@ -189,6 +189,12 @@ def test_spurious_timeouts_are_counted_and_unsteady_timings_are_degraded():
     assert "timer_note" not in verdict_and_cause(dict(fast, spurious_rto_per_worker_iteration=0.4), 10, 1.0)
 
 
+def test_a_run_that_finished_no_iteration_gets_no_verdict():
+    """A run that failed at bring-up measured nothing: no verdict may vouch for it (it said faithful)."""
+    fid = report(parse("star:4"), (100.0,), 1.0, [], {}, [], {}, {"busy_mean": 0.5}, True)
+    assert fid["verdict"] == "not measured" and "no iteration finished" in fid["cause"]
+
+
 def test_loopback_runs_are_not_measured():
     fid = report(None, (100.0,), 1.0, [{"iteration": 0, "gst_s": 1.0}], {}, [], {}, {"busy_mean": 0.5}, False)
     assert fid["verdict"] == "not measured"

@@ -359,6 +359,10 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
     if not emulated or topo is None:
         out.update(verdict="not measured", cause="loopback run: no emulated network")
         return out
+    if not kept:  # nothing to judge: a verdict here would vouch for timings no iteration gave
+        out.update(verdict="not measured", cause="no iteration finished: nothing was measured" if not iterations
+                   else "every iteration had the network change under it")
+        return out
     parts, skews = [], []
     per_level: Dict[int, Dict[str, float]] = {}
     paths = Paths(topo, link_rates, network)
