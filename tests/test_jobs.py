@@ -29,7 +29,7 @@ def test_a_job_parses_its_keys_start_and_hosts():
     (["start=-1s"], r"start '-1s'"),
     (["name=a", "name=a"], r"two jobs are named a"),
     (["name=a hold=yes"], r"the first job has none"),
-    (["name=a", "name=b hold=1"], r"hold '1' is not yes or no"),
+    (["name=a", "name=b hold=1"], r"hold '1' is not yes, apart or no"),
 ])
 def test_bad_jobs_get_one_line(items, match):
     with pytest.raises(ValueError, match=match):
@@ -73,8 +73,15 @@ def test_gaps_are_the_distance_to_the_nearest_other_interval():
 def test_a_held_job_and_the_one_before_it_wait_for_each_other():
     jobs = parse_jobs(["name=a", "name=b start=0.5it hold=yes", "name=c start=2s"])
     assert jobs[1].hold and not jobs[2].hold
-    waits = holds(jobs, {"a": 0.0, "b": 0.4, "c": 2.0}, {"a": 1.0, "b": 0.8, "c": 0.5})
+    alone = {"a": (0.5, 0.5), "b": (0.4, 0.4), "c": (0.2, 0.3)}  # compute, communication
+    waits = holds(jobs, {"a": 0.0, "b": 0.4, "c": 2.0}, alone)
     assert waits == {"a": [Hold("b", -1, pytest.approx(0.6))], "b": [Hold("a", 0, 0.4)], "c": []}
+    apart = holds(parse_jobs(["name=a", "name=b start=0.4s hold=apart"]), {"a": 0.0, "b": 0.4}, alone)
+    # b's synchronization begins after a's ends (lag + 0.4 >= 0.5 + 0.5: 0.6), a's next a's iteration after its own
+    assert apart == {"a": [Hold("b", -1, pytest.approx(0.4))], "b": [Hold("a", 0, pytest.approx(0.6))]}
+    tight = holds(parse_jobs(["name=a", "name=b start=0.5s hold=apart"]), {"a": 0.0, "b": 0.5},
+                  {"a": (0.4, 0.6), "b": (0.4, 0.6)})  # compute below communication: the cycle widens to 1.2 s
+    assert tight == {"a": [Hold("b", -1, pytest.approx(0.6))], "b": [Hold("a", 0, pytest.approx(0.6))]}
 
 
 @pytest.mark.parametrize("hold", ["no", "yes"])
@@ -84,7 +91,7 @@ def test_the_flow_model_holds_an_offset_only_when_asked(tmp_path, hold):
                  "--job", f"name=b hosts=h2,h3,h6,h7 start=0.35s compute_time=0.15 hold={hold}", "--mode", "simulate",
                  "--out", str(tmp_path / "s"))
     a, b = r["jobs"]
-    assert b["hold"] is (hold == "yes")
+    assert b["hold"] == ("yes" if hold == "yes" else "")
     paced = b["together"]["iterations_s"][2:]
     if hold == "yes":
         assert paced == pytest.approx([a["alone"]["iteration_mean_s"]] * len(paced), rel=0.01)

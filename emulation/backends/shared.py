@@ -168,7 +168,8 @@ def simulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
         together_jobs.append(TimedJob(t.name, t.plan, t.hosts, t.piece_bytes, t.compute_s,
                                       start_s(spec, periods[t.name])))
     log(f"simulating {len(together_jobs)} jobs together")
-    waits = holds(jobs.specs, {t.name: t.start_s for t in together_jobs}, periods)
+    waits = holds(jobs.specs, {t.name: t.start_s for t in together_jobs},
+                  {t.name: (t.compute_s, periods[t.name] - t.compute_s) for t in timed})
     together = simulate_jobs(together_jobs, cfg.iters, router, rates, latency, background, waits)
     for spec, checked, t in zip(jobs.specs, jobs.checked, together_jobs):
         row = job_row(spec, checked, jobs.hosts[spec.name])

@@ -73,7 +73,9 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
                                                   progress=False).to_dict())
     periods = {s.name: alone[s.name]["iteration_median_s"] for s in jobs.specs}
     starts = {s.name: start_s(s, periods[s.name]) for s in jobs.specs}
-    together = run_together(jobs, starts, holds(jobs.specs, starts, periods), log)
+    computes = {s.name: alone[s.name]["compute_median_s"] for s in jobs.specs}
+    waits = holds(jobs.specs, starts, {n: (computes[n], periods[n] - computes[n]) for n in periods})
+    together = run_together(jobs, starts, waits, log)
     rows = []
     for spec, checked in zip(jobs.specs, jobs.checked):
         row = job_row(spec, checked, jobs.hosts[spec.name])
@@ -97,6 +99,7 @@ def brief(summary: dict) -> dict:
     """What jobs.json keeps of a job's run: its mean and median iteration past warm-up, from every iteration."""
     times = iteration_times(summary) if summary.get("iterations") else []
     return {"iteration_mean_s": mean_after_warmup(times), "iteration_median_s": median_after_warmup(times), "gst_median_s": summary.get("gst_median_s"),
+            "compute_median_s": summary.get("compute_median_s"),
             "correct": summary.get("correct"), "error": summary.get("error"),
             "fidelity": {k: (summary.get("fidelity") or {}).get(k) for k in ("verdict", "cause", "scenario_note")},
             "out": summary["config"]["out"]}

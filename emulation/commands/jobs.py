@@ -51,7 +51,7 @@ def print_jobs(r: dict) -> None:
         alone, together = j.get("alone") or {}, j.get("together") or {}
         a = alone.get("iteration_mean_s", alone.get("iteration_s"))
         t = together.get("iteration_mean_s", together.get("iteration_s"))
-        line = (f"  {j['name']:<10} {j['algo']} {j['model']} on {','.join(j['hosts'])} start {j['start']}{' held' if j.get('hold') else ''}: iteration "
+        line = (f"  {j['name']:<10} {j['algo']} {j['model']} on {','.join(j['hosts'])} start {j['start']}{(' held ' + j['hold']) if j.get('hold') else ''}: iteration "
                 f"alone {fmt(a)} s, together {fmt(t)} s, slowdown {fmt(j.get('slowdown'))}")
         if j.get("overlap_median") is not None:
             line += f", overlap {j['overlap_median']:.0%} (median)"

@@ -15,9 +15,9 @@ JOB_HELP = ("a job sharing the network (repeatable): KEY=VALUE pairs separated b
             "model=mlp:2MB hosts=h0..h3 start=0.5it'; hosts is a list or contiguous, interleaved or random:SEED "
             "with ranks=K; start is 0, a delay (2s) or a fraction of the job's own iteration (0.5it); hold=yes keeps the "
             "job's offset to the job listed before it at every iteration (a scheduler's time shift kept: each waits "
-            "for the other's iteration to begin); any other key is a run option of the job (algo, model, batch, "
-            "compute_time, ...)")
-HOLD = {"yes": True, "no": False}
+            "for the other's iteration to begin), hold=apart widens it where their synchronizations would meet; any "
+            "other key is a run option of the job (algo, model, batch, compute_time, ...)")
+HOLD = {"no": "", "yes": "yes", "apart": "apart"}  # as given -> JobSpec.hold
 RULES = ("contiguous", "interleaved")
 START = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|it)?\s*$")
 MAX_JOBS = 16
@@ -33,7 +33,7 @@ class JobSpec:
     ranks: Optional[int] = None
     start_s: float = 0.0          # a delay, seconds of emulated time
     start_iterations: float = 0.0  # or a fraction of the job's own iteration (measured alone)
-    hold: bool = False             # its offset to the job listed before it kept at every iteration
+    hold: str = ""                 # its offset to the job listed before it kept at every iteration: yes, apart
 
     @property
     def start(self) -> str:
@@ -72,7 +72,7 @@ def parse_job(text: str, index: int) -> JobSpec:
     hosts = values.pop("hosts", "contiguous")
     hold = values.pop("hold", "no")
     if hold not in HOLD:
-        raise ValueError(f"{where}: hold '{hold}' is not yes or no")
+        raise ValueError(f"{where}: hold '{hold}' is not yes, apart or no")
     if HOLD[hold] and index == 0:
         raise ValueError(f"{where}: hold=yes keeps a job's offset to the job listed before it: the first job has "
                          f"none (give hold to a later job)")
@@ -101,16 +101,24 @@ class Hold:
     lag_s: float
 
 
-def holds(jobs: Sequence[JobSpec], starts: Dict[str, float], periods: Dict[str, float]) -> Dict[str, List[Hold]]:
+def holds(jobs: Sequence[JobSpec], starts: Dict[str, float], alone: Dict[str, Tuple[float, float]]
+          ) -> Dict[str, List[Hold]]:
     """Each job's waits: a held job begins iteration k its start offset after the job listed before it began
-    iteration k, and that job begins iteration k+1 its own iteration alone (periods) after the offset, so neither
-    drifts towards the other (starts: seconds after the first job)."""
+    iteration k, and that job begins iteration k+1 its own iteration alone after the offset, so neither drifts
+    towards the other; held apart, each lag is at least what puts its synchronization after the other's (starts:
+    seconds after the first job; alone: each job's compute and communication time alone)."""
     out: Dict[str, List[Hold]] = {j.name: [] for j in jobs}
     for before, job in zip(jobs, jobs[1:]):
         if job.hold:
+            (c_a, m_a), (c_b, m_b) = alone[before.name], alone[job.name]
             lag = starts[job.name] - starts[before.name]
+            if job.hold == "apart":
+                lag = max(lag, c_a + m_a - c_b)
+            back = c_a + m_a - lag  # the cycle: the job before it's own iteration alone
+            if job.hold == "apart":
+                back = max(back, c_b + m_b - c_a)
             out[job.name].append(Hold(before.name, 0, lag))
-            out[before.name].append(Hold(job.name, -1, periods[before.name] - lag))
+            out[before.name].append(Hold(job.name, -1, back))
     return out
 
 
