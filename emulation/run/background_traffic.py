@@ -32,6 +32,8 @@ class BackgroundTraffic:
         self.procs: List[subprocess.Popen] = []
         self.t0: Optional[float] = None
         self.shared_nics: Dict[str, List[str]] = {}  # source host -> its interfaces split between job and flows
+        self.stopped = False
+        self.final: Dict[Tuple[int, str], List[dict]] = {}
 
     def path(self, n: int, role: str) -> str:
         """Flow n's log of one role (send, recv)."""
@@ -81,14 +83,20 @@ class BackgroundTraffic:
         for proc in self.procs:
             hosts.stop_process(proc)
         self.procs = []
+        self.stopped = True
 
     def lines(self, n: int, role: str) -> List[dict]:
-        """Flow n's log lines of one role ([] when missing)."""
+        """Flow n's log lines of one role ([] when missing); read once after the flows stopped (final by then)."""
+        if (n, role) in self.final:
+            return self.final[(n, role)]
         try:
             with open(self.path(n, role)) as f:
-                return [json.loads(line) for line in f if line.strip()]
+                got = [json.loads(line) for line in f if line.strip()]
         except (OSError, ValueError):
-            return []
+            got = []
+        if self.stopped:
+            self.final[(n, role)] = got
+        return got
 
     def sender_port(self, n: int) -> Optional[int]:
         """The TCP source port flow n's sender connected from (its ECMP path), once connected."""
