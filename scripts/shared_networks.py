@@ -55,8 +55,8 @@ APART = ("--job", "name=a hosts=h0,h1,h4,h5", "--job", "name=b hosts=h2,h3,h6,h7
 ZERO_SLACK = ("no slack at compute = communication: left alone, offset jobs drift into phase (the fluid flow model "
               "keeps them apart); reported, not held to the range")
 KNIFE_EDGE = ("no slack at compute = communication: the offset held exactly leaves the two synchronizations a few ms "
-              "apart or a few ms over each other, as the communication time measured alone comes out (1.02 and "
-              "1.19-1.25 in two runs); reported, not held to the range (held apart, below, is)")
+              "apart or a few ms over each other, as the communication time measured alone comes out, and the "
+              "slowdown with it (run the case twice to see); reported, not held to the range (held apart is)")
 JOB_CASES = {  # key: (jobs, iterations, emulated slowdown range, compute over communication, why not held to it)
     "jobs-in-phase": (CROSSING, 10, (1.4, 1.6), 1.0, None),
     "jobs-offset": (OFFSET, 10, (0.0, 1.15), 1.0, ZERO_SLACK),
