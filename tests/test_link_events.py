@@ -67,6 +67,8 @@ def test_bad_event_input_is_refused_before_anything_starts(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "never").exists()
     r = run_dmlbed("run", *RING, "--local", "--event", "h1=50@4it")
     assert r.returncode == 2 and "runs on loopback, without links" in r.stderr
+    r = run_dmlbed("simulate", *RING, "--overlap", "--event", "h1=50@4it")
+    assert r.returncode == 2 and "without --overlap" in r.stderr
 
 
 @pytest.mark.emulation

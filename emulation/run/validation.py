@@ -229,6 +229,11 @@ def check_modelled_compute(checked: Checked, label: Label = flag_label) -> None:
     """Compute that varies by rank or iteration, in the flow model and the closed forms: BSP iterations of a plan
     synchronized after backward (an emulated run takes it with every algorithm)."""
     cfg = checked.cfg
+    if checked.network.events and (cfg.overlap or checked.algorithm.forward_phase is not None):
+        raise OptionError(f"{label('event')}: simulate and theory follow link events over iterations of compute then "
+                          f"synchronization, without {label('overlap')} and without a forward phase "
+                          f"({cfg.algo if checked.algorithm.forward_phase else 'DDP buckets'}); an emulated run takes "
+                          f"them")
     if checked.network.background and (cfg.overlap or checked.algorithm.forward_phase is not None):
         raise OptionError(f"{label('background')}: simulate and theory model background flows beside iterations "
                           f"of compute then synchronization, without {label('overlap')} and without a forward phase "
