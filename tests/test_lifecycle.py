@@ -92,6 +92,9 @@ def test_a_command_whose_hosts_fail_locks_once_and_still_writes_its_summary_once
     assert counted["locks"] == 1 and counted["writes"] == [COMMANDS[name][1]]
     written = json.load(open(tmp_path / "out" / COMMANDS[name][1]))
     assert "switches not programmed" in written["error"]
+    if name == "run":  # how far it got, and no verdict on timings it never measured
+        assert written["hosts_up"] is False and written["iterations"] == 0
+        assert written["fidelity"]["verdict"] == "not measured"
 
 
 def test_a_bug_in_the_body_is_raised_after_the_summary_is_written(tmp_path, monkeypatch):

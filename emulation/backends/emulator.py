@@ -153,6 +153,7 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
         setattr(emulation, key, measured.pop(key))
     emulation.later_steps_wire_ratio = (emulation.wire_by_phase.get("later_steps") or {}).get("ratio")
     emulation.rank_start = dict(state["startup"], first_iteration_s=first_iteration_s(records.rows, state["spawned"]))
+    emulation.hosts_up = life.hosts is not None
     outcome = Outcome(mode=MODE, iterations=measured.pop("iterations"), gst_median_s=gst,
                       gst_ratio=gst / theory_s if gst else None, compute_median_s=measured.pop("compute_median_s"),
                       iteration_median_s=measured.pop("iteration_median_s"), jct_s=measured.pop("jct_s"),

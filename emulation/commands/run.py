@@ -75,7 +75,8 @@ def print_summary(s) -> None:
     print(f"  correct       {s['correct']} (replicas identical: {s['replicas_identical']}, "
           f"first sum verified: {s['sum_verified']})")
     if s.get("error"):
-        print(f"  error         {s['error']}")
+        print(f"  error         {s['error']} (hosts up: {'yes' if s.get('hosts_up') else 'no'}, iterations done: "
+              f"{s.get('iterations') or 0})")
     print(f"results: {os.path.join(s['config']['out'], 'summary.json')}, iterations.csv, workers.csv")
 
 

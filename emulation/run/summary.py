@@ -136,6 +136,7 @@ class Emulation:
     compute_real_median_s: Optional[float] = None
     compute_cpu_median_s: Optional[float] = None
     compute_over_budget: int = 0
+    hosts_up: Optional[bool] = None  # whether the hosts (the emulated network, or loopback) came up: how far a run got
     first_step_wire_ratio: Optional[float] = None
     later_steps_wire_ratio: Optional[float] = None  # bytes of every step but the first over fp32 (a PS's pull)
     loss_first: Optional[float] = None
