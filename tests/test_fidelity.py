@@ -301,3 +301,15 @@ def test_cpu_saturation_is_judged_over_the_measured_iterations_not_the_start_up(
     assert inside["scope"] == "measured iterations" and inside["samples"] == 2 and inside["saturated_share"] == 0
     assert cpu.report()["saturated_share"] == 0.6
     assert cpu.report((10.0, 11.0))["scope"].startswith("whole run") and measured_window({}, 2) is None
+
+
+def test_a_hosts_configuration_goes_in_lines_its_shell_reads_whole():
+    """star:48's static ARP made h0's one line 4.2 KB; the terminal cut it at 4095 bytes and bring-up failed with
+    'Device and destination are required arguments'."""
+    from emulation.core.addressing import SHELL_LINE_BYTES, command_batches
+    cmds = config_commands(all_host_configs(parse("star:48"))["h0"])
+    assert len(" ; ".join(cmds)) > 4095
+    batches = command_batches(cmds)
+    assert [c for b in batches for c in b] == cmds and len(batches) >= 2
+    assert all(len(" ; ".join(b)) <= SHELL_LINE_BYTES for b in batches)
+    assert command_batches(["x" * 5000, "y"]) == [["x" * 5000], ["y"]]

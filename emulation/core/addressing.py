@@ -138,3 +138,20 @@ def config_commands(cfg: HostConfig, route_options: str = "") -> List[str]:
     for a in cfg.arp:
         cmds.append(f"ip neigh replace {a.ip} lladdr {a.mac} dev {a.dev} nud permanent")
     return cmds
+
+
+SHELL_LINE_BYTES = 3000  # a node's shell reads one line from a terminal, which cuts lines at 4095 bytes
+
+
+def command_batches(cmds: List[str], limit: int = SHELL_LINE_BYTES) -> List[List[str]]:
+    """Commands in order, in batches whose ' ; '-joined line stays under limit (a command longer than the limit is
+    a batch of its own): a host's static ARP for 48 peers is over 4 KB, and the cut line failed its last command."""
+    out: List[List[str]] = [[]]
+    size = 0
+    for cmd in cmds:
+        if out[-1] and size + 3 + len(cmd) > limit:
+            out.append([])
+            size = 0
+        size += (3 if out[-1] else 0) + len(cmd)
+        out[-1].append(cmd)
+    return [b for b in out if b]

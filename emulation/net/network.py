@@ -23,7 +23,7 @@ from emulation.net.kernel_probes import (NetworkError, available_congestion_cont
                                   ensure_ovs, leaf_drops, netem_available, ovs_setting)
 from emulation.net.runstate import RunState, clean as clean_stale
 from emulation.net.topos import SpecTopo, shaper_name
-from emulation.core.addressing import all_host_configs, config_commands
+from emulation.core.addressing import all_host_configs, command_batches, config_commands
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
 from emulation.core.link_rates import Overrides, rate_of, slowest_per_level
@@ -280,11 +280,13 @@ class EmulatedNetwork:
         return sorted(by_dev)
 
     def _run_in(self, node: str, cmds: List[str]) -> None:
-        """Run configuration commands in a node; raise NetworkError on the first failure."""
-        out = self.net.get(node).cmd(" ; ".join(cmds) + " ; echo dmlbed-config-done")
-        errors = [l for l in out.splitlines() if "Error" in l or "RTNETLINK" in l or "Cannot" in l]
-        if "dmlbed-config-done" not in out or errors:
-            raise NetworkError(f"configuring {node} failed: {(errors or [out.strip()[-200:]])[0]}")
+        """Run configuration commands in a node, in lines its shell reads whole; raise NetworkError on the first
+        failure."""
+        for batch in command_batches(cmds):
+            out = self.net.get(node).cmd(" ; ".join(batch) + " ; echo dmlbed-config-done")
+            errors = [l for l in out.splitlines() if "Error" in l or "RTNETLINK" in l or "Cannot" in l]
+            if "dmlbed-config-done" not in out or errors:
+                raise NetworkError(f"configuring {node} failed: {(errors or [out.strip()[-200:]])[0]}")
 
     def interactive(self) -> None:
         """Mininet's own CLI on this network (returns when the user types exit)."""
