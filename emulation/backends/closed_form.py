@@ -70,7 +70,7 @@ def execute(job: TheoryJob, log: Log = quiet, progress: bool = True) -> Summary:
         outcome.iteration_mean_s = outcome.iteration_median_s
     if checked.network.events:  # each iteration at the rates in force when it begins
         syncs, gsts = theory_timeline(checked, cfg.iters, compute)
-        outcome.link_events = event_rows(checked, checked.network.events, gsts,
+        outcome.link_events = event_rows(checked, gsts,
                                     [took_effect(e, syncs) for e in checked.network.events])
     return Summary(top, models(checked), outcome, closed_form=closed)
 

@@ -173,7 +173,7 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     if checked.compute.varies or background_varies(checked.network.background) or events:
         outcome.iteration_mean_s = mean_after_warmup([it["iteration_s"] for it in iterations])
     if events:
-        outcome.link_events = event_rows(checked, events, [it["gst_s"] for it in iterations], effect, applied)
+        outcome.link_events = event_rows(checked, [it["gst_s"] for it in iterations], effect, applied)
     summary = Summary(top, beside, outcome, traffic=traffic_out, emulation=emulation, extras=measured)
     if cfg.calibration:
         emulation.gst_ratio_calibrated = calibrated_ratio(summary)

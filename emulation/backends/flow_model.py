@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from emulation.backends.base import Job, Log, quiet
 from emulation.core.background import horizon_s
 from emulation.core.events import rates_in_force
-from emulation.core.link_rates import factors as link_factors
+from emulation.core.link_rates import factors as link_factors, rates_key
 from emulation.run.events_report import event_rows, took_effect
 from emulation.run.options import Label, OptionError, RunConfig, flag_label
 from emulation.run.outputs import clear, output_folder, write_atomic, write_atomic_csv
@@ -157,7 +157,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
 
     def router_for(link_rates) -> Router:
         """The router with these links off their level's rate (one per set of rates: events change them)."""
-        key = tuple(sorted(link_rates.items()))
+        key = rates_key(link_rates)
         if key not in routers:
             routers[key] = Router(topo, "hash" if ports else cfg.ecmp, ports, link_factors(topo, bw, link_rates))
         return routers[key]
@@ -234,7 +234,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
 
         def synchronize_at(t: float, i: int) -> FlowResult:
             link_rates = rates_in_force(checked.network.link_rates, events, i, t)
-            key = tuple(sorted(link_rates.items()))
+            key = rates_key(link_rates)
             if varies or key not in same:
                 same[key] = run_phases(phases, t, router_for(link_rates))
             return same[key]
@@ -255,7 +255,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     if table is not None or background_varies(checked.network.background) or events:
         outcome.iteration_mean_s = mean_after_warmup(iterations)
     if events:
-        outcome.link_events = event_rows(checked, events, gsts, [took_effect(e, syncs) for e in events])
+        outcome.link_events = event_rows(checked, gsts, [took_effect(e, syncs) for e in events])
         simulation.model_settings["events"] = ("each synchronization simulated on the link rates in force when it "
                                                "begins")
     if table is not None:

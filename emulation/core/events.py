@@ -87,14 +87,11 @@ def parse_events(items: Sequence[str], topo: Topology, iterations: int, flag: st
 def rates_in_force(base: Overrides, events: Sequence[LinkEvent], iteration: int, t: float) -> Overrides:
     """The link rates off their level's for an iteration whose synchronization begins at run time t: the run's own,
     then each due event in turn (one link's events are all of one kind, in order)."""
+    return with_events(base, [e for e in events if e.due(iteration, t)])
+
+
+def with_events(base: Overrides, events: Sequence[LinkEvent]) -> Overrides:
+    """The run's own link rates, then these events' in turn."""
     out = dict(base)
-    for e in events:
-        if e.due(iteration, t):
-            out[e.link] = e.mbps
+    out.update((e.link, e.mbps) for e in events)
     return out
-
-
-def last_iteration_event(events: Sequence[LinkEvent]) -> Optional[int]:
-    """The last iteration an iteration event names (None without any)."""
-    named = [e.iteration for e in events if e.iteration is not None]
-    return max(named) if named else None

@@ -112,11 +112,10 @@ def holds(jobs: Sequence[JobSpec], starts: Dict[str, float], alone: Dict[str, Tu
         if job.hold:
             (c_a, m_a), (c_b, m_b) = alone[before.name], alone[job.name]
             lag = starts[job.name] - starts[before.name]
-            if job.hold == "apart":
-                lag = max(lag, c_a + m_a - c_b)
             back = c_a + m_a - lag  # the cycle: the job before it's own iteration alone
-            if job.hold == "apart":
-                back = max(back, c_b + m_b - c_a)
+            if job.hold == "apart":  # each synchronization after the other's
+                lag = max(lag, c_a + m_a - c_b)
+                back = max(c_a + m_a - lag, c_b + m_b - c_a)
             out[job.name].append(Hold(before.name, 0, lag))
             out[before.name].append(Hold(job.name, -1, back))
     return out

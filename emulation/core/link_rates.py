@@ -124,6 +124,11 @@ def slowest_per_level(topo: Topology, bw: Sequence[float], overrides: Optional[O
     return tuple(out)
 
 
+def rates_key(overrides: Overrides) -> Tuple[Tuple[LinkKey, float], ...]:
+    """A set of link rates as a dictionary key (a cache per network state)."""
+    return tuple(sorted(overrides.items()))
+
+
 def described(overrides: Optional[Overrides]) -> Dict[str, float]:
     """The overrides as a report shows them: link name -> Mbit/s."""
     return {link_name(k): v for k, v in sorted((overrides or {}).items())}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from emulation.core.events import LinkEvent
 from workloads.runfolder import RankFiles
@@ -15,9 +15,11 @@ from workloads.runfolder import RankFiles
 POLL_S = 0.005
 
 
-def recorded(files: RankFiles, ranks: int) -> Tuple[int, Optional[float]]:
-    """The most iterations any rank has recorded, and when the first iteration began (None before any record)."""
-    most, first = 0, None
+def recorded(files: RankFiles, ranks: int, known: Optional[float]) -> Tuple[int, Optional[float], bool]:
+    """The most iterations any rank has recorded, when the first iteration began (None before any record) and
+    whether every rank's first record was there (then that time is final: pass it back as known, and the first
+    records are not parsed again on every poll)."""
+    most, found = 0, []
     for r in range(ranks):
         try:
             with open(files.records(r)) as f:
@@ -25,10 +27,11 @@ def recorded(files: RankFiles, ranks: int) -> Tuple[int, Optional[float]]:
         except FileNotFoundError:
             continue
         most = max(most, len(lines))
-        if lines:
-            begun = json.loads(lines[0])["start"]
-            first = begun if first is None else min(first, begun)
-    return most, first
+        if lines and known is None:
+            found.append(json.loads(lines[0])["start"])
+    if known is not None:
+        return most, known, True
+    return most, min(found, default=None), len(found) == ranks
 
 
 class EventSchedule:
@@ -61,9 +64,11 @@ class EventSchedule:
         return first is not None and now >= first + event.at_s * self.dilation
 
     def _run(self) -> None:
+        known = None
         try:
             while not self._stop.is_set() and len(self.applied) < len(self.events):
-                done, first = recorded(self.files, self.ranks)
+                done, first, final = recorded(self.files, self.ranks, known)
+                known = first if final else None
                 for n, event in enumerate(self.events):
                     if n not in self.applied and self._due(n, done, first, time.time()):
                         self.apply(event.link, event.mbps / self.dilation)
@@ -71,8 +76,3 @@ class EventSchedule:
                 self._stop.wait(POLL_S)
         except BaseException as exc:  # reported by the run once the ranks are done
             self.error = exc
-
-    def applied_after_first(self, first_start: Optional[float]) -> List[Optional[float]]:
-        """Each event's time of application in emulated seconds after the first iteration began (None: never)."""
-        return [None if n not in self.applied or first_start is None else
-                (self.applied[n] - first_start) / self.dilation for n in range(len(self.events))]

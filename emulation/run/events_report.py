@@ -7,33 +7,42 @@ import statistics
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from emulation.core.events import LinkEvent, rates_in_force
-from emulation.core.link_rates import Overrides, link_name
+from emulation.core.events import LinkEvent, rates_in_force, with_events
+from emulation.core.link_rates import Overrides, link_name, rates_key
 from emulation.run.resolution import Checked
 from emulation.run.results import WARMUP
 
 
-def theory_gst(checked: Checked, link_rates: Overrides) -> float:
-    """The closed-form GST with these links off their level's rate."""
+def closed_forms(checked: Checked) -> Callable[[Overrides], float]:
+    """The closed-form GST with a set of links off their level's rate, worked out once per set."""
     from emulation.run.summary import head
-    network = replace(checked.network, link_rates=dict(link_rates), events=())
-    return head(replace(checked, network=network)).gst_theory_s
+    cache: Dict[Tuple, float] = {}
+
+    def gst(link_rates: Overrides) -> float:
+        key = rates_key(link_rates)
+        if key not in cache:
+            network = replace(checked.network, link_rates=dict(link_rates), events=())
+            cache[key] = head(replace(checked, network=network)).gst_theory_s
+        return cache[key]
+    return gst
+
+
+def rates_after(checked: Checked, effect: Sequence[Optional[int]], iteration: int) -> Overrides:
+    """The link rates an iteration ran at: the run's own, then every event that had taken effect by it."""
+    return with_events(checked.network.link_rates, [e for e, k in zip(checked.network.events, effect)
+                                                   if k is not None and k <= iteration])
 
 
 def theory_timeline(checked: Checked, iterations: int, compute_s: float) -> Tuple[List[float], List[float]]:
     """When each iteration's synchronization begins and its closed-form GST as the events change the links
     (compute, then the GST, one iteration after another)."""
-    cache: Dict[Tuple, float] = {}
+    theory = closed_forms(checked)
     sync_starts, gsts, t = [], [], 0.0
     for i in range(iterations):
         t += compute_s
-        rates = rates_in_force(checked.network.link_rates, checked.network.events, i, t)
-        key = tuple(sorted(rates.items()))
-        if key not in cache:
-            cache[key] = theory_gst(checked, rates)
         sync_starts.append(t)
-        gsts.append(cache[key])
-        t += cache[key]
+        gsts.append(theory(rates_in_force(checked.network.link_rates, checked.network.events, i, t)))
+        t += gsts[-1]
     return sync_starts, gsts
 
 
@@ -48,15 +57,14 @@ def took_effect(event: LinkEvent, sync_starts: Sequence[float], applied_s: Optio
     return next((i for i in range(first, len(sync_starts)) if sync_starts[i] >= when), None)
 
 
-def event_rows(checked: Checked, events: Sequence[LinkEvent], gsts: Sequence[float], effect: Sequence[Optional[int]],
-               applied_s: Optional[Sequence[Optional[float]]] = None,
-               theory: Callable[[Overrides], float] = None) -> List[dict]:
+def event_rows(checked: Checked, gsts: Sequence[float], effect: Sequence[Optional[int]],
+               applied_s: Optional[Sequence[Optional[float]]] = None) -> List[dict]:
     """Per event: when it took effect, the median GST of the iterations before it (past warm-up, since the previous
     event) and after it (until the next), and the closed form after it."""
-    theory = theory or (lambda rates: theory_gst(checked, rates))
+    theory = closed_forms(checked)
     marks = sorted({k for k in effect if k is not None})
     rows = []
-    for n, (event, k) in enumerate(zip(events, effect)):
+    for n, (event, k) in enumerate(zip(checked.network.events, effect)):
         row = {"event": event.shown(), "link": link_name(event.link), "mbps": event.mbps,
                "iteration": event.iteration, "at_s": event.at_s, "took_effect_iteration": k}
         if applied_s is not None:
@@ -66,13 +74,9 @@ def event_rows(checked: Checked, events: Sequence[LinkEvent], gsts: Sequence[flo
             later = [m for m in marks if m > k]
             before = list(gsts[max(WARMUP, earlier[-1] if earlier else 0):(k - 1 if applied_s is not None else k)])
             after = list(gsts[k:later[0] if later else len(gsts)])
-            rates = dict(checked.network.link_rates)
-            for e, m in zip(events, effect):
-                if m is not None and m <= k:
-                    rates[e.link] = e.mbps
             row["gst_before_median_s"] = statistics.median(before) if before else None
             row["gst_after_median_s"] = statistics.median(after) if after else None
-            row["gst_after_theory_s"] = theory(rates)
+            row["gst_after_theory_s"] = theory(rates_after(checked, effect, k))
             if row["gst_before_median_s"] and row["gst_after_median_s"]:
                 row["after_over_before"] = row["gst_after_median_s"] / row["gst_before_median_s"]
             if row["gst_after_median_s"] and row["gst_after_theory_s"]:
@@ -96,17 +100,11 @@ def measured_schedule(checked: Checked, iterations: Sequence[dict], rows: Dict[i
     ends = [(it["end"] - first) / dilation for it in iterations]
     applied = [None if t is None else (t - first) / dilation for t in applied_wall]
     effect = [took_effect(e, sync_first, a) for e, a in zip(events, applied)]
-    cache: Dict[Tuple, float] = {}
+    theory = closed_forms(checked)
 
     def in_force(i: int):
         if any(a is not None and sync_first[i] < a < ends[i] for a in applied):
             return None
-        rates = dict(checked.network.link_rates)
-        for e, k in zip(events, effect):
-            if k is not None and k <= i:
-                rates[e.link] = e.mbps
-        key = tuple(sorted(rates.items()))
-        if key not in cache:
-            cache[key] = theory_gst(checked, rates) * dilation
-        return {k: v / dilation for k, v in rates.items()}, cache[key]
+        rates = rates_after(checked, effect, i)
+        return {k: v / dilation for k, v in rates.items()}, theory(rates) * dilation
     return effect, applied, in_force
