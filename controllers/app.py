@@ -1,4 +1,5 @@
-"""Ryu app (OpenFlow 1.3; also an os-ken app): installs dmlbed's proactive rules at switch connection, counts
+"""Ryu app (OpenFlow 1.3; also an os-ken app): installs dmlbed's proactive rules at switch connection (with
+fast-failover backup paths where the topology has them), reroutes around a link whose port goes down, counts
 PacketIns."""
 
 import json
@@ -18,11 +19,12 @@ except ImportError:  # os-ken, Ryu's maintained fork, where Ryu cannot run (Pyth
     from os_ken.lib import hub
     from os_ken.ofproto import ofproto_v1_3
 
-from controllers.flow_rules import RuleSet, compute_rules
+from controllers.flow_rules import FAILOVER_MODES, RuleSet, compute_rules
 from emulation.core.topology import Topology, from_json, parse
 
 TOPOLOGY_ENV = "DMLBED_TOPOLOGY"
 STATUS_ENV = "DMLBED_STATUS"
+FAILOVER_ENV = "DMLBED_FAILOVER"  # fast (backup paths in the data plane, then a reroute) | controller (reroute only)
 STATUS_PERIOD_S = 0.2
 
 
@@ -50,12 +52,43 @@ def flow_mod(datapath, rule):
                              match=parser.OFPMatch(**rule.fields()), instructions=inst)
 
 
-def group_mod(datapath, group):
-    """An OFPGroupMod adding a select (ECMP) group for a GroupRule."""
+def group_mod(datapath, group, command=None):
+    """An OFPGroupMod adding (or with command, modifying) a select (ECMP) or fast-failover group for a
+    GroupRule."""
     ofp, parser = datapath.ofproto, datapath.ofproto_parser
-    buckets = [parser.OFPBucket(weight=1, watch_port=port, watch_group=ofp.OFPG_ANY,
-                                actions=[parser.OFPActionOutput(port)]) for port in group.ports]
-    return parser.OFPGroupMod(datapath, ofp.OFPGC_ADD, ofp.OFPGT_SELECT, group.group_id, buckets)
+    ff = group.kind == "ff"
+    buckets = [parser.OFPBucket(weight=0 if ff else 1, watch_port=port, watch_group=ofp.OFPG_ANY,
+                                actions=[parser.OFPActionOutput(out)])
+               for port, out in zip(group.ports, group.outputs())]
+    return parser.OFPGroupMod(datapath, ofp.OFPGC_ADD if command is None else command,
+                              ofp.OFPGT_FF if ff else ofp.OFPGT_SELECT, group.group_id, buckets)
+
+
+def changes(datapath, old: RuleSet, new: RuleSet):
+    """What a switch needs to go from one rule set to another, make before break: (the groups and flows added or
+    changed, then those that went away), as OpenFlow messages."""
+    ofp, parser = datapath.ofproto, datapath.ofproto_parser
+    old_flows, old_groups = old.for_dpid(datapath.id)
+    new_flows, new_groups = new.for_dpid(datapath.id)
+    was = {g.group_id: g for g in old_groups}
+    now = {g.group_id: g for g in new_groups}
+    before = {(f.priority, f.match): f for f in old_flows}
+    after = {(f.priority, f.match): f for f in new_flows}
+    msgs = [group_mod(datapath, g, ofp.OFPGC_ADD if i not in was else ofp.OFPGC_MODIFY)
+            for i, g in now.items() if was.get(i) != g]
+    msgs += [flow_mod(datapath, f) for k, f in after.items() if before.get(k) != f]
+    gone = [parser.OFPFlowMod(datapath=datapath, command=ofp.OFPFC_DELETE_STRICT, priority=f.priority,
+                              table_id=0, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                              match=parser.OFPMatch(**f.fields())) for k, f in before.items() if k not in after]
+    gone += [parser.OFPGroupMod(datapath, ofp.OFPGC_DELETE, ofp.OFPGT_ALL, i, []) for i in was if i not in now]
+    return msgs, gone
+
+
+def send_all(datapath, msgs) -> None:
+    """Send messages and a barrier."""
+    for msg in msgs:
+        datapath.send_msg(msg)
+    datapath.send_msg(datapath.ofproto_parser.OFPBarrierRequest(datapath))
 
 
 def install(datapath, rules: RuleSet) -> int:
@@ -82,10 +115,22 @@ class DmlbedController(App):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.topology = load_topology()
-        self.rules = compute_rules(self.topology)
+        self.failover = os.environ.get(FAILOVER_ENV) or FAILOVER_MODES[0]
+        if self.failover not in FAILOVER_MODES:
+            raise SystemExit(f"{FAILOVER_ENV}={self.failover} is unknown: valid are {', '.join(FAILOVER_MODES)}")
+        self.rules = compute_rules(self.topology, failover=self.failover == "fast")
+        self.datapaths = {}
+        self.ends = {}  # (dpid, port) -> (lower, upper) of the link behind that switch port
+        for link in self.topology.links:
+            for name, port in ((link.lower, link.lower_port), (link.upper, link.upper_port)):
+                if not self.topology.is_host(name):
+                    self.ends[(self.topology.node(name).dpid, port)] = (link.lower, link.upper)
+        self.down_ends = set()  # (dpid, port) whose link is down
+        self.awaiting = set()  # dpids whose barrier after a reroute's additions has not come back
+        self.removals = []  # (datapath, messages) a reroute sends once every switch has its additions
         self.status_path = os.environ.get(STATUS_ENV)
-        self.status = {"topology": self.topology.spec, "pid": os.getpid(), "switches": {},
-                       "packet_in": 0, "packet_in_by_switch": {}, "packet_in_samples": []}
+        self.status = {"topology": self.topology.spec, "pid": os.getpid(), "switches": {}, "failover": self.failover,
+                       "packet_in": 0, "packet_in_by_switch": {}, "packet_in_samples": [], "reroutes": []}
         self.dirty = True
         if self.status_path:
             hub.spawn(self._write_status_loop)
@@ -112,6 +157,7 @@ class DmlbedController(App):
         except KeyError:
             self.logger.error("unknown switch dpid %016x: not part of %s", datapath.id, self.topology.spec)
             return
+        self.datapaths[datapath.id] = datapath
         count = install(datapath, self.rules)
         self._switch_status(datapath.id).update(name=name, flows=count, installed=False,
                                                 connected_at=time.time())
@@ -119,8 +165,50 @@ class DmlbedController(App):
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def barrier_reply_handler(self, ev):
-        """A barrier reply after installation means every rule is in the switch."""
+        """A barrier reply after installation means every rule is in the switch; after a reroute's additions, once
+        every switch replied, what they replace goes."""
         self._switch_status(ev.msg.datapath.id)["installed"] = True
+        self.dirty = True
+        self.awaiting.discard(ev.msg.datapath.id)
+        if not self.awaiting and self.removals:
+            removals, self.removals = self.removals, []
+            for dp, gone in removals:
+                send_all(dp, gone)
+            if self.status["reroutes"]:
+                self.status["reroutes"][-1].setdefault("removed_at", time.time())
+
+    def failed_links(self):
+        """Links with either switch port down."""
+        return sorted({self.ends[e] for e in self.down_ends})
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def port_status_handler(self, ev):
+        """A port went down or came up: reroute every switch around the links that are down now."""
+        seen = time.time()
+        msg = ev.msg
+        end = (msg.datapath.id, msg.desc.port_no)
+        if end not in self.ends:
+            return
+        ofp = msg.datapath.ofproto
+        down = bool(msg.desc.state & ofp.OFPPS_LINK_DOWN) or msg.reason == ofp.OFPPR_DELETE
+        before = self.failed_links()
+        (self.down_ends.add if down else self.down_ends.discard)(end)
+        failed = self.failed_links()
+        if failed == before:
+            return
+        rules = compute_rules(self.topology, failed, failover=self.failover == "fast")
+        changed = 0
+        for dp in self.datapaths.values():  # every switch's new paths first; what they replace once all are in
+            add, gone = changes(dp, self.rules, rules)
+            send_all(dp, add)
+            self.awaiting.add(dp.id)
+            self.removals.append((dp, gone))
+            changed += len(add) + len(gone)
+        self.rules = rules
+        self.status["reroutes"].append({"port_status_at": seen, "sent_at": time.time(),
+                                        "switch": format(end[0], "016x"), "port": end[1],
+                                        "link": "-".join(self.ends[end]), "state": "down" if down else "up",
+                                        "failed": ["-".join(l) for l in failed], "messages": changed})
         self.dirty = True
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)

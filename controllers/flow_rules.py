@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from emulation.core.topology import Topology
 
+Link = Tuple[str, str]  # (lower, upper) of a topology link
+
 OFPP_CONTROLLER = 0xFFFFFFFD
+OFPP_IN_PORT = 0xFFFFFFF8
 ETH_TYPE_IPV4 = 0x0800
+PRIORITY_BACK = 101    # from a down port, for a host below another: that port, else back where it came from
 PRIORITY_HOST = 100
+PRIORITY_BOUNCE = 50   # from an up port, for a host not below: up another way (only on a detour)
+PRIORITY_AVOID = 40    # for a host some up ports no longer reach: only the others
 PRIORITY_ECMP = 20
 PRIORITY_UP = 10
 PRIORITY_MISS = 0
 UP_GROUP = 1
+ECMP_GROUP = 1000      # + up port: fast failover, that port, else the other up ports
+BOUNCE_GROUP = 2000    # + up port it came in on: fast failover over the other up ports
+DOWN_GROUP = 3000      # + down port: fast failover, that port, else a sibling that can go up another way
+BACK_GROUP = 10000     # + 256 * down port + in port: that port, else back out of the in port
 IP_PROTO_TCP = 6
+IP_PROTO_UDP = 17
+L4 = {IP_PROTO_TCP: ("tcp_src", "tcp_dst"), IP_PROTO_UDP: ("udp_src", "udp_dst")}
+FAILOVER_MODES = ("fast", "controller")
 # ECMP over TCP ports: a switch at level L hashes bits [1 + 4L, 1 + 4L + width) of each segment's source and
 # destination ports (bit 0 is skipped: Linux prefers even ports for connect()). Explicit rules instead of a
 # select group, so which path a connection takes follows from its ports and is known to the fidelity report.
@@ -40,11 +53,18 @@ class FlowRule:
 
 @dataclass(frozen=True)
 class GroupRule:
-    """A select group: each flow is hashed to one of `ports` (ECMP)."""
+    """A select group (each flow hashed to one of `ports`: ECMP) or a fast-failover group (the first bucket whose
+    watched port is up: `ports` are watched in order, `outs` where each bucket sends, OFPP_IN_PORT back out)."""
 
     dpid: int
     group_id: int
     ports: Tuple[int, ...]
+    kind: str = "select"
+    outs: Optional[Tuple[int, ...]] = None
+
+    def outputs(self) -> Tuple[int, ...]:
+        """Where each bucket sends."""
+        return self.outs if self.outs is not None else self.ports
 
 
 @dataclass(frozen=True)
@@ -86,10 +106,16 @@ def bcube_rules(topo: Topology) -> RuleSet:
     return RuleSet(tuple(flows), ())
 
 
-def hosts_below(topo: Topology) -> Dict[str, Dict[int, List[str]]]:
-    """For every switch, the hosts reachable downwards through each of its down ports."""
+def live_links(topo: Topology, failed: Sequence[Link] = ()):
+    """The topology's links but the failed ones."""
+    gone = set(failed)
+    return [l for l in topo.links if (l.lower, l.upper) not in gone]
+
+
+def hosts_below(topo: Topology, failed: Sequence[Link] = ()) -> Dict[str, Dict[int, List[str]]]:
+    """For every switch, the hosts reachable downwards through each of its live down ports."""
     down: Dict[str, List[Tuple[int, str]]] = {s.name: [] for s in topo.switches}
-    for link in topo.links:
+    for link in live_links(topo, failed):
         down[link.upper].append((link.upper_port, link.lower))
     memo: Dict[str, List[str]] = {}
 
@@ -121,52 +147,125 @@ def ecmp_choice(level: int, ways: int, src_port: int, dst_port: int) -> int:
     return (((src_port >> shift) & mask) ^ ((dst_port >> shift) & mask)) % ways
 
 
-def ecmp_rules(sw, ups: List[int]) -> List[FlowRule]:
-    """One rule per pair of hashed source and destination port bits, sending TCP up the port ecmp_choice picks."""
+def ecmp_rules(sw, ups: List[int], failover: bool = False, priority: int = PRIORITY_ECMP,
+               dst: Tuple[Tuple[str, object], ...] = ()) -> List[FlowRule]:
+    """One rule per protocol (TCP, UDP) and pair of hashed source and destination port bits, sending it up the
+    port ecmp_choice picks (with failover, to that port's fast-failover group); dst narrows them to one host."""
     shift, mask = ecmp_bits(sw.level, len(ups))
     rules = []
-    for a in range(mask + 1):
-        for b in range(mask + 1):
-            src, dst = a << shift, b << shift
-            match = (("eth_type", ETH_TYPE_IPV4), ("ip_proto", IP_PROTO_TCP),
-                     ("tcp_src", (src, mask << shift)), ("tcp_dst", (dst, mask << shift)))
-            rules.append(FlowRule(sw.dpid, PRIORITY_ECMP, match, ups[ecmp_choice(sw.level, len(ups), src, dst)]))
+    for proto, (sport, dport) in L4.items():
+        for a in range(mask + 1):
+            for b in range(mask + 1):
+                src, dst_bits = a << shift, b << shift
+                match = (("eth_type", ETH_TYPE_IPV4),) + dst + (("ip_proto", proto),
+                         (sport, (src, mask << shift)), (dport, (dst_bits, mask << shift)))
+                port = ups[ecmp_choice(sw.level, len(ups), src, dst_bits)]
+                rules.append(FlowRule(sw.dpid, priority, match, None if failover else port,
+                                      ECMP_GROUP + port if failover else None))
     return rules
 
 
-def up_down_rules(topo: Topology) -> RuleSet:
-    """Loop-free up/down routing for trees, stars and Fat-Trees. Where a switch has several up ports, TCP is
-    spread over them by its ports (ecmp_choice) and other IPv4 traffic by a select group."""
+def ff_group(dpid: int, group_id: int, buckets: Sequence[Tuple[int, int]]) -> GroupRule:
+    """A fast-failover group from (watched port, output) buckets."""
+    return GroupRule(dpid, group_id, tuple(w for w, _ in buckets), "ff", tuple(o for _, o in buckets))
+
+
+def reachable(topo: Topology, failed: Sequence[Link] = ()) -> Dict[str, FrozenSet[str]]:
+    """For every switch, the hosts it reaches over the live links going up, then down (up/down routing)."""
+    below = hosts_below(topo, failed)
+    ups: Dict[str, List[str]] = {s.name: [] for s in topo.switches}
+    for link in live_links(topo, failed):
+        if not topo.is_host(link.lower):
+            ups[link.lower].append(link.upper)
+    reach: Dict[str, FrozenSet[str]] = {}
+
+    def reaches(name: str) -> FrozenSet[str]:
+        if name not in reach:
+            here = {h for hosts in below[name].values() for h in hosts}
+            reach[name] = frozenset(here.union(*(reaches(u) for u in ups[name])))
+        return reach[name]
+    for sw in topo.switches:
+        reaches(sw.name)
+    return reach
+
+
+def up_down_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = False) -> RuleSet:
+    """Loop-free up/down routing for trees, stars and Fat-Trees over the live links. Where a switch has several up
+    ports, TCP and UDP are spread over them by their ports (ecmp_choice) and other IPv4 traffic by a select
+    group; a host some up ports no longer reach goes up the others. With failover, fast-failover groups keep
+    every host reachable in the data plane when any one more link fails: up another port; down through a sibling
+    that goes up another way (from above) or back where it came from (from below)."""
     flows: List[FlowRule] = []
     groups: List[GroupRule] = []
-    below = hosts_below(topo)
-    up_ports: Dict[str, List[int]] = {s.name: [] for s in topo.switches}
-    for link in topo.links:
+    live = live_links(topo, failed)
+    below = hosts_below(topo, failed)
+    up_ports: Dict[str, List[Tuple[int, str]]] = {s.name: [] for s in topo.switches}
+    child: Dict[Tuple[str, int], str] = {}
+    for link in live:
+        child[(link.upper, link.upper_port)] = link.lower
         if not topo.is_host(link.lower):
-            up_ports[link.lower].append(link.lower_port)
+            up_ports[link.lower].append((link.lower_port, link.upper))
+    reach = reachable(topo, failed)
+
+    def can_bounce(sw: str, port: int) -> bool:
+        """Whether the switch below this port could send a packet up another way."""
+        lower = child[(sw, port)]
+        return not topo.is_host(lower) and len(up_ports[lower]) > 1
+
+    ipv4 = (("eth_type", ETH_TYPE_IPV4),)
     for sw in topo.switches:
-        for port, hosts in sorted(below[sw.name].items()):
-            for name in hosts:
-                ip = topo.node(name).ip
-                flows.append(FlowRule(sw.dpid, PRIORITY_HOST,
-                                      (("eth_type", ETH_TYPE_IPV4), ("ipv4_dst", ip)), port))
+        downs = sorted(below[sw.name])
+        bounce_ports = [p for p in downs if can_bounce(sw.name, p)]
+        for port in downs:
+            siblings = [p for p in bounce_ports if p != port] if failover and can_bounce(sw.name, port) else []
+            if siblings:
+                groups.append(ff_group(sw.dpid, DOWN_GROUP + port, [(p, p) for p in [port] + siblings]))
+            for name in below[sw.name][port]:
+                dst = (("ipv4_dst", topo.node(name).ip),)
+                flows.append(FlowRule(sw.dpid, PRIORITY_HOST, ipv4 + dst, None if siblings else port,
+                                      DOWN_GROUP + port if siblings else None))
+                for other in siblings:
+                    flows.append(FlowRule(sw.dpid, PRIORITY_BACK, (("in_port", other),) + ipv4 + dst,
+                                          group=BACK_GROUP + 256 * port + other))
+            for other in siblings:
+                groups.append(ff_group(sw.dpid, BACK_GROUP + 256 * port + other,
+                                       [(port, port), (other, OFPP_IN_PORT)]))
         ups = sorted(up_ports[sw.name])
-        match = (("eth_type", ETH_TYPE_IPV4),)
-        if len(ups) == 1:
-            flows.append(FlowRule(sw.dpid, PRIORITY_UP, match, ups[0]))
-        elif len(ups) > 1:
-            flows += ecmp_rules(sw, ups)
-            groups.append(GroupRule(sw.dpid, UP_GROUP, tuple(ups)))
-            flows.append(FlowRule(sw.dpid, PRIORITY_UP, match, group=UP_GROUP))
+        ports = [p for p, _ in ups]
+        elsewhere = sorted({h.name for h in topo.hosts} - {h for hs in below[sw.name].values() for h in hs},
+                           key=lambda n: topo.node(n).index)
+        for name in elsewhere:
+            via = [p for p, u in ups if name in reach[u]]
+            if via and via != ports:
+                dst = (("ipv4_dst", topo.node(name).ip),)
+                if len(via) == 1:
+                    flows.append(FlowRule(sw.dpid, PRIORITY_AVOID, ipv4 + dst, via[0]))
+                else:
+                    flows += ecmp_rules(sw, via, priority=PRIORITY_AVOID, dst=dst)
+                    flows.append(FlowRule(sw.dpid, PRIORITY_AVOID - 1, ipv4 + dst, via[0]))
+        if len(ports) == 1:
+            flows.append(FlowRule(sw.dpid, PRIORITY_UP, ipv4, ports[0]))
+        elif len(ports) > 1:
+            flows += ecmp_rules(sw, ports, failover)
+            groups.append(GroupRule(sw.dpid, UP_GROUP, tuple(ports)))
+            flows.append(FlowRule(sw.dpid, PRIORITY_UP, ipv4, group=UP_GROUP))
+            if failover:
+                for port in ports:
+                    others = [p for p in ports if p != port]
+                    groups.append(ff_group(sw.dpid, ECMP_GROUP + port, [(p, p) for p in [port] + others]))
+                    groups.append(ff_group(sw.dpid, BOUNCE_GROUP + port, [(p, p) for p in others]))
+                    flows.append(FlowRule(sw.dpid, PRIORITY_BOUNCE, (("in_port", port),) + ipv4,
+                                          group=BOUNCE_GROUP + port))
         flows.append(table_miss(sw.dpid))
     return RuleSet(tuple(flows), tuple(groups))
 
 
-def compute_rules(topo: Topology) -> RuleSet:
-    """The proactive rule set for any supported topology."""
+def compute_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = False) -> RuleSet:
+    """The proactive rule set for any supported topology with these links down; with failover, backup paths in
+    the data plane (fast-failover groups) where the topology has them."""
     if topo.kind == "bcube":
         return bcube_rules(topo)
-    return up_down_rules(topo)
+    return up_down_rules(topo, failed, failover)
 
 
 def rules_view(topo: Topology) -> dict:
@@ -177,7 +276,9 @@ def rules_view(topo: Topology) -> dict:
     for sw in sorted(topo.switches, key=lambda s: (s.level, s.name)):
         flows, groups = rules.for_dpid(sw.dpid)
         out.append({"switch": sw.name, "dpid": sw.dpid_hex, "level": sw.level, "role": sw.role,
-                    "groups": [{"group_id": g.group_id, "type": "select", "ports": list(g.ports)} for g in groups],
+                    "groups": [{"group_id": g.group_id, "type": g.kind, "ports": list(g.ports),
+                                **({"outputs": ["IN_PORT" if o == OFPP_IN_PORT else o for o in g.outs]}
+                                   if g.outs is not None else {})} for g in groups],
                     "flows": [{"priority": f.priority, "match": f.fields(),
                                "action": ("CONTROLLER" if f.out_port == OFPP_CONTROLLER else
                                           f"group:{f.group}" if f.group is not None else f"output:{f.out_port}")}

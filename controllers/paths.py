@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from controllers.flow_rules import ETH_TYPE_IPV4, IP_PROTO_TCP, OFPP_CONTROLLER, RuleSet
+from controllers.flow_rules import ETH_TYPE_IPV4, IP_PROTO_TCP, L4, OFPP_CONTROLLER, OFPP_IN_PORT, Link, RuleSet
 from emulation.core.addressing import HostConfig
 from emulation.core.topology import Topology
 
@@ -59,16 +59,23 @@ def matches(fields: Dict[str, object], packet: Dict[str, object]) -> bool:
 
 
 def follow_packet(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig],
-          src: str, dst_ip: str, tcp_ports: Optional[Tuple[int, int]] = None) -> PacketPaths:
-    """Send an IPv4 packet from host src to dst_ip and explore every forwarding branch: a TCP segment with these
-    (source, destination) ports when given, whose ECMP choices are then known, else a packet without ports."""
-    l4 = {"ip_proto": IP_PROTO_TCP, "tcp_src": tcp_ports[0], "tcp_dst": tcp_ports[1]} if tcp_ports else {}
+          src: str, dst_ip: str, tcp_ports: Optional[Tuple[int, int]] = None, failed: Sequence[Link] = (),
+          proto: int = IP_PROTO_TCP) -> PacketPaths:
+    """Send an IPv4 packet from host src to dst_ip and explore every forwarding branch: a TCP segment (or a
+    datagram of `proto`) with these (source, destination) ports when given, whose ECMP choices are then known,
+    else a packet without ports. Failed links carry nothing: a fast-failover group takes its first bucket whose
+    watched port is up."""
+    names = L4[proto]
+    l4 = {"ip_proto": proto, names[0]: tcp_ports[0], names[1]: tcp_ports[1]} if tcp_ports else {}
     result = PacketPaths()
+    gone = set(failed)
+    down_ports = {(n, p) for l in topo.links if (l.lower, l.upper) in gone
+                  for n, p in ((l.lower, l.lower_port), (l.upper, l.upper_port))}
     ports_by_intf = {i.name: (h.name, i.port) for h in topo.hosts for i in h.interfaces}
     flows_by_dpid: Dict[int, list] = {}
     for f in sorted(rules.flows, key=lambda f: -f.priority):
         flows_by_dpid.setdefault(f.dpid, []).append(f)
-    groups = {(g.dpid, g.group_id): g.ports for g in rules.groups}
+    groups = {(g.dpid, g.group_id): g for g in rules.groups}
 
     def at_host(name: str, path: List[str]) -> None:
         node = topo.node(name)
@@ -89,24 +96,45 @@ def follow_packet(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig]
             result.problems.append(f"{'>'.join(path)}: {name} has no ARP entry for {hop_ip} on {dev}")
             return
         _, port = ports_by_intf[dev]
+        if (name, port) in down_ports:
+            result.problems.append(f"{'>'.join(path)}: {name} sends on {dev}, whose link is down")
+            return
         peer, peer_port, _ = topo.peer(name, port)
         at_switch(peer, peer_port, {"eth_type": ETH_TYPE_IPV4, "eth_dst": mac, "ipv4_dst": dst_ip, **l4},
                   path + [peer])
 
-    def at_switch(name: str, in_port: int, packet: Dict[str, object], path: List[str]) -> None:
-        if len(path) > MAX_HOPS or path.count(name) > 1:
+    def outputs(dpid: int, rule, name: str, in_port: int) -> List[int]:
+        """The ports a rule sends a packet out of: a select group's live ports, a fast-failover group's first live
+        bucket (none when every watched port is down)."""
+        if rule.group is None:
+            return [rule.out_port]
+        group = groups[(dpid, rule.group)]
+        live = [(w, o) for w, o in zip(group.ports, group.outputs()) if (name, w) not in down_ports]
+        if group.kind == "ff":
+            return [in_port if live[0][1] == OFPP_IN_PORT else live[0][1]] if live else []
+        return [o for _, o in live]
+
+    def at_switch(name: str, in_port: int, packet: Dict[str, object], path: List[str],
+                  seen: frozenset = frozenset()) -> None:
+        if len(path) > MAX_HOPS or (name, in_port) in seen:
             result.problems.append(f"{'>'.join(path)}: forwarding loop")
             return
+        seen = seen | {(name, in_port)}
         sw = topo.node(name)
         packet = dict(packet, in_port=in_port)
         rule = next((f for f in flows_by_dpid.get(sw.dpid, []) if matches(f.fields(), packet)), None)
         if rule is None or rule.out_port == OFPP_CONTROLLER:
             result.problems.append(f"{'>'.join(path)}: table miss at {name} (PacketIn)")
             return
-        outs = groups[(sw.dpid, rule.group)] if rule.group is not None else (rule.out_port,)
+        outs = outputs(sw.dpid, rule, name, in_port)
+        if not outs:
+            result.problems.append(f"{'>'.join(path)}: every port of {name}'s group {rule.group} is down")
         for out in outs:
-            if out == in_port:
+            if out == in_port and not (rule.group is not None and OFPP_IN_PORT in groups[(sw.dpid, rule.group)].outputs()):
                 result.problems.append(f"{'>'.join(path)}: {name} sends back out of its in_port")
+                continue
+            if (name, out) in down_ports:
+                result.problems.append(f"{'>'.join(path)}: {name} sends out of port {out}, whose link is down")
                 continue
             peer, peer_port, _ = topo.peer(name, out)
             if topo.is_host(peer):
@@ -115,7 +143,7 @@ def follow_packet(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig]
                     continue
                 at_host(peer, path + [peer])
             else:
-                at_switch(peer, peer_port, packet, path + [peer])
+                at_switch(peer, peer_port, packet, path + [peer], seen)
 
     at_host(src, [src])
     return result

@@ -3,7 +3,7 @@ schedule in theory, in the flow model and on the emulated network."""
 
 import pytest
 
-from emulation.core.events import LinkEvent, parse_events, rates_in_force
+from emulation.core.events import LinkEvent, cut_off, failed_links, parse_events, rates_in_force
 from emulation.core.topology import TopologyError, parse
 from helpers import cli_json, run_dmlbed
 
@@ -21,7 +21,8 @@ def test_events_parse_on_the_topology_in_order():
 @pytest.mark.parametrize("items,match", [
     (["h1=50"], r"is not LINK=RATE@WHEN"),
     (["h1=50@soon"], r"is not LINK=RATE@WHEN"),
-    (["h1=down@3it"], r"going down is not supported yet"),
+    (["h1=up@3it"], r"h1-s0 is already up then"),
+    (["h1=down@3it", "h1=down@5it"], r"h1-s0 is already down then"),
     (["h1=0.5@3it"], r"rate '0.5' is not in \[2, 1000\]"),
     (["h9=50@3it"], r"h9 names no link of star:4"),
     (["h1=50@0it"], r"iteration 0 is not one of the run's after its first \(1..9 of 10"),
@@ -34,6 +35,24 @@ def test_events_parse_on_the_topology_in_order():
 def test_bad_events_get_one_line(items, match):
     with pytest.raises(TopologyError, match=match):
         parse_events(items, parse("star:4"), 10)
+
+
+def test_a_link_down_is_at_zero_until_it_comes_up_at_the_rate_it_had():
+    events = parse_events(["a0_0-c0=50@2it", "a0_0-c0=down@4it", "a0_0-c0=up@7it"], parse("fattree:4"), 10)
+    assert [e.kind for e in events] == ["rate", "down", "up"] and events[1].shown() == "a0_0-c0=down@4it"
+    link = ("a0_0", "c0")
+    assert rates_in_force({}, events, 3, 0.0) == {link: 50.0}
+    assert rates_in_force({}, events, 5, 0.0) == {link: 0.0} and failed_links({link: 0.0}) == (link,)
+    assert rates_in_force({}, events, 8, 0.0) == {link: 50.0}
+
+
+def test_a_link_left_down_that_cuts_a_host_off_is_named():
+    fattree = parse("fattree:4")
+    assert cut_off(fattree, parse_events(["h3=down@3it"], fattree, 10)) == ("h3",)
+    assert cut_off(fattree, parse_events(["h3=down@3it", "h3=up@5it"], fattree, 10)) == ()
+    assert cut_off(fattree, parse_events(["a0_0-c0=down@3it"], fattree, 10)) == ()
+    bcube = parse("bcube:3,2")  # a host with one of its two links down still reaches every other
+    assert cut_off(bcube, parse_events(["h4:1=down@3it"], bcube, 10)) == ()
 
 
 def test_the_rates_in_force_follow_the_schedule():

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from controllers.flow_rules import OFPP_CONTROLLER, compute_rules, ecmp_choice, ecmp_width
+from controllers.flow_rules import (IP_PROTO_TCP, IP_PROTO_UDP, OFPP_CONTROLLER, compute_rules, ecmp_choice,
+                                    ecmp_width)
 from controllers.paths import follow_packet
 from emulation.core.addressing import all_host_configs, bcube_next_hop, bcube_path
 from emulation.core.topology import parse
@@ -141,6 +142,46 @@ def test_bcube_whole_path_is_the_next_hop_walk(spec):
                 assert bcube_path(topo, src, dst, level) == walk
 
 
+def switch_links(topo):
+    return [(l.lower, l.upper) for l in topo.links if not topo.is_host(l.lower)]
+
+
+@pytest.mark.parametrize("link", switch_links(parse("fattree:4")), ids="-".join)
+def test_every_host_pair_survives_any_one_switch_link_down(link):
+    """fattree:4 with any switch-to-switch link down: every host pair is delivered, with TCP and UDP ports of
+    each ECMP choice and without ports, through the backup (fast-failover) rules before the controller knows, and
+    through the rules it recomputes after, which no longer send anything to the link."""
+    topo = parse("fattree:4")
+    configs = all_host_configs(topo)
+    backup, rerouted = compute_rules(topo, failover=True), compute_rules(topo, [link], failover=True)
+    for rules in (backup, rerouted):
+        for src in topo.hosts:
+            for dst in topo.hosts:
+                if src is dst:
+                    continue
+                for ports in [None, (40000, 7000), (40002, 7002), (40032, 7000)]:
+                    for proto in (IP_PROTO_TCP, IP_PROTO_UDP):
+                        got = follow_packet(topo, rules, configs, src.name, dst.ip, ports, [link], proto)
+                        assert got.ok, got.problems[:2]
+                        if rules is rerouted:
+                            assert all(link not in zip(p, p[1:]) and link[::-1] not in zip(p, p[1:])
+                                       for p in got.paths)
+
+
+def test_without_backup_rules_a_link_down_loses_the_paths_across_it():
+    """The tracer is not lenient: the plain rules with a link down lose every connection hashed across it."""
+    topo = parse("fattree:4")
+    rules, configs = compute_rules(topo), all_host_configs(topo)
+    lost = [s.name for s in topo.hosts for d in topo.hosts if s is not d and
+            not follow_packet(topo, rules, configs, s.name, d.ip, (40000, 7000), [("a0_0", "c0")]).ok]
+    assert lost and all(s in {h.name for h in topo.hosts} for s in lost)
+
+
+def test_a_tree_has_no_backup_paths():
+    topo = parse("tree:2,2,2")
+    assert compute_rules(topo, failover=True) == compute_rules(topo)
+
+
 # --- Ryu message building, as Ryu's own tests do: a fake datapath with the real parser ---
 
 ryu = pytest.importorskip("ryu.ofproto.ofproto_v1_3_parser")
@@ -192,6 +233,28 @@ def test_install_sends_groups_flows_and_barrier_for_fat_tree_edge():
     assert host_rule.instructions[0].actions[0].port == 1
     miss = next(m for m in flow_adds if m.priority == 0)
     assert miss.instructions[0].actions[0].port == dp.ofproto.OFPP_CONTROLLER
+
+
+def test_fast_failover_groups_and_a_reroute_make_before_break():
+    """The core's detour group sends back out of the in port; a reroute around a0_0-c0 first adds a1_0's rules
+    that avoid c0 for pod 0, and only then removes c0's rules towards pod 0."""
+    app = load_app_module()
+    topo = parse("fattree:4")
+    backup, rerouted = compute_rules(topo, failover=True), compute_rules(topo, [("a0_0", "c0")], failover=True)
+    core = FakeDatapath(topo.node("c0").dpid)
+    app.install(core, backup)
+    ff = [m for m in core.sent if type(m).__name__ == "OFPGroupMod" and m.type == core.ofproto.OFPGT_FF]
+    back = [m for m in ff if m.buckets[-1].actions[0].port == core.ofproto.OFPP_IN_PORT]
+    assert back and all(m.buckets[0].watch_port == m.buckets[0].actions[0].port for m in back)
+    add, gone = app.changes(core, backup, rerouted)
+    assert not [m for m in add if type(m).__name__ == "OFPFlowMod"]
+    assert {m.match["ipv4_dst"] for m in gone if type(m).__name__ == "OFPFlowMod"} >= {h.ip for h in topo.hosts[:4]}
+    agg = FakeDatapath(topo.node("a1_0").dpid)
+    add, gone = app.changes(agg, backup, rerouted)
+    avoid = {m.match["ipv4_dst"]: m.instructions[0].actions[0].port for m in add if type(m).__name__ == "OFPFlowMod"}
+    assert avoid == {h.ip: 4 for h in topo.hosts[:4]} and not gone  # pod 0 through c1 only
+    for m in add:
+        m.serialize()
 
 
 def test_bcube_flow_mod_matches_destination_mac():

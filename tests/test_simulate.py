@@ -55,6 +55,26 @@ def test_hashed_routes_are_the_paths_the_rules_give_the_connections_ports(spec):
             assert [router.path(src, dst, 0, key=key)] == [tuple(zip(p, p[1:])) for p in tr.paths]
 
 
+def test_with_a_link_down_the_flow_model_routes_as_the_controller_reroutes():
+    """A switch link down (factor 0): every hashed path is the one the controller's recomputed rules give the
+    connection's ports, and no spread path crosses the link."""
+    from emulation.simulation.routes import connection_ports
+    topo, configs = parse("fattree:4"), None
+    configs = all_host_configs(topo)
+    for link in [("a0_0", "c0"), ("e1_1", "a1_0"), ("a3_1", "c3")]:
+        rules = compute_rules(topo, [link])
+        hashed, spread = Router(topo, "hash", link_factors={link: 0.0}), Router(topo, "spread", link_factors={link: 0.0})
+        for src in range(16):
+            for dst in range(16):
+                if src == dst:
+                    continue
+                tr = follow_packet(topo, rules, configs, topo.hosts[src].name, topo.hosts[dst].ip,
+                                   connection_ports(src, dst, None), [link])
+                assert [hashed.path(src, dst, 0)] == [tuple(zip(p, p[1:])) for p in tr.paths]
+                for hop in spread.path(src, dst):
+                    assert not {hop, hop[::-1]} & {link}, (link, spread.path(src, dst))
+
+
 @pytest.mark.parametrize("spec", ["fattree:4", "tree:3,2,2"])
 def test_spread_routes_group_every_equal_cost_path(spec):
     topo = parse(spec)

@@ -12,8 +12,10 @@ from emulation.backends.base import Job, Log, quiet
 from emulation.core.background import horizon_s
 from emulation.run import fidelity
 from emulation.run.background_traffic import BackgroundTraffic, write_series
-from emulation.run.event_schedule import EventSchedule
-from emulation.run.events_report import event_rows, measured_schedule
+from emulation.run.event_schedule import EventSchedule, apply_event
+from emulation.core.events import DOWN
+from emulation.run.events_report import event_rows, flows_across, measured_schedule, recovery
+from emulation.run.link_probes import LinkProbes
 from emulation.run.forkclient import rank_start
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import Label, RunConfig, flag_label
@@ -77,6 +79,7 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
                                 horizon_s(cfg.iters, checked.compute.mean, top.gst_theory_s),
                                 network.tcp.congestion_control, network.tcp.socket_buffer_bytes)
     state["traffic"] = traffic
+    probes = state["probes"] = LinkProbes(checked.network.topo, network.events, cfg.out)
 
     def body(life: Lifecycle) -> None:
         hosts = life.hosts
@@ -87,12 +90,13 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
         if hosts.placement:
             emulation.cluster = hosts.cluster_summary()
         traffic.start(hosts, lambda name: topo.node(name).ip)
+        probes.start(hosts, lambda name: checked.network.topo.node(name).ip)
         state["spawned"] = time.time()
         procs = start_ranks(hosts, files, rank_configs(checked, os.path.abspath(files.path)), server=life.server)
         log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
         drops_before = hosts.port_drops()
         schedule = state["events"] = EventSchedule(network.events, files, len(topo.hosts), cfg.dilation,
-                                                   hosts.set_link_rate)
+                                                   lambda event: apply_event(hosts, event, cfg.dilation))
         schedule.start()
         try:
             with life.sampling():
@@ -102,10 +106,12 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
                                on_first_iteration=lambda: state["startup"].update(memory=memory_of(procs)))
         finally:
             schedule.stop()
+            probes.stop(hosts)
             traffic.stop(hosts)
         if schedule.error is not None:
             raise RuntimeError(f"applying a link event failed: {schedule.error}")
         emulation.packet_in = hosts.packet_ins()
+        state["reroutes"] = hosts.reroutes()
         state["port_drops"] = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
 
     def finish(life: Lifecycle) -> Summary:
@@ -174,10 +180,38 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
         outcome.iteration_mean_s = mean_after_warmup([it["iteration_s"] for it in iterations])
     if events:
         outcome.link_events = event_rows(checked, [it["gst_s"] for it in iterations], effect, applied)
+        walls = [schedule.applied.get(n) if schedule else None for n in range(len(events))]
+        for n, row in enumerate(outcome.link_events):
+            if events[n].state and walls[n] is not None:
+                row.update(failure_fields(checked, events[n], walls, n, raw, records.transfers, state, cfg.dilation))
     summary = Summary(top, beside, outcome, traffic=traffic_out, emulation=emulation, extras=measured)
     if cfg.calibration:
         emulation.gst_ratio_calibrated = calibrated_ratio(summary)
     return summary
+
+
+def failure_fields(checked, event, walls, n: int, raw, transfers, state: dict, dilation: float) -> dict:
+    """A link taken down or up in an emulated run: what it did to the iterations (recovery), and for a link taken
+    down the probes' data-plane outage, the controller's reroute and how many of the job's connections crossed the
+    link in the iteration before."""
+    at = walls[n]
+    until = min((w for w in walls[n + 1:] if w is not None and w > at), default=None)
+    out = recovery(raw, at, until, dilation)
+    if event.state != DOWN:
+        return out
+    out["data_plane"] = state["probes"].outage(event.link, at, until)
+    name = "-".join(event.link)
+    reroute = next((r for r in state.get("reroutes", []) if r["link"] == name and r["state"] == DOWN and
+                    r["port_status_at"] >= at - 0.5), None)
+    if reroute:
+        out["controller"] = {"port_status_after_s": round(reroute["port_status_at"] - at, 4),
+                             "flow_mods_after_s": round(reroute["sent_at"] - at, 4),
+                             "messages": reroute["messages"]}
+    hit = out.get("affected_iteration")
+    if hit:
+        paths = fidelity.Paths(checked.topo, {}, checked.network.topo)
+        out["connections_across_before"] = flows_across(paths, transfers, event.link, hit - 1)
+    return out
 
 
 def measured_stragglers(rows, checked, dilation: float) -> dict:

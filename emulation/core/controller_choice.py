@@ -19,6 +19,7 @@ class ControllerChoice:
     host: Optional[str] = None
     port: Optional[int] = None
     app: Optional[str] = None
+    failover: str = "fast"  # dmlbed's app: fast (backup paths in the data plane, then a reroute) | controller
 
     @property
     def own(self) -> bool:
@@ -31,7 +32,7 @@ class ControllerChoice:
             return {"kind": REMOTE, "address": f"{self.host}:{self.port}"}
         if self.kind == APP:
             return {"kind": APP, "app": self.app}
-        return {"kind": OWN, "app": "controllers/app.py (proactive, OpenFlow 1.3)"}
+        return {"kind": OWN, "app": "controllers/app.py (proactive, OpenFlow 1.3)", "failover": self.failover}
 
 
 def parse_controller(text: Optional[str], app: Optional[str]) -> ControllerChoice:

@@ -120,7 +120,9 @@ def slowest_per_level(topo: Topology, bw: Sequence[float], overrides: Optional[O
     """Each level's slowest link rate (the level's own rate where no override is slower)."""
     out = list(bw)
     for l in topo.links:
-        out[l.level] = min(out[l.level], rate_of(l.lower, l.upper, l.level, bw, overrides))
+        rate = rate_of(l.lower, l.upper, l.level, bw, overrides)
+        if rate > 0:  # a link that is down carries nothing and paces nothing: the routes go around it
+            out[l.level] = min(out[l.level], rate)
     return tuple(out)
 
 

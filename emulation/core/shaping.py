@@ -57,8 +57,10 @@ def ingress_netem_commands(dev: str, ifb: str, packets: int, netem: str, mtu: Op
 
 def bridge_commands(ports: List[str], bridge: str = "br0") -> List[str]:
     """Join ports in a plain Linux bridge (the shaping namespace of a switch-to-switch link)."""
-    # No snooping and no multicast on the bridge device: it would send IGMP reports into the switches.
-    cmds = [f"ip link add {bridge} type bridge stp_state 0 forward_delay 0 mcast_snooping 0",
+    # No snooping and no multicast on the bridge device: it would send IGMP reports into the switches. No MAC
+    # learning (ageing 0): a wire, so a frame a switch sends back out of the port it came in on (a fast-failover
+    # detour) crosses instead of being dropped as addressed to the side it came from.
+    cmds = [f"ip link add {bridge} type bridge stp_state 0 forward_delay 0 mcast_snooping 0 ageing_time 0",
             f"ip link set {bridge} multicast off up"]
     for port in ports:
         cmds += [f"ip addr flush dev {port}", f"ip link set {port} master {bridge}",

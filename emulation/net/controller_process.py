@@ -55,7 +55,8 @@ class ControllerProcess:
     the user's own app (the switches' connections and flow counters say the same)."""
 
     def __init__(self, topo: Topology, workdir: str, port: Optional[int] = None, host: str = "127.0.0.1",
-                 app: str = OWN_APP):
+                 app: str = OWN_APP, failover: str = "fast"):
+        self.failover = failover
         self.topo = topo
         self.host = host
         self.workdir = workdir
@@ -70,7 +71,8 @@ class ControllerProcess:
         """Launch ryu-manager and wait until it accepts OpenFlow connections; returns its PID."""
         with open(self.topology_path, "w") as f:
             f.write(self.topo.to_json())
-        env = dict(os.environ, DMLBED_TOPOLOGY=self.topology_path, DMLBED_STATUS=self.status_path)
+        env = dict(os.environ, DMLBED_TOPOLOGY=self.topology_path, DMLBED_STATUS=self.status_path,
+                   DMLBED_FAILOVER=self.failover)
         cmd = [sys.executable, "-m", "controllers.ryu_manager", "--ofp-listen-host", self.host,
                "--ofp-tcp-listen-port", str(self.port), self.app]
         log = open(self.log_path, "w")
@@ -180,7 +182,8 @@ def make_controller(choice: ControllerChoice, topo: Topology, workdir: str, host
     """The controller a network runs under (a ControllerProcess, or a RemoteController it does not start)."""
     if choice.kind == REMOTE:
         return RemoteController(topo, choice.host, choice.port)
-    return ControllerProcess(topo, workdir, host=host, app=choice.app if choice.kind == APP else OWN_APP)
+    return ControllerProcess(topo, workdir, host=host, app=choice.app if choice.kind == APP else OWN_APP,
+                             failover=choice.failover)
 
 
 def stop_process_group(pid: int, proc: Optional[subprocess.Popen] = None, grace: float = 3.0) -> None:

@@ -260,6 +260,29 @@ class EmulatedNetwork:
                     changed += 1
         return changed
 
+    def set_link_state(self, key: Tuple[str, str], up: bool) -> List[str]:
+        """Take a link down or bring it up again the way a cable fails: the interfaces between its two ends go
+        down (a shaping namespace's both, else the switch's end), so the switches see their ports lose carrier;
+        returns the interfaces changed."""
+        index = next(i for i, l in enumerate(self.topo.links) if (l.lower, l.upper) == key)
+        link = self.topo.links[index]
+        hops = [(link.lower, shaper_name(index)), (shaper_name(index), link.upper)] if self._boxed(link) else \
+            [(link.lower, link.upper)]
+        switches = {s.name for s in self.topo.switches}
+        changed = []
+        for a, b in hops:
+            for mn_link in self.net.linksBetween(self.net.get(a), self.net.get(b)):
+                pair = (mn_link.intf1, mn_link.intf2)
+                ends = [i for i in pair if i.node.name not in switches and not self.topo.is_host(i.node.name)] or \
+                       [i for i in pair if i.node.name in switches][:1]
+                for intf in ends:
+                    out = intf.node.cmd(f"ip link set {intf.name} {'up' if up else 'down'}")
+                    if out.strip():
+                        raise NetworkError(f"taking {key[0]}-{key[1]} {'up' if up else 'down'} on {intf.name} "
+                                           f"failed: {out.strip().splitlines()[0]}")
+                    changed.append(intf.name)
+        return changed
+
     def share_nic(self, host: str, flows: List[Tuple[str, int]]) -> List[str]:
         """Background flows (destination address, port) leaving a host: its egress split evenly between the job's
         traffic and each flow (shared_nic_commands); the interfaces split. Not with delay or loss on the links (their
@@ -373,6 +396,11 @@ class EmulatedNetwork:
         if self.impairment.active and self.datapath == "user" and not self.ingress_shaping:
             out["applied"] += "; switch->host at the host's ingress (IFB with netem)"
         return out
+
+    def reroutes(self) -> List[dict]:
+        """What dmlbed's controller did on each port-status message that changed the links down: when it got it,
+        when its flow mods went out, how many (none from another controller)."""
+        return list(self.controller.status().get("reroutes", [])) if self.controller_choice.own else []
 
     def controller_summary(self) -> dict:
         """Which controller the switches ran under (for results)."""

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-from emulation.core.events import LinkEvent
+from emulation.core.events import UP, LinkEvent
 from workloads.runfolder import RankFiles
 
 POLL_S = 0.005
@@ -34,11 +34,19 @@ def recorded(files: RankFiles, ranks: int, known: Optional[float]) -> Tuple[int,
     return most, min(found, default=None), len(found) == ranks
 
 
+def apply_event(hosts, event: LinkEvent, dilation: float) -> None:
+    """One event on the emulated network: a link shaped at its new rate (dilated), or taken down or up."""
+    if event.state is None:
+        hosts.set_link_rate(event.link, event.mbps / dilation)
+    else:
+        hosts.set_link_state(event.link, event.state == UP)
+
+
 class EventSchedule:
-    """Applies the run's link events (apply: link, shaped Mbit/s) from a thread between start and stop."""
+    """Applies the run's link events (apply: one event to the network) from a thread between start and stop."""
 
     def __init__(self, events: Sequence[LinkEvent], files: RankFiles, ranks: int, dilation: float,
-                 apply: Callable[[Tuple[str, str], float], object]):
+                 apply: Callable[[LinkEvent], object]):
         self.events, self.files, self.ranks, self.dilation, self.apply = tuple(events), files, ranks, dilation, apply
         self.applied: Dict[int, float] = {}  # event index -> wall time it took effect in the data plane
         self.error: Optional[BaseException] = None
@@ -71,7 +79,7 @@ class EventSchedule:
                 known = first if final else None
                 for n, event in enumerate(self.events):
                     if n not in self.applied and self._due(n, done, first, time.time()):
-                        self.apply(event.link, event.mbps / self.dilation)
+                        self.apply(event)
                         self.applied[n] = time.time()
                 self._stop.wait(POLL_S)
         except BaseException as exc:  # reported by the run once the ranks are done

@@ -108,3 +108,40 @@ def measured_schedule(checked: Checked, iterations: Sequence[dict], rows: Dict[i
         rates = rates_after(checked, effect, i)
         return {k: v / dilation for k, v in rates.items()}, theory(rates) * dilation
     return effect, applied, in_force
+
+
+RECOVERED_WITHIN = 0.10  # an iteration within 10% of the new steady state's median has recovered
+
+
+def recovery(iterations: Sequence[dict], at: float, until: Optional[float], dilation: float) -> dict:
+    """What an event at wall time `at` did to the iterations (raw: wall-clock start and end), in emulated seconds:
+    the iteration it hit (the first to end after it), that iteration's time against the median before the event
+    (past warm-up), the new steady state (the median after the hit one, until the next event) and recovery_s, from
+    the event until the end of the last iteration more than 10% over that steady state."""
+    hit = next((it for it in iterations if it["end"] > at), None)
+    if hit is None:
+        return {"affected_iteration": None}
+    before = [it["iteration_s"] / dilation for it in iterations[WARMUP:] if it["end"] <= at]
+    after = [it for it in iterations if it["iteration"] > hit["iteration"] and (until is None or it["end"] <= until)]
+    steady = statistics.median([it["iteration_s"] / dilation for it in after]) if after else None
+    out = {"affected_iteration": hit["iteration"], "affected_iteration_s": round(hit["iteration_s"] / dilation, 6),
+           "iteration_before_median_s": round(statistics.median(before), 6) if before else None,
+           "iteration_after_median_s": round(steady, 6) if steady else None}
+    if before:
+        out["affected_over_before_s"] = round(out["affected_iteration_s"] - out["iteration_before_median_s"], 6)
+    if steady:
+        slow = [it for it in [hit] + after if it["iteration_s"] / dilation > (1 + RECOVERED_WITHIN) * steady]
+        out["recovery_s"] = round(max(0.0, (slow[-1]["end"] - at) / dilation), 6) if slow else 0.0
+    return out
+
+
+def flows_across(paths, transfers: Sequence[dict], link: Tuple[str, str], iteration: int) -> int:
+    """How many of the job's connections sent across a link (either way) in one iteration, by their traced
+    paths (fidelity.Paths at the rates in force then)."""
+    used = set()
+    for t in transfers:
+        if t["iteration"] == iteration and t["dir"] == "send" and t.get("ports"):
+            hops = paths.links(t["rank"], t["peer"], t["level"], t["ports"])
+            if link in hops or link[::-1] in hops:
+                used.add((t["rank"], t["peer"], tuple(t["ports"])))
+    return len(used)

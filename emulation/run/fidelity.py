@@ -68,15 +68,29 @@ class Paths:
 
     def __init__(self, topo: Topology, link_rates: Optional[Dict[Tuple[str, str], float]] = None,
                  network: Optional[Topology] = None):
-        from controllers.flow_rules import compute_rules
         from emulation.core.addressing import all_host_configs
         self.network = network or topo  # the whole network's rules route a job on some hosts, and flows beside it
-        self.topo, self.rules, self.configs = topo, compute_rules(self.network), all_host_configs(self.network)
+        self.topo, self.configs = topo, all_host_configs(self.network)
         self.level_of = {}
         for l in topo.links:
             self.level_of[(l.lower, l.upper)] = self.level_of[(l.upper, l.lower)] = l.level
-        self.cache: Dict[tuple, Tuple[Tuple[str, str], ...]] = {}
+        self.failed: Optional[Tuple[Tuple[str, str], ...]] = None
         self.link_rates = link_rates or {}
+
+    @property
+    def link_rates(self) -> Dict[Tuple[str, str], float]:
+        """The links off their level's rate (0: down, routed around as the controller reroutes)."""
+        return self._link_rates
+
+    @link_rates.setter
+    def link_rates(self, rates: Dict[Tuple[str, str], float]) -> None:
+        from controllers.flow_rules import compute_rules
+        from emulation.core.events import failed_links
+        failed = failed_links(rates)
+        if failed != self.failed:
+            self.failed, self.rules = failed, compute_rules(self.network, failed)
+            self.cache: Dict[tuple, Tuple[Tuple[str, str], ...]] = {}
+        self._link_rates = rates
 
     def rate(self, link: Tuple[str, str], bw: Sequence[float]) -> float:
         """Shaped Mbit/s of a directed link: its level's, or its own (--link-rate)."""
@@ -100,7 +114,7 @@ class Paths:
     def follow(self, source: str, dst_ip: str, tcp_ports) -> Tuple[Tuple[str, str], ...]:
         """The links a packet from host source to dst_ip crosses (those common to every ECMP path without ports)."""
         from controllers.paths import follow_packet
-        found = follow_packet(self.network, self.rules, self.configs, source, dst_ip, tcp_ports).paths
+        found = follow_packet(self.network, self.rules, self.configs, source, dst_ip, tcp_ports, self.failed).paths
         hops = [set(zip(p, p[1:])) for p in found]
         common = set.intersection(*hops) if hops else set()
         return tuple(hop for hop in zip(found[0], found[0][1:]) if hop in common) if found else ()

@@ -30,11 +30,17 @@ class Hosts(Protocol):
     def set_link_rate(self, link: Tuple[str, str], mbps: float) -> int:
         """Shape a link at a new rate from now on (a link event)."""
 
+    def set_link_state(self, link: Tuple[str, str], up: bool) -> List[str]:
+        """Take a link down or bring it up again (a link event)."""
+
     def share_nic(self, host: str, flows: List[Tuple[str, int]]) -> List[str]:
         """Split a host's egress evenly between the job's traffic and background flows (address, port) leaving it."""
 
     def controller_summary(self) -> Optional[dict]:
         """Which controller ran the switches (None without switches)."""
+
+    def reroutes(self) -> List[dict]:
+        """The controller's reroutes on port-status messages."""
 
     def tcp_summary(self) -> dict:
         """The hosts' TCP settings (for results)."""
@@ -99,9 +105,17 @@ class LoopbackHosts:
         """No links on loopback (validation refuses events there)."""
         raise RuntimeError("loopback runs have no links to change")
 
+    def set_link_state(self, link: Tuple[str, str], up: bool) -> List[str]:
+        """No links on loopback (validation refuses events there)."""
+        raise RuntimeError("loopback runs have no links to take down")
+
     def controller_summary(self) -> Optional[dict]:
         """No switches, no controller."""
         return None
+
+    def reroutes(self) -> List[dict]:
+        """No switches, no reroutes."""
+        return []
 
     def tcp_summary(self) -> dict:
         """Loopback runs use the machine's own TCP."""

@@ -13,6 +13,7 @@ from emulation.core.compute import COMPUTE_HELP, SLOW_HELP, parse_compute, parse
 from emulation.core.background import BACKGROUND_HELP, check_format as check_background_format
 from emulation.core.events import EVENT_HELP, check_format as check_event_format
 from emulation.core.link_rates import LINK_RATE_HELP, check_format as check_link_rate_format
+from controllers.flow_rules import FAILOVER_MODES
 from emulation.core.controller_choice import parse_controller
 from emulation.core.placement import TUNNELS, parse_servers
 from emulation.core.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, RTO_DRAINS, RTO_MIN_FLOOR_MS,
@@ -201,6 +202,10 @@ class CommonConfig:
                              group=CONTROLLER, yaml=False)
     controller_app: str = run_option(None, "your Ryu app (FILE.py), run by dmlbed in place of its own",
                                  parse=lambda t: parse_controller(None, t), group=CONTROLLER, yaml=False)
+    failover: str = run_option("fast", "when a link goes down: fast (dmlbed's controller pre-installs backup paths, "
+                           "OpenFlow fast-failover groups the switches take in the data plane, then reroutes) or "
+                           "controller (only the controller's reroute on the port-status message)",
+                           choices=FAILOVER_MODES, group=CONTROLLER)
     shape_ingress: bool = run_option(False, "userspace datapath: also shape switch->host traffic (a bridging namespace "
                                         "per host link; incast into one host needs it)",
                                  kind=bool, group=NETWORK)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 
 from emulation.core.calibration import load as load_calibration
@@ -14,7 +15,7 @@ from emulation.core.compute import FIXED, ComputeModel, compute_model, shown
 from emulation.core.controller_choice import ControllerChoice, parse_controller
 from emulation.core.impairment import Impairment, parse_impairment
 from emulation.core.background import parse_background
-from emulation.core.events import parse_events
+from emulation.core.events import cut_off, parse_events
 from emulation.core.link_rates import parse_link_rates
 from emulation.core.placement import parse_servers
 from emulation.core.tcp import AFXDP_MAX_MTU, MAX_MTU, MIN_MTU
@@ -94,6 +95,8 @@ def check_controller(cfg: RunConfig, label: Label = flag_label) -> ControllerCho
         choice = parse_controller(cfg.controller, cfg.controller_app)
     except ValueError as exc:
         raise OptionError(str(exc)) from None
+    if choice.own:
+        choice = replace(choice, failover=cfg.failover)
     if not choice.own and cfg.local:
         raise OptionError(f"{label('controller')} and {label('controller_app')} control emulated switches: "
                           f"{label('local')} has none")
@@ -156,6 +159,11 @@ def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = Tr
         raise OptionError(f"{label('background')} needs an emulated network to share: {label('local')} runs on "
                           f"loopback, without links")
     events = parse_events(cfg.event, topo, cfg.iters, label("event"))
+    alone = cut_off(topo, events)
+    if alone:
+        downs = " ".join(e.shown() for e in events if e.state)
+        raise OptionError(f"{label('event')} {downs}: {', '.join(alone)} would be cut off from the other hosts to the "
+                          f"run's end and the run could not finish: bring the link up again (LINK=up@WHEN)")
     if events and cfg.local:
         raise OptionError(f"{label('event')} changes an emulated link: {label('local')} runs on loopback, without "
                           f"links")

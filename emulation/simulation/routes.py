@@ -14,7 +14,7 @@ from __future__ import annotations
 import zlib
 from typing import Dict, List, Optional, Tuple
 
-from controllers.flow_rules import ecmp_choice, hosts_below
+from controllers.flow_rules import ecmp_choice, hosts_below, reachable
 from emulation.core.addressing import PLAN_PORT, bcube_route
 from emulation.core.topology import Topology
 
@@ -46,6 +46,7 @@ class Router:
         self.level_of: Dict[Hop, int] = {}
         self.index = {h.name: h.index for h in topo.hosts}  # a job's ranks by host name (between)
         self.factor: Dict[Hop, float] = {}  # links at another rate than their level's: that rate / the level's
+        self.failed = tuple(k for k, f in (link_factors or {}).items() if f == 0)  # links down: routed around
         for (a, b), f in (link_factors or {}).items():
             self.factor[(a, b)] = self.factor[(b, a)] = f
         self.switch_of: Dict[Tuple[str, int], str] = {}  # (host, level) -> the switch that interface joins
@@ -55,12 +56,14 @@ class Router:
             self.level_of[(l.lower, l.upper)] = self.level_of[(l.upper, l.lower)] = l.level
             if topo.is_host(l.lower):
                 self.switch_of[(l.lower, l.level)] = l.upper
-            else:
+            elif (l.lower, l.upper) not in self.failed:
                 self.up.setdefault(l.lower, []).append((l.lower_port, l.upper))
+        self.reach: Dict[str, frozenset] = {}  # switch -> hosts it reaches (up/down routing over the live links)
         if topo.kind != "bcube":
             children = {(l.upper, l.upper_port): l.lower for l in topo.links}
-            for sw, ports in hosts_below(topo).items():
+            for sw, ports in hosts_below(topo, self.failed).items():
                 self.down[sw] = {h: children[(sw, port)] for port, hosts in ports.items() for h in hosts}
+            self.reach = reachable(topo, self.failed)
             for sw in self.up:
                 self.up[sw].sort()
         self.cache: Dict[Tuple[int, int, int], Tuple[Hop, ...]] = {}  # BCube paths
@@ -106,7 +109,7 @@ class Router:
             self.level_of[hop] = next(self.level_of[(a, b)] for a in lower for b in upper if (a, b) in self.level_of)
             if self.factor:  # a flow spread evenly over the parallel links is held to the slowest one's pace
                 self.factor[hop] = min(self.factor.get((a, b), 1.0) for a in lower for b in upper
-                                       if (a, b) in self.level_of)
+                                       if (a, b) in self.level_of and self.factor.get((a, b), 1.0) > 0)
         return hop
 
     def _spread(self, src: int, dst: int) -> Tuple[Hop, ...]:
@@ -127,8 +130,8 @@ class Router:
         layer = (first,)
         hops = []
         while b not in self.down[layer[0]]:
-            links = sum(len(self.up[n]) for n in layer)
-            upper = tuple(sorted({u for n in layer for _, u in self.up[n]}))
+            links = sum(1 for n in layer for _, u in self.up.get(n, ()) if b in self.reach[u])
+            upper = tuple(sorted({u for n in layer for _, u in self.up.get(n, ()) if b in self.reach[u]}))
             hops.append(self._group(layer, upper, links))
             layer = upper
         while True:
@@ -147,7 +150,7 @@ class Router:
         node = self.switch_of[(a, 0)]
         hops = [(a, node)]
         while b not in self.down[node]:
-            port_sw = self.up[node]  # sorted by port, as the rules number the choices
+            port_sw = [(p, u) for p, u in self.up[node] if b in self.reach[u]]  # by port, as the rules number them
             upper = port_sw[ecmp_choice(self.topo.node(node).level, len(port_sw), *ports)][1]
             hops.append((node, upper))
             node = upper
