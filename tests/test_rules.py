@@ -168,6 +168,24 @@ def test_every_host_pair_survives_any_one_switch_link_down(link):
                                        for p in got.paths)
 
 
+@pytest.mark.parametrize("spec", ["bcube:3,2", "bcube:2,3"])
+def test_bcube_hosts_route_every_pair_around_any_one_link_down(spec):
+    """BCube with any link down: every host reaches every address of every other host (an address on the host's
+    dead NIC through one of its others) through the relays' rerouted routes; the old routes lose some."""
+    topo = parse(spec)
+    rules, plain = compute_rules(topo), all_host_configs(topo)
+    lost_before = 0
+    for link in [(l.lower, l.upper) for l in topo.links]:
+        configs = all_host_configs(topo, [link])
+        for src in topo.hosts:
+            for dst in topo.hosts:
+                for intf in dst.interfaces if src is not dst else ():
+                    got = follow_packet(topo, rules, configs, src.name, intf.ip, failed=[link])
+                    assert got.ok, (link, got.problems[:1])
+                    lost_before += not follow_packet(topo, rules, plain, src.name, intf.ip, failed=[link]).ok
+    assert lost_before > 0
+
+
 def test_without_backup_rules_a_link_down_loses_the_paths_across_it():
     """The tracer is not lenient: the plain rules with a link down lose every connection hashed across it."""
     topo = parse("fattree:4")

@@ -75,6 +75,19 @@ def test_with_a_link_down_the_flow_model_routes_as_the_controller_reroutes():
                     assert not {hop, hop[::-1]} & {link}, (link, spread.path(src, dst))
 
 
+def test_bcube_paths_with_a_link_down_are_the_rerouted_hosts_paths():
+    topo = parse("bcube:3,2")
+    rules = compute_rules(topo)
+    for link in [("h4", "s1_1"), ("h0", "s0_0"), ("h8", "s1_2")]:
+        router, configs = Router(topo, link_factors={link: 0.0}), all_host_configs(topo, [link])
+        for src in range(9):
+            for dst in range(9):
+                for level in (0, 1) if src != dst else ():
+                    tr = follow_packet(topo, rules, configs, topo.hosts[src].name,
+                                       topo.hosts[dst].interface(level).ip, failed=[link])
+                    assert [router.path(src, dst, level)] == [tuple(zip(p, p[1:])) for p in tr.paths]
+
+
 @pytest.mark.parametrize("spec", ["fattree:4", "tree:3,2,2"])
 def test_spread_routes_group_every_equal_cost_path(spec):
     topo = parse(spec)

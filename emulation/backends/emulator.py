@@ -182,7 +182,7 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
         outcome.link_events = event_rows(checked, [it["gst_s"] for it in iterations], effect, applied)
         walls = [schedule.applied.get(n) if schedule else None for n in range(len(events))]
         for n, row in enumerate(outcome.link_events):
-            if events[n].state and walls[n] is not None:
+            if walls[n] is not None:
                 row.update(failure_fields(checked, events[n], walls, n, raw, records.transfers, state, cfg.dilation))
     summary = Summary(top, beside, outcome, traffic=traffic_out, emulation=emulation, extras=measured)
     if cfg.calibration:
@@ -191,26 +191,29 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
 
 
 def failure_fields(checked, event, walls, n: int, raw, transfers, state: dict, dilation: float) -> dict:
-    """A link taken down or up in an emulated run: what it did to the iterations (recovery), and for a link taken
-    down the probes' data-plane outage, the controller's reroute and how many of the job's connections crossed the
-    link in the iteration before."""
+    """A link event in an emulated run: what it did to the iterations (recovery) and how many of the job's
+    connections crossed the link in the iteration before; for a link taken down also the probes' data-plane outage
+    and the controller's reroute."""
     at = walls[n]
     until = min((w for w in walls[n + 1:] if w is not None and w > at), default=None)
     out = recovery(raw, at, until, dilation)
+    hit = out.get("affected_iteration")
+    if hit:
+        paths = fidelity.Paths(checked.topo, {}, checked.network.topo)
+        out["connections_across_before"] = flows_across(paths, transfers, event.link, hit - 1)
     if event.state != DOWN:
         return out
     out["data_plane"] = state["probes"].outage(event.link, at, until)
     name = "-".join(event.link)
     reroute = next((r for r in state.get("reroutes", []) if r["link"] == name and r["state"] == DOWN and
                     r["port_status_at"] >= at - 0.5), None)
-    if reroute:
+    took = state["events"].took.get(n) if state.get("events") else None
+    if took is not None:
+        out["applied_in_s"] = round(took, 4)
+    if reroute and reroute["messages"]:
         out["controller"] = {"port_status_after_s": round(reroute["port_status_at"] - at, 4),
                              "flow_mods_after_s": round(reroute["sent_at"] - at, 4),
                              "messages": reroute["messages"]}
-    hit = out.get("affected_iteration")
-    if hit:
-        paths = fidelity.Paths(checked.topo, {}, checked.network.topo)
-        out["connections_across_before"] = flows_across(paths, transfers, event.link, hit - 1)
     return out
 
 

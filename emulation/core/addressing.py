@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from emulation.core.topology import PREFIX_LEN, Host, Topology
 
@@ -79,8 +79,77 @@ def bcube_route(topo: Topology, src: int, dst: int, dst_level: int) -> List[Tupl
     return hops
 
 
-def host_config(topo: Topology, host: Host) -> HostConfig:
-    """Addresses, routes and static ARP entries for one host."""
+def bcube_live_route(topo: Topology, src: int, dst: int, dst_level: int,
+                     failed: Sequence[Tuple[str, str]] = ()) -> Optional[List[Tuple[int, int]]]:
+    """bcube_route over the links that are up: the digit-correcting path where all of it is up, else from each host
+    the next hop towards dst that its own digit-correcting path takes if that is up, else one on a shortest path
+    over the live links (arriving on whichever of dst's interfaces is up: a host takes any of its addresses on any
+    interface). Each host's choice depends only on itself and dst, as its routing table does. None: unreachable."""
+    if not failed:
+        return bcube_route(topo, src, dst, dst_level)
+    down = _down_interfaces(topo, failed)
+    distance = _distances_to(topo, dst, down)
+    if src not in distance:
+        return None
+    hops, here = [], src
+    while here != dst:
+        canonical = bcube_route(topo, here, dst, dst_level)
+        if _live(here, canonical, down):
+            return hops + canonical
+        level, nxt = min(((lvl, n) for lvl, n in _neighbours(topo, here, down) if n in distance),
+                         key=lambda ln: (distance[ln[1]], -ln[0]))
+        hops.append((level, nxt))
+        here = nxt
+    return hops
+
+
+def _down_interfaces(topo: Topology, failed: Sequence[Tuple[str, str]]) -> FrozenSet[Tuple[int, int]]:
+    """(host index, level) of every host interface whose link is down."""
+    gone = set(failed)
+    return frozenset((topo.node(l.lower).index, l.level) for l in topo.links
+                     if (l.lower, l.upper) in gone and topo.is_host(l.lower))
+
+
+def _neighbours(topo: Topology, index: int, down) -> List[Tuple[int, int]]:
+    """(level, host index) of every host one live level-switch hop away."""
+    n = topo.params[0]
+    coords = topo.hosts[index].coords
+    out = []
+    for level in range(len(coords)):
+        if (index, level) in down:
+            continue
+        for digit in range(n):
+            other = index + (digit - coords[level]) * n ** level
+            if digit != coords[level] and (other, level) not in down:
+                out.append((level, other))
+    return out
+
+
+def _distances_to(topo: Topology, dst: int, down) -> Dict[int, int]:
+    """Live hops from every host that reaches dst."""
+    distance, frontier = {dst: 0}, [dst]
+    while frontier:
+        nxt = []
+        for here in frontier:
+            for _, other in _neighbours(topo, here, down):
+                if other not in distance:
+                    distance[other] = distance[here] + 1
+                    nxt.append(other)
+        frontier = nxt
+    return distance
+
+
+def _live(src: int, hops: List[Tuple[int, int]], down) -> bool:
+    here = src
+    for level, nxt in hops:
+        if (here, level) in down or (nxt, level) in down:
+            return False
+        here = nxt
+    return True
+
+
+def host_config(topo: Topology, host: Host, failed: Sequence[Tuple[str, str]] = ()) -> HostConfig:
+    """Addresses, routes and static ARP entries for one host (BCube: routed around the links that are down)."""
     addresses = tuple((i.name, i.ip, PREFIX_LEN) for i in host.interfaces)
     routes: List[Route] = []
     arp: List[ArpEntry] = []
@@ -89,7 +158,13 @@ def host_config(topo: Topology, host: Host) -> HostConfig:
             if other.name == host.name:
                 continue
             for dst_intf in other.interfaces:
-                level, hop = bcube_next_hop(topo, host, other, dst_intf.level)
+                if failed:
+                    path = bcube_live_route(topo, host.index, other.index, dst_intf.level, failed)
+                    if not path:
+                        continue
+                    level, hop = path[0][0], topo.hosts[path[0][1]]
+                else:
+                    level, hop = bcube_next_hop(topo, host, other, dst_intf.level)
                 dev = host.interface(level).name
                 gateway = hop.interface(level).ip
                 via = None if gateway == dst_intf.ip else gateway
@@ -106,9 +181,20 @@ def host_config(topo: Topology, host: Host) -> HostConfig:
     return HostConfig(host.name, addresses, tuple(routes), tuple(arp), topo.kind == "bcube")
 
 
-def all_host_configs(topo: Topology) -> Dict[str, HostConfig]:
-    """host_config for every host, by host name."""
-    return {h.name: host_config(topo, h) for h in topo.hosts}
+def all_host_configs(topo: Topology, failed: Sequence[Tuple[str, str]] = ()) -> Dict[str, HostConfig]:
+    """host_config for every host, by host name, with these links down."""
+    return {h.name: host_config(topo, h, failed) for h in topo.hosts}
+
+
+def route_changes(before: HostConfig, after: HostConfig, route_options: str = "") -> List[str]:
+    """Shell commands that take a host from one set of routes to another (a reroute)."""
+    opts = f" {route_options}" if route_options else ""
+    old = {r.dst: r for r in before.routes}
+    new = {r.dst: r for r in after.routes}
+    cmds = [f"ip route replace {r.dst}/32{f' via {r.via}' if r.via else ''} dev {r.dev}{opts}"
+            for d, r in new.items() if old.get(d) != r]
+    cmds += [f"ip route del {d}/32" for d in old if d not in new]
+    return cmds
 
 
 def subnet(ip: str, prefix: int) -> str:

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from mininet.log import setLogLevel
 from mininet.net import Mininet
@@ -23,7 +23,7 @@ from emulation.net.kernel_probes import (NetworkError, available_congestion_cont
                                   ensure_ovs, leaf_drops, netem_available, ovs_setting)
 from emulation.net.runstate import RunState, clean as clean_stale
 from emulation.net.topos import SpecTopo, shaper_name
-from emulation.core.addressing import all_host_configs, command_batches, config_commands
+from emulation.core.addressing import all_host_configs, command_batches, config_commands, route_changes
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
 from emulation.core.link_rates import Overrides, rate_of, slowest_per_level
@@ -55,6 +55,7 @@ class EmulatedNetwork:
         self.topo = topo
         self.link_rates = dict(link_rates or {})  # (lower, upper) -> shaped Mbit/s of links off their level's rate
         self.changing = tuple(changing)  # (lower, upper) of links whose rate events change during the run
+        self.failed: FrozenSet[Tuple[str, str]] = frozenset()  # links a link event took down
         self.shared_nics: Dict[str, int] = {}  # host interface -> its HTB classes, where background flows share it
         self.controller_choice = controller
         self.impairment = impairment or Impairment.none(topo.levels)
@@ -269,7 +270,7 @@ class EmulatedNetwork:
         hops = [(link.lower, shaper_name(index)), (shaper_name(index), link.upper)] if self._boxed(link) else \
             [(link.lower, link.upper)]
         switches = {s.name for s in self.topo.switches}
-        changed = []
+        changed, before = [], self.failed
         for a, b in hops:
             for mn_link in self.net.linksBetween(self.net.get(a), self.net.get(b)):
                 pair = (mn_link.intf1, mn_link.intf2)
@@ -281,7 +282,18 @@ class EmulatedNetwork:
                         raise NetworkError(f"taking {key[0]}-{key[1]} {'up' if up else 'down'} on {intf.name} "
                                            f"failed: {out.strip().splitlines()[0]}")
                     changed.append(intf.name)
+        self.failed = self.failed - {key} if up else self.failed | {key}
+        self._reroute_hosts(before)
         return changed
+
+    def _reroute_hosts(self, failed_before) -> None:
+        """Hosts that route (BCube's relay) move their routes around the links down now, as BCube's source routing
+        would (at once: no probing delay); elsewhere the hosts' routes stay."""
+        before, after = all_host_configs(self.topo, tuple(failed_before)), all_host_configs(self.topo, tuple(self.failed))
+        for host in self.topo.hosts:
+            cmds = route_changes(before[host.name], after[host.name], self.host_tcp(host.name).route_options())
+            if cmds:
+                self._run_in(host.name, cmds)
 
     def share_nic(self, host: str, flows: List[Tuple[str, int]]) -> List[str]:
         """Background flows (destination address, port) leaving a host: its egress split evenly between the job's

@@ -48,7 +48,8 @@ class EventSchedule:
     def __init__(self, events: Sequence[LinkEvent], files: RankFiles, ranks: int, dilation: float,
                  apply: Callable[[LinkEvent], object]):
         self.events, self.files, self.ranks, self.dilation, self.apply = tuple(events), files, ranks, dilation, apply
-        self.applied: Dict[int, float] = {}  # event index -> wall time it took effect in the data plane
+        self.applied: Dict[int, float] = {}  # event index -> wall time its change of the data plane began
+        self.took: Dict[int, float] = {}  # event index -> seconds applying it took (BCube: the hosts' reroute too)
         self.error: Optional[BaseException] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -79,8 +80,9 @@ class EventSchedule:
                 known = first if final else None
                 for n, event in enumerate(self.events):
                     if n not in self.applied and self._due(n, done, first, time.time()):
+                        began = time.time()
                         self.apply(event)
-                        self.applied[n] = time.time()
+                        self.applied[n], self.took[n] = began, time.time() - began
                 self._stop.wait(POLL_S)
         except BaseException as exc:  # reported by the run once the ranks are done
             self.error = exc

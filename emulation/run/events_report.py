@@ -67,6 +67,9 @@ def event_rows(checked: Checked, gsts: Sequence[float], effect: Sequence[Optiona
     for n, (event, k) in enumerate(zip(checked.network.events, effect)):
         row = {"event": event.shown(), "link": link_name(event.link), "mbps": event.mbps,
                "iteration": event.iteration, "at_s": event.at_s, "took_effect_iteration": k}
+        if event.state:
+            row["theory_note"] = ("the closed form takes each level's slowest link that is up; it does not route "
+                                  "around a link down (the flow model does, as the controller and BCube's hosts do)")
         if applied_s is not None:
             row["applied_s"] = None if applied_s[n] is None else round(applied_s[n], 6)
         if k is not None:

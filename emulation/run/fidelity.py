@@ -68,9 +68,8 @@ class Paths:
 
     def __init__(self, topo: Topology, link_rates: Optional[Dict[Tuple[str, str], float]] = None,
                  network: Optional[Topology] = None):
-        from emulation.core.addressing import all_host_configs
         self.network = network or topo  # the whole network's rules route a job on some hosts, and flows beside it
-        self.topo, self.configs = topo, all_host_configs(self.network)
+        self.topo = topo
         self.level_of = {}
         for l in topo.links:
             self.level_of[(l.lower, l.upper)] = self.level_of[(l.upper, l.lower)] = l.level
@@ -85,10 +84,12 @@ class Paths:
     @link_rates.setter
     def link_rates(self, rates: Dict[Tuple[str, str], float]) -> None:
         from controllers.flow_rules import compute_rules
+        from emulation.core.addressing import all_host_configs
         from emulation.core.events import failed_links
         failed = failed_links(rates)
         if failed != self.failed:
             self.failed, self.rules = failed, compute_rules(self.network, failed)
+            self.configs = all_host_configs(self.network, failed)  # BCube's hosts route around the links down
             self.cache: Dict[tuple, Tuple[Tuple[str, str], ...]] = {}
         self._link_rates = rates
 
@@ -107,6 +108,12 @@ class Paths:
             self.cache[key] = self.follow(self.topo.hosts[rank].name, dst, tcp_ports)
         return self.cache[key]
 
+    def egress(self, t: dict) -> int:
+        """The level of the interface a traced send left its host by: its level's, unless the host routes it out of
+        another (a BCube host whose link on that level is down)."""
+        hops = self.links(t["rank"], t["peer"], t["level"], t.get("ports"))
+        return self.level_of.get(hops[0], t["level"]) if hops else t["level"]
+
     def between(self, a: str, b: str, ports: Optional[Sequence[int]] = None) -> Tuple[Tuple[str, str], ...]:
         """Directed links of a connection from host a to host b's primary address (any host of the network)."""
         return self.follow(a, self.network.node(b).ip, tuple(ports) if ports else None)
@@ -121,13 +128,14 @@ class Paths:
 
 
 def wire_factors(topo: Topology, rows: Dict[int, List[dict]], sends: List[dict], i: int,
-                 shared: Sequence[Tuple[int, int]] = ()) -> Dict[Tuple[int, int], float]:
+                 shared: Sequence[Tuple[int, int]] = (), paths: Optional[Paths] = None) -> Dict[Tuple[int, int], float]:
     """Per (rank, interface level): bytes the interface sent in iteration i over the payload sent through it
     (headers, ACKs and retransmissions), from the kernel's interface counters. shared: interfaces a background flow
     also sends from, whose counters hold its bytes too: they take the median factor of the others."""
     payload: Dict[Tuple[int, int], int] = {}
     for t in sends:
-        payload[(t["rank"], t["level"])] = payload.get((t["rank"], t["level"]), 0) + t["wire_bytes"]
+        key = (t["rank"], paths.egress(t) if paths else t["level"])
+        payload[key] = payload.get(key, 0) + t["wire_bytes"]
     out = {}
     for (rank, level), n in payload.items():
         row = rows[rank][i] if i < len(rows.get(rank, [])) else {}
@@ -165,7 +173,7 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
     arrived = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["end"] for t in receives}
     began = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["start"] for t in receives}
     sends = [t for t in traces if t["iteration"] == i and t["dir"] == "send" and t["start"] is not None]
-    factors = factors or wire_factors(topo, rows, sends, i)
+    factors = factors or wire_factors(topo, rows, sends, i, paths=paths)
     steps: Dict[Tuple[int, int], List[dict]] = {}
     for t in sends:
         key = (t["peer"], t["rank"], t["stream"], t["step"], t.get("phase"))
@@ -176,7 +184,7 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
         steps.setdefault((t["stream"], t["step"]), []).append(
             {"links": paths.links(t["rank"], t["peer"], t["level"], t.get("ports")), "start": t["start"],
              "end": max(end, t["end"]), "payload": t["wire_bytes"],
-             "wire": t["wire_bytes"] * factors[(t["rank"], t["level"])], "late": late})
+             "wire": t["wire_bytes"] * factors.get((t["rank"], paths.egress(t)), 1.0), "late": late})
     out: Dict[Tuple[str, str], dict] = {}
     for transfers in steps.values():
         sharing: Dict[Tuple[str, str], int] = {}
@@ -393,7 +401,7 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
             paths.link_rates = in_force[i][0]
         mine = [t for t in traces if t["iteration"] == i]
         factors = wire_factors(topo, rows, [t for t in mine if t["dir"] == "send" and t["start"] is not None], i,
-                               senders)
+                               senders, paths)
         links = iteration_links(topo, rows, mine, i, bw, paths, factors, late_s, skipped, foreign)
         judged += sum(1 for t in mine if t["dir"] == "send" and t["start"] is not None)
         longest = max((l["need_s"] for l in links), default=0.0)

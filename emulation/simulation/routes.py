@@ -15,7 +15,7 @@ import zlib
 from typing import Dict, List, Optional, Tuple
 
 from controllers.flow_rules import ecmp_choice, hosts_below, reachable
-from emulation.core.addressing import PLAN_PORT, bcube_route
+from emulation.core.addressing import PLAN_PORT, bcube_live_route
 from emulation.core.topology import Topology
 
 Hop = Tuple[str, str]
@@ -93,7 +93,10 @@ class Router:
     def _bcube(self, src: int, dst: int, level: int) -> Tuple[Hop, ...]:
         hosts = self.topo.hosts
         here, hops = hosts[src].name, []
-        for lvl, nxt in bcube_route(self.topo, src, dst, level):
+        route = bcube_live_route(self.topo, src, dst, level, self.failed)
+        if route is None:
+            raise ValueError(f"{hosts[dst].name} is cut off from {hosts[src].name}: every path has a link down")
+        for lvl, nxt in route:
             sw, there = self.switch_of[(here, lvl)], hosts[nxt].name
             hops += [(here, sw), (sw, there)]
             here = there
