@@ -7,6 +7,7 @@ to script by hand.
     print(dmlbed.theory(topo="bcube:3,2", algo="bml", model="resnet50", bw=100)["gst_theory_s"])
     with dmlbed.Network("star:4", bw=100) as net:          # needs root, as `dmlbed net` does
         print(net.addresses("h1"), net.run("h0", ["ping", "-c", "1", net.addresses("h1")["L0"]]).returncode)
+        net.link("h1", "down"); net.link("h1", "up"); net.link("h1", "50")   # a link down, up, at 50 Mbit/s
     summary = dmlbed.run(topo="star:4", algo="ring", model="lenet5", iters=5, out="results/api")
     shared = dmlbed.jobs(["name=a hosts=h0..h3", "name=b hosts=h4..h7"], mode="simulate", topo="star:8", algo="ring")
 
@@ -120,6 +121,28 @@ class Network:
     def popen(self, host: str, args: Sequence[str], **kwargs) -> subprocess.Popen:
         """Start a process in a host (stopped at teardown)."""
         return self.emulated.popen(host, list(args), **kwargs)
+
+    def link(self, name: str, change: str) -> None:
+        """Change a link now, as `--event NAME=CHANGE@...` does in a run: CHANGE 'down', 'up' or a rate ('50',
+        '1Gbit'); NAME as `--link-rate` names links (h3, h3:1, a0_0-c0). ValueError naming what is valid."""
+        from emulation.core.events import DOWN, UP, LinkEvent
+        from emulation.core.link_rates import find_link, shaper_rate
+        from emulation.core.topology import TopologyError
+        from emulation.run.event_schedule import apply_event
+        try:
+            found = find_link(self.network.topo, name, "Network.link")
+            key = (found.lower, found.upper)
+            state = change if change in (DOWN, UP) else None
+            mbps = None if state else shaper_rate(change, f"Network.link {name}")
+        except (TopologyError, ValueError) as exc:
+            raise ValueError(str(exc)) from None
+        if state and (state == DOWN) == (key in self.emulated.failed):
+            raise ValueError(f"Network.link {name}: the link is already {state}")
+        apply_event(self.emulated, LinkEvent(name, key, mbps, iteration=1, state=state), self.network.dilation)
+
+    def reroutes(self) -> List[dict]:
+        """What dmlbed's controller did on each port-status message that changed the links down (times, messages)."""
+        return self.emulated.reroutes()
 
     def run(self, host: str, args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess:
         """Run a command in a host to completion; its exit code and output."""

@@ -31,12 +31,12 @@ ATTEMPTS = 6
 # A time inside iteration 5's synchronization (iterations take about 0.9 emulated seconds), so the link goes while
 # the ring's bytes cross it.
 AT = "4.9s"
-CASES = {  # key: options, events, targets
-    "halved-host-link": (RING, ("h5=50@5it",), {"after_over_before": (1.8, 2.2)}),
-    "agg-core-down": (RING, (f"a0_0-c0=down@{AT}",), {"outage_s": 0.100, "affected_extra_s": 1.0, "used": True}),
-    "agg-core-down-controller": (RING + ("--failover", "controller"), (f"a0_0-c0=down@{AT}",), {"used": True}),
-    "agg-core-halved": (RING, ("a0_0-c0=50@5it",), {"used": True}),
-    "bcube-level1-down": (BCUBE, (f"h4:1=down@{AT}",), {"affected_extra_s": 1.0}),
+CASES = {  # key: options, events, targets, emulated run's own options
+    "halved-host-link": (RING, ("h5=50@5it",), {"after_over_before": (1.8, 2.2)}, ()),
+    "agg-core-down": (RING, (f"a0_0-c0=down@{AT}",), {"outage_s": 0.100, "affected_extra_s": 1.0, "used": True}, ()),
+    "agg-core-down-controller": (RING, (f"a0_0-c0=down@{AT}",), {"used": True}, ("--failover", "controller")),
+    "agg-core-halved": (RING, ("a0_0-c0=50@5it",), {"used": True}, ()),
+    "bcube-level1-down": (BCUBE, (f"h4:1=down@{AT}",), {"affected_extra_s": 1.0}, ()),
 }
 SIMULATED_WITHIN = 0.10  # the emulated GST after the event against the simulated one
 EMULATED = ("--batch", "8", "--dilation", "4")  # a small real compute; the run dilated (above)
@@ -45,7 +45,7 @@ EMULATED = ("--batch", "8", "--dilation", "4")  # a small real compute; the run 
 def emulate(key: str, common, out: str, used: bool) -> tuple:
     """The emulated run, again while its event's link carried none of the job's connections (when it must)."""
     for attempt in range(1, ATTEMPTS + 1):
-        run = dmlbed("run", *common, *EMULATED, "--out", out, "--force", "--wait")
+        run = dmlbed("run", *common, *EMULATED, *CASES[key][3], "--out", out, "--force", "--wait")
         across = (run.get("link_events") or [{}])[0].get("connections_across_before")
         if run.get("error") or not used or across:
             return run, attempt
@@ -55,7 +55,7 @@ def emulate(key: str, common, out: str, used: bool) -> tuple:
 
 def case(key: str, out: str) -> dict:
     """One case emulated, simulated (with the emulated connections' ports) and in theory, and its verdict."""
-    options, events, targets = CASES[key]
+    options, events, targets, own = CASES[key]
     common = list(options) + [x for e in events for x in ("--event", e)]
     t0 = time.time()
     emulated_out = os.path.join(out, key, "emulate")
@@ -63,7 +63,7 @@ def case(key: str, out: str) -> dict:
     runs["emulate"], attempts = emulate(key, common, emulated_out, targets.get("used", False))
     runs["simulate"] = dmlbed("simulate", *common, "--ecmp-ports", emulated_out,
                               "--out", os.path.join(out, key, "simulate"), "--force")
-    row = {"case": key, "options": list(options), "events": list(events), "targets": targets, "attempts": attempts,
+    row = {"case": key, "options": list(options) + list(own), "events": list(events), "targets": targets, "attempts": attempts,
            "seconds": round(time.time() - t0, 1)}
     if any(r.get("error") for r in runs.values()):
         row.update(ok=False, errors={m: r.get("error") for m, r in runs.items() if r.get("error")})

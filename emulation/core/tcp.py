@@ -12,7 +12,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional
 
-CONGESTION_CONTROLS = ("cubic", "reno", "bbr")  # what a stock kernel has built in; checked at bring-up
+CONGESTION_CONTROLS = ("cubic", "reno", "bbr", "dctcp")  # dctcp: a module many kernels lack; checked before a run
 TCPIP_HEADERS = 52   # IPv4 (20) + TCP with timestamps (32): an MTU minus this is the MSS
 ETHERNET_HEADER = 14  # what HTB counts per frame beyond the IP packet
 # The userspace switch's cost is per packet, so the emulated links carry 3500-byte frames by default: bcube:3,2

@@ -315,13 +315,17 @@ def median_of(dicts: List[Dict[str, float]], key: str) -> Optional[float]:
     return statistics.median(values) if values else None
 
 
-def host_counters(topo: Optional[Topology], rows: Dict[int, List[dict]], finals: Dict[int, dict]) -> Dict[str, dict]:
-    """Per host: TCP retransmissions and timeouts over the run, drops in its own queues."""
+def host_counters(topo: Optional[Topology], rows: Dict[int, List[dict]], finals: Dict[int, dict],
+                  leave_out: Sequence[int] = ()) -> Dict[str, dict]:
+    """Per host: TCP retransmissions and timeouts over the run (but in the iterations left out: the scenario's), drops
+    in its own queues."""
     out = {}
     for r, rank_rows in sorted(rows.items()):
         name = topo.hosts[r].name if topo is not None else f"rank{r}"
         tcp: Dict[str, int] = {}
-        for row in rank_rows:
+        for i, row in enumerate(rank_rows):
+            if row.get("iteration", i) in leave_out:
+                continue
             for k, v in (row.get("tcp") or {}).items():
                 tcp[k] = tcp.get(k, 0) + v
         qdisc = (finals.get(r, {}).get("net") or {}).get("qdisc", {})
@@ -453,7 +457,15 @@ def report(topo: Optional[Topology], bw: Sequence[float], theory_s: float, itera
                                          ("theory_s", "measured_s", "plan_s", "headers_s", "below_rate_s", "idle_s",
                                           "early_s")}
         out["decomposition_median_s"]["bottleneck"] = statistics.mode(p["bottleneck"] for p in parts)
-    hosts = host_counters(topo, rows, finals)
+    hosts = host_counters(topo, rows, finals, changed_under)
+    if changed_under:  # a link down or slower under an iteration: its retransmissions and timeouts are the event's
+        everything = host_counters(topo, rows, finals)
+        out["event_tcp"] = {k: sum(everything[h][k] - hosts[h][k] for h in hosts) for k in ("retrans_segs", "rto_timeouts")}
+        if any(out["event_tcp"].values()):
+            out["scenario_note"] = out.get("scenario_note", "") + (
+                f"; the TCP retransmissions ({out['event_tcp']['retrans_segs']}) and timeouts "
+                f"({out['event_tcp']['rto_timeouts']}) in the iterations the network changed under are the event's, "
+                f"not counted against the emulator")
     out["hosts"] = hosts
     out["tcp_totals"] = {k: sum(h[k] for h in hosts.values()) for k in
                          ("retrans_segs", "rto_timeouts", "loss_probes", "dsack_received", "qdisc_drops", "out_segs")}

@@ -103,8 +103,11 @@ class Outcome:
     stragglers: Dict[str, Any] = optional("when compute varies: per rank its compute and wait at the "
                                           "synchronization, and which rank each iteration waited for")
     link_events: List[Dict[str, Any]] = optional("links changed during the run (--event): each event's link and new "
-                                                 "rate, the iteration from which it held, the GST before and after it "
-                                                 "and the closed form after it")
+                                                 "rate (or down, up), the iteration from which it held, the GST before "
+                                                 "and after it and the closed form after it; emulated, also the "
+                                                 "iteration it hit, the recovery, the connections across the link and, "
+                                                 "for a link down, the data-plane outage and the controller's reroute "
+                                                 "(docs/how-to/link-events.md)")
 
 
 @dataclass

@@ -144,6 +144,15 @@ def check_mtu(cfg: RunConfig, label: Label = flag_label) -> None:
                               f"kernel datapath (the openvswitch module)")
 
 
+def check_congestion_control(cfg: RunConfig, label: Label = flag_label) -> None:
+    """OptionError when this kernel lacks the congestion control asked for (its tcp_NAME module)."""
+    from emulation.net.kernel_probes import available_congestion_controls
+    have = available_congestion_controls()
+    if have and cfg.tcp_cc not in have and not cfg.cluster:
+        raise OptionError(f"{label('tcp_cc')} {cfg.tcp_cc} needs the kernel module tcp_{cfg.tcp_cc}, which this kernel "
+                          f"({os.uname().release}) lacks: valid here are {', '.join(sorted(have))}")
+
+
 def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = True) -> NetworkSettings:
     """The network section: topology (host cap when emulated), rates, delay and loss, frame size, controller and
     machines, resolved to the settings hosts_for brings up."""
@@ -170,6 +179,7 @@ def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = Tr
     impairment = check_impairment(cfg, topo, emulated, label)
     if emulated:
         check_mtu(cfg, label)
+        check_congestion_control(cfg, label)
     cluster = tuple(parse_servers(cfg.cluster)) if cfg.cluster else ()
     return NetworkSettings(topo, tuple(bw), shaped_rates(bw, cfg.dilation), impairment, tcp_settings(cfg), controller,
                            cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait, cfg.dilation, link_rates,
