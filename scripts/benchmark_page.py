@@ -173,12 +173,13 @@ def events_section(events: Optional[dict]) -> List[str]:
     limits = events.get("targets", {})
     lines += [origin(events, SOURCES["events"]), "",
               f"Targets: every iteration correct, the emulated GST after the event within "
-              f"{limits.get('simulated_after_within', 0):.0%} of the simulated (with the emulated connections' ports), "
+              f"{limits.get('simulated_after_within', 0):.0%} of the simulated (with the emulated connections' ports; "
+              f"`compare: slowdown`: the GST after over before instead), "
               f"the verdict not 'not faithful', and per case as listed (`used`: the link carried some of the job's "
               f"connections before the event, a case run again up to {limits.get('attempts', 1)} times until it does; "
               f"`outage_s`: the probes' data-plane outage under it, wall clock; `affected_extra_s`: the hit iteration "
               f"at most that much over the median before). All met: **{events.get('ok')}**.", "",
-              "| case | event | GST after / before (theory, simulated, emulated) | emulated / simulated after | "
+              "| case | event | GST after / before (theory, simulated, emulated) | emulated / simulated after (slowdown) | "
               "connections across | outage (wall) | reroute sent (wall) | hit iteration over median | recovery | "
               "verdict | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in events.get("cases", []):
@@ -190,7 +191,8 @@ def events_section(events: Optional[dict]) -> List[str]:
         met = "yes" if c.get("ok") else f"**no** ({', '.join(failed) or 'error'})"
         lines.append(f"| {c['case']}: {' '.join(c.get('options', []))} | `{' '.join(c.get('events', [c.get('event')]))}` "
                      f"| {' / '.join(number(ratios.get(m), '.2f') for m in ('theory', 'simulate', 'emulate'))} | "
-                     f"{number(c.get('emulated_over_simulated_after'), '.3f')} | "
+                     f"{number(c.get('emulated_over_simulated_after'), '.3f')} "
+                     f"({number(c.get('emulated_over_simulated_slowdown'), '.3f')}) | "
                      f"{emulated.get('connections_across_before', '-')} | "
                      f"{'-' if outage is None else f'{outage * 1000:.0f} ms'} | "
                      f"{'-' if sent is None else f'{sent * 1000:.0f} ms'} | "

@@ -36,9 +36,12 @@ CASES = {  # key: options, events, targets, emulated run's own options
     "agg-core-down": (RING, (f"a0_0-c0=down@{AT}",), {"outage_s": 0.100, "affected_extra_s": 1.0, "used": True}, ()),
     "agg-core-down-controller": (RING, (f"a0_0-c0=down@{AT}",), {"used": True}, ("--failover", "controller")),
     "agg-core-halved": (RING, ("a0_0-c0=50@5it",), {"used": True}, ()),
-    "bcube-level1-down": (BCUBE, (f"h4:1=down@{AT}",), {"affected_extra_s": 1.0}, ()),
+    "bcube-level1-down": (BCUBE, (f"h4:1=down@{AT}",), {"affected_extra_s": 1.0, "compare": "slowdown"}, ()),
 }
-SIMULATED_WITHIN = 0.10  # the emulated GST after the event against the simulated one
+# The emulated GST after the event within 10% of the simulated one; where the emulated baseline is itself off the
+# flow model (BML on bcube:3,2 runs 1.2-1.3x the flow model's GST before any event: its verdict says why), the
+# slowdown (GST after over before) is compared instead.
+SIMULATED_WITHIN = 0.10
 EMULATED = ("--batch", "8", "--dilation", "4")  # a small real compute; the run dilated (above)
 
 
@@ -75,8 +78,10 @@ def case(key: str, out: str) -> dict:
     row["emulated_over_simulated_after"] = emulated["gst_after_median_s"] / simulated["gst_after_median_s"]
     row["iteration_after_over_before"] = (emulated["iteration_after_median_s"] / emulated["iteration_before_median_s"]
                                           if emulated.get("iteration_before_median_s") else None)
+    row["emulated_over_simulated_slowdown"] = emulated["after_over_before"] / simulated["after_over_before"]
+    against = row["emulated_over_simulated_" + ("slowdown" if targets.get("compare") == "slowdown" else "after")]
     checks = {"correct": runs["emulate"]["correct"] is True and runs["emulate"]["iterations"] == 12,
-              "simulated": abs(row["emulated_over_simulated_after"] - 1) <= SIMULATED_WITHIN,
+              "simulated": abs(against - 1) <= SIMULATED_WITHIN,
               "faithful": row["verdict"]["verdict"] != "not faithful"}
     if "after_over_before" in targets:
         low, high = targets["after_over_before"]
