@@ -13,7 +13,7 @@ from emulation.core.background import horizon_s
 from emulation.run import fidelity
 from emulation.run.background_traffic import BackgroundTraffic, write_series
 from emulation.run.event_schedule import EventSchedule, apply_event
-from emulation.core.events import DOWN
+from emulation.core.events import DOWN, with_events
 from emulation.run.events_report import event_rows, flows_across, measured_schedule, recovery
 from emulation.run.link_probes import LinkProbes
 from emulation.run.forkclient import rank_start
@@ -198,18 +198,19 @@ def failure_fields(checked, event, walls, n: int, raw, transfers, state: dict, d
     until = min((w for w in walls[n + 1:] if w is not None and w > at), default=None)
     out = recovery(raw, at, until, dilation)
     hit = out.get("affected_iteration")
-    if hit:
-        paths = fidelity.Paths(checked.topo, {}, checked.network.topo)
+    if hit:  # routed as the links were then (a link down before it: around it)
+        earlier = [e for e, w in zip(checked.network.events, walls) if w is not None and w < at]
+        paths = fidelity.Paths(checked.topo, with_events(checked.network.link_rates, earlier), checked.network.topo)
         out["connections_across_before"] = flows_across(paths, transfers, event.link, hit - 1)
+    took = state["events"].took.get(n) if state.get("events") else None
+    if took is not None:
+        out["applied_in_s"] = round(took, 4)
     if event.state != DOWN:
         return out
     out["data_plane"] = state["probes"].outage(event.link, at, until)
     name = "-".join(event.link)
     reroute = next((r for r in state.get("reroutes", []) if r["link"] == name and r["state"] == DOWN and
                     r["port_status_at"] >= at - 0.5), None)
-    took = state["events"].took.get(n) if state.get("events") else None
-    if took is not None:
-        out["applied_in_s"] = round(took, 4)
     if reroute and reroute["messages"]:
         out["controller"] = {"port_status_after_s": round(reroute["port_status_at"] - at, 4),
                              "flow_mods_after_s": round(reroute["sent_at"] - at, 4),
