@@ -174,7 +174,7 @@ def events_section(events: Optional[dict]) -> List[str]:
     lines += [origin(events, SOURCES["events"]), "",
               f"Targets: every iteration correct, the emulated GST after the event within "
               f"{limits.get('simulated_after_within', 0):.0%} of the simulated (with the emulated connections' ports; "
-              f"`compare: slowdown`: the GST after over before instead), "
+              f"a case with `simulated: false` is reported beside the flow model, not held to it), "
               f"the verdict not 'not faithful', and per case as listed (`used`: the link carried some of the job's "
               f"connections before the event, a case run again up to {limits.get('attempts', 1)} times until it does; "
               f"`outage_s`: the probes' data-plane outage under it, wall clock; `affected_extra_s`: the hit iteration "

@@ -5,9 +5,10 @@ import os
 import subprocess
 import sys
 
-from emulation.run.provenance import provenance
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # this checkout's modules (and commit), not those an editable install points at
+
+from emulation.run.provenance import provenance  # noqa: E402
 
 
 def dmlbed(*args, timeout=1800) -> dict:
