@@ -57,6 +57,36 @@ def test_a_link_left_down_that_cuts_a_host_off_is_named():
     assert cut_off(bcube, parse_events(["h4:1=down@3it"], bcube, 10)) == ()
 
 
+def test_a_switch_down_is_each_of_its_links_down():
+    topo = parse("fattree:4")
+    events = parse_events(["c0=down@3it", "c0=up@6it"], topo, 10)
+    assert [e.shown() for e in events[:4]] == [f"a{p}_0-c0=down@3it" for p in range(4)]
+    assert all(e.state == "up" and e.iteration == 6 for e in events[4:]) and len(events) == 8
+    assert cut_off(topo, parse_events(["e0_0=down@3it"], topo, 10)) == ("h0", "h1")
+    with pytest.raises(TopologyError, match="a switch goes down or up"):
+        parse_events(["c0=50@3it"], topo, 10)
+
+
+def test_the_rules_and_bcube_hosts_survive_a_switch_down():
+    """A core switch of fattree:4 down: every pair delivered by the backup rules before the reroute and by the
+    rerouted rules after; a level-1 switch of bcube:3,2 down: the hosts' rerouted routes deliver every address."""
+    from controllers.flow_rules import compute_rules
+    from controllers.paths import follow_packet
+    from emulation.core.addressing import all_host_configs
+    topo = parse("fattree:4")
+    failed = [e.link for e in parse_events(["c0=down@3it"], topo, 10)]
+    configs = all_host_configs(topo)
+    for rules in (compute_rules(topo, failover=True), compute_rules(topo, failed, failover=True)):
+        for ports in [(40000, 7000), (40032, 7000), (40002, 7002)]:
+            assert all(follow_packet(topo, rules, configs, s.name, d.ip, ports, failed).ok
+                       for s in topo.hosts for d in topo.hosts if s is not d)
+    bcube = parse("bcube:3,2")
+    failed = [e.link for e in parse_events(["s1_1=down@3it"], bcube, 10)]
+    configs, rules = all_host_configs(bcube, failed), compute_rules(bcube)
+    assert all(follow_packet(bcube, rules, configs, s.name, i.ip, failed=failed).ok
+               for s in bcube.hosts for d in bcube.hosts if s is not d for i in d.interfaces)
+
+
 def test_the_rates_in_force_follow_the_schedule():
     events = parse_events(["h1=50@3it", "h1=80@6it", "h2=25@1.5s"], parse("star:4"), 10)
     base = {("h0", "s0"): 10.0}

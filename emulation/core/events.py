@@ -13,8 +13,9 @@ from emulation.core.link_rates import LinkKey, Overrides, find_link, link_name, 
 from emulation.core.topology import Topology, TopologyError
 
 EVENT_HELP = ("LINK=RATE@WHEN: from WHEN on the link runs at RATE, or is down or up again (repeatable): LINK as "
-              "--link-rate names it (h3, h3:1, t0_0-t1_0), RATE as --bw (50, 1Gbit) or down or up, WHEN an iteration "
-              "(5it: before it begins) or seconds after the first iteration began (2.5s)")
+              "--link-rate names it (h3, h3:1, t0_0-t1_0) or a switch (c0: each of its links), RATE as --bw (50, "
+              "1Gbit) or down or up, WHEN an iteration (5it: before it begins) or seconds after the first iteration "
+              "began (2.5s)")
 ITEM = re.compile(r"^\s*([A-Za-z0-9_:.\-]+?)\s*=\s*([^@\s]+)\s*@\s*(\d+(?:\.\d*)?|\.\d+)\s*(it|s)\s*$")
 DOWN, UP = "down", "up"
 
@@ -56,20 +57,36 @@ def check_format(item: str) -> str:
     return str(item)
 
 
-def parse_events(items: Sequence[str], topo: Topology, iterations: int, flag: str = "--event"
-                 ) -> Tuple[LinkEvent, ...]:
-    """Every event resolved on the topology, in the order they happen within each kind (TopologyError naming what
-    is wrong: an unknown link, a rate out of range, an iteration past the run's last, two events on one link at
-    one point)."""
-    out = []
+def switches_expanded(items: Sequence[str], topo: Topology, flag: str) -> list:
+    """The items, well formed, with a switch's down or up as each of its links' (TopologyError naming what is
+    wrong)."""
+    switches, out = {s.name for s in topo.switches}, []
     for item in items:
         try:
             check_format(item)
         except ValueError as exc:
             raise TopologyError(str(exc).replace("--event", flag, 1)) from None
         name, rate_text, value, unit = ITEM.match(str(item)).groups()
-        link = find_link(topo, name, flag)
+        if name not in switches:
+            out.append(item)
+        elif rate_text not in (DOWN, UP):
+            raise TopologyError(f"{flag} {item}: a switch goes down or up ({name}=down@{value}{unit}); a rate is a "
+                                f"link's (name its two ends, as `dmlbed topo {topo.spec}` lists them)")
+        else:
+            out += [f"{l.lower}-{l.upper}={rate_text}@{value}{unit}" for l in topo.links if name in (l.lower, l.upper)]
+    return out
+
+
+def parse_events(items: Sequence[str], topo: Topology, iterations: int, flag: str = "--event"
+                 ) -> Tuple[LinkEvent, ...]:
+    """Every event resolved on the topology, in the order they happen within each kind (TopologyError naming what
+    is wrong: an unknown link, a rate out of range, an iteration past the run's last, two events on one link at
+    one point)."""
+    out = []
+    for item in switches_expanded(items, topo, flag):
+        name, rate_text, value, unit = ITEM.match(str(item)).groups()
         state = rate_text if rate_text in (DOWN, UP) else None
+        link = find_link(topo, name, flag)
         mbps = None if state else shaper_rate(rate_text, f"{flag} {item}")
         number = float(value)
         if unit == "it":
@@ -112,13 +129,20 @@ def cut_off(topo: Topology, events: Sequence[LinkEvent]) -> Tuple[str, ...]:
         if (l.lower, l.upper) not in gone:
             neighbours.setdefault(l.lower, set()).add(l.upper)
             neighbours.setdefault(l.upper, set()).add(l.lower)
-    seen, todo = set(), [topo.hosts[0].name]
-    while todo:
-        node = todo.pop()
-        if node not in seen:
-            seen.add(node)
-            todo += neighbours.get(node, ())
-    return tuple(h.name for h in topo.hosts if h.name not in seen)
+    parts, placed = [], set()
+    for host in topo.hosts:
+        if host.name in placed:
+            continue
+        seen, todo = set(), [host.name]
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo += neighbours.get(node, ())
+        placed |= seen
+        parts.append(seen)
+    biggest = max(parts, key=lambda p: sum(topo.is_host(n) for n in p))
+    return tuple(h.name for h in topo.hosts if h.name not in biggest)
 
 
 def rates_in_force(base: Overrides, events: Sequence[LinkEvent], iteration: int, t: float) -> Overrides:
