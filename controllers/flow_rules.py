@@ -268,10 +268,11 @@ def compute_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = 
     return up_down_rules(topo, failed, failover)
 
 
-def rules_view(topo: Topology) -> dict:
+def rules_view(topo: Topology, failover: bool = True) -> dict:
     """Every switch's proactive rules as data (`dmlbed rules --json`): per switch, sorted by level and name, its
-    select groups and its flows by falling priority."""
-    rules = compute_rules(topo)
+    groups (select, and fast-failover with failover, as the controller installs by default) and its flows by falling
+    priority."""
+    rules = compute_rules(topo, failover=failover)
     out = []
     for sw in sorted(topo.switches, key=lambda s: (s.level, s.name)):
         flows, groups = rules.for_dpid(sw.dpid)

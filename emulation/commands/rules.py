@@ -8,8 +8,9 @@ from emulation.core.topology import parse
 
 class Rules(Command):
     name, help = "rules", "print the controller's proactive rules per switch and level"
-    description = ("Every flow (priority, match, action) and select group the controller installs on each switch "
-                   "when it connects, grouped by switch level; computed without a network (controllers/flow_rules.py).")
+    description = ("Every flow (priority, match, action) and group (select for ECMP; fast-failover backup paths, "
+                   "as --failover fast installs them) the controller installs on each switch when it connects, grouped "
+                   "by switch level; computed without a network (controllers/flow_rules.py).")
     own = (SPEC,)
 
     def prepare(self, args):
@@ -30,8 +31,11 @@ def print_rules(view: dict) -> None:
         if sw["level"] != level:
             level = sw["level"]
             print(f"\n== level {level} ==")
+        select = [g for g in sw["groups"] if g["type"] == "select"]
+        ff = [g for g in sw["groups"] if g["type"] == "ff"]
         print(f"{sw['switch']} (dpid {sw['dpid']}, {sw['role']}): {len(sw['flows'])} flows"
-              + (f", select group ports {sw['groups'][0]['ports']}" if sw["groups"] else ""))
+              + (f", select group ports {select[0]['ports']}" if select else "")
+              + (f", {len(ff)} fast-failover groups" if ff else ""))
         for f in sw["flows"]:
             match = ",".join(f"{k}={v:#06x}" if k == "eth_type" else f"{k}={v}" for k, v in f["match"].items())
             print(f"  priority={f['priority']:<4} {match or '(any)':<52} -> {f['action']}")
