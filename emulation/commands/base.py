@@ -104,3 +104,9 @@ def print_link_events(s) -> None:
         applied = f", applied at {e['applied_s']:.3f} s" if e.get("applied_s") is not None else ""
         print(f"  link event    {e['event']}: {held}{applied}; GST {fmt(e.get('gst_before_median_s'))} -> "
               f"{fmt(e.get('gst_after_median_s'))} s (theory after {fmt(e.get('gst_after_theory_s'))} s)")
+        if e.get("affected_iteration") is not None:  # emulated
+            outage = (e.get("data_plane") or {}).get("outage_s")
+            print(f"                iteration {e['affected_iteration']} hit: {fmt(e.get('affected_over_before_s'), '+.3f')} s "
+                  f"over the median before, recovered in {fmt(e.get('recovery_s'))} s; "
+                  f"{e.get('connections_across_before', 0)} of the job's connections crossed the link"
+                  + (f"; data-plane outage {outage * 1000:.0f} ms (wall)" if outage is not None else ""))
