@@ -6,9 +6,14 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # this checkout's modules (and commit), not those an editable install points at
 
-from emulation.run.provenance import provenance  # noqa: E402
+
+def provenance() -> dict:
+    """This checkout's provenance, read as its dmlbed commands run (from ROOT), whichever checkout an installed
+    package points at."""
+    r = subprocess.run([sys.executable, "-c", "import json; from emulation.run.provenance import provenance; "
+                        "print(json.dumps(provenance()))"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return dict(json.loads(r.stdout), command=" ".join(sys.argv))
 
 
 def dmlbed(*args, timeout=1800) -> dict:

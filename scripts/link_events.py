@@ -12,8 +12,7 @@ import os
 import sys
 import time
 
-from case_runs import dmlbed, write_report
-from emulation.run.provenance import provenance
+from case_runs import dmlbed, provenance, write_report
 
 # A ring on fattree:4 at 100 Mbit/s whose GST is bandwidth-bound (4 MB: 0.9 s of link time per synchronization).
 # Twelve iterations: seven after the event, past warm-up before it. Dilated four times: in real time the userspace
