@@ -3,6 +3,7 @@ switches with AF_XDP ports, and a controller node for an already-listening Ryu."
 
 from __future__ import annotations
 
+import subprocess
 from typing import List, Optional
 
 from mininet.link import TCIntf, TCLink
@@ -94,6 +95,15 @@ class DmlSwitch(OVSSwitch):
         params.setdefault("failMode", "secure")
         super().__init__(name, **params)
         self.afxdp = afxdp
+
+    def vsctl(self, *args, **kwargs):
+        """ovs-vsctl run directly, not through the switch's shell: Mininet adds a bridge and all its ports in one
+        command, and a terminal cuts a line at 4095 bytes, which a switch with about 30 AF_XDP ports passes (star:32
+        never got its bridge, and its bring-up waited for a switch that did not exist)."""
+        if getattr(self, "isRemote", False) or self.batch:
+            return super().vsctl(*args, **kwargs)
+        r = subprocess.run("ovs-vsctl " + " ".join(str(a) for a in args), shell=True, capture_output=True, text=True)
+        return r.stdout + r.stderr
 
     def intfOpts(self, intf):
         """Mininet's port options, plus the interface's MTU and the AF_XDP port type when asked for."""
