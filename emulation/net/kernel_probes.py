@@ -20,7 +20,9 @@ class NetworkError(RuntimeError):
 def ovs_running() -> bool:
     """True when ovsdb-server and ovs-vswitchd answer."""
     return (shutil.which("ovs-vsctl") is not None and
-            subprocess.run(["ovs-vsctl", "-t", "3", "show"], capture_output=True).returncode == 0)
+            subprocess.run(["ovs-vsctl", "-t", "3", "show"], capture_output=True).returncode == 0 and  # ovsdb-server
+            subprocess.run(["ovs-appctl", "-T", "3", "-t", "ovs-vswitchd", "version"],
+                           capture_output=True).returncode == 0)  # the switch itself (the OOM killer may take it alone)
 
 
 def ensure_ovs() -> None:
