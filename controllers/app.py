@@ -118,7 +118,8 @@ class DmlbedController(App):
         self.failover = os.environ.get(FAILOVER_ENV) or FAILOVER_MODES[0]
         if self.failover not in FAILOVER_MODES:
             raise SystemExit(f"{FAILOVER_ENV}={self.failover} is unknown: valid are {', '.join(FAILOVER_MODES)}")
-        self.rules = compute_rules(self.topology, failover=self.failover == "fast")
+        self.backups = self.failover == "fast"  # fast-failover groups in every rule set it installs
+        self.rules = compute_rules(self.topology, failover=self.backups)
         self.datapaths = {}
         self.ends = {}  # (dpid, port) -> (lower, upper) of the link behind that switch port
         for link in self.topology.links:
@@ -196,7 +197,7 @@ class DmlbedController(App):
         failed = self.failed_links()
         if failed == before:
             return
-        rules = compute_rules(self.topology, failed, failover=self.failover == "fast")
+        rules = compute_rules(self.topology, failed, failover=self.backups)
         changed = 0
         for dp in self.datapaths.values():  # every switch's new paths first; what they replace once all are in
             add, gone = changes(dp, self.rules, rules)

@@ -170,9 +170,11 @@ def ff_group(dpid: int, group_id: int, buckets: Sequence[Tuple[int, int]]) -> Gr
     return GroupRule(dpid, group_id, tuple(w for w, _ in buckets), "ff", tuple(o for _, o in buckets))
 
 
-def reachable(topo: Topology, failed: Sequence[Link] = ()) -> Dict[str, FrozenSet[str]]:
-    """For every switch, the hosts it reaches over the live links going up, then down (up/down routing)."""
-    below = hosts_below(topo, failed)
+def reachable(topo: Topology, failed: Sequence[Link] = (),
+              below: Optional[Dict[str, Dict[int, List[str]]]] = None) -> Dict[str, FrozenSet[str]]:
+    """For every switch, the hosts it reaches over the live links going up, then down (up/down routing); below:
+    hosts_below for the same links, where the caller has it."""
+    below = below if below is not None else hosts_below(topo, failed)
     ups: Dict[str, List[str]] = {s.name: [] for s in topo.switches}
     for link in live_links(topo, failed):
         if not topo.is_host(link.lower):
@@ -205,7 +207,7 @@ def up_down_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = 
         child[(link.upper, link.upper_port)] = link.lower
         if not topo.is_host(link.lower):
             up_ports[link.lower].append((link.lower_port, link.upper))
-    reach = reachable(topo, failed)
+    reach = reachable(topo, failed, below)
 
     def can_bounce(sw: str, port: int) -> bool:
         """Whether the switch below this port could send a packet up another way."""

@@ -103,16 +103,16 @@ def follow_packet(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig]
         at_switch(peer, peer_port, {"eth_type": ETH_TYPE_IPV4, "eth_dst": mac, "ipv4_dst": dst_ip, **l4},
                   path + [peer])
 
-    def outputs(dpid: int, rule, name: str, in_port: int) -> List[int]:
-        """The ports a rule sends a packet out of: a select group's live ports, a fast-failover group's first live
-        bucket (none when every watched port is down)."""
+    def outputs(dpid: int, rule, name: str, in_port: int) -> List[Tuple[int, bool]]:
+        """The ports a rule sends a packet out of, each with whether the rule sends it back out of its in port on
+        purpose (OFPP_IN_PORT): a select group's live ports, a fast-failover group's first live bucket (none when
+        every watched port is down)."""
         if rule.group is None:
-            return [rule.out_port]
+            return [(rule.out_port, False)]
         group = groups[(dpid, rule.group)]
-        live = [(w, o) for w, o in zip(group.ports, group.outputs()) if (name, w) not in down_ports]
-        if group.kind == "ff":
-            return [in_port if live[0][1] == OFPP_IN_PORT else live[0][1]] if live else []
-        return [o for _, o in live]
+        live = [(in_port, True) if o == OFPP_IN_PORT else (o, False)
+                for w, o in zip(group.ports, group.outputs()) if (name, w) not in down_ports]
+        return live[:1] if group.kind == "ff" else live
 
     def at_switch(name: str, in_port: int, packet: Dict[str, object], path: List[str],
                   seen: frozenset = frozenset()) -> None:
@@ -129,8 +129,8 @@ def follow_packet(topo: Topology, rules: RuleSet, configs: Dict[str, HostConfig]
         outs = outputs(sw.dpid, rule, name, in_port)
         if not outs:
             result.problems.append(f"{'>'.join(path)}: every port of {name}'s group {rule.group} is down")
-        for out in outs:
-            if out == in_port and not (rule.group is not None and OFPP_IN_PORT in groups[(sw.dpid, rule.group)].outputs()):
+        for out, back in outs:
+            if out == in_port and not back:
                 result.problems.append(f"{'>'.join(path)}: {name} sends back out of its in_port")
                 continue
             if (name, out) in down_ports:

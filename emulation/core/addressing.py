@@ -186,13 +186,17 @@ def all_host_configs(topo: Topology, failed: Sequence[Tuple[str, str]] = ()) -> 
     return {h.name: host_config(topo, h, failed) for h in topo.hosts}
 
 
+def route_command(route: Route, opts: str = "") -> str:
+    """The shell command that sets a host route (opts: ' rto_min 5ms' and such, with its leading space)."""
+    return f"ip route replace {route.dst}/32{f' via {route.via}' if route.via else ''} dev {route.dev}{opts}"
+
+
 def route_changes(before: HostConfig, after: HostConfig, route_options: str = "") -> List[str]:
     """Shell commands that take a host from one set of routes to another (a reroute)."""
     opts = f" {route_options}" if route_options else ""
     old = {r.dst: r for r in before.routes}
     new = {r.dst: r for r in after.routes}
-    cmds = [f"ip route replace {r.dst}/32{f' via {r.via}' if r.via else ''} dev {r.dev}{opts}"
-            for d, r in new.items() if old.get(d) != r]
+    cmds = [route_command(r, opts) for d, r in new.items() if old.get(d) != r]
     cmds += [f"ip route del {d}/32" for d in old if d not in new]
     return cmds
 
@@ -218,9 +222,7 @@ def config_commands(cfg: HostConfig, route_options: str = "") -> List[str]:
                  f"ip link set {dev} up"]
         if opts:
             cmds.append(f"ip route replace {subnet(ip, prefix)} dev {dev} proto kernel scope link src {ip}{opts}")
-    for r in cfg.routes:
-        via = f" via {r.via}" if r.via else ""
-        cmds.append(f"ip route replace {r.dst}/32{via} dev {r.dev}{opts}")
+    cmds += [route_command(r, opts) for r in cfg.routes]
     for a in cfg.arp:
         cmds.append(f"ip neigh replace {a.ip} lladdr {a.mac} dev {a.dev} nud permanent")
     return cmds

@@ -238,50 +238,48 @@ class EmulatedNetwork:
                 box = shaper_name(i)
                 self._run_in(box, bridge_commands([f"{box}-eth0", f"{box}-eth1"]))
 
-    def set_link_rate(self, key: Tuple[str, str], mbps: float) -> int:
-        """Shape a link at a new rate from now on (shaped Mbit/s): every HTB class that shapes either direction of
-        it changed in place, queues kept; returns how many were changed."""
+    def _mininet_links(self, key: Tuple[str, str]) -> list:
+        """The Mininet links a topology link is made of: two through its shaping namespace, else one."""
         index = next(i for i, l in enumerate(self.topo.links) if (l.lower, l.upper) == key)
         link = self.topo.links[index]
         hops = [(link.lower, shaper_name(index)), (shaper_name(index), link.upper)] if self._boxed(link) else \
             [(link.lower, link.upper)]
+        return [mn_link for a, b in hops for mn_link in self.net.linksBetween(self.net.get(a), self.net.get(b))]
+
+    def set_link_rate(self, key: Tuple[str, str], mbps: float) -> int:
+        """Shape a link at a new rate from now on (shaped Mbit/s): every HTB class that shapes either direction of
+        it changed in place, queues kept; returns how many were changed."""
         changed = 0
-        for a, b in hops:
-            for mn_link in self.net.linksBetween(self.net.get(a), self.net.get(b)):
-                for intf in (mn_link.intf1, mn_link.intf2):
-                    if intf.name in self.shared_nics:
-                        self._run_in(intf.node.name, shared_nic_rate_commands(intf.name, mbps,
-                                                                              self.shared_nics[intf.name]))
-                        changed += 1
-                        continue
-                    out = intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 htb rate {mbps:g}Mbit burst 15k")
-                    if out.strip():
-                        raise NetworkError(f"changing {key[0]}-{key[1]} to {mbps:g} Mbit/s on {intf.name} failed: "
-                                           f"{out.strip().splitlines()[0]}")
+        for mn_link in self._mininet_links(key):
+            for intf in (mn_link.intf1, mn_link.intf2):
+                if intf.name in self.shared_nics:
+                    self._run_in(intf.node.name, shared_nic_rate_commands(intf.name, mbps,
+                                                                          self.shared_nics[intf.name]))
                     changed += 1
+                    continue
+                out = intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 htb rate {mbps:g}Mbit burst 15k")
+                if out.strip():
+                    raise NetworkError(f"changing {key[0]}-{key[1]} to {mbps:g} Mbit/s on {intf.name} failed: "
+                                       f"{out.strip().splitlines()[0]}")
+                changed += 1
         return changed
 
     def set_link_state(self, key: Tuple[str, str], up: bool) -> List[str]:
         """Take a link down or bring it up again the way a cable fails: the interfaces between its two ends go
         down (a shaping namespace's both, else the switch's end), so the switches see their ports lose carrier;
         returns the interfaces changed."""
-        index = next(i for i, l in enumerate(self.topo.links) if (l.lower, l.upper) == key)
-        link = self.topo.links[index]
-        hops = [(link.lower, shaper_name(index)), (shaper_name(index), link.upper)] if self._boxed(link) else \
-            [(link.lower, link.upper)]
         switches = {s.name for s in self.topo.switches}
         changed, before = [], self.failed
-        for a, b in hops:
-            for mn_link in self.net.linksBetween(self.net.get(a), self.net.get(b)):
-                pair = (mn_link.intf1, mn_link.intf2)
-                ends = [i for i in pair if i.node.name not in switches and not self.topo.is_host(i.node.name)] or \
-                       [i for i in pair if i.node.name in switches][:1]
-                for intf in ends:
-                    out = intf.node.cmd(f"ip link set {intf.name} {'up' if up else 'down'}")
-                    if out.strip():
-                        raise NetworkError(f"taking {key[0]}-{key[1]} {'up' if up else 'down'} on {intf.name} "
-                                           f"failed: {out.strip().splitlines()[0]}")
-                    changed.append(intf.name)
+        for mn_link in self._mininet_links(key):
+            pair = (mn_link.intf1, mn_link.intf2)
+            ends = [i for i in pair if i.node.name not in switches and not self.topo.is_host(i.node.name)] or \
+                   [i for i in pair if i.node.name in switches][:1]
+            for intf in ends:
+                out = intf.node.cmd(f"ip link set {intf.name} {'up' if up else 'down'}")
+                if out.strip():
+                    raise NetworkError(f"taking {key[0]}-{key[1]} {'up' if up else 'down'} on {intf.name} "
+                                       f"failed: {out.strip().splitlines()[0]}")
+                changed.append(intf.name)
         self.failed = self.failed - {key} if up else self.failed | {key}
         self._reroute_hosts(before)
         return changed

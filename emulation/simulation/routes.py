@@ -61,9 +61,10 @@ class Router:
         self.reach: Dict[str, frozenset] = {}  # switch -> hosts it reaches (up/down routing over the live links)
         if topo.kind != "bcube":
             children = {(l.upper, l.upper_port): l.lower for l in topo.links}
-            for sw, ports in hosts_below(topo, self.failed).items():
+            below = hosts_below(topo, self.failed)
+            for sw, ports in below.items():
                 self.down[sw] = {h: children[(sw, port)] for port, hosts in ports.items() for h in hosts}
-            self.reach = reachable(topo, self.failed)
+            self.reach = reachable(topo, self.failed, below)
             for sw in self.up:
                 self.up[sw].sort()
         self.cache: Dict[Tuple[int, int, int], Tuple[Hop, ...]] = {}  # BCube paths
@@ -133,9 +134,9 @@ class Router:
         layer = (first,)
         hops = []
         while b not in self.down[layer[0]]:
-            links = sum(1 for n in layer for _, u in self.up.get(n, ()) if b in self.reach[u])
-            upper = tuple(sorted({u for n in layer for _, u in self.up.get(n, ()) if b in self.reach[u]}))
-            hops.append(self._group(layer, upper, links))
+            via = [u for n in layer for _, u in self.up.get(n, ()) if b in self.reach[u]]  # one per up link
+            upper = tuple(sorted(set(via)))
+            hops.append(self._group(layer, upper, len(via)))
             layer = upper
         while True:
             lower = tuple(sorted({self.down[n][b] for n in layer}))
