@@ -1,5 +1,6 @@
 """The VM test: a Debian 12 guest built from Debian's packages and provisioned by scripts/setup.sh, booted under
-QEMU, runs dmlbed on the kernel datapath (`net star:4 --check`, a short run, the demo's memory check).
+QEMU, runs dmlbed on the kernel datapath (`net star:4 --check`, a short run, the demo's memory check, the DCTCP
+experiment: `net star:3 --incast 2` with --aqm red-ecn:20 --tcp-cc dctcp and with cubic in a drop-tail buffer).
 
 Usage (root): .venv/bin/python scripts/vm_test.py [--out DIR] [--demo] [--rebuild]
 The guest's base (debootstrap, kernel, Open vSwitch, Mininet, the venv) is kept in ~/.cache/dmlbed/vm and
@@ -44,7 +45,9 @@ TTYPath=/dev/ttyS0
 [Install]
 WantedBy=multi-user.target
 """
-MIN_FIDELITY = 0.9
+DCTCP_QUEUE = (15, 30)    # packets: DCTCP holds the queue near K = 20
+DCTCP_THROUGHPUT = 0.9    # of the bottleneck's rate
+CUBIC_FILL = 0.8          # cubic's queue p90, of the buffer
 
 
 def say(msg: str) -> None:
@@ -106,8 +109,9 @@ def judge(steps: Dict[str, dict], demo: bool = False) -> List[str]:
         problems.append(f"net --check exited {net.get('rc')}")
     if report.get("datapath") != "kernel":
         problems.append(f"net --check ran on the {report.get('datapath')} datapath, not the kernel's")
-    if (report.get("fidelity_min") or 0) < MIN_FIDELITY:
-        problems.append(f"net --check fidelity_min {report.get('fidelity_min')} < {MIN_FIDELITY}")
+    if report.get("verdict") != "faithful":
+        problems.append(f"net --check was {report.get('verdict')} (fidelity_min {report.get('fidelity_min')}): "
+                        f"{report.get('cause')}")
     run = steps.get("run", {})
     summary = run.get("json") or {}
     if run.get("rc") != 0:
@@ -116,8 +120,35 @@ def judge(steps: Dict[str, dict], demo: bool = False) -> List[str]:
         problems.append(f"dmlbed run used the {summary.get('datapath')} datapath, not the kernel's")
     if not steps.get("demo_memory", {}).get("ok"):
         problems.append(f"the demo's memory check refused: {steps.get('demo_memory', {}).get('error')}")
+    problems += judge_dctcp(steps)
     if demo and steps.get("demo", {}).get("rc") != 0:
         problems.append(f"the demo exited {steps.get('demo', {}).get('rc')}")
+    return problems
+
+
+def judge_dctcp(steps: Dict[str, dict]) -> List[str]:
+    """The DCTCP experiment's checks: DCTCP holds the bottleneck queue near K at full rate; cubic without ECN
+    fills the drop-tail buffer."""
+    problems = []
+    for step in ("dctcp", "cubic"):
+        result = steps.get(step, {})
+        incast = (result.get("json") or {}).get("incast") or {}
+        queue = incast.get("queue") or {}
+        if result.get("rc") != 0 or "median_packets" not in queue:
+            problems.append(f"the {step} incast exited {result.get('rc')} without a queue measured")
+            continue
+        if step == "dctcp":
+            if not DCTCP_QUEUE[0] <= queue["median_packets"] <= DCTCP_QUEUE[1]:
+                problems.append(f"dctcp's queue median {queue['median_packets']:g} packets is outside "
+                                f"[{DCTCP_QUEUE[0]}, {DCTCP_QUEUE[1]}]")
+            if incast["throughput_of_rate"] < DCTCP_THROUGHPUT:
+                problems.append(f"dctcp's throughput {incast['throughput_of_rate']:.0%} of the rate is below "
+                                f"{DCTCP_THROUGHPUT:.0%}")
+            if not queue.get("ecn_marks"):
+                problems.append("the RED queue marked no packet under dctcp")
+        elif queue["p90_of_buffer"] < CUBIC_FILL:
+            problems.append(f"cubic's queue p90 {queue['p90_packets']:g} is below {CUBIC_FILL:g} of the "
+                            f"{queue['buffer_packets']}-packet buffer")
     return problems
 
 
@@ -323,6 +354,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     say(f"net star:4 --bw 10 --check: datapath {net.get('datapath')}, fidelity_min {net.get('fidelity_min')}")
     run = (steps.get("run") or {}).get("json") or {}
     say(f"run ps star:4: datapath {run.get('datapath')}, verdict {(run.get('fidelity') or {}).get('verdict')}")
+    for step in ("dctcp", "cubic"):
+        inc = ((steps.get(step) or {}).get("json") or {}).get("incast") or {}
+        q = inc.get("queue") or {}
+        say(f"incast {step}: queue median {q.get('median_packets')}, p90 {q.get('p90_packets')} of "
+            f"{q.get('buffer_packets')} packets, {q.get('ecn_marks')} ECN marks, throughput "
+            f"{inc.get('throughput_of_rate')} of the rate; closed form {inc.get('queue_closed_form')}")
     say(f"build {built:.0f} s, guest {booted:.0f} s: " + ("PASSED" if not problems else "FAILED: " + "; ".join(problems)))
     return 0 if not problems else 1
 

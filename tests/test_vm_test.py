@@ -11,8 +11,12 @@ import vm_test  # noqa: E402
 
 GOOD = {"facts": {"kernel": "6.1.0-40-amd64", "openvswitch_module": True, "netem": True},
         "demo_memory": {"ok": True, "runs": 2},
-        "net": {"rc": 0, "json": {"datapath": "kernel", "fidelity_min": 0.97}},
+        "net": {"rc": 0, "json": {"datapath": "kernel", "fidelity_min": 0.97, "verdict": "faithful"}},
         "run": {"rc": 0, "json": {"datapath": "kernel", "fidelity": {"verdict": "faithful"}}},
+        "dctcp": {"rc": 0, "json": {"incast": {"throughput_of_rate": 0.95, "queue": {
+            "median_packets": 21, "p90_packets": 24, "p90_of_buffer": 0.24, "buffer_packets": 100, "ecn_marks": 900}}}},
+        "cubic": {"rc": 0, "json": {"incast": {"throughput_of_rate": 0.97, "queue": {
+            "median_packets": 90, "p90_packets": 99, "p90_of_buffer": 0.99, "buffer_packets": 100, "ecn_marks": 0}}}},
         "done": {}}
 
 
@@ -46,7 +50,7 @@ def test_a_guest_that_met_every_check_passes_and_its_console_is_read_back():
 
 def test_each_failure_of_the_guest_is_named():
     bad = json.loads(json.dumps(GOOD))
-    bad["net"]["json"].update(datapath="user", fidelity_min=0.5)
+    bad["net"]["json"].update(datapath="user", fidelity_min=0.5, verdict="not faithful")
     bad["run"]["rc"] = 1
     bad["demo_memory"] = {"ok": False, "error": "this run needs about 5.4 GiB"}
     del bad["done"]
@@ -69,3 +73,17 @@ def test_the_guest_gets_the_vagrant_vms_memory_and_a_changed_setup_rebuilds_its_
     before = vm_test.base_key()
     (tmp_path / "requirements.txt").write_text("numpy==2.4.6\n")
     assert vm_test.base_key() != before
+
+
+def test_the_dctcp_experiment_is_judged_on_dctcps_queue_and_rate_and_cubics_fill():
+    bad = json.loads(json.dumps(GOOD))
+    bad["dctcp"]["json"]["incast"]["queue"].update(median_packets=60, ecn_marks=0)
+    bad["dctcp"]["json"]["incast"]["throughput_of_rate"] = 0.7
+    bad["cubic"]["json"]["incast"]["queue"].update(p90_packets=50, p90_of_buffer=0.5)
+    problems = vm_test.judge(vm_test.parse_console(console_of(bad)))
+    assert any("queue median 60 packets is outside [15, 30]" in p for p in problems)
+    assert any("throughput 70% of the rate is below 90%" in p for p in problems)
+    assert any("marked no packet" in p for p in problems)
+    assert any("cubic's queue p90 50 is below 0.8 of the 100-packet buffer" in p for p in problems)
+    del bad["cubic"]
+    assert any("cubic incast exited None" in p for p in vm_test.judge(bad))

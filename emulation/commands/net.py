@@ -6,23 +6,38 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
+import numpy as np
+
+from controllers.flow_rules import compute_rules
+from controllers.paths import follow_packet
 from emulation.commands.base import SPEC, Command
+from emulation.core.addressing import all_host_configs
 from emulation.net import checks
-from emulation.core.link_rates import described
+from emulation.core.aqm import bdp_packets, describe, queue_forecast
+from emulation.core.link_rates import described, rate_of
+from emulation.core.queue_samples import series_rows, summarize
+from emulation.core.tcp import ETHERNET_HEADER
+from emulation.core.topology import MAX_HOSTS, Topology
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (CONTROLLER, LINKS, NETWORK, OUTPUT, REPLACE, WAIT, OptionError, RunConfig,
                                    command_option)
-from emulation.run.outputs import output_folder
+from emulation.run.outputs import output_folder, write_atomic_csv
 from emulation.run.progress import log
 from emulation.run.provenance import provenance
+from emulation.run.queue_sampler import QueueSampler
 from emulation.run.resolution import NetworkSettings
 from emulation.run.sampling import CpuSampler, switch_pid
 from emulation.run.validation import check_network, check_values
+from emulation.simulation.fairshare import max_min_rates
 
 MAX_DURATION_S = 600
 REPORT = "net.json"
+QUEUE_CSV = "incast-queue.csv"
+SERIES_COLUMNS = ("t_s", "packets", "bytes", "ecn_marks", "drops")
+INCAST_SOCKET_MIN_BYTES = 4 << 20
+WARMUP_S = 1.5  # the incast's queue is judged after its flows' slow start (iperf3 leaves out their first second too)
 
 
 class Net(Command):
@@ -37,12 +52,15 @@ class Net(Command):
            command_option("cli", "open the Mininet CLI", False, kind=bool, exclusive="mode", required=True),
            command_option("all_pairs", "BCube: also test relayed (multi-hop) pairs", False, kind=bool),
            command_option("duration", "iperf3 seconds per flow", 5.0, kind=float, low=0, low_open=True,
-                          high=MAX_DURATION_S))
+                          high=MAX_DURATION_S),
+           command_option("incast", "then N hosts (h1..hN) send into h0 at once for --duration, h0's switch port "
+                          "queue sampled (occupancy, ECN marks, drops) beside its closed form: the DCTCP experiment "
+                          "with --aqm red-ecn:K --tcp-cc dctcp", 0, kind=int, low=0, high=MAX_HOSTS))
 
     def prepare(self, args):
         values = self.values(args)
         return prepare(self.config(args, topology=values["spec"]), values["duration"], values["all_pairs"],
-                       values["cli"])
+                       values["cli"], values["incast"])
 
     def needs_root(self, job):
         return True
@@ -67,16 +85,26 @@ class NetCheckJob:
     duration: float = 5.0
     all_pairs: bool = False
     interactive: bool = False
+    incast: int = 0
 
 
-def prepare(cfg: RunConfig, duration: float = 5.0, all_pairs: bool = False, interactive: bool = False) -> NetCheckJob:
-    """The values and the network section, and an --out free of another check, before anything starts."""
+def prepare(cfg: RunConfig, duration: float = 5.0, all_pairs: bool = False, interactive: bool = False,
+            incast: int = 0) -> NetCheckJob:
+    """The values and the network section, and an --out free of another check, before anything starts. An incast
+    needs h0's switch port shaped: on the userspace datapath its link runs through a shaping namespace."""
     check_values(cfg, groups=Net.groups)
     network = check_network(cfg)
     if not 0 < duration <= MAX_DURATION_S:
         raise OptionError(f"--duration {duration:g} is out of range: give seconds in (0, {MAX_DURATION_S}]")
+    if incast:
+        if interactive:
+            raise OptionError("--incast is a part of --check: give --check")
+        if not 1 <= incast < len(network.topo.hosts):
+            raise OptionError(f"--incast {incast} is out of range for {network.topo.spec}: give 1-"
+                              f"{len(network.topo.hosts) - 1} senders into h0")
+        network = replace(network, shape_ingress=True)
     cfg = replace(cfg, out=output_folder(cfg.out, (REPORT,), "a network check", cfg.force, "net"))
-    return NetCheckJob(cfg, network, duration, all_pairs, interactive)
+    return NetCheckJob(cfg, network, duration, all_pairs, interactive, incast)
 
 
 def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Optional[dict]:
@@ -110,6 +138,8 @@ def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Op
             cluster = enet.cluster_summary()
             report["cluster"] = dict(checks.mark_tunnels(report["flows"], enet.placement), tunnel=cluster["tunnel"],
                                      hosts_per_server=cluster["hosts_per_server"], placement=enet.placement)
+        if job.incast:
+            report["incast"] = run_incast(enet, job, log)
         report["packet_in"] = enet.packet_ins()
         if report["packet_in"]:
             report["packet_in_samples"] = enet.controller.status().get("packet_in_samples", [])
@@ -124,6 +154,68 @@ def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Op
     Lifecycle(job.network, log, os.path.join(job.cfg.out, REPORT), reraise=True).run(
         body, finish, lambda: os.makedirs(job.cfg.out, exist_ok=True))
     return None if job.interactive else report
+
+
+def incast_flows(topo: Topology, senders: int, bw: Tuple[float, ...],
+                 link_rates: Optional[Dict[Tuple[str, str], float]] = None) -> List[checks.Flow]:
+    """The first `senders` hosts after h0 each send one flow into h0, with the rate the flow model gives it:
+    max-min fair shares of the links on the paths the controller's rules take."""
+    receiver = topo.hosts[0]
+    rules, configs = compute_rules(topo), all_host_configs(topo)
+    hops = [checks.path_links(topo, follow_packet(topo, rules, configs, h.name, receiver.ip).paths[0])
+            for h in topo.hosts[1:senders + 1]]
+    links = sorted({(a, b, lvl) for path in hops for a, b, lvl in path})
+    index = {link: i for i, link in enumerate(links)}
+    flow_of = np.array([f for f, path in enumerate(hops) for _ in path], dtype=int)
+    link_of = np.array([index[hop] for path in hops for hop in path], dtype=int)
+    capacity = np.array([rate_of(a, b, lvl, bw, link_rates) for a, b, lvl in links], dtype=float)
+    rates = max_min_rates(flow_of, link_of, capacity, len(hops))
+    return [checks.Flow(h.name, h.ip, receiver.name, receiver.ip, 0, round(float(rate), 3),
+                 (h.name,) + tuple(b for _a, b, _lvl in path))
+            for h, path, rate in zip(topo.hosts[1:senders + 1], hops, rates)]
+
+
+def incast_socket_bytes(buffer_packets: int, mbps: float, rtt_s: float, mtu: int) -> int:
+    """The most a socket of the incast may buffer: enough for the whole port buffer and the pipe twice over (and
+    the kernel's per-segment overhead), so the flows are limited by the network, as the experiment's long flows
+    are, and not by the small buffers dmlbed's engine uses (a cubic flow held to 256 KB never filled a 100-packet
+    buffer of 1500-byte frames)."""
+    frames = buffer_packets + bdp_packets(mbps, rtt_s, mtu)
+    return max(INCAST_SOCKET_MIN_BYTES, int(4 * frames * (mtu + ETHERNET_HEADER)))
+
+
+def run_incast(enet, job: NetCheckJob, log: Callable[[str], None]) -> dict:
+    """N senders into h0 for --duration with h0's switch port queue sampled; what the queue held beside its closed
+    form, and the flows' rates beside the flow model's fair shares."""
+    topo, tcp = job.network.topo, enet.tcp
+    flows = incast_flows(topo, job.incast, enet.bw, enet.link_rates)
+    receiver = topo.hosts[0]
+    link = next(l for l in topo.links if l.lower == receiver.name and l.level == 0)
+    bottleneck = rate_of(link.lower, link.upper, 0, enet.bw, enet.link_rates)
+    rtt = checks.base_rtt_s(enet, flows[0].src, receiver.ip)
+    node, dev = enet.queue_toward(receiver.name)
+    socket_max = incast_socket_bytes(tcp.switch_queue_packets, bottleneck, rtt or 0.0, tcp.mtu)
+    for host in {receiver.name, *(f.src for f in flows)}:
+        enet.host(host).cmd(f"sysctl -qw net.ipv4.tcp_wmem='4096 131072 {socket_max}' "
+                            f"net.ipv4.tcp_rmem='4096 131072 {socket_max}'")
+    log(f"incast: {len(flows)} flows into {receiver.name} for {job.duration:g}s, sampling {dev}'s queue")
+    window_start = time.time() + WARMUP_S
+    with QueueSampler(enet, node, dev, os.path.join(job.cfg.out, "incast-queue.log"), job.duration) as sampler:
+        rows = checks.run_fidelity(enet, flows, job.duration)
+        window_end = time.time()
+    samples = sampler.samples()
+    write_atomic_csv(os.path.join(job.cfg.out, QUEUE_CSV), list(SERIES_COLUMNS),
+                     [[r[c] for c in SERIES_COLUMNS] for r in series_rows(samples, window_start - WARMUP_S)])
+    buffer = tcp.switch_queue_packets
+    forecast = queue_forecast(tcp.ecn_mark_packets, tcp.congestion_control, len(flows), buffer,
+                              bdp_packets(bottleneck, rtt or 0.0, tcp.mtu))
+    return dict(checks.summarize_incast(rows, bottleneck), receiver=receiver.name, senders=[f.src for f in flows],
+                aqm=describe(tcp.ecn_mark_packets), tcp_cc=tcp.congestion_control, socket_buffer_max_bytes=socket_max,
+                base_rtt_ms=None if rtt is None
+                else round(rtt * 1e3, 3), queue=dict(summarize(samples, buffer, window_start, window_end),
+                                                     **sampler.where()),
+                queue_closed_form=forecast.to_dict(), flows=rows, series=QUEUE_CSV,
+                window_s=[WARMUP_S, round(window_end - window_start + WARMUP_S, 3)])
 
 
 def passed(report: Optional[dict]) -> bool:
@@ -160,8 +252,25 @@ def print_net_report(report: dict) -> None:
         per = ", ".join(f"{s}: {n} hosts" for s, n in c["hosts_per_server"].items())
         print(f"cluster ({c['tunnel']} tunnels): {per}; {c['tunnel_flows']} flows through tunnels, fidelity min "
               f"{c['tunnel_fidelity_min']}, median {c['tunnel_fidelity_median']}")
+    if report.get("incast"):
+        print_incast(report["incast"])
     print(f"data-plane PacketIns: {report['packet_in']}")
     print(f"report: {report['out']}")
+
+
+def print_incast(inc: dict) -> None:
+    """The incast's lines of the report."""
+    q, form = inc["queue"], inc["queue_closed_form"]
+    print(f"\nincast {', '.join(inc['senders'])} -> {inc['receiver']} ({inc['tcp_cc']}, aqm {inc['aqm']}): "
+          f"{inc['wire_mbps']:.1f} of {inc['bottleneck_mbps']:g} Mbit/s ({inc['throughput_of_rate']:.0%}), "
+          f"Jain fairness {inc['jain_fairness']}, {inc['retransmits']} retransmits")
+    if "error" in q:
+        print(f"queue at {q['interface']}: {q['error']}")
+        return
+    print(f"queue at {q['interface']} ({q['samples']} looks, every {q['period_s_median'] * 1e3:.0f} ms): median "
+          f"{q['median_packets']:g}, p90 {q['p90_packets']:g}, max {q['max_packets']} of {q['buffer_packets']} "
+          f"packets; {q['ecn_marks']} ECN marks, {q['drops']} drops")
+    print(f"closed form ({form['law']}): {form['low_packets']:g}-{form['high_packets']:g} packets")
 
 
 COMMAND = Net()

@@ -24,13 +24,15 @@ def htb_commands(dev: str, mbps: float) -> List[str]:
             f"tc class replace dev {dev} parent 5:0 classid 5:1 htb rate {mbps:g}Mbit burst 15k"]
 
 
-def leaf_queue_command(tc: str, dev: str, packets: int, netem: Optional[str] = None) -> str:
+def leaf_queue_command(tc: str, dev: str, packets: int, netem: Optional[str] = None, red: Optional[str] = None) -> str:
     """A pfifo of `packets` under HTB class 5:1: a switch-sized buffer. The default leaf holds
     txqueuelen (1000) packets, 240 ms at 50 Mbit/s, which delays the ACKs of the reverse direction
     behind bulk data and slows every bidirectional exchange. With netem arguments the leaf is netem
-    holding as many packets."""
+    holding as many packets; with red's (core/aqm.red_ecn_args) a RED queue that marks ECN."""
     if netem:
         return netem_leaf_command(tc, dev, packets, netem)
+    if red:
+        return f"{tc} qdisc add dev {dev} parent 5:1 handle 10: {red}"
     return f"{tc} qdisc add dev {dev} parent 5:1 handle 10: pfifo limit {packets}"
 
 

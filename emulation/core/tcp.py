@@ -76,7 +76,9 @@ class TcpSettings:
     socket_buffer_bytes: SO_SNDBUF/SO_RCVBUF the transport asks for: small, so that handing a chunk to the
         socket means it is about to go on the wire and the engine, not the kernel, orders what a link carries;
     mtu: bytes of every emulated interface (hosts, switch ports, shaping boxes, tunnels): fewer, larger frames
-        for the userspace switch, whose forwarding thread pays per packet.
+        for the userspace switch, whose forwarding thread pays per packet;
+    ecn_mark_packets: switch port buffers are RED queues marking ECN from this many packets (0: drop-tail FIFOs),
+        and the hosts ask for ECN on every connection (net.ipv4.tcp_ecn=1).
     """
 
     congestion_control: str = "cubic"
@@ -88,6 +90,7 @@ class TcpSettings:
     switch_queue_packets: int = 100
     socket_buffer_bytes: int = 256 << 10
     mtu: int = DEFAULT_MTU
+    ecn_mark_packets: int = 0
 
     def sized(self, host_mbit: float, slowest_mbit: float) -> "TcpSettings":
         """These settings for one host: TSQ sized to its own NIC rate and the minimum RTO to the network's slowest
@@ -103,7 +106,8 @@ class TcpSettings:
         return [f"sysctl -qw net.ipv4.tcp_slow_start_after_idle={int(self.slow_start_after_idle)}",
                 f"sysctl -qw net.ipv4.tcp_limit_output_bytes={self.tsq_bytes}",
                 f"sysctl -qw net.ipv4.tcp_rmem='4096 131072 {max(self.socket_buffer_bytes, 131072)}'",
-                f"sysctl -qw net.ipv4.tcp_wmem='4096 131072 {max(self.socket_buffer_bytes, 131072)}'"]
+                f"sysctl -qw net.ipv4.tcp_wmem='4096 131072 {max(self.socket_buffer_bytes, 131072)}'"] + \
+            (["sysctl -qw net.ipv4.tcp_ecn=1"] if self.ecn_mark_packets else [])
 
     def route_options(self) -> str:
         """Options appended to every host route ('' keeps the kernel's 200 ms minimum RTO and delayed ACKs)."""

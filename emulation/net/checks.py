@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -176,6 +177,23 @@ def run_fidelity(enet, flows: List[Flow], duration_s: float = 5.0) -> List[Dict[
     finally:
         for proc in clients + servers:
             enet.stop_process(proc)
+
+
+def base_rtt_s(enet, src: str, dst_ip: str, count: int = 5) -> Optional[float]:
+    """The smallest of a few ping round trips between two hosts on the idle network, seconds (None if none came
+    back)."""
+    out = enet.host(src).cmd(f"ping -c {count} -i 0.2 -q {dst_ip}")
+    found = re.search(r"= ([\d.]+)/", out)
+    return float(found.group(1)) / 1e3 if found else None
+
+
+def summarize_incast(rows: List[Dict[str, object]], bottleneck_mbps: float) -> Dict[str, object]:
+    """The flows' wire rate against the bottleneck's shaped rate, and how evenly they shared it (Jain's index)."""
+    wire = [float(r["wire_mbps"]) for r in rows]
+    jain = sum(wire) ** 2 / (len(wire) * sum(w * w for w in wire)) if any(wire) else None
+    return {"bottleneck_mbps": bottleneck_mbps, "wire_mbps": round(sum(wire), 3),
+            "throughput_of_rate": round(sum(wire) / bottleneck_mbps, 4), "jain_fairness": None if jain is None
+            else round(jain, 4), "retransmits": sum(r.get("retransmits") or 0 for r in rows)}
 
 
 def wait_listening(enet, flows: List[Flow], timeout_s: float = 10.0) -> None:

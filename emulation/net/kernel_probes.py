@@ -86,21 +86,36 @@ def netem_available() -> bool:
     return qdisc_available("netem", "delay", "1ms")
 
 
+RED_PROBE = ("red", "limit", "400000", "min", "30000", "max", "90000", "avpkt", "1000", "burst", "55", "ecn",
+             "bandwidth", "10mbit")
+
+
+def red_available() -> bool:
+    """True when the kernel has RED (sch_red), which --aqm red-ecn needs."""
+    return qdisc_available(*RED_PROBE)
+
+
 def ecn_marking_qdisc() -> Optional[str]:
     """The first ECN-marking qdisc this kernel has (fq_codel, codel, red), or None."""
-    for qdisc in (("fq_codel", "ecn"), ("codel", "ecn"), ("red", "limit", "400000", "min", "30000", "max", "90000",
-                                                          "avpkt", "1000", "burst", "55", "ecn", "bandwidth", "10mbit")):
+    for qdisc in (("fq_codel", "ecn"), ("codel", "ecn"), RED_PROBE):
         if qdisc_available(*qdisc):
             return qdisc[0]
     return None
 
 
-def available_congestion_controls() -> List[str]:
-    """TCP congestion controls the kernel offers (the same list in every namespace)."""
+def available_congestion_controls(load: Optional[str] = None) -> List[str]:
+    """TCP congestion controls the kernel offers (the same list in every namespace); with load, its module
+    tcp_LOAD is loaded first where it exists and is not (a stock kernel lists dctcp only once loaded)."""
+    path = "/proc/sys/net/ipv4/tcp_available_congestion_control"
     try:
-        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
-            return f.read().split()
-    except OSError:
+        with open(path) as f:
+            have = f.read().split()
+        if load and load not in have and os.geteuid() == 0 and \
+                subprocess.run(["modprobe", "-q", f"tcp_{load}"], capture_output=True).returncode == 0:
+            with open(path) as f:
+                have = f.read().split()
+        return have
+    except (OSError, FileNotFoundError):
         return []
 
 
@@ -111,13 +126,19 @@ def gretap_available() -> bool:
 
 
 def leaf_drops(tc_output: str) -> int:
-    """Drops of the FIFO leaves in `tc -s qdisc show` output (HTB above them counts the same drops again)."""
+    """Drops of the FIFO and RED leaves in `tc -s qdisc show` output (HTB above them counts the same drops again,
+    and RED counts its own child FIFO's)."""
     total = 0
     for block in re.split(r"\n(?=qdisc )", tc_output):
-        if re.match(r"\s*qdisc [pb]fifo ", block):
+        if re.match(r"\s*qdisc (?:[pb]fifo|red) ", block) and not re.match(r"\s*qdisc \S+ \S+ parent 10:", block):
             m = re.search(r"dropped (\d+)", block)
             total += int(m.group(1)) if m else 0
     return total
+
+
+def leaf_marks(tc_output: str) -> int:
+    """ECN marks of the RED leaves in `tc -s qdisc show` output."""
+    return sum(int(m) for m in re.findall(r"^\s*marked (\d+)", tc_output, re.M))
 
 
 def _ovs_table(table: str, columns: str) -> List[Dict[str, object]]:

@@ -20,7 +20,8 @@ from mininet.net import Mininet
 from emulation.net.controller_process import ControllerProcess, RemoteController, make_controller, stop_process_group
 from emulation.net.nodes import DmlSwitch, ListeningController, QuietHost, ShapedLink, switch_side_interfaces
 from emulation.net.kernel_probes import (NetworkError, available_congestion_controls, choose_datapath, ecn_marking_qdisc,
-                                  ensure_ovs, leaf_drops, netem_available, ovs_setting)
+                                  ensure_ovs, leaf_drops, leaf_marks, netem_available, ovs_setting,
+                                  red_available)
 from emulation.net.runstate import RunState, clean as clean_stale
 from emulation.net.topos import SpecTopo, shaper_name
 from emulation.core.addressing import all_host_configs, command_batches, config_commands, route_changes
@@ -113,11 +114,13 @@ class EmulatedNetwork:
             self.state.add_pid(pid, "ryu-manager")
         setLogLevel(os.environ.get("DMLBED_MININET_LOG", "warning"))
         afxdp = self.datapath == "user"
-        if self.tcp.congestion_control not in available_congestion_controls():
+        if self.tcp.congestion_control not in available_congestion_controls(load=self.tcp.congestion_control):
             raise NetworkError(f"congestion control {self.tcp.congestion_control} is not in this kernel: "
                                f"valid are {', '.join(available_congestion_controls())}")
         if self.impairment.active and not netem_available():
             raise NetworkError("link delay/loss needs the kernel's netem qdisc (sch_netem), which this kernel lacks")
+        if self.tcp.ecn_mark_packets and not red_available():
+            raise NetworkError("--aqm red-ecn needs the kernel's RED qdisc (sch_red), which this kernel lacks")
         link, host, switch = ShapedLink, QuietHost, DmlSwitch
         if self.cluster:
             boxes = {shaper_name(i): l.lower for i, l in enumerate(self.topo.links) if afxdp and self._boxed(l)}
@@ -127,7 +130,8 @@ class EmulatedNetwork:
                                          switch_queue=self.tcp.switch_queue_packets,
                                          impairment=self.impairment, mtu=self.tcp.mtu,
                                          host_boxes=self.host_boxes,
-                                         boxed_links=self.boxed_host_links if afxdp else ()),
+                                         boxed_links=self.boxed_host_links if afxdp else (),
+                                         ecn_mark=self.tcp.ecn_mark_packets),
                            link=link, host=host,
                            switch=lambda name, **p: switch(name, datapath=self.datapath, afxdp=afxdp, **p),
                            controller=None, autoSetMacs=False, autoStaticArp=False,
@@ -385,20 +389,37 @@ class EmulatedNetwork:
             for key, value in stats[1]:
                 if "drop" in key or "error" in key:
                     totals[key] = totals.get(key, 0) + int(value)
-        totals["switch_queue_drops"] = self.queue_drops()
+        outs = self._switch_queue_stats()
+        totals["switch_queue_drops"] = sum(leaf_drops(out) for out in outs)
+        if self.tcp.ecn_mark_packets:
+            totals["ecn_marks"] = sum(leaf_marks(out) for out in outs)
         return totals
 
-    def queue_drops(self) -> int:
-        """Packets the shaped switch-side queues dropped so far: the queues in the shaping namespaces on the
-        userspace datapath (switch-to-switch links, and host links with --shape-ingress), on the switch ports with
-        the kernel datapath."""
+    def _switch_queue_stats(self) -> List[str]:
+        """`tc -s qdisc show` of the shaped switch-side queues: in the shaping namespaces on the userspace datapath
+        (switch-to-switch links, and host links with --shape-ingress), on the switch ports with the kernel
+        datapath."""
         if self.datapath == "user":
-            outs = [self.net.get(shaper_name(i)).cmd("tc -s qdisc show") for i, link in enumerate(self.topo.links)
+            return [self.net.get(shaper_name(i)).cmd("tc -s qdisc show") for i, link in enumerate(self.topo.links)
                     if self._boxed(link)]
-        else:
-            outs = [subprocess.run(["tc", "-s", "qdisc", "show", "dev", name], capture_output=True,
-                                   text=True).stdout for name in switch_side_interfaces(self.topo)]
-        return sum(leaf_drops(out) for out in outs)
+        return [subprocess.run(["tc", "-s", "qdisc", "show", "dev", name], capture_output=True,
+                               text=True).stdout for name in switch_side_interfaces(self.topo)]
+
+    def queue_drops(self) -> int:
+        """Packets the shaped switch-side queues dropped so far."""
+        return sum(leaf_drops(out) for out in self._switch_queue_stats())
+
+    def queue_toward(self, host: str, level: int = 0) -> Tuple[str, str]:
+        """Where the switch-side queue in front of a host's NIC is: (the Mininet node it is on, a switch or a
+        shaping namespace; its interface). It is shaped on the kernel datapath, and on the userspace one where the
+        host link runs through a shaping namespace."""
+        link = next(l for l in self.topo.links if l.lower == host and l.level == level)
+        if self.datapath == "user" and not self._boxed(link):
+            raise NetworkError(f"the switch port toward {host} is not shaped on the userspace datapath: its link "
+                               f"needs a shaping namespace (--shape-ingress)")
+        mn_link = self._mininet_links((link.lower, link.upper))[0]
+        far = mn_link.intf2 if mn_link.intf1.node.name == host else mn_link.intf1
+        return far.node.name, far.name
 
     def impairment_summary(self) -> dict:
         """The link delay and loss this network applies (for results)."""

@@ -10,8 +10,9 @@ from mininet.link import TCIntf, TCLink
 from mininet.node import Host, OVSSwitch, RemoteController
 
 from emulation.net.kernel_probes import NetworkError
+from emulation.core.aqm import red_ecn_args
 from emulation.core.shaping import leaf_queue_command
-from emulation.core.tcp import TcpSettings
+from emulation.core.tcp import DEFAULT_MTU, TcpSettings
 from emulation.core.topology import Topology
 
 NO_IPV6 = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
@@ -35,11 +36,16 @@ class QuietTCIntf(TCIntf):
     """TCIntf with a bounded FIFO of `leaf_packets` under HTB (a host NIC queue or a switch port buffer, as
     the link end asks) and without HTB's harmless 'quantum of class ... is big' warnings in the tc output."""
 
+    ecn_mark, frame_mtu = 0, DEFAULT_MTU  # a drop-tail leaf unless config asks for RED
+
     def config(self, leaf_packets: int = TcpSettings().switch_queue_packets, netem: Optional[str] = None,
-               mtu: Optional[int] = None, **params):
-        """Mininet's configuration with this end's leaf queue size (and netem delay/loss as the leaf) and MTU."""
+               mtu: Optional[int] = None, ecn_mark: int = 0, **params):
+        """Mininet's configuration with this end's leaf queue size (and netem delay/loss, or RED marking ECN at
+        ecn_mark packets, as the leaf) and MTU."""
         self.leaf_packets = leaf_packets
         self.netem = netem
+        self.ecn_mark = ecn_mark
+        self.frame_mtu = mtu or DEFAULT_MTU
         if mtu:
             out = self.cmd(f"ip link set dev {self.name} mtu {mtu}")
             if out.strip():
@@ -47,10 +53,12 @@ class QuietTCIntf(TCIntf):
         return super().config(**params)
 
     def bwCmds(self, *args, **kwargs):
-        """Mininet's HTB commands plus a pfifo (or netem) leaf of leaf_packets packets."""
+        """Mininet's HTB commands plus a pfifo (or netem, or RED) leaf of leaf_packets packets."""
         cmds, parent = super().bwCmds(*args, **kwargs)
         if cmds and parent.strip() == "parent 5:1":
-            cmds.append(leaf_queue_command("%s", "%s", self.leaf_packets, self.netem))
+            red = red_ecn_args(self.ecn_mark, self.leaf_packets, kwargs.get("bw") or 0, self.frame_mtu) \
+                if self.ecn_mark else None
+            cmds.append(leaf_queue_command("%s", "%s", self.leaf_packets, self.netem, red))
             parent = " parent 10: "
         return cmds, parent
 

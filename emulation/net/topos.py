@@ -30,7 +30,8 @@ class SpecTopo(Topo):
     """Hosts, switches (explicit dpids) and links of a Topology, with per-level link options."""
 
     def build(self, spec: Topology, bw=None, shaper_boxes=False, configure_hosts=False, host_queue=None,
-              switch_queue=None, impairment=None, mtu=None, host_boxes=False, link_rates=None, boxed_links=()):
+              switch_queue=None, impairment=None, mtu=None, host_boxes=False, link_rates=None, boxed_links=(),
+              ecn_mark=0):
         """spec: the dmlbed Topology; bw: Mbit/s per link level (None = unshaped);
         shaper_boxes: run switch-to-switch links through a bridging namespace x<i> that shapes them;
         configure_hosts: hosts configure themselves (for `mn --custom`; dmlbed's own runs do it later);
@@ -40,7 +41,8 @@ class SpecTopo(Topo):
         host_boxes: also run host links through a bridging namespace (its egress toward the host shapes
         switch->host, which AF_XDP transmits around on the switch's own port);
         link_rates: (lower, upper) -> Mbit/s of links shaped off their level's rate;
-        boxed_links: (host, switch) links run through a bridging namespace even without host_boxes."""
+        boxed_links: (host, switch) links run through a bridging namespace even without host_boxes;
+        ecn_mark: switch-side queues are RED marking ECN from this many packets (0: FIFOs)."""
         configs = all_host_configs(spec) if configure_hosts else {}
         for host in spec.hosts:
             opts = {}
@@ -53,6 +55,8 @@ class SpecTopo(Topo):
             self.addSwitch(sw.name, dpid=sw.dpid_hex)
         host_q = {"leaf_packets": host_queue} if host_queue else {}
         switch_q = {"leaf_packets": switch_queue} if switch_queue else {}
+        if ecn_mark:
+            switch_q["ecn_mark"] = ecn_mark
         if mtu:
             host_q, switch_q = dict(host_q, mtu=mtu), dict(switch_q, mtu=mtu)
         for i, link in enumerate(spec.links):

@@ -9,6 +9,7 @@ import difflib
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from emulation.core.aqm import AQM_HELP, parse_aqm
 from emulation.core.compute import COMPUTE_HELP, SLOW_HELP, parse_compute, parse_slow
 from emulation.core.background import BACKGROUND_HELP, check_format as check_background_format
 from emulation.core.events import EVENT_HELP, check_format as check_event_format
@@ -192,6 +193,8 @@ class CommonConfig:
                              low=10, high=100000, group=NETWORK)
     queue: int = run_option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
                         kind=int, low=10, high=100000, group=NETWORK)
+    aqm: str = run_option("none", "switch port buffers' queue discipline: " + AQM_HELP + "; the hosts then ask for "
+                      "ECN (tcp_ecn=1); needs the kernel's sch_red", parse=parse_aqm, group=NETWORK)
     mtu: int = run_option(TcpSettings.mtu, "MTU of every emulated link, bytes (the userspace switch pays per packet: "
                       f"larger frames keep it faithful; at most {AFXDP_MAX_MTU} on its AF_XDP ports)", kind=int,
                       low=MIN_MTU, high=MAX_MTU, group=LINKS)

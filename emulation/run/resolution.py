@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from emulation.core.aqm import parse_aqm
 from emulation.core.background import BackgroundFlow
 from emulation.core.events import LinkEvent
 from emulation.core.compute import ComputeModel
@@ -140,7 +141,7 @@ def tcp_settings(cfg: RunConfig) -> TcpSettings:
     return TcpSettings(congestion_control=cfg.tcp_cc, quickack=cfg.quickack, tsq_bytes=tsq,
                        rto_min_ms=None if rto_min is None else round(rto_min * cfg.dilation),
                        host_queue_packets=cfg.host_queue, switch_queue_packets=cfg.queue,
-                       socket_buffer_bytes=cfg.socket_buffer, mtu=cfg.mtu)
+                       socket_buffer_bytes=cfg.socket_buffer, mtu=cfg.mtu, ecn_mark_packets=parse_aqm(cfg.aqm))
 
 
 def link_goodput(cfg: RunConfig) -> float:

@@ -10,6 +10,7 @@ import os
 from dataclasses import replace
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 
+from emulation.core.aqm import parse_aqm
 from emulation.core.calibration import load as load_calibration
 from emulation.core.compute import FIXED, ComputeModel, compute_model, shown
 from emulation.core.controller_choice import ControllerChoice, parse_controller
@@ -20,7 +21,7 @@ from emulation.core.link_rates import parse_link_rates
 from emulation.core.placement import parse_servers
 from emulation.core.tcp import AFXDP_MAX_MTU, MAX_MTU, MIN_MTU
 from emulation.core.topology import Topology, job_view, parse, parse_bandwidth, parse_hosts
-from emulation.net.kernel_probes import choose_datapath, netem_available
+from emulation.net.kernel_probes import choose_datapath, netem_available, red_available
 from emulation.run.forkclient import rank_start
 from emulation.run.options import (Label, Option, OptionError, RunConfig, convert, described, flag_label, in_groups)
 from emulation.run.resolution import (Checked, NetworkSettings, Synchronization, algorithm_options, shaped_rates,
@@ -147,10 +148,30 @@ def check_mtu(cfg: RunConfig, label: Label = flag_label) -> None:
 def check_congestion_control(cfg: RunConfig, label: Label = flag_label) -> None:
     """OptionError when this kernel lacks the congestion control asked for (its tcp_NAME module)."""
     from emulation.net.kernel_probes import available_congestion_controls
-    have = available_congestion_controls()
+    have = available_congestion_controls(load=cfg.tcp_cc)
     if have and cfg.tcp_cc not in have and not cfg.cluster:
         raise OptionError(f"{label('tcp_cc')} {cfg.tcp_cc} needs the kernel module tcp_{cfg.tcp_cc}, which this kernel "
                           f"({os.uname().release}) lacks: valid here are {', '.join(sorted(have))}")
+
+
+def check_aqm(cfg: RunConfig, impairment: Impairment, label: Label = flag_label) -> None:
+    """OptionError when --aqm cannot act: no links (--local), a marking threshold the buffer never reaches, the
+    queue's leaf taken by netem, or no RED in this kernel."""
+    mark = parse_aqm(cfg.aqm)
+    if not mark:
+        return
+    if cfg.local:
+        raise OptionError(f"{label('aqm')} marks in emulated switch port buffers: {label('local')} has none")
+    if mark >= cfg.queue:
+        raise OptionError(f"{label('aqm')} {cfg.aqm} marks at {mark} packets, which a {cfg.queue}-packet buffer "
+                          f"({label('queue')}) never reaches: give K below {cfg.queue}")
+    if impairment.active:
+        raise OptionError(f"{label('aqm')} and {label('delay')}/{label('loss')} both need the leaf of a switch port's "
+                          f"queue (RED or netem): give one of them")
+    if os.geteuid() == 0 and not cfg.cluster and not red_available():
+        raise OptionError(f"{label('aqm')} {cfg.aqm} needs the kernel's RED qdisc (module sch_red), which this kernel "
+                          f"({os.uname().release}) lacks: valid here is {label('aqm')} none (a stock Debian kernel "
+                          f"has sch_red)")
 
 
 def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = True) -> NetworkSettings:
@@ -180,6 +201,7 @@ def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = Tr
     if emulated:
         check_mtu(cfg, label)
         check_congestion_control(cfg, label)
+        check_aqm(cfg, impairment, label)
     cluster = tuple(parse_servers(cfg.cluster)) if cfg.cluster else ()
     return NetworkSettings(topo, tuple(bw), shaped_rates(bw, cfg.dilation), impairment, tcp_settings(cfg), controller,
                            cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait, cfg.dilation, link_rates,

@@ -1,0 +1,52 @@
+"""A switch port queue looked at every few milliseconds while traffic runs: a shell loop of `tc -s qdisc show` on the
+node that holds the queue (a switch's port, or a shaping namespace's), its log parsed after (core/queue_samples)."""
+
+from __future__ import annotations
+
+import os
+from typing import List
+
+from emulation.core.queue_samples import QueueSample, parse_samples
+
+PERIOD_S = 0.005     # between looks; spawning tc takes about as long again, so a look every ~10 ms here
+SPARE_S = 30.0       # the loop ends by itself this long after the traffic should have, should dmlbed not stop it
+
+
+class QueueSampler:
+    """Context manager: samples one queue (node, interface) into a log file until it leaves."""
+
+    def __init__(self, enet, node: str, dev: str, log_path: str, seconds: float, period_s: float = PERIOD_S):
+        self.enet, self.node, self.dev, self.log_path = enet, node, dev, log_path
+        self.seconds, self.period_s = seconds, period_s
+        self.proc = None
+
+    def loop(self) -> str:
+        """The shell loop: a stamp, then the queue's statistics, until its own deadline."""
+        return (f"end=$(( $(date +%s) + {int(self.seconds + SPARE_S)} )); "
+                f"while [ $(date +%s) -lt $end ]; do echo T $(date +%s.%N); tc -s qdisc show dev {self.dev}; "
+                f"sleep {self.period_s:g}; done")
+
+    def __enter__(self) -> "QueueSampler":
+        os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
+        with open(self.log_path, "w") as log:
+            self.proc = self.enet.popen(self.node, ["sh", "-c", self.loop()], stdout=log,
+                                        stderr=open(os.devnull, "w"))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.enet.stop_process(self.proc)
+            self.proc = None
+
+    def samples(self) -> List[QueueSample]:
+        """What the loop wrote (after it stopped)."""
+        try:
+            with open(self.log_path) as f:
+                return parse_samples(f.read())
+        except OSError:
+            return []
+
+    def where(self) -> dict:
+        """The queue looked at (for reports)."""
+        return {"node": self.node, "interface": self.dev, "period_s": self.period_s}
+
