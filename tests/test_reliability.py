@@ -16,7 +16,8 @@ import time
 import pytest
 
 from emulation.net.lock import NetworkBusy, NetworkLock
-from emulation.run.resources import ResourceError, check_memory, memory_needed
+from emulation.core.topology import parse
+from emulation.run.resources import AFXDP_PORT_BYTES, ResourceError, check_memory, memory_needed
 from helpers import ROOT, run_dmlbed, wait_for_iterations
 from workloads.transport import send_all
 
@@ -82,11 +83,12 @@ def test_second_emulated_run_refuses_while_one_holds_the_network(tmp_path):
 
 
 def test_memory_is_checked_before_anything_starts(tmp_path):
-    assert memory_needed(2, 10, userspace_switch=True) > memory_needed(2, 10, userspace_switch=False)
-    assert memory_needed(9, 10, False, start="exec") > memory_needed(9, 10, False, start="fork")
+    assert memory_needed(2, 10, afxdp_ports=4) > memory_needed(2, 10, afxdp_ports=0)
+    assert memory_needed(2, 10, afxdp_ports=270) - memory_needed(2, 10, afxdp_ports=4) == 266 * AFXDP_PORT_BYTES
+    assert memory_needed(9, 10, 0, start="exec") > memory_needed(9, 10, 0, start="fork")
     with pytest.raises(ResourceError, match="GiB available"):
-        check_memory(64, 500_000_000, True, available=8 << 30)
-    check_memory(9, 250_000, True, available=8 << 30)
+        check_memory(64, 500_000_000, 64, available=8 << 30)
+    check_memory(9, 250_000, 9, available=8 << 30)
     r = run_dmlbed("run", "--topo", "star:64", "--algo", "ps", "--model", "mlp:500000000", "--local",
                    "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "memory" in r.stderr, r.stderr
@@ -98,9 +100,22 @@ def test_the_demo_fits_the_vagrant_vm():
     vagrantfile = open(os.path.join(ROOT, "vagrant", "Vagrantfile")).read()
     vm_mib = int(re.search(r"memory\s*=\s*(\d+)", vagrantfile).group(1))
     available = int((vm_mib << 20) * 0.88)  # MemAvailable of a freshly booted Debian VM of that size (measured 3.6 of 4 GiB)
-    check_memory(9, 61_706 * 4, userspace_switch=False, available=available)
+    check_memory(9, 61_706 * 4, afxdp_ports=0, available=available)
     with pytest.raises(ResourceError):
-        check_memory(9, 61_706 * 4, userspace_switch=True, available=available, start="exec")
+        check_memory(9, 61_706 * 4, afxdp_ports=9, available=available, start="exec")
+
+
+def test_the_userspace_switchs_af_xdp_ports_are_counted_before_a_network_comes_up():
+    """Each AF_XDP port pins a 64 MiB umem: fattree:6's 270 ports fit a 24 GiB machine alone, not beside 54
+    ranks (the OOM killer took ovs-vswitchd), and the refusal names the ports and the way out."""
+    fat6 = parse("fattree:6")
+    assert fat6.ports_on_switches() == 270 and parse("bcube:8,2").ports_on_switches() == 128
+    available = 22 << 30
+    check_memory(0, 0, fat6.ports_on_switches(), available=available)
+    with pytest.raises(ResourceError, match="270 AF_XDP ports .* kernel datapath"):
+        check_memory(54, 61_706 * 4, fat6.ports_on_switches(), available=available)
+    with pytest.raises(ResourceError, match="this network needs about .* 2048 AF_XDP ports"):
+        check_memory(0, 0, 2048, available=available)
 
 
 def test_host_cap_answers_at_once(tmp_path):

@@ -29,7 +29,7 @@ from emulation.run.provenance import provenance
 from emulation.run.queue_sampler import QueueSampler
 from emulation.run.resolution import NetworkSettings
 from emulation.run.sampling import CpuSampler, switch_pid
-from emulation.run.validation import check_network, check_values
+from emulation.run.validation import check_network, check_values, check_workers
 from emulation.simulation.fairshare import max_min_rates
 
 MAX_DURATION_S = 600
@@ -103,6 +103,7 @@ def prepare(cfg: RunConfig, duration: float = 5.0, all_pairs: bool = False, inte
             raise OptionError(f"--incast {incast} is out of range for {network.topo.spec}: give 1-"
                               f"{len(network.topo.hosts) - 1} senders into h0")
         network = replace(network, shape_ingress=True)
+    check_workers(network, 0, ranks=0)  # the userspace switch's AF_XDP ports alone
     cfg = replace(cfg, out=output_folder(cfg.out, (REPORT,), "a network check", cfg.force, "net"))
     return NetCheckJob(cfg, network, duration, all_pairs, interactive, incast)
 

@@ -153,6 +153,10 @@ class Topology:
         """Switches a 3-layer Fat-Tree of n-port switches needs for as many servers (5N/n)."""
         return 5 * len(self.hosts) / self.switch_ports()
 
+    def ports_on_switches(self) -> int:
+        """Switch ports of every switch together: one per host link, two per switch-to-switch link."""
+        return sum(1 + (not self.is_host(link.lower)) for link in self.links)
+
     def switch_ports(self) -> int:
         """The largest number of ports used on any switch (n for BCube)."""
         counts: Dict[str, int] = {}

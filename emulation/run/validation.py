@@ -311,6 +311,11 @@ def userspace_switch(network: NetworkSettings) -> bool:
                                  (network.datapath == "auto" and choose_datapath("auto") == "user"))
 
 
+def afxdp_ports(network: NetworkSettings) -> int:
+    """The AF_XDP ports the userspace switch opens on this network (0 on the kernel datapath or without one)."""
+    return network.topo.ports_on_switches() if userspace_switch(network) else 0
+
+
 def check_background_hosts(cfg: RunConfig, network: NetworkSettings, topo: Topology, label: Label = flag_label) -> None:
     """OptionError for a background flow on a host the job runs on, unless that is asked for (--share-hosts)."""
     mine = {h.name for h in topo.hosts}
@@ -326,7 +331,8 @@ def check_background_hosts(cfg: RunConfig, network: NetworkSettings, topo: Topol
 def check_workers(network: NetworkSettings, bytes_per_rank: int, ranks: Optional[int] = None) -> None:
     """The memory section: room for one rank per host (or per rank of a job on some hosts) holding bytes_per_rank,
     and the switch."""
-    check_memory(ranks or len(network.topo.hosts), bytes_per_rank, userspace_switch(network), start=rank_start())
+    check_memory(len(network.topo.hosts) if ranks is None else ranks, bytes_per_rank, afxdp_ports(network),
+                 start=rank_start())
 
 
 def check_calibration(cfg: RunConfig, network: NetworkSettings, emulated: bool) -> None:
