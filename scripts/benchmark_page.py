@@ -1,6 +1,6 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (results/benchmark/report.json,
 results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
-results/shared/shared.json), each section headed by
+results/shared/shared.json, results/events/events.json, results/limits/limits.json), each section headed by
 the command, date and commit of the run that measured it. A section whose file is missing says so."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "reference", "benchmark.md")
 SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/benchmark-low-rate/report.json",
            "soak": "results/soak/soak.json", "scale": "results/scale/scale.json",
-           "shared": "results/shared/shared.json", "events": "results/events/events.json"}
+           "shared": "results/shared/shared.json", "events": "results/events/events.json",
+           "limits": "results/limits/limits.json"}
 
 
 def load(path: str) -> Optional[dict]:
@@ -103,7 +104,28 @@ def page() -> str:
         lines.append("")
     lines += shared_section(load(SOURCES["shared"]))
     lines += events_section(load(SOURCES["events"]))
+    lines += limits_section(load(SOURCES["limits"]))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def limits_section(limits: Optional[dict]) -> List[str]:
+    """Bring-up time and fidelity of each size checked, and the largest faithful size per family."""
+    lines = ["## How large a network comes up faithfully", ""]
+    if limits is None:
+        return lines + [f"`{SOURCES['limits']}` is missing: run `make benchmark`.", ""]
+    lines += [origin(limits, SOURCES["limits"]), "", f"`dmlbed net SPEC --check` with every link at "
+              f"{limits.get('net_rate_mbps')} Mbit/s ([the limits](limits.md) hold every family).", "",
+              "| network | hosts | bring-up s | fidelity min | verdict | limited by |", "|---|---|---|---|---|---|"]
+    for c in limits.get("cases", []):
+        if c.get("kind") == "net":
+            lines.append(f"| `{c['spec']}` | {c.get('hosts') or '-'} | {number(c.get('bring_up_s'), '.1f')} | "
+                         f"{number(c.get('fidelity_min'), '.3f')} | {c.get('verdict') or c.get('error')} | "
+                         f"{c.get('bottleneck') or '-'} |")
+    for family, entry in (limits.get("table") or {}).items():
+        best = (entry.get("net") or {}).get("largest_faithful")
+        lines += ["", f"Largest faithful {family}: " + (f"`{best['spec']}` ({best['hosts']} hosts, up in "
+                                                        f"{best['bring_up_s']:.0f} s)." if best else "none.")]
+    return lines + [""]
 
 
 def shared_section(shared: Optional[dict]) -> List[str]:

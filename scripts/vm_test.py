@@ -314,6 +314,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "vm-test"), help="folder for console.log, vm.json")
     ap.add_argument("--demo", action="store_true", help="also run `make demo`'s compare inside the guest")
     ap.add_argument("--iters", type=int, default=3, help="iterations of the short run")
+    ap.add_argument("--incast-only", action="store_true", help="only the DCTCP experiment (a quick look: the other "
+                                                                  "checks are then missing)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the guest's base even if cached")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds the guest may take")
     args = ap.parse_args(argv)
@@ -331,7 +333,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             os.remove(old)
         build_base(rootfs, stamp)
     copy_project(rootfs)
-    configure_guest(rootfs, {"demo": args.demo, "iters": args.iters})
+    configure_guest(rootfs, {"demo": args.demo, "iters": args.iters, "incast_only": args.incast_only})
     image = os.path.join(CACHE, "disk.img")
     make_image(rootfs, image)
     built = time.monotonic() - started

@@ -4,6 +4,8 @@ faithfully iperf3 flows get the shaped rate (or open Mininet's CLI), tear it dow
 from __future__ import annotations
 
 import os
+import re
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Tuple
@@ -185,6 +187,21 @@ def incast_socket_bytes(buffer_packets: int, mbps: float, rtt_s: float, mtu: int
     return max(INCAST_SOCKET_MIN_BYTES, int(4 * frames * (mtu + ETHERNET_HEADER)))
 
 
+def sender_socket(ss_text: str) -> Dict[str, object]:
+    """What `ss -tin` says of a sender's bulk connection halfway through (the one with the most bytes acked): its
+    window, round trip, and the shares of time it was limited by the receiver's window or its own send buffer."""
+    best: Dict[str, object] = {}
+    for block in re.split(r"\n(?=\S)", ss_text.strip()):
+        fields = dict(re.findall(r"\b(cwnd|rtt|bytes_acked|ssthresh|rcv_space|snd_wnd|unacked|notsent):([\d.]+)",
+                                 block))
+        limited = dict(re.findall(r"\b(rwnd_limited|sndbuf_limited):\d+ms\(([\d.]+)%\)", block))
+        row = {k: float(v) for k, v in fields.items()}
+        row.update({f"{k}_pct": float(v) for k, v in limited.items()}, app_limited="app_limited" in block)
+        if row.get("bytes_acked", 0) >= best.get("bytes_acked", 0):
+            best = row
+    return best
+
+
 def run_incast(enet, job: NetCheckJob, log: Callable[[str], None]) -> dict:
     """N senders into h0 for --duration with h0's switch port queue sampled; what the queue held beside its closed
     form, and the flows' rates beside the flow model's fair shares."""
@@ -201,9 +218,14 @@ def run_incast(enet, job: NetCheckJob, log: Callable[[str], None]) -> dict:
                             f"net.ipv4.tcp_rmem='4096 131072 {socket_max}'")
     log(f"incast: {len(flows)} flows into {receiver.name} for {job.duration:g}s, sampling {dev}'s queue")
     window_start = time.time() + WARMUP_S
+    sockets: Dict[str, str] = {}
+    look = threading.Timer(WARMUP_S + (job.duration - WARMUP_S) / 2, lambda: sockets.update(
+        {f.src: enet.host(f.src).cmd(f"ss -tinH dst {receiver.ip}") for f in flows}))
     with QueueSampler(enet, node, dev, os.path.join(job.cfg.out, "incast-queue.log"), job.duration) as sampler:
+        look.start()
         rows = checks.run_fidelity(enet, flows, job.duration)
         window_end = time.time()
+    look.cancel()
     samples = sampler.samples()
     write_atomic_csv(os.path.join(job.cfg.out, QUEUE_CSV), list(SERIES_COLUMNS),
                      [[r[c] for c in SERIES_COLUMNS] for r in series_rows(samples, window_start - WARMUP_S)])
@@ -216,6 +238,7 @@ def run_incast(enet, job: NetCheckJob, log: Callable[[str], None]) -> dict:
                 else round(rtt * 1e3, 3), queue=dict(summarize(samples, buffer, window_start, window_end),
                                                      **sampler.where()),
                 queue_closed_form=forecast.to_dict(), flows=rows, series=QUEUE_CSV,
+                senders_tcp={src: sender_socket(text) for src, text in sockets.items()},
                 window_s=[WARMUP_S, round(window_end - window_start + WARMUP_S, 3)])
 
 

@@ -14,6 +14,8 @@ from typing import Any, Dict, List
 from emulation.commands.base import Command
 from emulation.commands.registry import COMMANDS
 from emulation.run import claims
+from emulation.run.limits import measured
+from emulation.run.resources import AFXDP_PORT_BYTES, RANK_BASE_BYTES, RANK_MODEL_COPIES
 from emulation.run.options import Option, described, flag_of, in_groups, yaml_key
 from emulation.run.summary import MODE_SECTIONS, SECTIONS, LaunchSummary
 from workloads.algorithms import ALGORITHMS
@@ -69,7 +71,7 @@ def command_section(command: Command) -> List[str]:
     lines = [f"## dmlbed {command.name}", "", command.description or command.help, ""]
     own = [(o.name, o, o.default) for o in command.options()]
     if own:
-        lines += [f"**Its own options**", ""] + option_rows(own) + [""]
+        lines += ["**Its own options**", ""] + option_rows(own) + [""]
     by_group: Dict[str, List[tuple]] = {}
     for name, opt, default in in_groups(command.groups):
         by_group.setdefault(opt.group, []).append((name, opt, default))
@@ -213,8 +215,47 @@ def layers_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def limits_page() -> str:
+    """docs/reference/limits.md: the largest faithful network per topology family, from the table the pre-flight
+    check reads (emulation/run/measured_limits.json, written by scripts/limits.py)."""
+    lines = ["# Limits of one machine", "", GENERATED.strip().replace("run `make docs`", "run `scripts/limits.py` "
+             "(root), then `make docs`"), "",
+             "How large a network a 2-core machine emulated faithfully on the userspace datapath (AF_XDP ports), "
+             "measured by `scripts/limits.py`: `dmlbed net --check` at growing sizes (every link at the rate shown; "
+             "the verdict of its iperf3 flows, and what limited the first size that was not faithful), and LeNet-5 "
+             "training runs at a dilation. A run, `net` or `launch` on a larger network of a family, or at a faster "
+             "rate, is told so in one line before the network comes up; memory is checked apart, before anything "
+             f"starts (the estimate takes {AFXDP_PORT_BYTES >> 20} MiB in the switch per AF_XDP port, "
+             f"{RANK_BASE_BYTES['fork'] >> 20} MiB per forked rank plus {RANK_MODEL_COPIES} copies of its model: "
+             f"emulation/run/resources.py says how they were measured). The kernel datapath (a VM, or a machine with the openvswitch module) was not measured.",
+             "", "| family | largest faithful `net --check` | bring-up | first not faithful | measured |",
+             "|---|---|---|---|---|"]
+    families = measured()
+    for family, entry in sorted(families.items()):
+        net = entry.get("net") or {}
+        best, bad, when = net.get("largest_faithful"), net.get("first_not_faithful"), entry.get("measured") or {}
+        largest = (f"`{best['spec']}` ({best['hosts']} hosts) at {best['rate_mbps']:g} Mbit/s, fidelity "
+                   f"{best['fidelity_min']} | {best['bring_up_s']:.0f} s") if best else "none | -"
+        first = (f"`{bad['spec']}`: {bad.get('verdict') or 'not measured'} ({cell(bad.get('bottleneck'))})" if bad
+                 else f"none of {', '.join(net.get('checked', []))}")
+        lines.append(f"| {family} | {largest} | {first} |")
+        lines[-1] += f" {str(when.get('date', '?'))[:10]}, `{str(when.get('commit', '?'))[:12]}` |"
+    lines += ["", "## Training runs", "", "| run | hosts | dilation | verdict | correct | GST/theory | PSS per rank "
+              "| limited by |", "|---|---|---|---|---|---|---|---|"]
+    for family, entry in sorted(families.items()):
+        for r in entry.get("runs", []):
+            ratio = "-" if r.get("gst_ratio") is None else f"{r['gst_ratio']:.2f}"
+            pss = "-" if r.get("pss_mib_per_rank") is None else f"{r['pss_mib_per_rank']:.0f} MiB"
+            lines.append(f"| `{r['spec']}` {r['algo']} LeNet-5 at {r['rate_mbps']:g} Mbit/s | {r.get('hosts') or '-'} "
+                         f"| {r['dilation']:g} | {r.get('verdict') or 'not run'} | {r.get('correct')} | {ratio} | "
+                         f"{pss} | {cell(r.get('bottleneck') or '-')} |")
+    if not families:
+        lines += ["", "No measurement yet: run `sudo .venv/bin/python scripts/limits.py`."]
+    return "\n".join(lines).rstrip() + "\n"
+
+
 PAGES = {"cli.md": cli_page, "config.md": config_page, "summary.md": summary_page, "algorithms.md": algorithms_page,
-         "layers.md": layers_page}
+         "layers.md": layers_page, "limits.md": limits_page}
 
 
 def pages() -> Dict[str, str]:

@@ -8,6 +8,7 @@ import subprocess
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from emulation.net.controller_process import stop_process_group
+from emulation.run.limits import beyond_measured
 from emulation.run.resolution import NetworkSettings
 
 
@@ -147,7 +148,13 @@ def hosts_for(network: NetworkSettings, log: Callable[[str], None]) -> Hosts:
     servers when given), or loopback processes."""
     if network.local:
         return LoopbackHosts()
+    from emulation.net.kernel_probes import choose_datapath
     from emulation.net.network import EmulatedNetwork
+    rates = [r for r in (*network.shaped, *network.shaped_link_rates.values()) if r > 0]
+    if not network.cluster:
+        note = beyond_measured(network.topo, choose_datapath(network.datapath), max(rates), network.dilation)
+        if note:
+            log(f"note: {note}")
     cluster = None
     if network.cluster:
         from emulation.net.cluster import Cluster

@@ -1,4 +1,4 @@
-"""A switch port queue looked at every few milliseconds while traffic runs: a shell loop of `tc -s qdisc show` on the
+"""A switch port queue looked at every few milliseconds while traffic runs: a bash loop of `tc -s qdisc show` on the
 node that holds the queue (a switch's port, or a shaping namespace's), its log parsed after (core/queue_samples)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import List
 
 from emulation.core.queue_samples import QueueSample, parse_samples
 
-PERIOD_S = 0.005     # between looks; spawning tc takes about as long again, so a look every ~10 ms here
+PERIOD_S = 0.005     # the least pause between looks; spawning tc takes about as long again: a look every ~10 ms here
 SPARE_S = 30.0       # the loop ends by itself this long after the traffic should have, should dmlbed not stop it
 
 
@@ -21,15 +21,19 @@ class QueueSampler:
         self.proc = None
 
     def loop(self) -> str:
-        """The shell loop: a stamp, then the queue's statistics, until its own deadline."""
-        return (f"end=$(( $(date +%s) + {int(self.seconds + SPARE_S)} )); "
-                f"while [ $(date +%s) -lt $end ]; do echo T $(date +%s.%N); tc -s qdisc show dev {self.dev}; "
-                f"sleep {self.period_s:g}; done")
+        """The bash loop: a stamp, then the queue's statistics, then a pause at least as long as the look took, so
+        the sampler never takes more than half a core (spawning tc costs a software-emulated VM a quarter second),
+        until its own deadline."""
+        period_us = int(self.period_s * 1e6)
+        return (f"end=$((SECONDS + {int(self.seconds + SPARE_S)})); while [ $SECONDS -lt $end ]; do "
+                f"t0=$EPOCHREALTIME; echo T $t0; tc -s qdisc show dev {self.dev}; t1=$EPOCHREALTIME; "
+                f"d=$(( ${{t1/./}} - ${{t0/./}} )); [ $d -lt {period_us} ] && d={period_us}; "
+                f"sleep $((d / 1000000)).$(printf %06d $((d % 1000000))); done")
 
     def __enter__(self) -> "QueueSampler":
         os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
         with open(self.log_path, "w") as log:
-            self.proc = self.enet.popen(self.node, ["sh", "-c", self.loop()], stdout=log,
+            self.proc = self.enet.popen(self.node, ["bash", "-c", self.loop()], stdout=log,
                                         stderr=open(os.devnull, "w"))
         return self
 
