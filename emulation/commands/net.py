@@ -179,10 +179,13 @@ def incast_flows(topo: Topology, senders: int, bw: Tuple[float, ...],
 
 
 def incast_socket_bytes(buffer_packets: int, mbps: float, rtt_s: float, mtu: int) -> int:
-    """The most a socket of the incast may buffer: enough for the whole port buffer and the pipe twice over (and
-    the kernel's per-segment overhead), so the flows are limited by the network, as the experiment's long flows
-    are, and not by the small buffers dmlbed's engine uses (a cubic flow held to 256 KB never filled a 100-packet
-    buffer of 1500-byte frames)."""
+    """The most a socket of the incast may buffer, and hold unfreed (TCP Small Queues): enough for the whole port
+    buffer and the pipe twice over (and the kernel's per-segment overhead), so the flows are limited by the network,
+    as the experiment's long flows are, and not by what dmlbed's engine uses. On the kernel datapath a packet stays
+    charged to its sender's socket until the receiver frees it (through veth pairs and the switch), so the small TSQ
+    of dmlbed's hosts (5 ms of the NIC's rate) capped what each flow could queue anywhere on its path: in the VM,
+    cubic's flows sat at 4-18 packets in flight with their windows open and hundreds of KB unsent, and never filled a
+    100-packet buffer."""
     frames = buffer_packets + bdp_packets(mbps, rtt_s, mtu)
     return max(INCAST_SOCKET_MIN_BYTES, int(4 * frames * (mtu + ETHERNET_HEADER)))
 
@@ -215,7 +218,8 @@ def run_incast(enet, job: NetCheckJob, log: Callable[[str], None]) -> dict:
     socket_max = incast_socket_bytes(tcp.switch_queue_packets, bottleneck, rtt or 0.0, tcp.mtu)
     for host in {receiver.name, *(f.src for f in flows)}:
         enet.host(host).cmd(f"sysctl -qw net.ipv4.tcp_wmem='4096 131072 {socket_max}' "
-                            f"net.ipv4.tcp_rmem='4096 131072 {socket_max}'")
+                            f"net.ipv4.tcp_rmem='4096 131072 {socket_max}' "
+                            f"net.ipv4.tcp_limit_output_bytes={socket_max}")
     log(f"incast: {len(flows)} flows into {receiver.name} for {job.duration:g}s, sampling {dev}'s queue")
     window_start = time.time() + WARMUP_S
     sockets: Dict[str, str] = {}
@@ -234,6 +238,7 @@ def run_incast(enet, job: NetCheckJob, log: Callable[[str], None]) -> dict:
                               bdp_packets(bottleneck, rtt or 0.0, tcp.mtu))
     return dict(checks.summarize_incast(rows, bottleneck), receiver=receiver.name, senders=[f.src for f in flows],
                 aqm=describe(tcp.ecn_mark_packets), tcp_cc=tcp.congestion_control, socket_buffer_max_bytes=socket_max,
+                tsq_bytes=socket_max,
                 base_rtt_ms=None if rtt is None
                 else round(rtt * 1e3, 3), queue=dict(summarize(samples, buffer, window_start, window_end),
                                                      **sampler.where()),

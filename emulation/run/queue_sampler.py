@@ -9,6 +9,7 @@ from typing import List
 from emulation.core.queue_samples import QueueSample, parse_samples
 
 PERIOD_S = 0.005     # the least pause between looks; spawning tc takes about as long again: a look every ~10 ms here
+PAUSES = 3           # the pause after a look, at least, in looks' lengths
 SPARE_S = 30.0       # the loop ends by itself this long after the traffic should have, should dmlbed not stop it
 
 
@@ -21,13 +22,13 @@ class QueueSampler:
         self.proc = None
 
     def loop(self) -> str:
-        """The bash loop: a stamp, then the queue's statistics, then a pause at least as long as the look took, so
-        the sampler never takes more than half a core (spawning tc costs a software-emulated VM a quarter second),
-        until its own deadline."""
+        """The bash loop: a stamp, then the queue's statistics, then a pause of at least PAUSES times the look, so the
+        sampler never takes more than a quarter of a core (spawning tc costs a software-emulated VM a tenth of a
+        second, and a starved sender there stopped filling the queue), until its own deadline."""
         period_us = int(self.period_s * 1e6)
         return (f"end=$((SECONDS + {int(self.seconds + SPARE_S)})); while [ $SECONDS -lt $end ]; do "
                 f"t0=$EPOCHREALTIME; echo T $t0; tc -s qdisc show dev {self.dev}; t1=$EPOCHREALTIME; "
-                f"d=$(( ${{t1/./}} - ${{t0/./}} )); [ $d -lt {period_us} ] && d={period_us}; "
+                f"d=$(( (${{t1/./}} - ${{t0/./}}) * {PAUSES} )); [ $d -lt {period_us} ] && d={period_us}; "
                 f"sleep $((d / 1000000)).$(printf %06d $((d % 1000000))); done")
 
     def __enter__(self) -> "QueueSampler":
