@@ -39,7 +39,7 @@ def bottleneck(report: dict) -> str:
 
 def net_case(spec: str, out: str) -> dict:
     """One `net --check` at NET_RATE."""
-    r = dmlbed("net", spec, "--bw", str(NET_RATE), "--duration", "3", "--out", os.path.join(out, spec.replace(
+    r = dmlbed("net", spec, "--check", "--bw", str(NET_RATE), "--duration", "3", "--out", os.path.join(out, spec.replace(
         ":", "").replace(",", "_")), "--force", "--wait", timeout=1800)
     row = {"spec": spec, "kind": "net", "rate_mbps": NET_RATE, "hosts": r.get("hosts"), "error": r.get("error")}
     if not r.get("error"):
