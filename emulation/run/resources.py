@@ -49,8 +49,8 @@ def memory_needed(ranks: int, gradient_bytes: int, afxdp_ports: int, start: str 
 
 
 def gib(n: float) -> str:
-    """Bytes as GiB with one decimal."""
-    return f"{n / (1 << 30):.1f} GiB"
+    """Bytes as GiB with one decimal (as MiB below one GiB)."""
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
 
 
 def check_memory(ranks: int, gradient_bytes: int, afxdp_ports: int, available: Optional[int] = None,
