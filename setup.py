@@ -9,7 +9,8 @@ setup(
                 "gradient synchronization under a Ryu controller",
     packages=find_packages(include=["dmlbed", "dmlbed.*", "emulation", "emulation.*", "controllers", "controllers.*",
                                     "workloads", "workloads.*"]),
-    package_data={"workloads": ["model_table.json", "datasets/digits.csv.gz"], "emulation.run": ["measured_limits.json"]},
+    package_data={"workloads": ["model_table.json", "datasets/digits.csv.gz"],
+                  "emulation.run": ["measured_limits.json"]},
     python_requires=">=3.10",  # dataclass(slots=True)
     install_requires=["numpy", "pyyaml", "tqdm", "matplotlib", "scipy", "setproctitle", "lz4"],
     extras_require={"ryu": ["ryu==4.34", "eventlet==0.33.3", "dnspython>=2"],

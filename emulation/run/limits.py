@@ -40,7 +40,8 @@ def beyond_measured(topo: Topology, datapath: str, fastest_mbps: float, dilation
     past = f"; {first['spec']} was {first.get('verdict') or 'not measured'} ({first.get('bottleneck')})" \
         if first.get("spec") else ""
     advice = f"--dilation {max(2, round(rate / largest['rate_mbps'] * dilation))} lowers the rates it must carry" \
-        if rate > largest["rate_mbps"] else "not measured, so only its verdict will tell; a smaller topology stays within it"
+        if rate > largest["rate_mbps"] else \
+        "not measured, so only its verdict will tell; a smaller topology stays within it"
     return (f"{topo.spec} at {rate:g} Mbit/s shaped is beyond the largest {topo.kind} measured faithful on a 2-core "
             f"machine ({largest['spec']}, {largest['hosts']} hosts at {largest['rate_mbps']:g} Mbit/s, {when}{past}): "
             f"{advice} (docs/reference/limits.md)")
