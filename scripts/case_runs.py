@@ -16,6 +16,17 @@ def provenance() -> dict:
     return dict(json.loads(r.stdout), command=" ".join(sys.argv))
 
 
+def chosen(text: str, valid, what: str) -> list:
+    """The comma-separated names asked for (all of valid when none), or SystemExit 2 naming the first unknown."""
+    names = text.split(",") if text else list(valid)
+    unknown = [n for n in names if n not in valid]
+    if unknown:
+        print(f"{os.path.splitext(os.path.basename(sys.argv[0]))[0]}: unknown {what} {unknown[0]}: valid are {', '.join(valid)}",
+              file=sys.stderr)
+        raise SystemExit(2)
+    return names
+
+
 def dmlbed(*args, timeout=1800) -> dict:
     """One `dmlbed ... --json` as a user runs it: its summary, or {'error': ...}."""
     r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", *args, "--json"], cwd=ROOT,

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from case_runs import ROOT, dmlbed, provenance
+from case_runs import ROOT, chosen, dmlbed, provenance
 
 TABLE = os.path.join(ROOT, "emulation", "run", "measured_limits.json")
 NET_RATE = 10  # Mbit/s: bcube:8,2 and tree:8,8 were faithful here at 10, not at 50
@@ -95,11 +95,7 @@ def main() -> int:
     ap.add_argument("--no-runs", action="store_true", help="net checks only")
     ap.add_argument("--out", default="results/limits")
     args = ap.parse_args()
-    families = args.families.split(",")
-    unknown = [f for f in families if f not in SIZES]
-    if unknown:
-        print(f"limits: unknown family {unknown[0]}: valid are {', '.join(SIZES)}", file=sys.stderr)
-        return 2
+    families = chosen(args.families, SIZES, "family")
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for family in families:

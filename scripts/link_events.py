@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from case_runs import dmlbed, provenance, write_report
+from case_runs import chosen, dmlbed, provenance, write_report
 
 # A ring on fattree:4 at 100 Mbit/s whose GST is bandwidth-bound (4 MB: 0.9 s of link time per synchronization).
 # Twelve iterations: seven after the event, past warm-up before it. Dilated four times: in real time the userspace
@@ -123,11 +123,7 @@ def main() -> int:
         with open(path, "w") as f:
             json.dump(report, f, indent=1)
         return 0 if report["ok"] else 1
-    keys = args.only.split(",") if args.only else list(CASES)
-    unknown = [k for k in keys if k not in CASES]
-    if unknown:
-        print(f"link_events: unknown case {unknown[0]}: valid are {', '.join(CASES)}", file=sys.stderr)
-        return 2
+    keys = chosen(args.only, CASES, "case")
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for key in keys:

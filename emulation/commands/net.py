@@ -12,10 +12,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from controllers.flow_rules import compute_rules
-from controllers.paths import follow_packet
 from emulation.commands.base import SPEC, Command
-from emulation.core.addressing import all_host_configs
 from emulation.net import checks
 from emulation.core.aqm import bdp_packets, describe, queue_forecast
 from emulation.core.link_rates import described, rate_of
@@ -164,9 +161,7 @@ def incast_flows(topo: Topology, senders: int, bw: Tuple[float, ...],
     """The first `senders` hosts after h0 each send one flow into h0, with the rate the flow model gives it:
     max-min fair shares of the links on the paths the controller's rules take."""
     receiver = topo.hosts[0]
-    rules, configs = compute_rules(topo), all_host_configs(topo)
-    hops = [checks.path_links(topo, follow_packet(topo, rules, configs, h.name, receiver.ip).paths[0])
-            for h in topo.hosts[1:senders + 1]]
+    hops = checks.routed_hops(topo, [(h.name, receiver.ip) for h in topo.hosts[1:senders + 1]])
     links = sorted({(a, b, lvl) for path in hops for a, b, lvl in path})
     index = {link: i for i, link in enumerate(links)}
     flow_of = np.array([f for f, path in enumerate(hops) for _ in path], dtype=int)

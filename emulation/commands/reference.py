@@ -227,7 +227,8 @@ def limits_page() -> str:
              "rate, is told so in one line before the network comes up; memory is checked apart, before anything "
              f"starts (the estimate takes {AFXDP_PORT_BYTES >> 20} MiB in the switch per AF_XDP port, "
              f"{RANK_BASE_BYTES['fork'] >> 20} MiB per forked rank plus {RANK_MODEL_COPIES} copies of its model: "
-             f"emulation/run/resources.py says how they were measured). The kernel datapath (a VM, or a machine with the openvswitch module) was not measured.",
+             f"emulation/run/resources.py says how they were measured). The kernel datapath (a VM, or a machine "
+             "with the openvswitch module) was not measured.",
              "", "| family | largest faithful `net --check` | bring-up | first not faithful | measured |",
              "|---|---|---|---|---|"]
     families = measured()

@@ -67,6 +67,12 @@ def path_links(topo: Topology, path: List[str]):
     return hops
 
 
+def routed_hops(topo: Topology, pairs: List[Tuple[str, str]]) -> List[List[Tuple[str, str, int]]]:
+    """The (from, to, level) hops each (source host, destination ip) takes under the controller's rules."""
+    rules, configs = compute_rules(topo), all_host_configs(topo)
+    return [path_links(topo, follow_packet(topo, rules, configs, src, dst_ip).paths[0]) for src, dst_ip in pairs]
+
+
 def fidelity_flows(topo: Topology, bw: Tuple[float, ...],
                    link_rates: Optional[Dict[Tuple[str, str], float]] = None) -> List[Flow]:
     """Every host sends one flow at once: to its next neighbour on every level (BCube), else to the
@@ -90,12 +96,11 @@ def fidelity_flows(topo: Topology, bw: Tuple[float, ...],
                 dst = members[(i + 1) % len(members)] if len(members) > 1 else \
                     topo.hosts[(host.index + 1) % len(topo.hosts)]
                 planned.append((host, host.ip, dst, dst.ip, 0))
-    rules, configs = compute_rules(topo), all_host_configs(topo)
-    paths = {}
+    pairs = [(src.name, dst_ip) for src, _, _, dst_ip, _ in planned]
+    routed = routed_hops(topo, pairs)
+    paths = dict(zip(pairs, routed))
     load: Dict[Tuple[str, str], int] = {}
-    for src, src_ip, dst, dst_ip, _ in planned:
-        hops = path_links(topo, follow_packet(topo, rules, configs, src.name, dst_ip).paths[0])
-        paths[(src.name, dst_ip)] = hops
+    for hops in routed:
         for a, b, _lvl in hops:
             load[(a, b)] = load.get((a, b), 0) + 1
     flows = []

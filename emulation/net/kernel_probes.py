@@ -10,6 +10,8 @@ import shutil
 import subprocess
 from typing import Dict, List, Optional
 
+from emulation.core.queue_samples import BLOCK as QDISC_BLOCK
+
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
 
@@ -105,17 +107,19 @@ def ecn_marking_qdisc() -> Optional[str]:
 
 def available_congestion_controls(load: Optional[str] = None) -> List[str]:
     """TCP congestion controls the kernel offers (the same list in every namespace); with load, its module
-    tcp_LOAD is loaded first where it exists and is not (a stock kernel lists dctcp only once loaded)."""
-    path = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+    tcp_LOAD is loaded first where it exists and is not (a kernel lists a control only once its module is loaded)."""
+    have = _listed_congestion_controls()
+    if load and load not in have and os.geteuid() == 0 and shutil.which("modprobe") and \
+            subprocess.run(["modprobe", "-q", f"tcp_{load}"], capture_output=True).returncode == 0:
+        have = _listed_congestion_controls()
+    return have
+
+
+def _listed_congestion_controls() -> List[str]:
     try:
-        with open(path) as f:
-            have = f.read().split()
-        if load and load not in have and os.geteuid() == 0 and \
-                subprocess.run(["modprobe", "-q", f"tcp_{load}"], capture_output=True).returncode == 0:
-            with open(path) as f:
-                have = f.read().split()
-        return have
-    except (OSError, FileNotFoundError):
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+            return f.read().split()
+    except OSError:
         return []
 
 
@@ -129,7 +133,7 @@ def leaf_drops(tc_output: str) -> int:
     """Drops of the FIFO and RED leaves in `tc -s qdisc show` output (HTB above them counts the same drops again,
     and RED counts its own child FIFO's)."""
     total = 0
-    for block in re.split(r"\n(?=qdisc )", tc_output):
+    for block in QDISC_BLOCK.split(tc_output):
         if re.match(r"\s*qdisc (?:[pb]fifo|red) ", block) and not re.match(r"\s*qdisc \S+ \S+ parent 10:", block):
             m = re.search(r"dropped (\d+)", block)
             total += int(m.group(1)) if m else 0

@@ -405,10 +405,6 @@ class EmulatedNetwork:
         return [subprocess.run(["tc", "-s", "qdisc", "show", "dev", name], capture_output=True,
                                text=True).stdout for name in switch_side_interfaces(self.topo)]
 
-    def queue_drops(self) -> int:
-        """Packets the shaped switch-side queues dropped so far."""
-        return sum(leaf_drops(out) for out in self._switch_queue_stats())
-
     def queue_toward(self, host: str, level: int = 0) -> Tuple[str, str]:
         """Where the switch-side queue in front of a host's NIC is: (the Mininet node it is on, a switch or a
         shaping namespace; its interface). It is shaped on the kernel datapath, and on the userspace one where the

@@ -150,15 +150,15 @@ def hosts_for(network: NetworkSettings, log: Callable[[str], None]) -> Hosts:
         return LoopbackHosts()
     from emulation.net.kernel_probes import choose_datapath
     from emulation.net.network import EmulatedNetwork
-    rates = [r for r in (*network.shaped, *network.shaped_link_rates.values()) if r > 0]
-    if not network.cluster:
-        note = beyond_measured(network.topo, choose_datapath(network.datapath), max(rates), network.dilation)
-        if note:
-            log(f"note: {note}")
     cluster = None
     if network.cluster:
         from emulation.net.cluster import Cluster
         cluster = Cluster(list(network.cluster), network.tunnel)
+    else:  # the limits were measured on one machine
+        fastest = max(r for r in (*network.shaped, *network.shaped_link_rates.values()) if r > 0)
+        note = beyond_measured(network.topo, choose_datapath(network.datapath), fastest, network.dilation)
+        if note:
+            log(f"note: {note}")
     return EmulatedNetwork(network.topo, network.shaped, datapath=network.datapath,
                            ingress_shaping=network.shape_ingress, log=log, tcp=network.tcp, cluster=cluster,
                            impairment=network.impairment, controller=network.controller,
