@@ -172,7 +172,7 @@ def test_a_held_offset_keeps_an_emulated_job_at_the_others_pace(tmp_path):
                  "compute_time=0.1", "--out", str(tmp_path / "j"), timeout=900)
     a, b = r["jobs"]
     assert all(j["alone"]["correct"] is True and j["together"]["correct"] is True for j in (a, b))
-    assert b["alone"]["iteration_mean_s"] < 0.75 * a["alone"]["iteration_mean_s"]
+    assert b["alone"]["iteration_median_s"] < 0.8 * a["alone"]["iteration_median_s"]  # theory about 0.6
     assert b["together"]["iteration_mean_s"] == pytest.approx(a["together"]["iteration_mean_s"], rel=0.1)
     assert b["together"]["iteration_mean_s"] > 0.9 * a["alone"]["iteration_mean_s"]
     assert leftovers("tree:4,2") == []

@@ -79,6 +79,7 @@ def event_rows(checked: Checked, gsts: Sequence[float], effect: Sequence[Optiona
             after = list(gsts[k:later[0] if later else len(gsts)])
             row["gst_before_median_s"] = statistics.median(before) if before else None
             row["gst_after_median_s"] = statistics.median(after) if after else None
+            row["gst_before_iterations"], row["gst_after_iterations"] = len(before), len(after)
             row["gst_after_theory_s"] = theory(rates_after(checked, effect, k))
             if row["gst_before_median_s"] and row["gst_after_median_s"]:
                 row["after_over_before"] = row["gst_after_median_s"] / row["gst_before_median_s"]
