@@ -17,7 +17,7 @@ from helpers import ROOT
 
 # layer -> the project layers and third-party packages it may import
 LAYERS = {
-    "core": ({"core"}, set()),
+    "core": ({"core"}, {"yaml"}),  # yaml: topology files are read wherever a spec is, workers included
     "rules": ({"core", "rules"}, set()),
     "workloads": ({"core", "workloads"}, {"torch", "scipy", "lz4", "sklearn"}),
     "simulation": ({"core", "rules", "workloads", "simulation"}, {"scipy"}),

@@ -17,7 +17,8 @@ from emulation.core.topology import parse
 from helpers import ROOT
 
 SPECS = ["bcube:2,1", "bcube:2,2", "bcube:3,2", "bcube:2,3", "bcube:4,2", "bcube:3,3", "fattree:4",
-         "fattree:6", "star:2", "star:9", "tree:3,2,2", "tree:2,2,2,2", "tree:1,4", "tree:9"]
+         "fattree:6", "star:2", "star:9", "tree:3,2,2", "tree:2,2,2,2", "tree:1,4", "tree:9", "leafspine:4,4,2",
+         "leafspine:3,2,3", "leafspine:2,3,1", "leafspine:1,4,2"]
 
 
 @pytest.mark.parametrize("spec", SPECS)

@@ -33,7 +33,8 @@ def traced_paths(topo, src, dst, level):
     return [tuple(zip(p, p[1:])) for p in tr.paths]
 
 
-@pytest.mark.parametrize("spec", ["bcube:3,2", "bcube:2,3", "fattree:4", "tree:3,2,2", "star:4"])
+@pytest.mark.parametrize("spec", ["bcube:3,2", "bcube:2,3", "fattree:4", "tree:3,2,2", "star:4", "leafspine:4,4,2",
+                                  "leafspine:3,2,3"])
 def test_hashed_routes_are_paths_the_rules_allow(spec):
     topo = parse(spec)
     router = Router(topo, "hash")
@@ -43,7 +44,7 @@ def test_hashed_routes_are_paths_the_rules_allow(spec):
                 assert router.path(src, dst, level, key=(src, dst)) in traced_paths(topo, src, dst, level)
 
 
-@pytest.mark.parametrize("spec", ["fattree:4", "fattree:6"])
+@pytest.mark.parametrize("spec", ["fattree:4", "fattree:6", "leafspine:4,4,3"])
 def test_hashed_routes_are_the_paths_the_rules_give_the_connections_ports(spec):
     """The simulator's ECMP is the controller's: the rules, traced with a connection's ports, give its path."""
     from emulation.simulation.routes import connection_ports
@@ -88,7 +89,7 @@ def test_bcube_paths_with_a_link_down_are_the_rerouted_hosts_paths():
                     assert [router.path(src, dst, level)] == [tuple(zip(p, p[1:])) for p in tr.paths]
 
 
-@pytest.mark.parametrize("spec", ["fattree:4", "tree:3,2,2"])
+@pytest.mark.parametrize("spec", ["fattree:4", "tree:3,2,2", "leafspine:4,4,2"])
 def test_spread_routes_group_every_equal_cost_path(spec):
     topo = parse(spec)
     router = Router(topo, "spread")
@@ -154,6 +155,25 @@ def test_ideal_network_gives_the_closed_form(spec, bw, algo, servers):
     result, theory, _ = simulated(spec, bw, algo, servers)
     # pieces split every layer, so they differ by a few bytes: the slowest piece sets the time
     assert result.gst_s == pytest.approx(theory.gst_s, rel=1e-4)
+
+
+@pytest.mark.parametrize("bw,algo,servers,ecmp", [
+    ("100,50", "blueconnect", 0, "spread"), ("100,200", "blueconnect", 0, "spread"), ("100,50", "ps", 1, "spread"),
+    ("100,50", "twolevel", 0, "hash"), ("100,50", "ring", 0, "hash"), ("100,200", "ring", 0, "hash"),
+    ("100,25", "ring", 0, "hash")])
+def test_leaf_spine_closed_forms_hold_each_stream_to_one_spine_link(bw, algo, servers, ecmp):
+    """The closed forms put each connection on one spine link (as ECMP does) and balance a leaf's connections over
+    its spine links: the flow model agrees where one connection leaves each leaf (hashed, no collision) and where
+    many do (spread, the balanced limit); a spread single connection would take every spine link at once."""
+    result, theory, _ = simulated("leafspine:4,4,2", bw, algo, servers, ecmp=ecmp)
+    assert result.gst_s == pytest.approx(theory.gst_s, rel=1e-4)
+
+
+def test_a_leaf_spine_ring_is_flat_to_oversubscription_2_and_proportional_beyond():
+    """4 hosts a leaf, 2 spines: oversubscription 1, 2, 4, 8 at --bw 100,R with R = 200, 100, 50, 25."""
+    gst = [simulated("leafspine:4,4,2", f"100,{r}", "ring", ecmp="hash")[0].gst_s for r in (200, 100, 50, 25)]
+    assert gst[1] == pytest.approx(gst[0], rel=1e-4)
+    assert gst[2] == pytest.approx(2 * gst[0], rel=1e-4) and gst[3] == pytest.approx(4 * gst[0], rel=1e-4)
 
 
 @pytest.mark.parametrize("spec,algo", [("star:9", "ps"), ("star:9", "ring"), ("bcube:3,2", "bml"),

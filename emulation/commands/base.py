@@ -11,12 +11,13 @@ from emulation.run.options import (BACKGROUND, EVENTS, BATCH, CONTROLLER, DILATI
                                    REPLACE, SEED, SYNCHRONIZATION, TOPOLOGY, TRAINING, WAIT, Option, RunConfig,
                                    add_arguments, command_option, from_args)
 from emulation.run.validation import check_command_options
+from emulation.core.topology import TOPOLOGY_HELP
 
 # The groups of run options each kind of command takes.
 RUN_GROUPS = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
               SEED, TRAINING, OUTPUT, REPLACE, WAIT)
 JSON = command_option("json", "print the result as JSON", False, kind=bool)
-SPEC = command_option("spec", "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", positional=True)
+SPEC = command_option("spec", TOPOLOGY_HELP, positional=True)
 
 
 WARMUP = command_option("warmup", "untimed repetitions per size", 2, kind=int, low=0, high=100)

@@ -112,6 +112,16 @@ def t_best(p: int, n_bytes: float, alpha: float, w_bytes: float) -> float:
     return t_ring(p, n_bytes, alpha, w_bytes)
 
 
+LAYERED = ("tree", "leafspine")  # oversubscribable: each subtree's links upwards are shared by the hosts below
+
+
+def uplink_rates(topo: Topology, rates: Sequence[float]) -> List[float]:
+    """Per digit, the bytes/s up out of one subtree: a tree switch's one uplink, a leaf's spine links together."""
+    if topo.kind == "leafspine" and len(rates) > 1:
+        return [rates[0], rates[1] * topo.params[2]] + list(rates[2:])
+    return list(rates)
+
+
 def level_rates(topo: Topology, bw: Sequence[float]) -> Tuple[List[int], List[float]]:
     """The topology's hierarchy radices and the link rate (bytes/s) of the level each digit crosses."""
     radices = topo.radices()
@@ -122,16 +132,18 @@ def level_rates(topo: Topology, bw: Sequence[float]) -> Tuple[List[int], List[fl
 def blueconnect_time(topo: Topology, gradient_bytes: float, bw: Sequence[float], alpha: float = 0.0,
                      radices: Sequence[int] = None) -> float:
     """Eq. 9: sum over levels of 2 T_r/c(p_i, N / prod_{j<i} p_j, alpha, w), where on a tree the stage-i
-    streams share each level-j link among the prod_{k<j} p_k learners below it (w = min_j w_j / prod p_k);
+    streams share each level-j link among the prod_{k<j} p_k learners below it (w = min_j w_j / prod p_k; on a
+    leaf-spine a leaf's spine links together, each stream held to one link's rate);
     on BCube every host has its own level-i link and on a Fat-Tree the uplinks are not oversubscribed."""
     default, rates = level_rates(topo, bw)
     radices = list(radices or default)
     total, below = 0.0, 1
+    up = uplink_rates(topo, rates)
     for i, p in enumerate(radices):
-        if topo.kind == "tree":
+        if topo.kind in LAYERED:
             w, share = float("inf"), 1
             for j in range(i + 1):
-                w = min(w, rates[j] / share)
+                w = min(w, up[j] / share, rates[j])
                 share *= radices[j]
         elif topo.kind == "bcube":
             w = rates[i]
@@ -179,14 +191,15 @@ def stage_rate(topo: Topology, rates: Sequence[float], span: Tuple[int, int]) ->
     radices = topo.radices()
     if topo.kind == "bcube":
         return min(rates[a:b + 1])
-    if topo.kind != "tree":
+    if topo.kind not in LAYERED:
         return min(rates[:b + 1])
     below = math.prod(radices[:a])
+    up = uplink_rates(topo, rates)
     w, hosts = rates[0], 1
     for l in range(b):
         hosts *= radices[l]
         flows = hosts if l < a else below
-        w = min(w, rates[l + 1] / flows)
+        w = min(w, up[l + 1] / flows, rates[l + 1])
     return w
 
 

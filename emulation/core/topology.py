@@ -1,197 +1,20 @@
-"""Topologies as pure data: BCube, Fat-Tree, star and hierarchical trees (no Mininet)."""
+"""Topologies as pure data: BCube, Fat-Tree, star, hierarchical trees and leaf-spine generators, topology files, and
+per-level rates (no Mininet)."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from emulation.core.radix import from_digits, to_digits
+from emulation.core.topology_types import (MAX_HOSTS, PREFIX_LEN, ROLE_CODES, Host, Interface, Link, Switch,
+                                           Topology, TopologyError, _check_hosts, from_json, host_address,
+                                           make_host, make_switch)
 
-MAX_HOSTS = 4096
-PREFIX_LEN = 16
-
-# The top byte of a dpid says which kind of switch it is, so dpids stay unique
-# across roles and can be read by eye in `ovs-ofctl` output.
-ROLE_CODES = {"bcube": 0x0B, "star": 0x05, "tree": 0x07,
-              "edge": 0x0E, "aggregation": 0x0A, "core": 0x0C}
-
-
-class TopologyError(ValueError):
-    """A topology spec or parameter is invalid; the message names it and the valid range."""
-
-
-@dataclass(frozen=True)
-class Interface:
-    """One network interface of a host: its link level, name, addresses and port index."""
-
-    host: str
-    level: int
-    port: int
-    name: str
-    ip: str
-    mac: str
-
-
-@dataclass(frozen=True)
-class Host:
-    """A server; coords are its BCube digits, fat-tree (pod, edge, slot) or tree path."""
-
-    name: str
-    index: int
-    coords: Tuple[int, ...]
-    interfaces: Tuple[Interface, ...]
-
-    def interface(self, level: int) -> Interface:
-        """The host's interface on link level `level` (BCube) or its only interface."""
-        for intf in self.interfaces:
-            if intf.level == level:
-                return intf
-        if len(self.interfaces) == 1:
-            return self.interfaces[0]
-        raise KeyError(f"{self.name} has no level-{level} interface")
-
-    @property
-    def ip(self) -> str:
-        """The host's primary (level-0) address."""
-        return self.interfaces[0].ip
-
-
-@dataclass(frozen=True)
-class Switch:
-    """A switch with an explicit datapath id, its level and role in the topology."""
-
-    name: str
-    dpid: int
-    level: int
-    index: int
-    role: str
-
-    @property
-    def dpid_hex(self) -> str:
-        """The dpid as the 16-digit hex string Mininet and OVS expect."""
-        return format(self.dpid, "016x")
-
-
-@dataclass(frozen=True)
-class Link:
-    """A link from a lower node (host or switch) to the switch above it, with port numbers."""
-
-    lower: str
-    lower_port: int
-    upper: str
-    upper_port: int
-    level: int
-
-
-@dataclass(frozen=True)
-class Topology:
-    """A complete topology: nodes, links and the spec string it came from."""
-
-    kind: str
-    params: Tuple[int, ...]
-    hosts: Tuple[Host, ...]
-    switches: Tuple[Switch, ...]
-    links: Tuple[Link, ...]
-    bystanders: Tuple[Host, ...] = ()  # hosts of the network that are not this job's (see job_view)
-    _by_name: Dict[str, object] = field(default=None, compare=False, repr=False, hash=False)
-
-    def __post_init__(self):
-        index = {h.name: h for h in self.bystanders}
-        index.update({h.name: h for h in self.hosts})
-        index.update({s.name: s for s in self.switches})
-        object.__setattr__(self, "_by_name", index)
-
-    @property
-    def spec(self) -> str:
-        """The short spec string, e.g. 'bcube:3,2'."""
-        return f"{self.kind}:{','.join(str(p) for p in self.params)}"
-
-    @property
-    def levels(self) -> int:
-        """Number of link levels (k for BCube, 3 for Fat-Tree, len(fanouts) for trees)."""
-        return 1 + max(link.level for link in self.links)
-
-    def node(self, name: str):
-        """The host or switch called `name`."""
-        return self._by_name[name]
-
-    def is_host(self, name: str) -> bool:
-        """True when `name` is a host."""
-        return isinstance(self._by_name.get(name), Host)
-
-    def switch_by_dpid(self, dpid: int) -> Switch:
-        """The switch with datapath id `dpid`."""
-        for sw in self.switches:
-            if sw.dpid == dpid:
-                return sw
-        raise KeyError(f"no switch with dpid {dpid:#x}")
-
-    def links_of(self, name: str) -> List[Link]:
-        """Every link that has `name` at one end."""
-        return [l for l in self.links if name in (l.lower, l.upper)]
-
-    def peer(self, name: str, port: int) -> Tuple[str, int, Link]:
-        """The node and port at the other end of `name`'s port `port`."""
-        for link in self.links:
-            if link.lower == name and link.lower_port == port:
-                return link.upper, link.upper_port, link
-            if link.upper == name and link.upper_port == port:
-                return link.lower, link.lower_port, link
-        raise KeyError(f"{name} has no port {port}")
-
-    def host_by_ip(self, ip: str) -> Optional[Host]:
-        """The host owning address `ip`, or None."""
-        for host in self.hosts:
-            if any(i.ip == ip for i in host.interfaces):
-                return host
-        return None
-
-    def fat_tree_switches_for_same_hosts(self) -> float:
-        """Switches a 3-layer Fat-Tree of n-port switches needs for as many servers (5N/n)."""
-        return 5 * len(self.hosts) / self.switch_ports()
-
-    def ports_on_switches(self) -> int:
-        """Switch ports of every switch together: one per host link, two per switch-to-switch link."""
-        return sum(1 + (not self.is_host(link.lower)) for link in self.links)
-
-    def switch_ports(self) -> int:
-        """The largest number of ports used on any switch (n for BCube)."""
-        counts: Dict[str, int] = {}
-        for link in self.links:
-            counts[link.upper] = counts.get(link.upper, 0) + 1
-            if not self.is_host(link.lower):
-                counts[link.lower] = counts.get(link.lower, 0) + 1
-        return max(counts.values())
-
-    def radices(self) -> List[int]:
-        """The hierarchy digits of the hosts, least significant first (hosts are numbered in this order):
-        BCube n per level; Fat-Tree slot, edge switch, pod; tree fanouts above 1; star the host count."""
-        if self.kind == "bcube":
-            n, k = self.params
-            return [n] * k
-        if self.kind == "fattree":
-            k = self.params[0]
-            return [k // 2, k // 2, k]
-        if self.kind == "tree":
-            return [f for f in self.params if f > 1] or [1]
-        return [len(self.hosts)]
-
-    def to_dict(self) -> dict:
-        """A JSON-ready description of the topology."""
-        return {
-            "spec": self.spec, "kind": self.kind, "params": list(self.params),
-            "hosts": [asdict(h) for h in self.hosts],
-            "switches": [dict(asdict(s), dpid_hex=s.dpid_hex) for s in self.switches],
-            "links": [asdict(l) for l in self.links],
-        }
-
-    def to_json(self) -> str:
-        """Serialize to JSON (from_json inverts it)."""
-        return json.dumps(self.to_dict(), indent=1)
-
+__all__ = ["MAX_HOSTS", "PREFIX_LEN", "ROLE_CODES", "Host", "Interface", "Link", "Switch", "Topology", "TopologyError",
+           "from_json", "host_address", "make_host", "make_switch"]  # re-exported: importers name this module
 
 def job_view(topo: Topology, names: Sequence[str]) -> Topology:
     """The network as a job on some of its hosts sees it: those hosts as its ranks 0..k-1 in the given order (each
@@ -200,7 +23,7 @@ def job_view(topo: Topology, names: Sequence[str]) -> Topology:
     by_name = {h.name: h for h in topo.hosts}
     hosts = tuple(replace(by_name[n], index=r) for r, n in enumerate(names))
     return Topology(topo.kind, topo.params, hosts, topo.switches, topo.links,
-                    tuple(h for h in topo.hosts if h.name not in chosen))
+                    tuple(h for h in topo.hosts if h.name not in chosen), topo.source)
 
 
 HOSTS_HELP = ("the hosts the job runs on, in rank order: h0,h2,h4 or ranges h0..h3,h8 (default: every host); the "
@@ -243,46 +66,6 @@ def parse_hosts(text: str, topo: Topology, flag: str = "--hosts") -> Optional[Tu
         raise TopologyError(f"{flag}: BCube routes by its hosts' coordinates and relays through them, so a job "
                             f"takes every host of {topo.spec} (valid on star, tree and fattree)")
     return tuple(names)
-
-
-def from_json(text: str) -> Topology:
-    """Rebuild a topology from to_json output."""
-    data = json.loads(text)
-    hosts = tuple(Host(h["name"], h["index"], tuple(h["coords"]),
-                       tuple(Interface(**i) for i in h["interfaces"])) for h in data["hosts"])
-    switches = tuple(Switch(s["name"], s["dpid"], s["level"], s["index"], s["role"])
-                     for s in data["switches"])
-    links = tuple(Link(**l) for l in data["links"])
-    return Topology(data["kind"], tuple(data["params"]), hosts, switches, links)
-
-
-def host_address(index: int, level: int) -> Tuple[str, str]:
-    """The (ip, mac) of host `index`'s level-`level` interface: 10.L.x.y and 02:00:LL:..."""
-    n = index + 1
-    ip = f"10.{level}.{n >> 8}.{n & 0xFF}"
-    mac = f"02:00:{level:02x}:{(n >> 16) & 0xFF:02x}:{(n >> 8) & 0xFF:02x}:{n & 0xFF:02x}"
-    return ip, mac
-
-
-def make_host(index: int, coords: Tuple[int, ...], levels: Tuple[int, ...]) -> Host:
-    """A host named h<index> with one interface per level in `levels`."""
-    name = f"h{index}"
-    intfs = []
-    for port, level in enumerate(levels):
-        ip, mac = host_address(index, level)
-        intfs.append(Interface(name, level, port, f"{name}-eth{port}", ip, mac))
-    return Host(name, index, tuple(coords), tuple(intfs))
-
-
-def make_switch(name: str, role: str, level: int, index: int) -> Switch:
-    """A switch whose dpid encodes role, level and index."""
-    dpid = (ROLE_CODES[role] << 48) | (level << 32) | (index + 1)
-    return Switch(name, dpid, level, index, role)
-
-
-def _check_hosts(count: int, what: str) -> None:
-    if count > MAX_HOSTS:
-        raise TopologyError(f"{what} has {count} hosts; at most {MAX_HOSTS} are supported")
 
 
 def digits(index: int, n: int, k: int) -> Tuple[int, ...]:
@@ -392,21 +175,53 @@ def tree(fanouts: Tuple[int, ...]) -> Topology:
     return Topology("tree", fanouts, tuple(hosts), flat, tuple(links))
 
 
+def leaf_spine(leaves: int, per_leaf: int, spines: int) -> Topology:
+    """`leaves` leaf switches of `per_leaf` hosts each, every leaf linked once to each of `spines` spine switches
+    (level 0: host links; level 1: leaf-spine links, whose rate sets the oversubscription)."""
+    if leaves < 1 or per_leaf < 1 or spines < 1:
+        raise TopologyError(f"leafspine:{leaves},{per_leaf},{spines} is invalid: leaves, hosts per leaf and spines "
+                            f"must each be >= 1")
+    if leaves * per_leaf < 2:
+        raise TopologyError(f"leafspine:{leaves},{per_leaf},{spines} has 1 host: leaves x hosts per leaf must be >= 2")
+    _check_hosts(leaves * per_leaf, f"leafspine:{leaves},{per_leaf},{spines}")
+    leaf_switches = [make_switch(f"l{j}", "leaf", 0, j) for j in range(leaves)]
+    spine_switches = [make_switch(f"sp{j}", "spine", 1, j) for j in range(spines)]
+    hosts, links = [], []
+    for j, leaf in enumerate(leaf_switches):
+        for slot in range(per_leaf):
+            host = make_host(len(hosts), (j, slot), (0,))
+            hosts.append(host)
+            links.append(Link(host.name, 0, leaf.name, slot + 1, 0))
+        for s, spine in enumerate(spine_switches):
+            links.append(Link(leaf.name, per_leaf + s + 1, spine.name, j + 1, 1))
+    return Topology("leafspine", (leaves, per_leaf, spines), tuple(hosts),
+                    tuple(leaf_switches + spine_switches), tuple(links))
+
+
 BUILDERS = {
     "bcube": (bcube, "bcube:n,k (e.g. bcube:3,2)", 2),
     "fattree": (fat_tree, "fattree:k (e.g. fattree:4)", 1),
     "star": (star, "star:N (e.g. star:9)", 1),
     "tree": (lambda *f: tree(tuple(f)), "tree:F0,F1,... (e.g. tree:3,2,2)", None),
+    "leafspine": (leaf_spine, "leafspine:leaves,hosts_per_leaf,spines (e.g. leafspine:4,4,2)", 3),
 }
 
 
+TOPOLOGY_HELP = ("bcube:n,k | fattree:k | star:N | tree:F0,F1,... | leafspine:leaves,hosts_per_leaf,spines | "
+                 "FILE.json/.yaml (dmlbed topo SPEC --export FILE writes one)")
+
+
 def parse(spec: str) -> Topology:
-    """Build a topology from a spec string such as 'bcube:3,2', 'fattree:4', 'star:9', 'tree:3,2,2'."""
+    """Build a topology from a spec string such as 'bcube:3,2', 'fattree:4', 'star:9', 'tree:3,2,2',
+    'leafspine:4,4,2', or read it from a topology file (JSON or YAML, see topology_file)."""
+    from emulation.core.topology_file import is_topology_file, read_topology
+    if is_topology_file(spec):
+        return read_topology(spec)
     kind, _, rest = spec.strip().partition(":")
     kind = kind.lower()
     if kind not in BUILDERS:
         valid = ", ".join(usage for _, usage, _ in BUILDERS.values())
-        raise TopologyError(f"unknown topology '{kind}': valid are {valid}")
+        raise TopologyError(f"unknown topology '{kind}': valid are {valid}, or a topology file (.json, .yaml)")
     builder, usage, arity = BUILDERS[kind]
     try:
         params = [int(p) for p in rest.split(",")] if rest.strip() else []

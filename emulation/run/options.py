@@ -20,7 +20,7 @@ from emulation.core.placement import TUNNELS, parse_servers
 from emulation.core.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, RTO_DRAINS, RTO_MIN_FLOOR_MS,
                                 TSQ_MAX_BYTES, TSQ_MIN_BYTES, TSQ_TIME_S, TcpSettings, rto_min_for_rate)
 from emulation.core.terngrad_model import SCALINGS
-from emulation.core.topology import HOSTS_HELP, MAX_HOSTS, check_hosts_format
+from emulation.core.topology import HOSTS_HELP, MAX_HOSTS, TOPOLOGY_HELP, check_hosts_format
 from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
 from workloads.algorithms import ALGORITHMS
@@ -123,7 +123,7 @@ def run_option(default, help: str, **kwargs) -> Any:
 class CommonConfig:
     """The options every algorithm shares (RunConfig adds each algorithm's own)."""
 
-    topology: str = run_option(None, "bcube:n,k | fattree:k | star:N | tree:F0,F1,...", flag="--topo",
+    topology: str = run_option(None, TOPOLOGY_HELP, flag="--topo",
                            yaml_key="topo", required=True, group=TOPOLOGY)
     algo: str = run_option(None, "synchronization algorithm", choices=tuple(ALGORITHMS), required=True,
                        group=SYNCHRONIZATION)

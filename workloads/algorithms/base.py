@@ -10,7 +10,7 @@ from emulation.core.formulas import Theory
 from emulation.core.topology import Topology
 from workloads.plan import Plan, PlanError
 
-ALL_TOPOLOGIES = ("bcube", "fattree", "star", "tree")
+ALL_TOPOLOGIES = ("bcube", "fattree", "star", "tree", "leafspine", "file")
 PLAN_STRATEGY = "workloads.strategies.allreduce:PlanAllReduce"
 
 # How an algorithm uses dedicated servers (ranks 0..M-1 that aggregate and do not train).
@@ -144,6 +144,11 @@ class Algorithm:
     def check(self, topo: Topology, servers: int, options=None, codec: str = "none") -> None:
         """Raise PlanError/ValueError unless this algorithm can run on topo with these settings (options: typed,
         or a mapping of run options)."""
+        if topo.kind == "file" and "file" not in self.topologies:
+            from workloads.algorithms import names_with
+            raise PlanError(f"{self.name} plans over the levels of a named family ({', '.join(self.topologies)}) and a "
+                            f"topology file gives links, not that hierarchy: give the family's spec, or run "
+                            f"{', '.join(names_with(lambda a: 'file' in a.topologies))} on the file")
         if topo.kind not in self.topologies:
             from workloads.algorithms import valid_combinations
             raise PlanError(f"{self.name} cannot run on {topo.spec}: valid combinations are {valid_combinations()}")

@@ -132,7 +132,7 @@ def blueconnect_theory(topo: Topology, gradient_bytes, bw, servers: int, decompo
     chosen = decomposition_of(topo, decomposition, gradient_bytes, bw, alpha)
     latency = f", alpha {alpha:g} s" if alpha else ""
     baselines = (("one-level ring (eq. 5)", one_level_time(topo, gradient_bytes, bw, alpha)),)
-    if topo.kind in ("tree", "fattree"):
+    if topo.kind in ("tree", "fattree", "leafspine"):
         baselines += (("two-level (eq. 7)", two_level_time(topo, gradient_bytes, bw, alpha)),)
     tf = host_tf(gradient_bytes, bw)
     if chosen is None:
@@ -180,11 +180,11 @@ def two_level_theory(topo: Topology, gradient_bytes, bw, servers: int) -> Theory
 
 BLUECONNECT = Algorithm(
     name="blueconnect", summary="BlueConnect Algorithm 1: reduce-scatter up the levels, all-gather down",
-    paper="BlueConnect (Cho et al., SysML 2019)", topologies=("bcube", "fattree", "star", "tree"),
+    paper="BlueConnect (Cho et al., SysML 2019)", topologies=("bcube", "fattree", "star", "tree", "leafspine"),
     theory=blueconnect_theory, codecs=("none", "terngrad"), options=BlueConnectOptions, check_options=check_options,
     plan=blueconnect_plan)
 
 TWOLEVEL = Algorithm(
     name="twolevel", summary="reduce to each level-0 group's master, ring among masters, broadcast back",
-    paper="BlueConnect (Cho et al., SysML 2019) eq. 7 baseline", topologies=("tree", "fattree"),
+    paper="BlueConnect (Cho et al., SysML 2019) eq. 7 baseline", topologies=("tree", "fattree", "leafspine"),
     theory=two_level_theory, codecs=("none", "terngrad"), plan=lambda topo, servers: two_level(topo.radices()))

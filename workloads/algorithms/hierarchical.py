@@ -98,6 +98,6 @@ BML = Algorithm(
 
 HIER = Algorithm(
     name="hier", summary="BML's hierarchical aggregation with one thread, grouped by edge switch, pod, core",
-    paper="BML (Wang et al., NeurIPS 2018) Fig. 5 on Fat-Tree", topologies=("fattree", "tree", "star"),
+    paper="BML (Wang et al., NeurIPS 2018) Fig. 5 on Fat-Tree", topologies=("fattree", "tree", "star", "leafspine"),
     theory=hier_theory, plan=lambda topo, servers: hierarchical("hier", topo.radices(), 1, pin_levels=False),
     codecs=("none", "terngrad"))
