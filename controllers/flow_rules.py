@@ -148,10 +148,12 @@ def ecmp_choice(level: int, ways: int, src_port: int, dst_port: int) -> int:
 
 
 def ecmp_rules(sw, ups: List[int], failover: bool = False, priority: int = PRIORITY_ECMP,
-               dst: Tuple[Tuple[str, object], ...] = ()) -> List[FlowRule]:
+               dst: Tuple[Tuple[str, object], ...] = (), tier: Optional[int] = None) -> List[FlowRule]:
     """One rule per protocol (TCP, UDP) and pair of hashed source and destination port bits, sending it up the
-    port ecmp_choice picks (with failover, to that port's fast-failover group); dst narrows them to one host."""
-    shift, mask = ecmp_bits(sw.level, len(ups))
+    port ecmp_choice picks (with failover, to that port's fast-failover group); dst narrows them to one host; tier:
+    which port bits to hash (default: the switch's level)."""
+    level = sw.level if tier is None else tier
+    shift, mask = ecmp_bits(level, len(ups))
     rules = []
     for proto, (sport, dport) in L4.items():
         for a in range(mask + 1):
@@ -159,7 +161,7 @@ def ecmp_rules(sw, ups: List[int], failover: bool = False, priority: int = PRIOR
                 src, dst_bits = a << shift, b << shift
                 match = (("eth_type", ETH_TYPE_IPV4),) + dst + (("ip_proto", proto),
                          (sport, (src, mask << shift)), (dport, (dst_bits, mask << shift)))
-                port = ups[ecmp_choice(sw.level, len(ups), src, dst_bits)]
+                port = ups[ecmp_choice(level, len(ups), src, dst_bits)]
                 rules.append(FlowRule(sw.dpid, priority, match, None if failover else port,
                                       ECMP_GROUP + port if failover else None))
     return rules
@@ -262,11 +264,74 @@ def up_down_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = 
     return RuleSet(tuple(flows), tuple(groups))
 
 
+def host_attachments(topo: Topology) -> Dict[str, Tuple[str, int]]:
+    """Each one-NIC host's switch and that switch's port towards it."""
+    return {l.lower: (l.upper, l.upper_port) for l in topo.links if topo.is_host(l.lower)}
+
+
+def shortest_next_hops(topo: Topology, failed: Sequence[Link] = ()) -> Dict[str, Dict[str, Tuple[int, List[int]]]]:
+    """For every switch that hosts hang from (a destination) and every switch that reaches it over the live switch
+    links: (its hop distance, its ports on a shortest path there, ascending: the equal-cost next hops)."""
+    gone = set(failed)
+    ports: Dict[str, List[Tuple[int, str]]] = {s.name: [] for s in topo.switches}
+    for l in topo.links:
+        if not topo.is_host(l.lower) and (l.lower, l.upper) not in gone:
+            ports[l.lower].append((l.lower_port, l.upper))
+            ports[l.upper].append((l.upper_port, l.lower))
+    out: Dict[str, Dict[str, Tuple[int, List[int]]]] = {}
+    for dest in sorted({sw for sw, _ in host_attachments(topo).values()}):
+        distance, frontier = {dest: 0}, [dest]
+        while frontier:
+            nxt = []
+            for here in frontier:
+                for _, other in ports[here]:
+                    if other not in distance:
+                        distance[other] = distance[here] + 1
+                        nxt.append(other)
+            frontier = nxt
+        out[dest] = {sw: (d, sorted(p for p, n in ports[sw] if distance.get(n) == d - 1))
+                     for sw, d in distance.items()}
+    return out
+
+
+def graph_tier(distance: int) -> int:
+    """Which port bits a switch `distance` hops from the destination hashes: a path's switches each hash other bits,
+    so their choices are independent (distance falls by one every hop)."""
+    return (distance - 1) % (16 // ECMP_TIER_BITS)
+
+
+def shortest_path_rules(topo: Topology, failed: Sequence[Link] = ()) -> RuleSet:
+    """Loop-free routing for any graph of switches: every switch sends a host's packets to a neighbour one hop
+    closer to that host's switch (distance falls every hop, so no loop), TCP and UDP spread over the equal-cost
+    neighbours by their ports (ecmp_choice at graph_tier), other IPv4 to the first; no backup paths in the data
+    plane: a link down is the controller's reroute."""
+    hops = shortest_next_hops(topo, failed)
+    attached = host_attachments(topo)
+    flows: List[FlowRule] = []
+    ipv4 = (("eth_type", ETH_TYPE_IPV4),)
+    for sw in topo.switches:
+        for host in topo.hosts + topo.bystanders:
+            dst = (("ipv4_dst", host.ip),)
+            edge, port = attached[host.name]
+            if edge == sw.name:
+                flows.append(FlowRule(sw.dpid, PRIORITY_HOST, ipv4 + dst, port))
+                continue
+            distance, ways = hops[edge].get(sw.name, (0, []))
+            if len(ways) > 1:
+                flows += ecmp_rules(sw, ways, priority=PRIORITY_HOST, dst=dst, tier=graph_tier(distance))
+            if ways:
+                flows.append(FlowRule(sw.dpid, PRIORITY_HOST - 1, ipv4 + dst, ways[0]))
+        flows.append(table_miss(sw.dpid))
+    return RuleSet(tuple(flows), ())
+
+
 def compute_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = False) -> RuleSet:
     """The proactive rule set for any supported topology with these links down; with failover, backup paths in
-    the data plane (fast-failover groups) where the topology has them."""
+    the data plane (fast-failover groups) where the topology has them (up/down routing's)."""
     if topo.kind == "bcube":
         return bcube_rules(topo)
+    if topo.graph:
+        return shortest_path_rules(topo, failed)
     return up_down_rules(topo, failed, failover)
 
 

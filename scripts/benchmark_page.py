@@ -1,6 +1,7 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (results/benchmark/report.json,
 results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
-results/shared/shared.json, results/events/events.json, results/limits/limits.json), each section headed by
+results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
+results/patterns/patterns.json), each section headed by
 the command, date and commit of the run that measured it. A section whose file is missing says so."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ PAGE = os.path.join(ROOT, "docs", "reference", "benchmark.md")
 SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/benchmark-low-rate/report.json",
            "soak": "results/soak/soak.json", "scale": "results/scale/scale.json",
            "shared": "results/shared/shared.json", "events": "results/events/events.json",
-           "limits": "results/limits/limits.json"}
+           "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
+           "patterns": "results/patterns/patterns.json"}
 
 
 def load(path: str) -> Optional[dict]:
@@ -105,6 +107,8 @@ def page() -> str:
     lines += shared_section(load(SOURCES["shared"]))
     lines += events_section(load(SOURCES["events"]))
     lines += limits_section(load(SOURCES["limits"]))
+    lines += shapes_section(load(SOURCES["shapes"]))
+    lines += patterns_section(load(SOURCES["patterns"]))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -227,6 +231,69 @@ def events_section(events: Optional[dict]) -> List[str]:
         lines += ["", f"A link down, the iteration's slowdown after it (emulated, median after over median before): "
                       f"fattree:4 ring, an aggregation-core link {slow['agg-core-down']:.2f}x; bcube:3,2 BML, a "
                       f"level-1 link {slow['bcube-level1-down']:.2f}x."]
+    return lines + [""]
+
+
+def shapes_section(shapes: Optional[dict]) -> List[str]:
+    """A leaf-spine ring at oversubscription 1, 2 and 4, from the generator and from an exported file: each case
+    traced, emulated, simulated and in theory, and the GST's shape across oversubscription."""
+    lines = ["## Shapes", ""]
+    if shapes is None:
+        return lines + [f"`{SOURCES['shapes']}` is missing: run `make benchmark`.", ""]
+    t = shapes.get("targets", {})
+    prop = t.get("proportional") or [None, None]
+    lines += [origin(shapes, SOURCES["shapes"]), "",
+              f"Targets: every host pair reachable and `net --check` faithful, the run correct and faithful, the emulated "
+              f"GST within {t.get('simulated_within', 0):.0%} of the simulated (with the emulated connections' ports); "
+              f"per source the GST at oversubscription 2 within {t.get('flat_within', 0):.0%} of 1, and 4 over 2 in "
+              f"[{prop[0]}, {prop[1]}]. All met: **{shapes.get('ok')}**.", "",
+              "| case | spine links | pairs reachable | GST theory / simulated / emulated (s) | emulated / simulated | "
+              "verdict | met |", "|---|---|---|---|---|---|---|"]
+    spine = t.get("oversubscription_spine_mbps") or {}
+    for c in shapes.get("cases", []):
+        if c["case"] == "shape":
+            continue
+        gst = c.get("gst_s") or {}
+        net = c.get("net") or {}
+        failed = [k for k, v in (c.get("checks") or {}).items() if not v]
+        met = "yes" if c.get("ok") else f"**no** ({', '.join(failed) or 'error'})"
+        lines.append(f"| {c['case']} | {spine.get(str(c.get('oversubscription')), '-')} Mbit/s | "
+                     f"{net.get('pairs_reachable', '-')}/{net.get('pairs_tested', '-')} | "
+                     f"{' / '.join(number(gst.get(m)) for m in ('theory', 'simulate', 'emulate'))} | "
+                     f"{number(c.get('emulated_over_simulated'))} | {(c.get('verdict') or {}).get('verdict', '-')} | "
+                     f"{met} |")
+    shape = next((c for c in shapes.get("cases", []) if c["case"] == "shape"), None)
+    if shape:
+        lines += ["", "| source, mode | GST at 2 over 1 | 4 over 2 | met |", "|---|---|---|---|"]
+        for key, v in shape.get("checks", {}).items():
+            lines.append(f"| {key} | {number(v.get('o2_over_o1'))} | {number(v.get('o4_over_o2'))} | "
+                         f"{'yes' if v.get('ok') else '**no**'} |")
+    return lines + [""]
+
+
+def patterns_section(patterns: Optional[dict]) -> List[str]:
+    """ECMP under Hedera's patterns on fattree:4 at 10 Mbit/s: each pattern's share of a non-blocking switch,
+    measured and in the flow model, beside Hedera's."""
+    lines = ["## ECMP under Hedera's traffic patterns", ""]
+    if patterns is None:
+        return lines + [f"`{SOURCES['patterns']}` is missing: run `make benchmark`.", ""]
+    t = patterns.get("targets", {})
+    lines += [origin(patterns, SOURCES["patterns"]), "",
+              f"fattree:4 at 10 Mbit/s, one long flow per host for {t.get('duration_s', 0):g} s, {t.get('seeds')} "
+              f"seeds per pattern (each draws the flows' client ports, so their ECMP paths). Target: every run's "
+              f"aggregate within {t.get('flow_model_within', 0):.0%} of the flow model's on the same paths. All met: "
+              f"**{patterns.get('ok')}**.", "",
+              "| pattern | of a non-blocking switch, measured (median) | flow model (median) | Hedera's ECMP | "
+              "measured / flow model (range) | met |", "|---|---|---|---|---|---|"]
+    for c in patterns.get("cases", []):
+        if c["case"] == "net":
+            continue
+        low, high = c.get("measured_over_flow_model_range") or (None, None)
+        hedera = c.get("hedera_ecmp_of_non_blocking")
+        lines.append(f"| {c['case']} | {number(c.get('of_non_blocking_median'), '.2f')} | "
+                     f"{number(c.get('flow_model_of_non_blocking_median'), '.2f')} | "
+                     f"{'-' if hedera is None else format(hedera, '.2f')} | "
+                     f"{number(low, '.2f')}-{number(high, '.2f')} | {'yes' if c.get('ok') else '**no**'} |")
     return lines + [""]
 
 

@@ -8,7 +8,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from emulation.commands.base import SPEC, Command
 from emulation.net import checks
 from emulation.core.aqm import bdp_packets, describe, queue_forecast
 from emulation.core.link_rates import described, rate_of
+from emulation.core.patterns import PATTERN_HELP, Pattern, check_pattern, parse_pattern
 from emulation.core.queue_samples import series_rows, summarize
 from emulation.core.tcp import ETHERNET_HEADER
 from emulation.core.topology import MAX_HOSTS, Topology
@@ -23,6 +24,7 @@ from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (CONTROLLER, LINKS, NETWORK, OUTPUT, REPLACE, WAIT, OptionError, RunConfig,
                                    command_option)
 from emulation.run.outputs import output_folder, write_atomic_csv
+from emulation.run.pattern_traffic import run_patterns, summarize_patterns
 from emulation.run.progress import log
 from emulation.run.provenance import provenance
 from emulation.run.queue_sampler import QueueSampler
@@ -54,12 +56,17 @@ class Net(Command):
                           high=MAX_DURATION_S),
            command_option("incast", "then N hosts (h1..hN) send into h0 at once for --duration, h0's switch port "
                           "queue sampled (occupancy, ECN marks, drops) beside its closed form: the DCTCP experiment "
-                          "with --aqm red-ecn:K --tcp-cc dctcp", 0, kind=int, low=0, high=MAX_HOSTS))
+                          "with --aqm red-ecn:K --tcp-cc dctcp", 0, kind=int, low=0, high=MAX_HOSTS),
+           command_option("pattern", f"then {PATTERN_HELP}, for --duration; the aggregate against the flow model's "
+                          f"on the same paths and a non-blocking switch's (repeatable)", kind=list,
+                          metavar="stride:K|randbij|alltoall"),
+           command_option("seeds", "run each --pattern with seeds 1..N (randbij's pairs and every flow's client "
+                          "port, so its ECMP path, are drawn by the seed)", 1, kind=int, low=1, high=100))
 
     def prepare(self, args):
         values = self.values(args)
         return prepare(self.config(args, topology=values["spec"]), values["duration"], values["all_pairs"],
-                       values["cli"], values["incast"])
+                       values["cli"], values["incast"], values["pattern"] or (), values["seeds"])
 
     def needs_root(self, job):
         return True
@@ -85,10 +92,12 @@ class NetCheckJob:
     all_pairs: bool = False
     interactive: bool = False
     incast: int = 0
+    patterns: Tuple[Pattern, ...] = ()
+    seeds: int = 1
 
 
 def prepare(cfg: RunConfig, duration: float = 5.0, all_pairs: bool = False, interactive: bool = False,
-            incast: int = 0) -> NetCheckJob:
+            incast: int = 0, patterns: Sequence[str] = (), seeds: int = 1) -> NetCheckJob:
     """The values and the network section, and an --out free of another check, before anything starts. An incast
     needs h0's switch port shaped: on the userspace datapath its link runs through a shaping namespace."""
     check_values(cfg, groups=Net.groups)
@@ -102,9 +111,18 @@ def prepare(cfg: RunConfig, duration: float = 5.0, all_pairs: bool = False, inte
             raise OptionError(f"--incast {incast} is out of range for {network.topo.spec}: give 1-"
                               f"{len(network.topo.hosts) - 1} senders into h0")
         network = replace(network, shape_ingress=True)
+    parsed = []
+    for text in patterns:
+        if interactive:
+            raise OptionError("--pattern is a part of --check: give --check")
+        try:
+            parsed.append(parse_pattern(text))
+            check_pattern(parsed[-1], len(network.topo.hosts))
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
     check_workers(network, 0, ranks=0)  # the userspace switch's AF_XDP ports alone
     cfg = replace(cfg, out=output_folder(cfg.out, (REPORT,), "a network check", cfg.force, "net"))
-    return NetCheckJob(cfg, network, duration, all_pairs, interactive, incast)
+    return NetCheckJob(cfg, network, duration, all_pairs, interactive, incast, tuple(parsed), seeds)
 
 
 def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Optional[dict]:
@@ -140,6 +158,9 @@ def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Op
                                      hosts_per_server=cluster["hosts_per_server"], placement=enet.placement)
         if job.incast:
             report["incast"] = run_incast(enet, job, log)
+        if job.patterns:
+            report["patterns"] = run_patterns(enet, job.patterns, job.seeds, job.duration, log)
+            report["pattern_summary"] = summarize_patterns(report["patterns"])
         report["packet_in"] = enet.packet_ins()
         if report["packet_in"]:
             report["packet_in_samples"] = enet.controller.status().get("packet_in_samples", [])
@@ -278,6 +299,11 @@ def print_net_report(report: dict) -> None:
               f"{c['tunnel_fidelity_min']}, median {c['tunnel_fidelity_median']}")
     if report.get("incast"):
         print_incast(report["incast"])
+    for name, p in (report.get("pattern_summary") or {}).items():
+        low, high = p["measured_over_flow_model_range"] or (None, None)
+        print(f"pattern {name} ({p['seeds']} seeds): {p['of_non_blocking_median']:.2f} of a non-blocking switch "
+              f"(median; flow model {p['flow_model_of_non_blocking_median']:.2f}), measured/flow model "
+              f"{'-' if low is None else f'{low:.2f}-{high:.2f}'}")
     print(f"data-plane PacketIns: {report['packet_in']}")
     print(f"report: {report['out']}")
 

@@ -46,7 +46,10 @@ def all_reduce_bound(hosts: int) -> float:
 
 def cuts(topo: Topology, bw: Sequence[float]) -> List[Tuple[frozenset, float]]:
     """Every way up out of a group of hosts in a switch-centric topology: (the hosts below a node, the bytes/s of
-    the links leaving that group upwards), one entry per distinct group; a host's own link is the smallest."""
+    the links leaving that group upwards), one entry per distinct group; a host's own link is the smallest. Switches
+    in any graph (torus, Jellyfish) have no up: each host's own link is its only cut (a bound, not the figure)."""
+    if topo.graph:
+        return [(frozenset([h.index]), bw[0] * 1e6 / 8) for h in topo.hosts]
     children: Dict[str, List[str]] = {}
     for link in topo.links:
         children.setdefault(link.upper, []).append(link.lower)

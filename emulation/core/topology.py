@@ -23,7 +23,7 @@ def job_view(topo: Topology, names: Sequence[str]) -> Topology:
     by_name = {h.name: h for h in topo.hosts}
     hosts = tuple(replace(by_name[n], index=r) for r, n in enumerate(names))
     return Topology(topo.kind, topo.params, hosts, topo.switches, topo.links,
-                    tuple(h for h in topo.hosts if h.name not in chosen), topo.source)
+                    tuple(h for h in topo.hosts if h.name not in chosen), topo.source, topo.graph)
 
 
 HOSTS_HELP = ("the hosts the job runs on, in rank order: h0,h2,h4 or ranges h0..h3,h8 (default: every host); the "
@@ -198,16 +198,97 @@ def leaf_spine(leaves: int, per_leaf: int, spines: int) -> Topology:
                     tuple(leaf_switches + spine_switches), tuple(links))
 
 
+def torus(rows: int, cols: int, per_switch: int = 1) -> Topology:
+    """A 2-D torus of rows x cols switches, each linked to its four neighbours (wrapping around), with `per_switch`
+    hosts each (level 0: host links; level 1: switch links); hosts are numbered row by row."""
+    if rows < 3 or cols < 3 or per_switch < 1:
+        raise TopologyError(f"torus:{rows},{cols},{per_switch} is invalid: rows and columns must be >= 3 (a ring of "
+                            f"2 would link two switches twice) and hosts per switch >= 1")
+    _check_hosts(rows * cols * per_switch, f"torus:{rows},{cols},{per_switch}")
+    switches = [make_switch(f"r{r}c{c}", "torus", 0, r * cols + c) for r in range(rows) for c in range(cols)]
+    hosts, links = [], []
+    ports = {s.name: 0 for s in switches}
+
+    def port(name: str) -> int:
+        ports[name] += 1
+        return ports[name]
+    for sw in switches:
+        r, c = divmod(sw.index, cols)
+        for slot in range(per_switch):
+            host = make_host(len(hosts), (r, c, slot), (0,))
+            hosts.append(host)
+            links.append(Link(host.name, 0, sw.name, port(sw.name), 0))
+    for sw in switches:
+        r, c = divmod(sw.index, cols)
+        for other in (switches[r * cols + (c + 1) % cols], switches[((r + 1) % rows) * cols + c]):
+            links.append(Link(sw.name, port(sw.name), other.name, port(other.name), 1))
+    return Topology("torus", (rows, cols, per_switch), tuple(hosts), tuple(switches), tuple(links), graph=True)
+
+
+def random_regular_pairs(count: int, degree: int, seed: int, attempts: int = 1000) -> List[Tuple[int, int]]:
+    """The edges of a connected random `degree`-regular graph on `count` nodes (no loops, no parallel edges): the
+    pairing model, drawn again until it is simple and connected, seeded."""
+    import random
+    rng = random.Random(seed)
+    for _ in range(attempts):
+        stubs = [n for n in range(count) for _ in range(degree)]
+        rng.shuffle(stubs)
+        edges = {tuple(sorted(stubs[i:i + 2])) for i in range(0, len(stubs), 2)}
+        if len(edges) * 2 != len(stubs) or any(a == b for a, b in edges):
+            continue
+        neighbours: Dict[int, List[int]] = {}
+        for a, b in edges:
+            neighbours.setdefault(a, []).append(b)
+            neighbours.setdefault(b, []).append(a)
+        reached, frontier = {0}, [0]
+        while frontier:
+            for y in neighbours.get(frontier.pop(), ()):
+                if y not in reached:
+                    reached.add(y)
+                    frontier.append(y)
+        if len(reached) == count:
+            return sorted(edges)
+    raise TopologyError(f"no connected simple {degree}-regular graph on {count} switches in {attempts} draws: "
+                        f"give more switches or another degree")
+
+
+def jellyfish(switches: int, degree: int, per_switch: int, seed: int = 1) -> Topology:
+    """Jellyfish (Singla et al., NSDI'12): `switches` switches in a random `degree`-regular graph (seeded), with
+    `per_switch` hosts each (level 0: host links; level 1: switch links)."""
+    spec = f"jellyfish:{switches},{degree},{per_switch},{seed}"
+    if switches < 3 or not 2 <= degree < switches or per_switch < 1 or (switches * degree) % 2:
+        raise TopologyError(f"{spec} is invalid: give switches >= 3, degree 2..switches-1 with switches x degree "
+                            f"even, hosts per switch >= 1")
+    _check_hosts(switches * per_switch, spec)
+    nodes = [make_switch(f"j{i}", "jellyfish", 0, i) for i in range(switches)]
+    hosts, links = [], []
+    for sw in nodes:
+        for slot in range(per_switch):
+            host = make_host(len(hosts), (sw.index, slot), (0,))
+            hosts.append(host)
+            links.append(Link(host.name, 0, sw.name, slot + 1, 0))
+    used = {sw.name: per_switch for sw in nodes}
+    for a, b in random_regular_pairs(switches, degree, seed):
+        used[nodes[a].name] += 1
+        used[nodes[b].name] += 1
+        links.append(Link(nodes[a].name, used[nodes[a].name], nodes[b].name, used[nodes[b].name], 1))
+    return Topology("jellyfish", (switches, degree, per_switch, seed), tuple(hosts), tuple(nodes), tuple(links),
+                    graph=True)
+
+
 BUILDERS = {
     "bcube": (bcube, "bcube:n,k (e.g. bcube:3,2)", 2),
     "fattree": (fat_tree, "fattree:k (e.g. fattree:4)", 1),
     "star": (star, "star:N (e.g. star:9)", 1),
     "tree": (lambda *f: tree(tuple(f)), "tree:F0,F1,... (e.g. tree:3,2,2)", None),
     "leafspine": (leaf_spine, "leafspine:leaves,hosts_per_leaf,spines (e.g. leafspine:4,4,2)", 3),
+    "torus": (torus, "torus:rows,cols[,hosts_per_switch] (e.g. torus:4,4)", (2, 3)),
+    "jellyfish": (jellyfish, "jellyfish:switches,degree,hosts_per_switch[,seed] (e.g. jellyfish:8,3,2)", (3, 4)),
 }
 
 
 TOPOLOGY_HELP = ("bcube:n,k | fattree:k | star:N | tree:F0,F1,... | leafspine:leaves,hosts_per_leaf,spines | "
+                 "torus:rows,cols[,hosts_per_switch] | jellyfish:switches,degree,hosts_per_switch[,seed] | "
                  "FILE.json/.yaml (dmlbed topo SPEC --export FILE writes one)")
 
 
@@ -227,8 +308,9 @@ def parse(spec: str) -> Topology:
         params = [int(p) for p in rest.split(",")] if rest.strip() else []
     except ValueError:
         raise TopologyError(f"topology '{spec}' has a non-integer parameter: use {usage}") from None
-    if arity is not None and len(params) != arity:
-        raise TopologyError(f"topology '{spec}' needs {arity} parameter(s): use {usage}")
+    counts = arity if isinstance(arity, tuple) else (arity,)
+    if arity is not None and len(params) not in counts:
+        raise TopologyError(f"topology '{spec}' needs {' or '.join(map(str, counts))} parameter(s): use {usage}")
     return builder(*params)
 
 

@@ -9,8 +9,9 @@ The file lists the hosts (h0..h(N-1), in rank order: a count or the names), the 
 
 A link may give its ports ({a: leaf0, b: spine0, ports: [5, 1]}) and a switch its datapath id; both are numbered in
 the file's order where left out. `dmlbed topo SPEC --export FILE` writes any topology of one-NIC hosts this way,
-ports and datapath ids included, so reading it back gives the same network. Routing is the families' up/down
-routing with ECMP over the upward links, so every switch link must go one level up.
+ports and datapath ids included, so reading it back gives the same network. A layered file (every switch link one
+level up, one way down to each host) is routed as the families are, up/down with ECMP over the upward links; any
+other graph of switches (links within a level, across levels, rings, tori) by shortest paths with ECMP.
 """
 
 from __future__ import annotations
@@ -139,11 +140,7 @@ def _links(data: dict, path: str, hosts: Sequence[str], switches: Sequence[Switc
             ports = (ports[1], ports[0]) if ports else None
         if a in host_set and level[b] != 0:
             raise _fail(path, f"link {n} ({a}-{b}): a host links to a level-0 switch, {b} is level {level[b]}")
-        if a not in host_set and level[b] != level[a] + 1:
-            raise _fail(path, f"link {n} ({a}-{b}) joins a level-{level[a]} and a level-{level[b]} switch: every "
-                              f"switch link goes one level up (up/down routing; links within a level or across "
-                              f"levels need routing for any graph, not built yet)")
-        if (a, b) in seen:
+        if (a, b) in seen or (b, a) in seen:
             raise _fail(path, f"link {a}-{b} is listed twice")
         seen.add((a, b))
         if ports:
@@ -155,8 +152,26 @@ def _links(data: dict, path: str, hosts: Sequence[str], switches: Sequence[Switc
     for a, b, ports in pending:
         if ports is None:
             ports = (_free_port(taken, a, a in host_set), _free_port(taken, b, False))
-        out.append(Link(a, ports[0], b, ports[1], 0 if a in host_set else level[b]))
+        out.append(Link(a, ports[0], b, ports[1], 0 if a in host_set else max(level[b], level[a] + 1)))
     return out
+
+
+def layered(links: Sequence[Link], level: Dict[str, int], hosts: Sequence[str]) -> bool:
+    """True when every switch link goes exactly one level up and no switch has two ways down to a host: what
+    up/down routing serves (anything else is routed as any graph, by shortest paths)."""
+    host_set = set(hosts)
+    if any(l.lower not in host_set and level[l.upper] != level[l.lower] + 1 for l in links):
+        return False
+    below: Dict[str, set] = {}
+    for name in sorted(level, key=level.get):
+        below[name] = set()
+        for l in links:
+            if l.upper == name:
+                more = {l.lower} if l.lower in host_set else below[l.lower]
+                if below[name] & more:
+                    return False
+                below[name] |= more
+    return True
 
 
 def _free_port(taken: Dict[str, set], node: str, host: bool) -> int:
@@ -169,39 +184,51 @@ def _free_port(taken: Dict[str, set], node: str, host: bool) -> int:
     return port
 
 
-def _check_reachable(path: str, hosts: Sequence[str], switches: Sequence[Switch], links: Sequence[Link]) -> None:
-    """Every host has one link and reaches every other going up, then down (what up/down routing can route)."""
+def _check_connected(path: str, hosts: Sequence[str], links: Sequence[Link]) -> None:
+    """Every host has one link and reaches every other over the links (shortest-path routing finds the way)."""
+    _check_one_link(path, hosts, links)
+    neighbours: Dict[str, List[str]] = {}
+    for l in links:
+        neighbours.setdefault(l.lower, []).append(l.upper)
+        neighbours.setdefault(l.upper, []).append(l.lower)
+    reached, frontier = {hosts[0]}, [hosts[0]]
+    while frontier:
+        for other in neighbours.get(frontier.pop(), ()):
+            if other not in reached:
+                reached.add(other)
+                frontier.append(other)
+    missing = [h for h in hosts if h not in reached]
+    if missing:
+        raise _fail(path, f"{missing[0]} is unreachable from {hosts[0]}: no path of links joins them")
+
+
+def _check_one_link(path: str, hosts: Sequence[str], links: Sequence[Link]) -> None:
+    count = {h: 0 for h in hosts}
+    for l in links:
+        if l.lower in count:
+            count[l.lower] += 1
+    for h, n in count.items():
+        if n != 1:
+            raise _fail(path, f"{h} has {n} links: " + ("it is unreachable" if not n else
+                              "hosts of a file have one NIC (several NICs: BCube)"))
+
+
+def up_down_reaches(hosts: Sequence[str], switches: Sequence[Switch], links: Sequence[Link]) -> bool:
+    """True when every host reaches every other going up, then down (what up/down routing can route)."""
     uplinks: Dict[str, List[str]] = {}
-    below: Dict[str, set] = {s.name: set() for s in switches}
     children: Dict[str, List[str]] = {s.name: [] for s in switches}
     for link in links:
         uplinks.setdefault(link.lower, []).append(link.upper)
         children[link.upper].append(link.lower)
-    for h in hosts:
-        if len(uplinks.get(h, ())) != 1:
-            count = len(uplinks.get(h, ()))
-            raise _fail(path, f"{h} has {count} links: " + ("it is unreachable" if not count else
-                              "hosts of a file have one NIC (several NICs: BCube)"))
     host_set = set(hosts)
+    below: Dict[str, set] = {}
     for sw in sorted(switches, key=lambda s: s.level):
-        below[sw.name] = {c for c in children[sw.name] if c in host_set}
-        for c in children[sw.name]:
-            if c in below:
-                twice = below[sw.name] & below[c]
-                if twice:
-                    h = min(twice, key=lambda n: int(n[1:]))
-                    raise _fail(path, f"{sw.name} reaches {h} by two ways down: up/down routing takes one way "
-                                      f"down to each host (several ways up are spread by ECMP)")
-                below[sw.name] |= below[c]
+        below[sw.name] = {c for c in children[sw.name] if c in host_set}.union(
+            *(below[c] for c in children[sw.name] if c in below))
     reach: Dict[str, set] = {}
     for sw in sorted(switches, key=lambda s: -s.level):
         reach[sw.name] = set(below[sw.name]).union(*(reach[u] for u in uplinks.get(sw.name, ())))
-    everyone = set(hosts)
-    for h in hosts:
-        missing = everyone - reach[uplinks[h][0]]
-        if missing:
-            other = min(missing, key=lambda n: int(n[1:]))
-            raise _fail(path, f"{other} is unreachable from {h} going up and down the levels")
+    return all(reach[uplinks[h][0]] >= host_set for h in hosts)
 
 
 def topology_from_data(data: object, source: str) -> Topology:
@@ -214,7 +241,9 @@ def topology_from_data(data: object, source: str) -> Topology:
     names = _host_names(data, source)
     switches = _switches(data, source, names)
     links = _links(data, source, names, switches)
-    _check_reachable(source, names, switches, links)
+    _check_connected(source, names, links)
+    graph = not (layered(links, {s.name: s.level for s in switches}, names)
+                 and up_down_reaches(names, switches, links))
     switch_of = {l.lower: l.upper for l in links if l.lower in set(names)}
     order = {s.name: s.index for s in switches}
     slots: Dict[str, int] = {}
@@ -229,7 +258,7 @@ def topology_from_data(data: object, source: str) -> Topology:
             host = Host(host.name, host.index, host.coords,
                         (type(intf)(intf.host, intf.level, port, f"{name}-eth{port}", intf.ip, intf.mac),))
         hosts.append(host)
-    return Topology(FILE_KIND, (), tuple(hosts), tuple(switches), tuple(links), source=source)
+    return Topology(FILE_KIND, (), tuple(hosts), tuple(switches), tuple(links), source=source, graph=graph)
 
 
 def export_data(topo: Topology) -> dict:

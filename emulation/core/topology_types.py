@@ -12,7 +12,8 @@ PREFIX_LEN = 16
 # The top byte of a dpid says which kind of switch it is, so dpids stay unique
 # across roles and can be read by eye in `ovs-ofctl` output.
 ROLE_CODES = {"bcube": 0x0B, "star": 0x05, "tree": 0x07,
-              "edge": 0x0E, "aggregation": 0x0A, "core": 0x0C, "leaf": 0x1E, "spine": 0x5E, "switch": 0xF1}
+              "edge": 0x0E, "aggregation": 0x0A, "core": 0x0C, "leaf": 0x1E, "spine": 0x5E, "switch": 0xF1,
+              "torus": 0x70, "jellyfish": 0x1F}
 
 
 class TopologyError(ValueError):
@@ -93,6 +94,7 @@ class Topology:
     links: Tuple[Link, ...]
     bystanders: Tuple[Host, ...] = ()  # hosts of the network that are not this job's (see job_view)
     source: str = ""  # the file a topology was read from (its spec), empty for a generated family
+    graph: bool = False  # switch links form any graph (torus, Jellyfish, such a file): shortest-path routing
     _by_name: Dict[str, object] = field(default=None, compare=False, repr=False, hash=False)
 
     def __post_init__(self):
@@ -191,6 +193,7 @@ class Topology:
         """A JSON-ready description of the topology."""
         return {
             "spec": self.spec, "kind": self.kind, "params": list(self.params), "source": self.source,
+            "graph": self.graph,
             "hosts": [asdict(h) for h in self.hosts],
             "switches": [dict(asdict(s), dpid_hex=s.dpid_hex) for s in self.switches],
             "links": [asdict(l) for l in self.links],
@@ -209,7 +212,8 @@ def from_json(text: str) -> Topology:
     switches = tuple(Switch(s["name"], s["dpid"], s["level"], s["index"], s["role"])
                      for s in data["switches"])
     links = tuple(Link(**l) for l in data["links"])
-    return Topology(data["kind"], tuple(data["params"]), hosts, switches, links, source=data.get("source", ""))
+    return Topology(data["kind"], tuple(data["params"]), hosts, switches, links, source=data.get("source", ""),
+                    graph=data.get("graph", False))
 
 
 def host_address(index: int, level: int) -> Tuple[str, str]:

@@ -148,8 +148,10 @@ def run_reachability(enet, pairs: List[Tuple[str, str]], timeout_s: int = 2) -> 
     return {"pairs_tested": len(pairs), "pairs_reachable": reachable, "unreachable": failed}
 
 
-def run_fidelity(enet, flows: List[Flow], duration_s: float = 5.0) -> List[Dict[str, object]]:
-    """Run all flows concurrently with iperf3; returns each flow with measured Mbit/s and fidelity."""
+def run_fidelity(enet, flows: List[Flow], duration_s: float = 5.0,
+                 client_ports: Optional[List[int]] = None) -> List[Dict[str, object]]:
+    """Run all flows concurrently with iperf3 (each from its client port where given, so its ECMP path is known);
+    returns each flow with measured Mbit/s and fidelity."""
     servers, clients = [], []
     try:
         for i, flow in enumerate(flows):
@@ -161,7 +163,8 @@ def run_fidelity(enet, flows: List[Flow], duration_s: float = 5.0) -> List[Dict[
             clients.append(enet.popen(flow.src, ["iperf3", "-c", flow.dst_ip, "-B", flow.src_ip, "-p", str(port),
                                                  "-t", f"{duration_s:g}", "-O", "1", "-J",
                                                  "-C", enet.tcp.congestion_control,
-                                                 "--connect-timeout", "5000"]))
+                                                 "--connect-timeout", "5000"] +
+                                                (["--cport", str(client_ports[i])] if client_ports else [])))
         deadline = time.monotonic() + duration_s + 30
         results = []
         for flow, proc in zip(flows, clients):

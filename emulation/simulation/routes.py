@@ -14,7 +14,7 @@ from __future__ import annotations
 import zlib
 from typing import Dict, List, Optional, Tuple
 
-from controllers.flow_rules import ecmp_choice, hosts_below, reachable
+from controllers.flow_rules import ecmp_choice, graph_tier, host_attachments, hosts_below, reachable, shortest_next_hops
 from emulation.core.addressing import PLAN_PORT, bcube_live_route
 from emulation.core.topology import Topology
 
@@ -40,7 +40,8 @@ class Router:
                  link_factors: Optional[Dict[Hop, float]] = None):
         if ecmp not in ECMP_MODES:
             raise ValueError(f"ecmp {ecmp!r} is unknown: valid are {', '.join(ECMP_MODES)}")
-        self.topo, self.ecmp = topo, ecmp
+        # equal-cost paths through any graph do not fall into layers to group: each connection on its hashed path
+        self.topo, self.ecmp = topo, "hash" if topo.graph else ecmp
         self.ports = ports or {}  # (src, dst, key) -> TCP ports a real connection used (else simulated ones)
         self.width: Dict[Hop, int] = {}  # group links: how many parallel links one hop stands for
         self.level_of: Dict[Hop, int] = {}
@@ -59,7 +60,15 @@ class Router:
             elif (l.lower, l.upper) not in self.failed:
                 self.up.setdefault(l.lower, []).append((l.lower_port, l.upper))
         self.reach: Dict[str, frozenset] = {}  # switch -> hosts it reaches (up/down routing over the live links)
-        if topo.kind != "bcube":
+        self.next_hops: Dict[str, Dict[str, Tuple[int, List[int]]]] = {}  # any graph: shortest_next_hops
+        self.attached: Dict[str, Tuple[str, int]] = {}
+        self.port_peer: Dict[Tuple[str, int], str] = {}
+        if topo.graph:
+            self.next_hops, self.attached = shortest_next_hops(topo, self.failed), host_attachments(topo)
+            for l in topo.links:
+                self.port_peer[(l.lower, l.lower_port)] = l.upper
+                self.port_peer[(l.upper, l.upper_port)] = l.lower
+        elif topo.kind != "bcube":
             children = {(l.upper, l.upper_port): l.lower for l in topo.links}
             below = hosts_below(topo, self.failed)
             for sw, ports in below.items():
@@ -149,8 +158,24 @@ class Router:
         ports = self.ports.get((src, dst, key)) or connection_ports(src, dst, key)
         return self._hashed_names(self.topo.hosts[src].name, self.topo.hosts[dst].name, ports)
 
+    def _graph_path(self, a: str, b: str, ports: Tuple[int, int]) -> Tuple[Hop, ...]:
+        """One shortest path from host a to host b through any graph, each switch's ECMP choice as its rules hash
+        the connection's ports."""
+        node, (edge, _) = self.switch_of[(a, 0)], self.attached[b]
+        hops = [(a, node)]
+        while node != edge:
+            if node not in self.next_hops[edge]:
+                raise ValueError(f"{b} is cut off from {a}: every path has a link down")
+            distance, ways = self.next_hops[edge][node]
+            nxt = self.port_peer[(node, ways[ecmp_choice(graph_tier(distance), len(ways), *ports)])]
+            hops.append((node, nxt))
+            node = nxt
+        return tuple(hops) + ((edge, b),)
+
     def _hashed_names(self, a: str, b: str, ports: Tuple[int, int]) -> Tuple[Hop, ...]:
         """One ECMP path from host a to host b for a connection with these TCP ports, as the rules hash it."""
+        if self.topo.graph:
+            return self._graph_path(a, b, ports)
         node = self.switch_of[(a, 0)]
         hops = [(a, node)]
         while b not in self.down[node]:

@@ -1,0 +1,68 @@
+"""Hedera's traffic patterns for ECMP studies: who sends one long flow to whom, and from which TCP port (pure).
+
+stride:K: host i sends to host (i + K) mod N; randbij: a random bijection without fixed points (every host sends
+to one other and receives from one), drawn by the seed; alltoall: every host to every other. Each flow's client
+port is drawn by the seed from Linux's ephemeral range (even ports, as connect() prefers), so which equal-cost path
+a flow hashes to varies with the seed as it does between real runs, and is known before it runs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import List, Tuple
+
+PATTERN_HELP = ("a traffic pattern of one long flow per pair (Hedera's): stride:K (host i to i+K mod N), randbij (a "
+                "random bijection, drawn by the seed) or alltoall")
+EPHEMERAL_PORTS = (32768, 60999)  # Linux's default net.ipv4.ip_local_port_range
+KINDS = ("stride", "randbij", "alltoall")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A parsed --pattern: its kind and stride."""
+
+    kind: str
+    stride: int = 0
+
+    def shown(self) -> str:
+        """As the user writes it."""
+        return f"stride:{self.stride}" if self.kind == "stride" else self.kind
+
+
+def parse_pattern(text: str) -> Pattern:
+    """stride:K, randbij or alltoall; ValueError naming what is valid."""
+    kind, _, arg = str(text).strip().partition(":")
+    if kind == "stride" and arg.isdigit() and int(arg) >= 1:
+        return Pattern("stride", int(arg))
+    if kind in ("randbij", "alltoall") and not arg:
+        return Pattern(kind)
+    raise ValueError(f"--pattern {text} is not a pattern: give stride:K (K >= 1), randbij or alltoall")
+
+
+def check_pattern(pattern: Pattern, hosts: int) -> None:
+    """ValueError where the pattern does not fit this many hosts."""
+    if pattern.kind == "stride" and pattern.stride % hosts == 0:
+        raise ValueError(f"--pattern {pattern.shown()} sends every host to itself on {hosts} hosts: give a stride "
+                         f"that is not a multiple of {hosts}")
+
+
+def pairs(pattern: Pattern, hosts: int, seed: int) -> List[Tuple[int, int]]:
+    """(sender, receiver) host indices of the pattern's flows."""
+    if pattern.kind == "stride":
+        return [(i, (i + pattern.stride) % hosts) for i in range(hosts)]
+    if pattern.kind == "alltoall":
+        return [(i, j) for i in range(hosts) for j in range(hosts) if i != j]
+    rng = random.Random(f"randbij:{seed}")
+    while True:
+        order = list(range(hosts))
+        rng.shuffle(order)
+        if all(i != j for i, j in enumerate(order)):
+            return list(enumerate(order))
+
+
+def client_ports(count: int, seed: int) -> List[int]:
+    """`count` distinct even client ports of the ephemeral range, drawn by the seed."""
+    rng = random.Random(f"ports:{seed}")
+    span = (EPHEMERAL_PORTS[1] - EPHEMERAL_PORTS[0]) // 2
+    return [EPHEMERAL_PORTS[0] + 2 * i for i in rng.sample(range(span), count)]
