@@ -109,3 +109,16 @@ def test_theory_and_simulation_of_a_ring_on_a_torus():
     assert sim["gst_median_s"] == pytest.approx(theory["gst_theory_s"], rel=0.03)
     rows = cli_json("simulate", *common)
     assert rows["gst_median_s"] >= 0.99 * theory["gst_theory_s"]
+
+
+@pytest.mark.emulation
+@pytest.mark.parametrize("spec", ["torus:3,3", "jellyfish:6,3,1,2"])
+def test_a_graph_comes_up_every_pair_reachable_and_a_ring_on_it_is_correct(spec, tmp_path):
+    from test_emulation import leftovers
+    net = cli_json("net", spec, "--bw", "20", "--check", "--duration", "2", "--out", str(tmp_path / "n"), timeout=600)
+    hosts = len(parse(spec).hosts)
+    assert net["pairs_reachable"] == net["pairs_tested"] == hosts * (hosts - 1) and net["packet_in"] == 0
+    s = cli_json("run", "--topo", spec, "--algo", "ring", "--model", "mlp:1MB", "--bw", "20", "--iters", "4",
+                 "--batch", "4", "--out", str(tmp_path / "r"), timeout=600)
+    assert s["correct"] is True and s["iterations"] == 4
+    assert leftovers(spec) == []

@@ -27,9 +27,16 @@ def test_each_host_sends_one_flow_and_receives_one_and_the_seed_draws_them(seed)
         assert all(a != b for a, b in got)
     assert pairs(parse_pattern("stride:4"), 16, seed) == [(i, (i + 4) % 16) for i in range(16)]
     assert len(pairs(parse_pattern("alltoall"), 5, seed)) == 20
-    ports = client_ports(240, seed)
-    assert len(set(ports)) == 240 and all(p % 2 == 0 and 32768 <= p <= 60999 for p in ports)
-    assert client_ports(16, seed) == client_ports(16, seed) != client_ports(16, seed + 1)
+    hosts = [f"h{i % 16}" for i in range(240)]
+    used = {}
+    ports = client_ports(hosts, f"alltoall:{seed}", used)
+    assert all(p % 2 == 0 and 32768 <= p <= 60999 for p in ports)
+    assert all(len({p for h, p in zip(hosts, ports) if h == name}) == 15 for name in set(hosts))
+    again = client_ports(hosts, f"alltoall:{seed}", used)  # a second run on the same hosts binds none of them again
+    assert all(not set(p for h, p in zip(hosts, again) if h == n) & used_before
+               for n, used_before in ((n, {p for h, p in zip(hosts, ports) if h == n}) for n in set(hosts)))
+    assert client_ports(hosts[:16], f"stride:4:{seed}") == client_ports(hosts[:16], f"stride:4:{seed}") \
+        != client_ports(hosts[:16], f"stride:4:{seed + 1}")
 
 
 def test_a_non_blocking_switch_gives_every_flow_its_hosts_rate_and_ecmp_collisions_cost_on_a_fat_tree():

@@ -2,15 +2,15 @@
 
 stride:K: host i sends to host (i + K) mod N; randbij: a random bijection without fixed points (every host sends
 to one other and receives from one), drawn by the seed; alltoall: every host to every other. Each flow's client
-port is drawn by the seed from Linux's ephemeral range (even ports, as connect() prefers), so which equal-cost path
-a flow hashes to varies with the seed as it does between real runs, and is known before it runs.
+port is drawn by the pattern and seed from Linux's ephemeral range (even ports, as connect() prefers), so which
+equal-cost path a flow hashes to varies with the seed as it does between real runs, and is known before it runs.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 PATTERN_HELP = ("a traffic pattern of one long flow per pair (Hedera's): stride:K (host i to i+K mod N), randbij (a "
                 "random bijection, drawn by the seed) or alltoall")
@@ -61,8 +61,19 @@ def pairs(pattern: Pattern, hosts: int, seed: int) -> List[Tuple[int, int]]:
             return list(enumerate(order))
 
 
-def client_ports(count: int, seed: int) -> List[int]:
-    """`count` distinct even client ports of the ephemeral range, drawn by the seed."""
-    rng = random.Random(f"ports:{seed}")
+def client_ports(senders: Sequence[str], key: str, used: Optional[Dict[str, Set[int]]] = None) -> List[int]:
+    """An even client port of the ephemeral range per flow (senders: each flow's sending host), drawn by key (the
+    pattern and seed): distinct on each host, and none a host in `used` had already (an explicitly bound port
+    still in TIME_WAIT from an earlier run cannot be bound again); used is updated."""
+    rng = random.Random(f"ports:{key}")
     span = (EPHEMERAL_PORTS[1] - EPHEMERAL_PORTS[0]) // 2
-    return [EPHEMERAL_PORTS[0] + 2 * i for i in rng.sample(range(span), count)]
+    used = used if used is not None else {}
+    out = []
+    for host in senders:
+        taken = used.setdefault(host, set())
+        port = EPHEMERAL_PORTS[0] + 2 * rng.randrange(span)
+        while port in taken:
+            port = EPHEMERAL_PORTS[0] + 2 * rng.randrange(span)
+        taken.add(port)
+        out.append(port)
+    return out

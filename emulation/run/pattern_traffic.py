@@ -3,7 +3,7 @@ beside the flow model's on the paths those ports hash to and beside a non-blocki
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -39,13 +39,14 @@ def fair_rates(paths: Sequence[Sequence[Hop]], bw: Tuple[float, ...],
 
 
 def pattern_flows(topo: Topology, pattern: Pattern, seed: int, bw: Tuple[float, ...],
-                  link_rates: Optional[Dict[Tuple[str, str], float]] = None) -> Tuple[List[checks.Flow], List[int],
-                                                                                      List[float]]:
-    """The pattern's flows, each with the flow model's rate on the path its client port hashes to, the client ports,
-    and each flow's rate on a non-blocking switch (only the hosts' own links limit it)."""
+                  link_rates: Optional[Dict[Tuple[str, str], float]] = None,
+                  used: Optional[Dict[str, Set[int]]] = None) -> Tuple[List[checks.Flow], List[int], List[float]]:
+    """The pattern's flows, each with the flow model's rate on the path its client port hashes to, the client ports
+    (none a sender in `used` had already; used is updated), and each flow's rate on a non-blocking switch (only the
+    hosts' own links limit it)."""
     hosts = topo.hosts
     chosen = pairs(pattern, len(hosts), seed)
-    ports = client_ports(len(chosen), seed)
+    ports = client_ports([hosts[a].name for a, _ in chosen], f"{pattern.shown()}:{seed}", used)
     wanted = [(hosts[a].name, hosts[b].ip, ports[i], checks.IPERF_BASE_PORT + i) for i, (a, b) in enumerate(chosen)]
     paths = traced_hops(topo, wanted)
     modelled = fair_rates(paths, bw, link_rates)
@@ -61,10 +62,10 @@ def run_patterns(enet, patterns: Sequence[Pattern], seeds: int, duration_s: floa
                  log: Callable[[str], None]) -> List[dict]:
     """Every pattern once per seed, its flows at once for duration_s: the measured aggregate (on the wire) against
     the flow model's on the same paths and against a non-blocking switch's."""
-    topo, rows = enet.topo, []
+    topo, rows, used = enet.topo, [], {}
     for pattern in patterns:
         for seed in range(1, seeds + 1):
-            flows, ports, ideal = pattern_flows(topo, pattern, seed, enet.bw, enet.link_rates)
+            flows, ports, ideal = pattern_flows(topo, pattern, seed, enet.bw, enet.link_rates, used)
             log(f"pattern {pattern.shown()} seed {seed}: {len(flows)} flows for {duration_s:g}s")
             measured = checks.run_fidelity(enet, flows, duration_s, client_ports=ports)
             wire = sum(float(r["wire_mbps"]) for r in measured)
