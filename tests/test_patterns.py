@@ -6,7 +6,9 @@ import pytest
 from emulation.core.patterns import check_pattern, client_ports, pairs, parse_pattern
 from emulation.core.topology import parse
 from emulation.run.pattern_traffic import pattern_flows, summarize_patterns
-from emulation.simulation.routes import Router
+from controllers.flow_rules import compute_rules
+from controllers.paths import follow_packet
+from emulation.core.addressing import all_host_configs
 from helpers import cli_json, run_dmlbed
 
 
@@ -51,13 +53,15 @@ def test_a_non_blocking_switch_gives_every_flow_its_hosts_rate_and_ecmp_collisio
     assert all(s < 0.9 for s in shares)  # every seed hashes some inter-pod flows onto one core path
 
 
-def test_the_pattern_flows_take_the_paths_the_flow_model_routes_their_ports_on():
-    fat = parse("fattree:4")
-    flows, ports, _ = pattern_flows(fat, parse_pattern("stride:4"), 3, (10.0,) * 3)
-    router = Router(fat, "hash")
+@pytest.mark.parametrize("spec,pattern", [("fattree:4", "stride:4"), ("leafspine:4,4,2", "randbij"),
+                                          ("torus:4,4", "stride:5"), ("tree:4,4", "stride:4")])
+def test_each_pattern_flow_takes_the_path_the_rules_give_its_ports(spec, pattern):
+    topo = parse(spec)
+    flows, ports, _ = pattern_flows(topo, parse_pattern(pattern), 3, (10.0,) * topo.levels)
+    rules, configs = compute_rules(topo), all_host_configs(topo)
     for i, (flow, port) in enumerate(zip(flows, ports)):
-        hops = router._hashed_names(flow.src, flow.dst, (port, 5201 + i))
-        assert (flow.src,) + tuple(b for _, b in hops) == flow.path
+        traced = follow_packet(topo, rules, configs, flow.src, flow.dst_ip, (port, 5201 + i))
+        assert traced.paths == [list(flow.path)]
 
 
 def test_a_summary_gives_each_pattern_its_median_share_and_worst_ratio():
@@ -77,6 +81,15 @@ def test_a_bad_pattern_is_one_line_and_exit_2(argv, message):
     r = run_dmlbed("net", "star:3", *argv, *mode, timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert any(m in r.stderr for m in message.split("|")), r.stderr
+
+
+def test_the_patterns_command_models_a_pattern_without_a_network():
+    r = cli_json("patterns", "fattree:4", "--bw", "10", "--pattern", "stride:1", "--pattern", "stride:8", "--seeds", "2")
+    assert [row["pattern"] for row in r["patterns"]] == ["stride:1", "stride:1", "stride:8", "stride:8"]
+    assert r["pattern_summary"]["stride:1"]["flow_model_of_non_blocking_median"] == 1.0
+    assert r["pattern_summary"]["stride:8"]["flow_model_of_non_blocking_median"] < 0.9
+    bad = run_dmlbed("patterns", "fattree:4", "--pattern", "stride:16")
+    assert bad.returncode == 2 and "sends every host to itself" in bad.stderr
 
 
 @pytest.mark.emulation

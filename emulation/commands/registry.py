@@ -3,8 +3,8 @@ folder defining COMMAND (a base.Command), and one line below."""
 
 from typing import Tuple
 
-from emulation.commands import (bench, calibrate, clean, compare, jobs, launch, net, reproduce, rules, run, schema,
-                                simulate, theory, timeline, topo)
+from emulation.commands import (bench, calibrate, clean, compare, ecmp_patterns, jobs, launch, net, reproduce, rules,
+                                run, schema, simulate, theory, timeline, topo)
 from emulation.commands.base import Command
 
 COMMANDS: Tuple[Command, ...] = (
@@ -15,6 +15,7 @@ COMMANDS: Tuple[Command, ...] = (
     launch.COMMAND,
     theory.COMMAND,
     simulate.COMMAND,
+    ecmp_patterns.COMMAND,
     compare.COMMAND,
     jobs.COMMAND,
     reproduce.COMMAND,

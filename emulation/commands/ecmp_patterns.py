@@ -1,0 +1,52 @@
+"""`dmlbed patterns SPEC --pattern P`: Hedera's traffic patterns in the flow model alone, ECMP's aggregate against
+a non-blocking switch's, at any size (`net --pattern` measures the same flows on an emulated network)."""
+
+from __future__ import annotations
+
+from emulation.commands.base import SPEC, Command
+from emulation.core.patterns import PATTERN_HELP, check_pattern, parse_pattern
+from emulation.run.options import LINKS, OptionError, command_option
+from emulation.run.pattern_traffic import model_patterns, summarize_patterns
+from emulation.run.validation import check_network, check_values
+
+
+class Patterns(Command):
+    name, help = "patterns", "traffic patterns in the flow model: ECMP against a non-blocking switch"
+    description = ("One long flow per pair of each pattern, each from the client port `net --pattern` draws for "
+                   "it (the same seed gives the same ports, so the same ECMP paths), at max-min fair rates on the "
+                   "paths the controller's rules give those ports; the aggregate against a non-blocking switch's "
+                   "(only the hosts' own links limit a flow), per seed and per pattern. No network is brought up.")
+    groups = (LINKS,)
+    own = (SPEC,
+           command_option("pattern", f"{PATTERN_HELP} (repeatable)", kind=list, metavar="stride:K|randbij|alltoall",
+                          required=True),
+           command_option("seeds", "each pattern with seeds 1..N (randbij's pairs and every flow's client port)", 1,
+                          kind=int, low=1, high=100))
+
+    def prepare(self, args):
+        values = self.values(args)
+        cfg = self.config(args, topology=values["spec"])
+        check_values(cfg, groups=self.groups)
+        network = check_network(cfg, emulated=False)
+        patterns = []
+        for text in values["pattern"] or ():
+            try:
+                patterns.append(parse_pattern(text))
+                check_pattern(patterns[-1], len(network.topo.hosts))
+            except ValueError as exc:
+                raise OptionError(str(exc)) from None
+        return network, tuple(patterns), values["seeds"]
+
+    def execute(self, job, args):
+        network, patterns, seeds = job
+        rows = model_patterns(network.topo, patterns, seeds, network.bw, network.link_rates)
+        return {"topology": network.topo.spec, "bw_by_level": list(network.bw), "patterns": rows,
+                "pattern_summary": summarize_patterns(rows)}
+
+    def show(self, report):
+        for name, p in report["pattern_summary"].items():
+            print(f"{report['topology']} {name} ({p['seeds']} seeds): the flow model's ECMP gives "
+                  f"{p['flow_model_of_non_blocking_median']:.2f} of a non-blocking switch (median)")
+
+
+COMMAND = Patterns()
