@@ -10,8 +10,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from emulation.commands.base import SPEC, Command
 from emulation.net import checks
 from emulation.core.aqm import bdp_packets, describe, queue_forecast
@@ -24,14 +22,13 @@ from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (CONTROLLER, LINKS, NETWORK, OUTPUT, REPLACE, WAIT, OptionError, RunConfig,
                                    command_option)
 from emulation.run.outputs import output_folder, write_atomic_csv
-from emulation.run.pattern_traffic import run_patterns, summarize_patterns
+from emulation.run.pattern_traffic import fair_rates, run_patterns, summarize_patterns
 from emulation.run.progress import log
 from emulation.run.provenance import provenance
 from emulation.run.queue_sampler import QueueSampler
 from emulation.run.resolution import NetworkSettings
 from emulation.run.sampling import CpuSampler, switch_pid
 from emulation.run.validation import check_network, check_values, check_workers
-from emulation.simulation.fairshare import max_min_rates
 
 MAX_DURATION_S = 600
 REPORT = "net.json"
@@ -183,12 +180,7 @@ def incast_flows(topo: Topology, senders: int, bw: Tuple[float, ...],
     max-min fair shares of the links on the paths the controller's rules take."""
     receiver = topo.hosts[0]
     hops = checks.routed_hops(topo, [(h.name, receiver.ip) for h in topo.hosts[1:senders + 1]])
-    links = sorted({(a, b, lvl) for path in hops for a, b, lvl in path})
-    index = {link: i for i, link in enumerate(links)}
-    flow_of = np.array([f for f, path in enumerate(hops) for _ in path], dtype=int)
-    link_of = np.array([index[hop] for path in hops for hop in path], dtype=int)
-    capacity = np.array([rate_of(a, b, lvl, bw, link_rates) for a, b, lvl in links], dtype=float)
-    rates = max_min_rates(flow_of, link_of, capacity, len(hops))
+    rates = fair_rates(hops, bw, link_rates)
     return [checks.Flow(h.name, h.ip, receiver.name, receiver.ip, 0, round(float(rate), 3),
                  (h.name,) + tuple(b for _a, b, _lvl in path))
             for h, path, rate in zip(topo.hosts[1:senders + 1], hops, rates)]
