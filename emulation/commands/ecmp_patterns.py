@@ -4,7 +4,7 @@ a non-blocking switch's, at any size (`net --pattern` measures the same flows on
 from __future__ import annotations
 
 from emulation.commands.base import SPEC, Command
-from emulation.core.patterns import PATTERN_HELP, check_pattern, parse_pattern
+from emulation.core.patterns import PATTERN_HELP, parse_patterns
 from emulation.run.options import LINKS, OptionError, command_option
 from emulation.run.pattern_traffic import model_patterns, summarize_patterns
 from emulation.run.validation import check_network, check_values
@@ -28,14 +28,11 @@ class Patterns(Command):
         cfg = self.config(args, topology=values["spec"])
         check_values(cfg, groups=self.groups)
         network = check_network(cfg, emulated=False)
-        patterns = []
-        for text in values["pattern"] or ():
-            try:
-                patterns.append(parse_pattern(text))
-                check_pattern(patterns[-1], len(network.topo.hosts))
-            except ValueError as exc:
-                raise OptionError(str(exc)) from None
-        return network, tuple(patterns), values["seeds"]
+        try:
+            patterns = parse_patterns(values["pattern"] or (), len(network.topo.hosts))
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+        return network, patterns, values["seeds"]
 
     def execute(self, job, args):
         network, patterns, seeds = job

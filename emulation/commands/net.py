@@ -14,7 +14,7 @@ from emulation.commands.base import SPEC, Command
 from emulation.net import checks
 from emulation.core.aqm import bdp_packets, describe, queue_forecast
 from emulation.core.link_rates import described, rate_of
-from emulation.core.patterns import PATTERN_HELP, Pattern, check_pattern, parse_pattern
+from emulation.core.patterns import PATTERN_HELP, Pattern, parse_patterns
 from emulation.core.queue_samples import series_rows, summarize
 from emulation.core.tcp import ETHERNET_HEADER
 from emulation.core.topology import MAX_HOSTS, Topology
@@ -108,18 +108,15 @@ def prepare(cfg: RunConfig, duration: float = 5.0, all_pairs: bool = False, inte
             raise OptionError(f"--incast {incast} is out of range for {network.topo.spec}: give 1-"
                               f"{len(network.topo.hosts) - 1} senders into h0")
         network = replace(network, shape_ingress=True)
-    parsed = []
-    for text in patterns:
-        if interactive:
-            raise OptionError("--pattern is a part of --check: give --check")
-        try:
-            parsed.append(parse_pattern(text))
-            check_pattern(parsed[-1], len(network.topo.hosts))
-        except ValueError as exc:
-            raise OptionError(str(exc)) from None
+    if patterns and interactive:
+        raise OptionError("--pattern is a part of --check: give --check")
+    try:
+        parsed = parse_patterns(patterns, len(network.topo.hosts))
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
     check_workers(network, 0, ranks=0)  # the userspace switch's AF_XDP ports alone
     cfg = replace(cfg, out=output_folder(cfg.out, (REPORT,), "a network check", cfg.force, "net"))
-    return NetCheckJob(cfg, network, duration, all_pairs, interactive, incast, tuple(parsed), seeds)
+    return NetCheckJob(cfg, network, duration, all_pairs, interactive, incast, parsed, seeds)
 
 
 def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Optional[dict]:

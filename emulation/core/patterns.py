@@ -12,10 +12,10 @@ import random
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from emulation.core.tcp import EPHEMERAL_PORTS, even_ephemeral_port
+
 PATTERN_HELP = ("a traffic pattern of one long flow per pair (Hedera's): stride:K (host i to i+K mod N), randbij (a "
                 "random bijection, drawn by the seed) or alltoall")
-EPHEMERAL_PORTS = (32768, 60999)  # Linux's default net.ipv4.ip_local_port_range
-KINDS = ("stride", "randbij", "alltoall")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,15 @@ def check_pattern(pattern: Pattern, hosts: int) -> None:
                          f"that is not a multiple of {hosts}")
 
 
+def parse_patterns(texts: Sequence[str], hosts: int) -> Tuple[Pattern, ...]:
+    """Every --pattern given, each parsed and fitted to this many hosts; ValueError naming the first bad one."""
+    out = []
+    for text in texts:
+        out.append(parse_pattern(text))
+        check_pattern(out[-1], hosts)
+    return tuple(out)
+
+
 def pairs(pattern: Pattern, hosts: int, seed: int) -> List[Tuple[int, int]]:
     """(sender, receiver) host indices of the pattern's flows."""
     if pattern.kind == "stride":
@@ -66,14 +75,14 @@ def client_ports(senders: Sequence[str], key: str, used: Optional[Dict[str, Set[
     pattern and seed): distinct on each host, and none a host in `used` had already (an explicitly bound port
     still in TIME_WAIT from an earlier run cannot be bound again); used is updated."""
     rng = random.Random(f"ports:{key}")
-    span = (EPHEMERAL_PORTS[1] - EPHEMERAL_PORTS[0]) // 2
+    span = (EPHEMERAL_PORTS[1] - EPHEMERAL_PORTS[0]) // 2  # the even ports: each draw picks one
     used = used if used is not None else {}
     out = []
     for host in senders:
         taken = used.setdefault(host, set())
-        port = EPHEMERAL_PORTS[0] + 2 * rng.randrange(span)
+        port = even_ephemeral_port(rng.randrange(span))
         while port in taken:
-            port = EPHEMERAL_PORTS[0] + 2 * rng.randrange(span)
+            port = even_ephemeral_port(rng.randrange(span))
         taken.add(port)
         out.append(port)
     return out

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional
 
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr", "dctcp")  # dctcp: a module many kernels lack; checked before a run
+EPHEMERAL_PORTS = (32768, 60999)  # Linux's default net.ipv4.ip_local_port_range
 TCPIP_HEADERS = 52   # IPv4 (20) + TCP with timestamps (32): an MTU minus this is the MSS
 ETHERNET_HEADER = 14  # what HTB counts per frame beyond the IP packet
 # The userspace switch's cost is per packet, so the emulated links carry 3500-byte frames by default: bcube:3,2
@@ -128,3 +129,9 @@ def route_rto_min_ms(route: str) -> Optional[int]:
 def wire_bytes(payload: float, mtu: int = DEFAULT_MTU) -> float:
     """Bytes a payload occupies on the wire in full segments of this MTU (headers, framing)."""
     return payload / goodput(mtu)
+
+
+def even_ephemeral_port(n: int) -> int:
+    """The even port of Linux's ephemeral range that n picks (connect() prefers even ports), n any integer."""
+    span = (EPHEMERAL_PORTS[1] - EPHEMERAL_PORTS[0]) // 2
+    return EPHEMERAL_PORTS[0] + 2 * (n % span)

@@ -162,15 +162,17 @@ def layered(links: Sequence[Link], level: Dict[str, int], hosts: Sequence[str]) 
     host_set = set(hosts)
     if any(l.lower not in host_set and level[l.upper] != level[l.lower] + 1 for l in links):
         return False
+    children: Dict[str, List[str]] = {}
+    for l in links:
+        children.setdefault(l.upper, []).append(l.lower)
     below: Dict[str, set] = {}
     for name in sorted(level, key=level.get):
         below[name] = set()
-        for l in links:
-            if l.upper == name:
-                more = {l.lower} if l.lower in host_set else below[l.lower]
-                if below[name] & more:
-                    return False
-                below[name] |= more
+        for child in children.get(name, ()):
+            more = {child} if child in host_set else below[child]
+            if below[name] & more:
+                return False
+            below[name] |= more
     return True
 
 
@@ -244,15 +246,15 @@ def topology_from_data(data: object, source: str) -> Topology:
     _check_connected(source, names, links)
     graph = not (layered(links, {s.name: s.level for s in switches}, names)
                  and up_down_reaches(names, switches, links))
-    switch_of = {l.lower: l.upper for l in links if l.lower in set(names)}
+    host_set = set(names)
+    link_of = {l.lower: l for l in links if l.lower in host_set}  # a host's one link
     order = {s.name: s.index for s in switches}
     slots: Dict[str, int] = {}
     hosts: List[Host] = []
     for i, name in enumerate(names):
-        edge = switch_of[name]
+        edge, port = link_of[name].upper, link_of[name].lower_port
         slot = slots[edge] = slots.get(edge, -1) + 1
         host = make_host(i, (order[edge], slot), (0,))
-        port = next(l.lower_port for l in links if l.lower == name)
         if port != 0:
             intf = host.interfaces[0]
             host = Host(host.name, host.index, host.coords,
@@ -275,20 +277,24 @@ def export_data(topo: Topology) -> dict:
 
 def check_export(topo: Topology, path: str) -> str:
     """The absolute path an export of topo would write; TopologyError where it cannot (suffix, folder, NICs)."""
+    export_data(topo)
+    return export_path(path)
+
+
+def export_path(path: str) -> str:
+    """The absolute path to write an export to; TopologyError where it cannot be (suffix, folder)."""
     full = os.path.abspath(os.path.expanduser(path))
     if not full.lower().endswith(SUFFIXES):
         raise TopologyError(f"--export {path}: give a .json, .yaml or .yml file")
     folder = os.path.dirname(full)
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         raise TopologyError(f"--export {path}: {folder} is not a folder this user can write to")
-    export_data(topo)
     return full
 
 
 def write_topology(topo: Topology, path: str) -> str:
     """Write export_data as JSON (or YAML for a .yaml/.yml path); the absolute path written."""
-    full = check_export(topo, path)
-    data = export_data(topo)
+    data, full = export_data(topo), export_path(path)
     if full.lower().endswith((".yaml", ".yml")):
         import yaml
         text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None)

@@ -16,17 +16,16 @@ from typing import Dict, List, Optional, Tuple
 
 from controllers.flow_rules import ecmp_choice, graph_tier, host_attachments, hosts_below, reachable, shortest_next_hops
 from emulation.core.addressing import PLAN_PORT, bcube_live_route
+from emulation.core.tcp import even_ephemeral_port
 from emulation.core.topology import Topology
 
 Hop = Tuple[str, str]
-EPHEMERAL_PORTS = (32768, 60999)  # Linux's default net.ipv4.ip_local_port_range
 
 
 def connection_ports(src: int, dst: int, key: object) -> Tuple[int, int]:
     """A simulated connection's (source, destination) TCP ports: an even port of Linux's ephemeral range
     (connect() prefers even ports) by a stable hash of its identity, to the plans' listening port."""
-    span = (EPHEMERAL_PORTS[1] - EPHEMERAL_PORTS[0]) // 2
-    return EPHEMERAL_PORTS[0] + 2 * (zlib.crc32(repr((src, dst, key)).encode()) % span), PLAN_PORT
+    return even_ephemeral_port(zlib.crc32(repr((src, dst, key)).encode())), PLAN_PORT
 
 
 ECMP_MODES = ("spread", "hash")
