@@ -203,15 +203,17 @@ def events_section(events: Optional[dict]) -> List[str]:
               f"a case with `simulated: false` is reported beside the flow model, not held to it), "
               f"the verdict not 'not faithful', and per case as listed (`used`: the link carried some of the job's "
               f"connections before the event, a case run again up to {limits.get('attempts', 1)} times until it does; "
-              f"`outage_s`: the probes' data-plane outage under it, wall clock; `affected_extra_s`: the hit iteration "
+              f"`outage_s`: the probes' data-plane outage under it, wall clock, the span of send times whose datagrams were lost (the "
+              f"arrival gap beside it adds queueing and the receiver's scheduling); `affected_extra_s`: the hit iteration "
               f"at most that much over the median before). All met: **{events.get('ok')}**.", "",
               "| case | event | GST after / before (theory, simulated, emulated) | emulated / simulated after (slowdown) | "
-              "connections across | outage (wall) | reroute sent (wall) | hit iteration over median | recovery | "
+              "connections across | outage (arrival gap), wall | reroute sent (wall) | hit iteration over median | recovery | "
               "verdict | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in events.get("cases", []):
         ratios = c.get("after_over_before") or {}
         emulated = (c.get("link_events") or {}).get("emulate") or {}
         outage = (emulated.get("data_plane") or {}).get("outage_s")
+        arrival = (emulated.get("data_plane") or {}).get("arrival_gap_s")
         sent = (emulated.get("controller") or {}).get("flow_mods_after_s")
         failed = [k for k, v in (c.get("checks") or {}).items() if not v]
         met = "yes" if c.get("ok") else f"**no** ({', '.join(failed) or 'error'})"
@@ -220,7 +222,8 @@ def events_section(events: Optional[dict]) -> List[str]:
                      f"{number(c.get('emulated_over_simulated_after'), '.3f')} "
                      f"({number(c.get('emulated_over_simulated_slowdown'), '.3f')}) | "
                      f"{emulated.get('connections_across_before', '-')} | "
-                     f"{'-' if outage is None else f'{outage * 1000:.0f} ms'} | "
+                     f"{'-' if outage is None else f'{outage * 1000:.0f} ms'}"
+                     f"{'' if arrival is None else f' ({arrival * 1000:.0f} ms)'} | "
                      f"{'-' if sent is None else f'{sent * 1000:.0f} ms'} | "
                      f"{'-' if emulated.get('affected_over_before_s') is None else format(emulated['affected_over_before_s'], '+.2f') + ' s'} | "
                      f"{'-' if emulated.get('recovery_s') is None else format(emulated['recovery_s'], '.2f') + ' s'} | "

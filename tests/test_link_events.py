@@ -213,3 +213,49 @@ def test_a_script_takes_a_link_down_and_up_through_the_python_api():
             net.link("h9", "down")
     assert f"via {net.addresses('h2')['L0']}" in relayed and "via" not in direct, (relayed, direct)
     assert leftovers("bcube:2,2") == []
+
+
+def test_the_outage_is_the_send_time_span_of_the_datagrams_lost(tmp_path):
+    from emulation.run.link_probes import INTERVAL_S, LinkProbes
+    topo = parse("fattree:4")
+    probes = LinkProbes(topo, [LinkEvent("a0_0-c0", ("a0_0", "c0"), None, at_s=1.0, state="down")], str(tmp_path))
+    probes.streams[("a0_0", "c0")] = [("a0_0>c0", "h0", "h4", 41024)]
+    (tmp_path / "probes").mkdir()
+    gaps = [{"from": 5.0, "to": 5.02, "sent_from": 4.99, "sent_to": 5.0, "lost": 0},      # the receiver was late
+            {"from": 10.03, "to": 10.08, "sent_from": 10.0, "sent_to": 10.07, "lost": 34}]  # queued, then lost
+    (tmp_path / "probes" / "probe-0.json").write_text(json.dumps(
+        {"received": 100, "first": 1.0, "last": 12.0, "last_seq": 99, "gaps": gaps}))
+    got = probes.outage(("a0_0", "c0"), 10.01)
+    assert got["outage_s"] == pytest.approx(0.07 - INTERVAL_S) and got["arrival_gap_s"] == pytest.approx(0.05 - INTERVAL_S)
+    assert got["streams"][0]["lost"] == 34
+    assert probes.outage(("a0_0", "c0"), 11.5)["outage_s"] == 0.0  # no gap spans a later moment
+
+
+def test_the_probe_receiver_logs_send_and_arrival_times_of_a_gap(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    log = tmp_path / "probe.json"
+    recv = subprocess.Popen([sys.executable, "-m", "workloads.probe", "recv", "--port", "9399", "--interval", "0.002",
+                             "--log", str(log)])
+    send = None
+    try:
+        time.sleep(0.5)
+        send = subprocess.Popen([sys.executable, "-m", "workloads.probe", "send", "--dst", "127.0.0.1", "--port",
+                                 "9399", "--interval", "0.002"])
+        time.sleep(1.0)
+        send.send_signal(signal.SIGSTOP)  # the sender pauses 0.3 s: a gap in send time with nothing lost
+        time.sleep(0.3)
+        send.send_signal(signal.SIGCONT)
+        time.sleep(0.5)
+    finally:
+        if send:
+            send.terminate()
+            send.wait(10)
+        recv.send_signal(signal.SIGTERM)
+        recv.wait(10)
+    state = json.loads(log.read_text())
+    paused = [g for g in state["gaps"] if g["sent_to"] - g["sent_from"] > 0.25]
+    assert paused and paused[0]["lost"] == 0 and paused[0]["sent_to"] - paused[0]["sent_from"] < 0.6, state["gaps"]
+    assert paused[0]["from"] <= paused[0]["to"] and state["received"] > 100

@@ -1,6 +1,7 @@
-"""A data-plane probe across one link: small UDP datagrams at a fixed interval, numbered; the receiver keeps every
-gap in their arrivals longer than a few intervals, which is where the path was out (a link down, until the switches
-moved the flow)."""
+"""A data-plane probe across one link: small UDP datagrams at a fixed interval, numbered and stamped with their send
+time; the receiver keeps every gap longer than a few intervals, in arrival or in send time, which is where the path
+was out (a link down, until the switches moved the flow). A gap's send times bound the datagrams the network lost;
+its arrival times add the receiver's own scheduling on a busy machine."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def receive(port: int, interval_s: float, log: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.2)
-    state = {"received": 0, "first": None, "last": None, "last_seq": -1, "gaps": [], "reordered": 0}
+    state = {"received": 0, "first": None, "last": None, "last_seq": -1, "last_sent": None, "gaps": [],
+             "reordered": 0}
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     while not stop:
@@ -53,14 +55,16 @@ def receive(port: int, interval_s: float, log: str) -> None:
         except InterruptedError:
             continue
         now = time.time()
-        seq = DATAGRAM.unpack(data[:DATAGRAM.size])[0]
+        seq, sent = DATAGRAM.unpack(data[:DATAGRAM.size])[:2]
         if seq <= state["last_seq"]:
             state["reordered"] += 1
             continue
-        if state["last"] is not None and now - state["last"] > GAP_INTERVALS * interval_s:
-            state["gaps"].append({"from": state["last"], "to": now, "lost": seq - state["last_seq"] - 1})
+        late = state["last"] is not None and max(now - state["last"], sent - state["last_sent"])
+        if late and late > GAP_INTERVALS * interval_s:
+            state["gaps"].append({"from": state["last"], "to": now, "sent_from": state["last_sent"], "sent_to": sent,
+                                  "lost": seq - state["last_seq"] - 1})
         state["first"] = state["first"] or now
-        state["last"], state["last_seq"] = now, seq
+        state["last"], state["last_seq"], state["last_sent"] = now, seq, sent
         state["received"] += 1
     state["sent_to_last"] = state["last_seq"] + 1
     with open(log + ".tmp", "w") as f:

@@ -106,8 +106,11 @@ def print_link_events(s) -> None:
         print(f"  link event    {e['event']}: {held}{applied}; GST {fmt(e.get('gst_before_median_s'))} -> "
               f"{fmt(e.get('gst_after_median_s'))} s (theory after {fmt(e.get('gst_after_theory_s'))} s)")
         if e.get("affected_iteration") is not None:  # emulated
-            outage = (e.get("data_plane") or {}).get("outage_s")
+            plane = e.get("data_plane") or {}
+            outage, arrival = plane.get("outage_s"), plane.get("arrival_gap_s")
             print(f"                iteration {e['affected_iteration']} hit: {fmt(e.get('affected_over_before_s'), '+.3f')} s "
                   f"over the median before, recovered in {fmt(e.get('recovery_s'))} s; "
                   f"{e.get('connections_across_before', 0)} of the job's connections crossed the link"
-                  + (f"; data-plane outage {outage * 1000:.0f} ms (wall)" if outage is not None else ""))
+                  + (f"; data-plane outage {outage * 1000:.0f} ms (wall, send times of the datagrams lost"
+                     + (f"; arrival gap {arrival * 1000:.0f} ms" if arrival is not None else "") + ")"
+                     if outage is not None else ""))

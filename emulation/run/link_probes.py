@@ -91,8 +91,9 @@ class LinkProbes:
 
     def outage(self, link: Tuple[str, str], at: float, until: Optional[float] = None) -> Dict[str, object]:
         """The data-plane outage of a link going down at wall time `at`: per direction the gap in the probe's
-        arrivals that spans it (seconds from the last datagram before to the first after, less one interval) and
-        the datagrams lost in it; until: the link's next event (a gap must begin before it)."""
+        stream that spans it, in send time (from the last datagram delivered before to the first after, less one
+        interval: the span whose datagrams the network lost), its arrival gap beside it (which adds the receiver's
+        scheduling) and the datagrams lost; until: the link's next event (a gap must begin before it)."""
         rows = []
         for n, (which, stream) in enumerate(self.all_streams()):
             if which != link:
@@ -107,14 +108,20 @@ class LinkProbes:
                 continue
             gaps = [g for g in log["gaps"] if g["to"] >= at and (until is None or g["from"] < until)
                     and g["from"] <= at + 1.0]
-            gap = max(gaps, key=lambda g: g["to"] - g["from"], default=None)
-            row.update(received=log["received"], outage_s=round(max(0.0, gap["to"] - gap["from"] - INTERVAL_S), 4)
-                       if gap else 0.0, lost=gap["lost"] if gap else 0,
-                       resolution_s=INTERVAL_S * 5)
+            gap = max(gaps, key=sent_span, default=None)
+            row.update(received=log["received"], outage_s=round(max(0.0, sent_span(gap) - INTERVAL_S), 4)
+                       if gap else 0.0, arrival_gap_s=round(max(0.0, gap["to"] - gap["from"] - INTERVAL_S), 4)
+                       if gap else 0.0, lost=gap["lost"] if gap else 0, resolution_s=INTERVAL_S * 5)
             if log["last"] is None or log["last"] < at:
                 row["note"] = "no datagram arrived after the link went down"
                 row["outage_s"] = None
             rows.append(row)
         measured = [r["outage_s"] for r in rows if r.get("outage_s") is not None]
         return {"link": link_name(link), "streams": rows,
-                "outage_s": max(measured) if len(measured) == len(rows) and rows else None}
+                "outage_s": max(measured) if len(measured) == len(rows) and rows else None,
+                "arrival_gap_s": max((r.get("arrival_gap_s") or 0.0 for r in rows), default=None)}
+
+
+def sent_span(gap: dict) -> float:
+    """A gap's span in send time (in arrival time for a log written before datagrams carried their send time)."""
+    return gap["sent_to"] - gap["sent_from"] if gap.get("sent_from") is not None else gap["to"] - gap["from"]
