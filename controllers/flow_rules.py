@@ -265,8 +265,13 @@ def up_down_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = 
 
 
 def host_attachments(topo: Topology) -> Dict[str, Tuple[str, int]]:
-    """Each one-NIC host's switch and that switch's port towards it."""
-    return {l.lower: (l.upper, l.upper_port) for l in topo.links if topo.is_host(l.lower)}
+    """Each host's switch on its first NIC (level 0) and that switch's port towards it."""
+    return {host: at for (host, level), at in interface_attachments(topo).items() if level == 0}
+
+
+def interface_attachments(topo: Topology) -> Dict[Tuple[str, int], Tuple[str, int]]:
+    """(host, level) -> the switch that host's level-`level` NIC joins and that switch's port towards it."""
+    return {(l.lower, l.level): (l.upper, l.upper_port) for l in topo.links if topo.is_host(l.lower)}
 
 
 def shortest_next_hops(topo: Topology, failed: Sequence[Link] = ()) -> Dict[str, Dict[str, Tuple[int, List[int]]]]:
@@ -279,7 +284,7 @@ def shortest_next_hops(topo: Topology, failed: Sequence[Link] = ()) -> Dict[str,
             ports[l.lower].append((l.lower_port, l.upper))
             ports[l.upper].append((l.upper_port, l.lower))
     out: Dict[str, Dict[str, Tuple[int, List[int]]]] = {}
-    for dest in sorted({sw for sw, _ in host_attachments(topo).values()}):
+    for dest in sorted({sw for sw, _ in interface_attachments(topo).values()}):
         distance, frontier = {dest: 0}, [dest]
         while frontier:
             nxt = []
@@ -306,13 +311,13 @@ def shortest_path_rules(topo: Topology, failed: Sequence[Link] = ()) -> RuleSet:
     neighbours by their ports (ecmp_choice at graph_tier), other IPv4 to the first; no backup paths in the data
     plane: a link down is the controller's reroute."""
     hops = shortest_next_hops(topo, failed)
-    attached = host_attachments(topo)
+    attached = interface_attachments(topo)
     flows: List[FlowRule] = []
     ipv4 = (("eth_type", ETH_TYPE_IPV4),)
     for sw in topo.switches:
-        for host in topo.hosts + topo.bystanders:
-            dst = (("ipv4_dst", host.ip),)
-            edge, port = attached[host.name]
+        for intf in (i for host in topo.hosts + topo.bystanders for i in host.interfaces):
+            dst = (("ipv4_dst", intf.ip),)
+            edge, port = attached[(intf.host, intf.level)]
             if edge == sw.name:
                 flows.append(FlowRule(sw.dpid, PRIORITY_HOST, ipv4 + dst, port))
                 continue

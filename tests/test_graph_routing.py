@@ -98,6 +98,33 @@ def test_a_graph_exports_and_reads_back_as_the_same_network(spec, tmp_path):
     assert back.graph and back.links == topo.links
 
 
+@pytest.mark.parametrize("spec", ["rail:8,2,1", "rail:6,3", "rail:4,4,2"])
+def test_every_nic_of_a_rail_topology_is_reached_over_its_own_rail(spec):
+    """Rail-optimized: NIC r of every host on rail switch r; a packet to a host's level-r address leaves by the
+    sender's NIC r and crosses rail r alone (one switch hop), the spines carry nothing; the flow model agrees."""
+    topo = parse(spec)
+    hosts, rails, spines = topo.params
+    assert len(topo.hosts) == hosts and all(len(h.interfaces) == rails for h in topo.hosts)
+    assert len(topo.switches) == rails + spines and len(topo.links) == hosts * rails + rails * spines
+    rules, configs = compute_rules(topo), all_host_configs(topo)
+    router = Router(topo)
+    for a in topo.hosts:
+        for b in topo.hosts:
+            if a.name == b.name:
+                continue
+            for intf in b.interfaces:
+                result = follow_packet(topo, rules, configs, a.name, intf.ip, (40000 + 2 * a.index, 7000))
+                assert result.ok and result.paths == [[a.name, f"rail{intf.level}", b.name]], result.problems
+            assert router.path(a.index, b.index, 0, key=0) == ((a.name, "rail0"), ("rail0", b.name))
+
+
+def test_a_rail_topology_refuses_what_it_cannot_build_in_one_line():
+    for spec, needle in [("rail:1,2", "hosts >= 2"), ("rail:4,0", r"rails \(NICs per host\) >= 1"),
+                         ("rail:4,9", "at most 8 NICs"), ("rail:4", "needs 2 or 3 parameter")]:
+        with pytest.raises(TopologyError, match=needle):
+            parse(spec)
+
+
 def test_theory_and_simulation_of_a_ring_on_a_torus():
     """A ring snaking through a 4x4 torus (row 0 left to right, row 1 right to left, ...) has one switch hop per
     connection, each on its own links: the flow model gives the closed form. Row by row, a row's last host reaches
@@ -112,7 +139,7 @@ def test_theory_and_simulation_of_a_ring_on_a_torus():
 
 
 @pytest.mark.emulation
-@pytest.mark.parametrize("spec", ["torus:3,3", "jellyfish:6,3,1,2"])
+@pytest.mark.parametrize("spec", ["torus:3,3", "jellyfish:6,3,1,2", "rail:4,2,1"])
 def test_a_graph_comes_up_every_pair_reachable_and_a_ring_on_it_is_correct(spec, tmp_path):
     from test_emulation import leftovers
     net = cli_json("net", spec, "--bw", "20", "--check", "--duration", "2", "--out", str(tmp_path / "n"), timeout=600)

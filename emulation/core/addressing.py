@@ -173,11 +173,12 @@ def host_config(topo: Topology, host: Host, failed: Sequence[Tuple[str, str]] = 
                 level = next(l for l in range(len(host.coords)) if host.coords[l] != other.coords[l])
                 peer = other.interface(level)
                 arp.append(ArpEntry(peer.ip, peer.mac, host.interface(level).name))
-    else:
-        dev = host.interfaces[0].name
-        for other in topo.hosts:
-            if other.name != host.name:
-                arp.append(ArpEntry(other.ip, other.interfaces[0].mac, dev))
+    else:  # each NIC on its own subnet (10.L/16): a peer's level-L address is on-link through the level-L NIC
+        for intf in host.interfaces:
+            for other in topo.hosts:
+                if other.name != host.name:
+                    peer = other.interface(intf.level)
+                    arp.append(ArpEntry(peer.ip, peer.mac, intf.name))
     return HostConfig(host.name, addresses, tuple(routes), tuple(arp), topo.kind == "bcube")
 
 

@@ -276,6 +276,26 @@ def jellyfish(switches: int, degree: int, per_switch: int, seed: int = 1) -> Top
                     graph=True)
 
 
+def rail(servers: int, rails: int, spines: int = 0) -> Topology:
+    """Rail-optimized, as GPU clusters are wired: `servers` hosts with `rails` NICs each, NIC r of every host on rail
+    switch r (level r: rail r's host links), and with `spines` every rail switch linked once to each spine (level
+    `rails`); a host reaches another's NIC r over rail r in one switch hop, the spines only around a failure."""
+    spec = f"rail:{servers},{rails},{spines}"
+    if servers < 2 or rails < 1 or spines < 0:
+        raise TopologyError(f"{spec} is invalid: give hosts >= 2, rails (NICs per host) >= 1 and spines >= 0")
+    if rails > 8:
+        raise TopologyError(f"{spec} has {rails} rails: at most 8 NICs per host are supported")
+    _check_hosts(servers, spec)
+    rail_switches = [make_switch(f"rail{r}", "rail", 0, r) for r in range(rails)]
+    spine_switches = [make_switch(f"sp{j}", "spine", 1, j) for j in range(spines)]
+    hosts = [make_host(i, (i,), tuple(range(rails))) for i in range(servers)]
+    links = [Link(h.name, r, sw.name, h.index + 1, r) for r, sw in enumerate(rail_switches) for h in hosts]
+    links += [Link(sw.name, servers + j + 1, spine.name, r + 1, rails)
+              for r, sw in enumerate(rail_switches) for j, spine in enumerate(spine_switches)]
+    return Topology("rail", (servers, rails, spines), tuple(hosts), tuple(rail_switches + spine_switches),
+                    tuple(links), graph=True)
+
+
 BUILDERS = {
     "bcube": (bcube, "bcube:n,k (e.g. bcube:3,2)", 2),
     "fattree": (fat_tree, "fattree:k (e.g. fattree:4)", 1),
@@ -284,11 +304,13 @@ BUILDERS = {
     "leafspine": (leaf_spine, "leafspine:leaves,hosts_per_leaf,spines (e.g. leafspine:4,4,2)", 3),
     "torus": (torus, "torus:rows,cols[,hosts_per_switch] (e.g. torus:4,4)", (2, 3)),
     "jellyfish": (jellyfish, "jellyfish:switches,degree,hosts_per_switch[,seed] (e.g. jellyfish:8,3,2)", (3, 4)),
+    "rail": (rail, "rail:hosts,rails[,spines] (e.g. rail:8,2,1)", (2, 3)),
 }
 
 
 TOPOLOGY_HELP = ("bcube:n,k | fattree:k | star:N | tree:F0,F1,... | leafspine:leaves,hosts_per_leaf,spines | "
                  "torus:rows,cols[,hosts_per_switch] | jellyfish:switches,degree,hosts_per_switch[,seed] | "
+                 "rail:hosts,rails[,spines] | "
                  "FILE.json/.yaml (dmlbed topo SPEC --export FILE writes one)")
 
 

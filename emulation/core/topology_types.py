@@ -13,7 +13,7 @@ PREFIX_LEN = 16
 # across roles and can be read by eye in `ovs-ofctl` output.
 ROLE_CODES = {"bcube": 0x0B, "star": 0x05, "tree": 0x07,
               "edge": 0x0E, "aggregation": 0x0A, "core": 0x0C, "leaf": 0x1E, "spine": 0x5E, "switch": 0xF1,
-              "torus": 0x70, "jellyfish": 0x1F}
+              "torus": 0x70, "jellyfish": 0x1F, "rail": 0x7A}
 
 
 class TopologyError(ValueError):

@@ -11,7 +11,7 @@ from mininet.topo import Topo
 from emulation.core.addressing import all_host_configs, config_commands
 from emulation.core.link_rates import rate_of
 from emulation.core.shaping import offloads_off_command
-from emulation.core.topology import Topology, bcube, fat_tree, jellyfish, leaf_spine, star, torus, tree
+from emulation.core.topology import Topology, bcube, fat_tree, jellyfish, leaf_spine, rail, star, torus, tree
 
 
 class ConfiguredHost(Host):
@@ -103,13 +103,14 @@ topos = {
     "torus": lambda rows=4, cols=4, per_switch=1: _mn(torus(int(rows), int(cols), int(per_switch))),
     "jellyfish": lambda switches=8, degree=3, per_switch=2, seed=1: _mn(jellyfish(int(switches), int(degree),
                                                                                 int(per_switch), int(seed))),
+    "rail": lambda servers=8, rails=2, spines=1: _mn(rail(int(servers), int(rails), int(spines))),
 }
 
 
 def main() -> None:
     """`dmlbed-mn ARGS`: Mininet's `mn ARGS` under this interpreter (which imports dmlbed) with this file as its
-    --custom file, so `--topo bcube,3,2`, `fattree,4`, `star,9`, `tree,3,2,2`, `leafspine,4,4,2`, `torus,4,4` and
-    `jellyfish,8,3,2` are dmlbed's topologies."""
+    --custom file, so `--topo bcube,3,2`, `fattree,4`, `star,9`, `tree,3,2,2`, `leafspine,4,4,2`, `torus,4,4`,
+    `jellyfish,8,3,2` and `rail,8,2,1` are dmlbed's topologies."""
     mn = shutil.which("mn") or "/usr/bin/mn"
     sys.argv = [mn, "--custom", __file__, *sys.argv[1:]]
     runpy.run_path(mn, run_name="__main__")

@@ -10,7 +10,7 @@ from emulation.core.formulas import Theory
 from emulation.core.topology import Topology
 from workloads.plan import Plan, PlanError
 
-ALL_TOPOLOGIES = ("bcube", "fattree", "star", "tree", "leafspine", "torus", "jellyfish", "file")
+ALL_TOPOLOGIES = ("bcube", "fattree", "star", "tree", "leafspine", "torus", "jellyfish", "rail", "file")
 PLAN_STRATEGY = "workloads.strategies.allreduce:PlanAllReduce"
 
 # How an algorithm uses dedicated servers (ranks 0..M-1 that aggregate and do not train).
