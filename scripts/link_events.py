@@ -27,7 +27,7 @@ BCUBE = ("--topo", "bcube:3,2", "--algo", "bml", "--model", "mlp:4MB", "--bw", "
 # Which aggregation-core link carries the ring depends on the ECMP hash of the connections' ephemeral ports, drawn
 # anew every run: a fattree case whose link carried none of the ring's connections before the event is run again
 # (its ring is then untouched, which measures nothing), up to ATTEMPTS times.
-ATTEMPTS = 6
+ATTEMPTS = 10
 # A time inside iteration 5's synchronization (iterations take about 0.9 emulated seconds), so the link goes while
 # the ring's bytes cross it.
 AT = "4.9s"

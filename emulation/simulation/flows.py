@@ -254,11 +254,12 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     bg_bytes = [0.0] * len(background)
     lengths = np.fromiter((len(p) for p in path_ids), dtype=np.int64, count=count)
     flat_links = np.fromiter((l for p in path_ids for l in p), dtype=np.int64, count=int(lengths.sum()))
-    owner = np.repeat(np.arange(count, dtype=np.int64), lengths)
+    path_start = np.cumsum(lengths) - lengths  # unit m's links: flat_links[path_start[m]:][:lengths[m]]
+    idx = np.zeros(0, dtype=np.int64)  # the units sending, ascending
+    started: List[int] = []  # units that began sending since idx was last brought up to date
     link_bytes = np.zeros(len(hops_by_id))
     busy = np.zeros(len(hops_by_id))
     remaining = np.array(g.bytes, dtype=float)
-    sending = np.zeros(count, dtype=bool)
     pending, dependents = g.pending, g.dependents
     arrived = [False] * count
     recv_ready = [False] * count
@@ -334,21 +335,23 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
                 done += ready(side, t)
         if remaining[m] <= 0:
             return done + transmitted(m, t)
-        sending[m] = True
+        started.append(m)
         return done
 
     for side in range(len(pending)):
         if pending[side] == 0:
             for x in ready(side, 0.0):
                 complete(x, 0.0)
-    while sending.any() or arrivals or wakeups:
+    while started or len(idx) or arrivals or wakeups:
         events += 1
-        idx = np.flatnonzero(sending)
-        if len(idx):
-            in_use = sending[owner]
-            link_of = flat_links[in_use]
-            position = np.cumsum(sending) - 1
-            flow_of = position[owner[in_use]]
+        if started:
+            idx = np.union1d(idx, np.array(started, dtype=np.int64))
+            started.clear()
+        if len(idx):  # the sending units' links, gathered from their paths (work in what sends, not in all)
+            lens = lengths[idx]
+            flow_of = np.repeat(np.arange(len(idx), dtype=np.int64), lens)
+            link_of = flat_links[np.arange(len(flow_of), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+                                 + np.repeat(path_start[idx], lens)]
             active = [n for n, b in enumerate(background) if b.sending(start_s + now)]
             if active:  # background flows take their max-min share beside the plan's
                 extra_links = [l for n in active for l in bg_links[n]]
@@ -381,9 +384,10 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
             remaining[idx] = left - moved
             link_bytes += np.bincount(link_of, weights=moved[flow_of], minlength=len(hops_by_id))
             busy[np.bincount(link_of, minlength=len(hops_by_id)) > 0] += dt
-            finished = idx[finish <= dt * (1 + 1e-9) + TIME_TOLERANCE]
-            sending[finished] = False
+            done_now = finish <= dt * (1 + 1e-9) + TIME_TOLERANCE
+            finished = idx[done_now]
             remaining[finished] = 0.0
+            idx = idx[~done_now]
         now += dt
         completed: List[int] = []
         for m in finished.tolist():
