@@ -2,7 +2,8 @@
 results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
 results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
 results/patterns/patterns.json), each section headed by
-the command, date and commit of the run that measured it. A section whose file is missing says so."""
+the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
+(headed by the run that measured it), or says so."""
 
 from __future__ import annotations
 
@@ -238,8 +239,9 @@ def events_section(events: Optional[dict]) -> List[str]:
 
 
 def shapes_section(shapes: Optional[dict]) -> List[str]:
-    """A leaf-spine ring at oversubscription 1, 2 and 4, from the generator and from an exported file: each case
-    traced, emulated, simulated and in theory, and the GST's shape across oversubscription."""
+    """A leaf-spine ring at oversubscription 1, 2 and 4, from the generator and from an exported file, and a ring on
+    each graph shape (rail, torus, Jellyfish): each case traced, emulated, simulated and in theory, and the GST's
+    shape across oversubscription."""
     lines = ["## Shapes", ""]
     if shapes is None:
         return lines + [f"`{SOURCES['shapes']}` is missing: run `make benchmark`.", ""]
@@ -250,7 +252,7 @@ def shapes_section(shapes: Optional[dict]) -> List[str]:
               f"GST within {t.get('simulated_within', 0):.0%} of the simulated (with the emulated connections' ports); "
               f"per source the GST at oversubscription 2 within {t.get('flat_within', 0):.0%} of 1, and 4 over 2 in "
               f"[{prop[0]}, {prop[1]}]. All met: **{shapes.get('ok')}**.", "",
-              "| case | spine links | pairs reachable | GST theory / simulated / emulated (s) | emulated / simulated | "
+              "| case | spine links (or shape) | pairs reachable | GST theory / simulated / emulated (s) | emulated / simulated | "
               "verdict | met |", "|---|---|---|---|---|---|---|"]
     spine = t.get("oversubscription_spine_mbps") or {}
     for c in shapes.get("cases", []):
@@ -260,7 +262,9 @@ def shapes_section(shapes: Optional[dict]) -> List[str]:
         net = c.get("net") or {}
         failed = [k for k, v in (c.get("checks") or {}).items() if not v]
         met = "yes" if c.get("ok") else f"**no** ({', '.join(failed) or 'error'})"
-        lines.append(f"| {c['case']} | {spine.get(str(c.get('oversubscription')), '-')} Mbit/s | "
+        links = f"{spine[str(c['oversubscription'])]} Mbit/s" if str(c.get("oversubscription")) in spine else \
+            f"`{c.get('topology')}`, all 100 Mbit/s"
+        lines.append(f"| {c['case']} | {links} | "
                      f"{net.get('pairs_reachable', '-')}/{net.get('pairs_tested', '-')} | "
                      f"{' / '.join(number(gst.get(m)) for m in ('theory', 'simulate', 'emulate'))} | "
                      f"{number(c.get('emulated_over_simulated'))} | {(c.get('verdict') or {}).get('verdict', '-')} | "
@@ -300,11 +304,35 @@ def patterns_section(patterns: Optional[dict]) -> List[str]:
     return lines + [""]
 
 
+MISSING = "is missing: run `make benchmark`."
+
+
+def sections(text: str) -> List[tuple]:
+    """A page as (heading, text) pairs, split at its '## ' headings (the part before the first: heading '')."""
+    out, heading, lines = [], "", []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            out.append((heading, "".join(lines)))
+            heading, lines = line.strip(), []
+        lines.append(line)
+    return out + [(heading, "".join(lines))]
+
+
+def keep_measured(new: str, old: str) -> str:
+    """The new page, each section whose results file is missing here taken from the old page where that held
+    figures from a run (its origin line names the run)."""
+    before = dict(sections(old))
+    return "".join(before[h] if MISSING in body and h in before and "From `results/" in before[h] else body
+                   for h, body in sections(new))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.parse_args()
+    old = open(PAGE).read() if os.path.exists(PAGE) else ""
+    text = keep_measured(page(), old)
     with open(PAGE, "w") as f:
-        f.write(page())
+        f.write(text)
     print(PAGE)
     return 0
 

@@ -1,7 +1,8 @@
 """Any shape, measured three ways: a ring placed rack by rack on a 4-leaf x 4-host leaf-spine with 2 spines at 100
 Mbit/s, uplinks at oversubscription 1, 2 and 4 (spine links at 200, 100 and 50 Mbit/s), from the generator and from
 the file `dmlbed topo --export` wrote: every host pair traced (`net --check`), each run emulated, simulated with the
-emulated connections' ports and in closed form. JSON report, exit 1 when a target is missed.
+emulated connections' ports and in closed form; and a ring on a rail-optimized network, a 4x4 torus and a Jellyfish
+at 100 Mbit/s, each traced, emulated, simulated and in closed form. JSON report, exit 1 when a target is missed.
 
 Usage: .venv/bin/python scripts/shapes.py [--out results/shapes] [--only KEY,...]
 """
@@ -24,6 +25,9 @@ RING = ("--algo", "ring", "--model", "mlp:8MB", "--compute-time", "0.1", "--iter
 EMULATED = ("--batch", "8", "--dilation", "2")
 OVERSUBSCRIPTION = {1: 200, 2: 100, 4: 50}  # oversubscription -> spine link Mbit/s (4 hosts x 100 / 2 spines / O)
 CASES = {f"{source}-o{o}": (source, o) for source in ("generator", "file") for o in OVERSUBSCRIPTION}
+# Shapes without levels to route up and down, routed as any graph; every link at 100 Mbit/s, the ring in host order.
+GRAPHS = {"rail": "rail:8,2,1", "torus": "torus:4,4", "jellyfish": "jellyfish:8,3,2"}
+CASES.update({f"graph-{name}": (spec, None) for name, spec in GRAPHS.items()})
 SIMULATED_WITHIN = 0.10  # emulated GST within 10% of the flow model with the emulated run's ports
 FLAT_WITHIN = 0.10  # up to oversubscription 2 the GST stays within 10% of oversubscription 1's
 PROPORTIONAL = (1.7, 2.3)  # oversubscription 4 over 2: about in proportion (2)
@@ -32,11 +36,12 @@ PROPORTIONAL = (1.7, 2.3)  # oversubscription 4 over 2: about in proportion (2)
 def case(key: str, out: str, file_path: str) -> dict:
     """One oversubscription on one source: net --check, then the ring emulated, simulated and in theory."""
     source, o = CASES[key]
-    topo = SPEC if source == "generator" else file_path
-    common = ["--topo", topo, *RING, "--bw", f"100,{OVERSUBSCRIPTION[o]}"]
+    topo = {"generator": SPEC, "file": file_path}.get(source, source)
+    bw = f"100,{OVERSUBSCRIPTION[o]}" if o else "100"
+    common = ["--topo", topo, *RING, "--bw", bw]
     t0 = time.time()
     emulated_out = os.path.join(out, key, "emulate")
-    check = dmlbed("net", topo, "--bw", f"100,{OVERSUBSCRIPTION[o]}", "--check", "--wait")
+    check = dmlbed("net", topo, "--bw", bw, "--check", "--wait")
     runs = {"theory": dmlbed("theory", *common),
             "emulate": dmlbed("run", *common, *EMULATED, "--out", emulated_out, "--force", "--wait")}
     runs["simulate"] = dmlbed("simulate", *common, "--ecmp-ports", emulated_out,

@@ -29,3 +29,16 @@ def test_quick_benchmark_measures_every_target(tmp_path):
     assert report["runs"]["overloaded-fattree"]["fidelity_cause"]
     assert all(isinstance(v, bool) for v in report["targets"].values())
     assert 0 < report["bml_over_ps_gst"] < 1  # BML needs less than PS on the same hosts at any load
+
+
+def test_the_benchmark_page_keeps_a_measured_section_whose_results_are_missing_here():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from benchmark_page import MISSING, keep_measured
+    old = ("# Benchmark\n\n## A\n\nFrom `results/a/a.json`, written by `x` on d at commit `c`.\n\n| 1 |\n\n"
+           "## B\n\nFrom `results/b/b.json`, old figures.\n\n## C\n\n`results/c.json` " + MISSING + "\n")
+    new = ("# Benchmark\n\n## A\n\n`results/a/a.json` " + MISSING + "\n\n## B\n\nFrom `results/b/b.json`, new.\n\n"
+           "## C\n\n`results/c.json` " + MISSING + "\n\n## D\n\n`results/d.json` " + MISSING + "\n")
+    got = keep_measured(new, old)
+    assert "written by `x`" in got and "| 1 |" in got  # A: missing here, kept from the page
+    assert "new." in got and "old figures" not in got  # B: measured now, replaced
+    assert got.count(MISSING) == 2  # C and D: nothing measured to keep
