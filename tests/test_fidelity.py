@@ -313,3 +313,15 @@ def test_a_hosts_configuration_goes_in_lines_its_shell_reads_whole():
     assert [c for b in batches for c in b] == cmds and len(batches) >= 2
     assert all(len(" ; ".join(b)) <= SHELL_LINE_BYTES for b in batches)
     assert command_batches(["x" * 5000, "y"]) == [["x" * 5000], ["y"]]
+
+
+def test_work_before_the_window_is_credited_against_slow_sending_in_it():
+    """A bottleneck that sent 0.2 s before the GST window opened (ranks started early) and took 0.2 s longer than
+    its bytes need overall added nothing to the GST: measured - need = below rate + idle - early = 0.2 + 0.01 - 0.2.
+    The same slow sending with no early work added 0.2 s."""
+    early = {"decomposition_median_s": {"below_rate_s": 0.2, "idle_s": 0.01, "early_s": 0.2},
+             "levels": {"L0": {"critical_fidelity": 0.95}}, "cpu": {}, "tcp_totals": {}}
+    v = verdict_and_cause(early, 10, 1.0)
+    assert v["verdict"] == "faithful" and v["emulator_share"] == pytest.approx(0.01)
+    late = dict(early, decomposition_median_s={"below_rate_s": 0.2, "idle_s": 0.01, "early_s": 0.0})
+    assert verdict_and_cause(late, 10, 1.0)["emulator_share"] == pytest.approx(0.21)

@@ -507,7 +507,10 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     far_below = fid.get("gst_ratio") is not None and fid["gst_ratio"] < FAR_BELOW_THEORY
     spurious = fid.get("spurious_rto_per_worker_iteration") or 0
     totals = fid.get("tcp_totals", {})
-    emulator_s = max(0.0, d.get("below_rate_s") or 0) + max(0.0, (d.get("idle_s") or 0) - (d.get("early_s") or 0))
+    # What the emulator added to the GST: the bottleneck's slow sending and idle time, less the work it did before
+    # the window opened (its early sending ran below rate too, but not in the GST: clipping the credit on its own
+    # charged ranks' early start, as on a graph whose ECMP collisions load one link from the first step, to it).
+    emulator_s = max(0.0, max(0.0, d.get("below_rate_s") or 0) + (d.get("idle_s") or 0) - (d.get("early_s") or 0))
     share = emulator_s / theory_s if theory_s and d else None
     causes = []
     if over_rate:
