@@ -87,3 +87,9 @@ def test_the_dctcp_experiment_is_judged_on_dctcps_queue_and_rate_and_cubics_fill
     assert any("cubic's queue p90 50 is below 0.8 of the 100-packet buffer" in p for p in problems)
     del bad["cubic"]
     assert any("cubic incast exited None" in p for p in vm_test.judge(bad))
+
+
+def test_an_incast_only_guest_is_judged_on_the_dctcp_experiment_alone():
+    steps = {k: v for k, v in vm_test.parse_console(console_of(GOOD)).items() if k in ("dctcp", "cubic", "done")}
+    assert vm_test.judge(steps, incast_only=True) == []
+    assert any("net --check exited None" in p for p in vm_test.judge(steps))
