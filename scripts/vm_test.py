@@ -150,7 +150,9 @@ def judge_dctcp(steps: Dict[str, dict]) -> List[str]:
                 problems.append("the RED queue marked no packet under dctcp")
         elif queue["p90_of_buffer"] < CUBIC_FILL:
             problems.append(f"cubic's queue p90 {queue['p90_packets']:g} is below {CUBIC_FILL:g} of the "
-                            f"{queue['buffer_packets']}-packet buffer")
+                            f"{queue['buffer_packets']}-packet buffer"
+                            + ("; nothing was dropped, so cubic never reached the buffer: its senders were held "
+                               "below their windows (the guest's CPU), run it again" if not queue.get("drops") else ""))
     return problems
 
 
