@@ -22,6 +22,14 @@ SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/be
            "patterns": "results/patterns/patterns.json"}
 
 
+MISSING = "is missing: run `make benchmark`."
+
+
+def missing(key: str) -> str:
+    """The line a section gives when its results file is not here."""
+    return f"`{SOURCES[key]}` {MISSING}"
+
+
 def load(path: str) -> Optional[dict]:
     """A results file, or None."""
     path = os.path.join(ROOT, path)
@@ -68,7 +76,7 @@ def page() -> str:
     report = load(SOURCES["benchmark"])
     lines += ["## Timing targets", ""]
     if report is None:
-        lines += [f"`{SOURCES['benchmark']}` is missing: run `make benchmark`.", ""]
+        lines += [missing("benchmark"), ""]
     else:
         lines += [origin(report, SOURCES["benchmark"]), "",
                   f"Targets met: **{report.get('targets_met')}**; the runs took {report.get('duration_s', 0) / 60:.0f} "
@@ -83,14 +91,14 @@ def page() -> str:
     low = load(SOURCES["low_rate"])
     lines += ["## Low rates", ""]
     if low is None:
-        lines += [f"`{SOURCES['low_rate']}` is missing: run `make benchmark`.", ""]
+        lines += [missing("low_rate"), ""]
     else:
         lines += [origin(low, SOURCES["low_rate"]), "", f"Targets met: **{low.get('targets_met')}**.", ""]
         lines += targets(low) + [""]
     soak = load(SOURCES["soak"])
     lines += ["## Soak", ""]
     if soak is None:
-        lines += [f"`{SOURCES['soak']}` is missing: run `make benchmark`.", ""]
+        lines += [missing("soak"), ""]
     else:
         lines += [origin(soak, SOURCES["soak"]), "",
                   f"{len(soak.get('runs', []))} runs back to back: every run correct: {soak.get('all_correct')}; "
@@ -98,7 +106,7 @@ def page() -> str:
     scale = load(SOURCES["scale"])
     lines += ["## The flow model at scale", ""]
     if scale is None:
-        lines += [f"`{SOURCES['scale']}` is missing: run `make benchmark`.", ""]
+        lines += [missing("scale"), ""]
     else:
         lines += [origin(scale, SOURCES["scale"]), "", "| case | seconds | peak MiB | exit |", "|---|---|---|---|"]
         for c in scale.get("cases", []):
@@ -117,7 +125,7 @@ def limits_section(limits: Optional[dict]) -> List[str]:
     """Bring-up time and fidelity of each size checked, and the largest faithful size per family."""
     lines = ["## How large a network comes up faithfully", ""]
     if limits is None:
-        return lines + [f"`{SOURCES['limits']}` is missing: run `make benchmark`.", ""]
+        return lines + [missing("limits"), ""]
     lines += [origin(limits, SOURCES["limits"]), "", f"`dmlbed net SPEC --check` with every link at "
               f"{limits.get('net_rate_mbps')} Mbit/s ([the limits](limits.md) hold every family).", "",
               "| network | hosts | bring-up s | fidelity min | verdict | limited by |", "|---|---|---|---|---|---|"]
@@ -137,7 +145,7 @@ def shared_section(shared: Optional[dict]) -> List[str]:
     """Stragglers, uneven links (and the other shared-network cases): each emulated, simulated and in theory."""
     lines = ["## Shared and uneven networks", ""]
     if shared is None:
-        return lines + [f"`{SOURCES['shared']}` is missing: run `make benchmark`.", ""]
+        return lines + [missing("shared"), ""]
     limits = shared.get("targets", {})
     ratio = limits.get("gst_ratio_range") or [None, None]
     lines += [origin(shared, SOURCES["shared"]), "",
@@ -196,7 +204,7 @@ def events_section(events: Optional[dict]) -> List[str]:
     data-plane outage, the controller's reroute and the recovery."""
     lines = ["## Networks that change under a job", ""]
     if events is None:
-        return lines + [f"`{SOURCES['events']}` is missing: run `make benchmark`.", ""]
+        return lines + [missing("events"), ""]
     limits = events.get("targets", {})
     lines += [origin(events, SOURCES["events"]), "",
               f"Targets: every iteration correct, the emulated GST after the event within "
@@ -213,8 +221,8 @@ def events_section(events: Optional[dict]) -> List[str]:
     for c in events.get("cases", []):
         ratios = c.get("after_over_before") or {}
         emulated = (c.get("link_events") or {}).get("emulate") or {}
-        outage = (emulated.get("data_plane") or {}).get("outage_s")
-        arrival = (emulated.get("data_plane") or {}).get("arrival_gap_s")
+        plane = emulated.get("data_plane") or {}
+        outage, arrival = plane.get("outage_s"), plane.get("arrival_gap_s")
         sent = (emulated.get("controller") or {}).get("flow_mods_after_s")
         failed = [k for k, v in (c.get("checks") or {}).items() if not v]
         met = "yes" if c.get("ok") else f"**no** ({', '.join(failed) or 'error'})"
@@ -244,7 +252,7 @@ def shapes_section(shapes: Optional[dict]) -> List[str]:
     shape across oversubscription."""
     lines = ["## Shapes", ""]
     if shapes is None:
-        return lines + [f"`{SOURCES['shapes']}` is missing: run `make benchmark`.", ""]
+        return lines + [missing("shapes"), ""]
     t = shapes.get("targets", {})
     prop = t.get("proportional") or [None, None]
     lines += [origin(shapes, SOURCES["shapes"]), "",
@@ -283,7 +291,7 @@ def patterns_section(patterns: Optional[dict]) -> List[str]:
     measured and in the flow model, beside Hedera's."""
     lines = ["## ECMP under Hedera's traffic patterns", ""]
     if patterns is None:
-        return lines + [f"`{SOURCES['patterns']}` is missing: run `make benchmark`.", ""]
+        return lines + [missing("patterns"), ""]
     t = patterns.get("targets", {})
     lines += [origin(patterns, SOURCES["patterns"]), "",
               f"fattree:4 at 10 Mbit/s, one long flow per host for {t.get('duration_s', 0):g} s, {t.get('seeds')} "
@@ -302,9 +310,6 @@ def patterns_section(patterns: Optional[dict]) -> List[str]:
                      f"{'-' if hedera is None else format(hedera, '.2f')} | "
                      f"{number(low, '.2f')}-{number(high, '.2f')} | {'yes' if c.get('ok') else '**no**'} |")
     return lines + [""]
-
-
-MISSING = "is missing: run `make benchmark`."
 
 
 def sections(text: str) -> List[tuple]:

@@ -109,9 +109,9 @@ class LinkProbes:
             gaps = [g for g in log["gaps"] if g["to"] >= at and (until is None or g["from"] < until)
                     and g["from"] <= at + 1.0]
             gap = max(gaps, key=sent_span, default=None)
-            row.update(received=log["received"], outage_s=round(max(0.0, sent_span(gap) - INTERVAL_S), 4)
-                       if gap else 0.0, arrival_gap_s=round(max(0.0, gap["to"] - gap["from"] - INTERVAL_S), 4)
-                       if gap else 0.0, lost=gap["lost"] if gap else 0, resolution_s=INTERVAL_S * 5)
+            row.update(received=log["received"], outage_s=beyond_interval(sent_span(gap)) if gap else 0.0,
+                       arrival_gap_s=beyond_interval(arrival_span(gap)) if gap else 0.0,
+                       lost=gap["lost"] if gap else 0, resolution_s=INTERVAL_S * 5)
             if log["last"] is None or log["last"] < at:
                 row["note"] = "no datagram arrived after the link went down"
                 row["outage_s"] = None
@@ -122,6 +122,16 @@ class LinkProbes:
                 "arrival_gap_s": max((r.get("arrival_gap_s") or 0.0 for r in rows), default=None)}
 
 
+def arrival_span(gap: dict) -> float:
+    """A gap's span in arrival time."""
+    return gap["to"] - gap["from"]
+
+
 def sent_span(gap: dict) -> float:
     """A gap's span in send time (in arrival time for a log written before datagrams carried their send time)."""
-    return gap["sent_to"] - gap["sent_from"] if gap.get("sent_from") is not None else gap["to"] - gap["from"]
+    return gap["sent_to"] - gap["sent_from"] if gap.get("sent_from") is not None else arrival_span(gap)
+
+
+def beyond_interval(span: float) -> float:
+    """A gap's span less the one interval any two datagrams are apart, in seconds (4 decimals)."""
+    return round(max(0.0, span - INTERVAL_S), 4)
