@@ -1,0 +1,74 @@
+"""The flow model's results on a set of cases, as a reference file: tests/test_flow_reference.py checks that
+the model still gives them (a faster model must give the same results).
+
+Usage: .venv/bin/python scripts/flow_reference.py [--out tests/data/flow_reference.json]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from emulation.run.provenance import provenance  # noqa: E402
+
+CASES = [
+    "--topo bcube:4,2 --algo bml",
+    "--topo bcube:8,2 --algo bml --model alexnet",
+    "--topo bcube:3,2 --algo ps",
+    "--topo bcube:4,2 --algo blueconnect",
+    "--topo fattree:4 --algo ps",
+    "--topo fattree:8 --algo ps",
+    "--topo fattree:8 --algo hier",
+    "--topo fattree:4 --algo ring --ecmp hash",
+    "--topo fattree:4 --algo ring --granularity message",
+    "--topo star:8 --algo ring --latency-us 50",
+    "--topo star:8 --algo hd --model resnet50",
+    "--topo star:6 --algo ps --servers 2 --ps-placement tensor --model alexnet",
+    "--topo star:4 --algo ps --codec terngrad",
+    "--topo tree:3,2,2 --algo blueconnect",
+    "--topo tree:2,4 --algo twolevel",
+    "--topo leafspine:4,4,2 --algo ring --bw 100,50",
+    "--topo torus:4,4 --algo ring",
+    "--topo rail:8,2,1 --algo ring",
+    "--topo jellyfish:8,3,2 --algo ring",
+    "--topo star:8 --algo pflow --servers 1 --pf-dvf none",
+    "--topo fattree:4 --algo ring --background h14-h15:onoff:0.05,0.05 --hosts h0..h11 --iters 5",
+    "--topo fattree:4 --algo ring --event e0_0-a0_0=down@3it --iters 6",
+    "--topo star:8 --algo ibatch --servers 1",
+    "--topo fattree:4 --algo ring --background h14-h15 --hosts h0..h11",
+    "--topo fattree:4 --algo ps --link-rate e0_0-a0_0=30",
+    "--topo star:4 --algo ring --overlap --model resnet50",
+    "--topo star:4 --algo ring --compute-time exp:0.1 --iters 6 --seed 3",
+]
+FIELDS = ("gst_median_s", "iteration_median_s", "jct_s", "messages", "rank_done_s", "bytes_by_level",
+          "link_utilization")
+
+
+def run(args: str) -> dict:
+    """One case's summary fields, from `dmlbed simulate --json`."""
+    with tempfile.TemporaryDirectory() as out:
+        proc = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "simulate", *args.split(), "--json",
+                               "--out", out, "--force"], capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode:
+        raise SystemExit(f"{args}: {proc.stderr.strip().splitlines()[-1]}")
+    summary = json.loads(proc.stdout)
+    return {k: summary.get(k) for k in FIELDS}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "flow_reference.json"))
+    args = ap.parse_args()
+    cases = {c: run(c) for c in CASES}
+    with open(args.out, "w") as f:
+        json.dump({"provenance": provenance(), "cases": cases}, f, indent=1, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

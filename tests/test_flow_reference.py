@@ -1,0 +1,42 @@
+"""The flow model gives the results it gave before it was made faster: every case of scripts/flow_reference.py
+against the reference file that script wrote (its provenance names the commit)."""
+
+import json
+import math
+import os
+import sys
+
+import pytest
+
+from helpers import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from flow_reference import CASES, run  # noqa: E402
+
+REFERENCE = json.load(open(os.path.join(ROOT, "tests", "data", "flow_reference.json")))
+
+
+def same(a, b, where: str = "") -> list:
+    """Where a and b differ, numbers compared to a relative 1e-9."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return [f"{where}: keys {sorted(set(a) ^ set(b))}"]
+        return [d for k in a for d in same(a[k], b[k], f"{where}.{k}")]
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return [] if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) else [f"{where}: {a} != {b}"]
+    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+
+
+def test_the_reference_holds_every_case():
+    assert sorted(REFERENCE["cases"]) == sorted(CASES)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_flow_model_gives_its_reference_results(case):
+    assert same(run(case), REFERENCE["cases"][case]) == []
+
+
+def test_a_changed_result_is_seen():
+    changed = json.loads(json.dumps(REFERENCE["cases"][CASES[0]]))
+    changed["gst_median_s"] *= 1 + 1e-6
+    assert same(changed, REFERENCE["cases"][CASES[0]]) != []
