@@ -11,10 +11,9 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from emulation.run.provenance import provenance
 
-from emulation.run.provenance import provenance  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CASES = [
     "--topo bcube:4,2 --algo bml",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from emulation.backends.base import Job, Log, quiet
@@ -45,6 +45,7 @@ class SimulationJob(Job):
     at execution, when that run happens in the same compare)."""
 
     ports: Optional[Ports] = None
+    phases: Optional[tuple] = field(default=None, compare=False, repr=False)  # the plans validation built (alone)
 
     @property
     def replays_sibling(self) -> bool:
@@ -53,24 +54,25 @@ class SimulationJob(Job):
 
 def prepare(cfg: RunConfig, label: Label = flag_label, in_matrix: bool = False) -> SimulationJob:
     """Validate a simulation (check_simulable), its output folder and the ports it replays."""
-    checked = check_simulable(cfg, in_matrix, label)
+    checked, phases = check_simulable(cfg, in_matrix, label)
     ports = emulated_ports(cfg.ecmp_ports, len(checked.topo.hosts)) if cfg.ecmp_ports and not in_matrix else None
     cfg = replace(cfg, out=output_folder(cfg.out, RunFolder.RESULTS, "a run's results", cfg.force, "simulate"))
-    return SimulationJob(cfg, replace(checked, cfg=cfg), ports)
+    # a matrix's jobs all wait before they run: each builds its plans again rather than hold them meanwhile
+    return SimulationJob(cfg, replace(checked, cfg=cfg), ports, None if in_matrix else phases)
 
 
-def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = flag_label) -> Checked:
+def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = flag_label) -> Tuple[Checked, tuple]:
     """Validation for a simulated run: the run's own checks (no host cap, no memory for workers), a plan
     algorithm, fp32 payloads, an emulated run of the same topology to take ECMP ports from (in a compare
-    config, 'emulated': its emulated row of the same label, which has not run yet)."""
+    config, 'emulated': its emulated row of the same label, which has not run yet). Also the plans it built."""
     checked = validate(cfg, label, emulated=False, workers=False)
     if not checked.algorithm.simulable:
         raise OptionError(f"simulate runs the plan algorithms and those made of plans "
                           f"({', '.join(names_with(lambda a: a.simulable))}), not {cfg.algo}")
     try:
         with cycle_collection_paused():
-            checked.algorithm.simulation_phases(checked.topo, tensor_sizes(cfg.model), checked.servers,
-                                                checked.options, checked.bw)
+            phases = checked.algorithm.simulation_phases(checked.topo, tensor_sizes(cfg.model), checked.servers,
+                                                         checked.options, checked.bw)
     except PlanError as exc:
         raise OptionError(str(exc)) from None
     check_modelled_compute(checked, label)
@@ -82,7 +84,7 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = fla
                               "give an emulated run's folder")
     elif cfg.ecmp_ports:
         check_emulated_run(cfg.ecmp_ports, checked.topo.spec)
-    return checked
+    return checked, phases
 
 
 def check_emulated_run(run_dir: str, topology: str) -> None:
@@ -188,7 +190,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
         """One synchronization of layers of these sizes."""
         return run_phases(plans_of(sizes))
 
-    phases = plans_of(tensor_sizes(cfg.model))
+    phases = job.phases or plans_of(tensor_sizes(cfg.model))
     log(f"simulating {len(phases)} plan(s), {sum(len(p.streams) for p, _ in phases)} stream(s) of "
         f"{sum(len(s) for p, _ in phases for s in p.streams)} steps")
     result = run_phases(phases)
@@ -341,10 +343,12 @@ def simulated_forward(cfg: RunConfig, checked: Checked, pull_s: Callable) -> dic
 
 def wire_ratio(phases, codec) -> float:
     """Payload bytes sent over fp32 bytes, over every transfer of the phases' plans (1 without a codec)."""
+    packing = [codec.wire_bits(plan) for plan, _ in phases]
+    if not any(packing):
+        return 1.0
     fp32 = wire = 0.0
-    for plan, pieces in phases:
+    for (plan, pieces), bits in zip(phases, packing):
         piece_bytes = [n * 4 for n in pieces]
-        bits = codec.wire_bits(plan)
         for s, stream in enumerate(plan.streams):
             for n, step in enumerate(stream):
                 for t in step:

@@ -15,6 +15,7 @@ arrived; a send side when its flow arrived.
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -22,13 +23,13 @@ import numpy as np
 
 from emulation.simulation.fairshare import max_min_rates
 from emulation.simulation.gcpause import cycle_collection_paused
+from emulation.simulation.flow_graph import WireBits, build
 from emulation.simulation.routes import Router
 from workloads.plan import Plan
 
 TIME_TOLERANCE = 1e-9
 GRANULARITIES = ("chunk", "message")
 TRACE_UNITS = 200_000  # a simulation keeps its transfers for a timeline up to this many
-WireBits = Dict[Tuple[int, int, int, int, int], int]
 Step = Tuple[int, int]  # (stream, step) of a plan
 
 
@@ -70,132 +71,6 @@ class Persistent:
         return min((x for a, b in self.intervals for x in (a, b) if x > t + TIME_TOLERANCE), default=float("inf"))
 
 
-def _messages(plan: Plan, piece_bytes: Sequence[int], wire_bits: Optional[WireBits] = None):
-    """Aggregate the plan's transfers per (stream, step, src, dst): wire bytes, pieces (in wire order), level, fp32
-    bytes (wire_bits: bits per value of each transfer when a codec packs them; else 32)."""
-    msgs: Dict[Tuple[int, int, int, int], list] = {}
-    for s, stream in enumerate(plan.streams):
-        for n, step in enumerate(stream):
-            for t in step:
-                fp32 = piece_bytes[t.piece]
-                wire = fp32 * wire_bits.get((s, n, t.src, t.dst, t.piece), 32) / 32 if wire_bits else fp32
-                m = msgs.get((s, n, t.src, t.dst))
-                if m is None:
-                    msgs[(s, n, t.src, t.dst)] = [wire, [t.piece], t.level, fp32]
-                else:
-                    m[0] += wire
-                    m[3] += fp32
-                    m[1].append(t.piece)
-                    if m[2] is None:
-                        m[2] = t.level
-    for m in msgs.values():
-        if len(m[1]) > 1:
-            m[1].sort()  # the engine sends a message's chunks in piece order
-    return msgs
-
-
-def _units(pieces: List[int], piece_bytes: Sequence[int], chunk_bytes: Optional[int]):
-    """A message as the units that move as a whole: [(bytes, regions)]. Without chunk_bytes, the message itself
-    (every piece a region); with it, the engine's chunks (each piece cut every chunk_bytes: region (piece, j),
-    or the piece itself when it is one chunk), consecutive chunks joined up to chunk_bytes so tiny pieces cost
-    no extra events."""
-    total = sum(piece_bytes[p] for p in pieces)
-    if not chunk_bytes or total <= chunk_bytes:  # one unit either way: the message's own piece list
-        return [(total, pieces)]
-    units: List[Tuple[float, list]] = []
-    size, regions = 0, []
-    for p in pieces:
-        b = piece_bytes[p]
-        chunks = max(1, -(-b // chunk_bytes))
-        for j in range(chunks):
-            c = min(chunk_bytes, b - j * chunk_bytes) if b else 0
-            if regions and size + c > chunk_bytes:
-                units.append((size, regions))
-                size, regions = 0, []
-            size += c
-            regions.append(p if chunks == 1 else (p, j))
-    units.append((size, regions))
-    return units
-
-
-class _Graph:
-    """Nodes and their dependencies: two sides per message (send 2m, receive 2m+1), then join nodes that stand
-    for a group of sides (all receives of a piece in one step), so a wide step costs edges, not their square."""
-
-    def __init__(self, plan: Plan, piece_bytes: Sequence[int], chunk_bytes: Optional[int] = None,
-                 wire_bits: Optional[WireBits] = None):
-        msgs = _messages(plan, piece_bytes, wire_bits)
-        pinned: Dict[Tuple[int, int, int], int] = {}  # (rank, peer, stream) -> level pinned by any transfer
-        for (s, n, src, dst), m in msgs.items():
-            if m[2] is not None:
-                pinned.setdefault((src, dst, s), m[2])
-                pinned.setdefault((dst, src, s), m[2])
-        self.keys: List[Tuple[int, int, int, int]] = []  # unit id -> (stream, step, src, dst) of its message
-        self.bytes: List[float] = []
-        regions_of: List[list] = []
-        for key, m in msgs.items():
-            packed = m[0] / m[3] if m[3] else 1.0  # the engine chunks fp32 arrays, then encodes each chunk
-            for size, regions in _units(m[1], piece_bytes, chunk_bytes):
-                self.keys.append(key)
-                self.bytes.append(size * packed)
-                regions_of.append(regions)
-        self.sides = 2 * len(self.keys)
-        self.level = [pinned.get((k[2], k[3], k[0]), 0) for k in self.keys]
-        self.deps: List[list] = [[] for _ in range(self.sides)]
-        self.joins: Dict[Tuple[int, ...], int] = {}
-        by_step: Dict[Tuple[int, int], List[int]] = {}
-        for m, (s, n, _, _) in enumerate(self.keys):
-            by_step.setdefault((s, n), []).append(m)
-        last: Dict[Tuple[int, object], int] = {}  # (rank, region) -> node that says its latest step is done
-        for s in range(len(plan.streams)):
-            for n in range(len(plan.streams[s])):
-                touched: Dict[Tuple[int, int], List[int]] = {}
-                for m in by_step.get((s, n), ()):
-                    _, _, src, dst = self.keys[m]
-                    for side, rank in ((2 * m, src), (2 * m + 1, dst)):
-                        d = self.deps[side]
-                        for region in regions_of[m]:
-                            before = last.get((rank, region))
-                            if before is not None and (not d or d[-1] != before):
-                                d.append(before)
-                            touched.setdefault((rank, region), []).append(side)
-                for key, sides in touched.items():
-                    last[key] = self.join(sides)
-        sends: Dict[Tuple[int, int], Dict[int, List[int]]] = {}
-        queues: Dict[Tuple[int, int, int, int], List[Tuple[int, int]]] = {}  # (dir, rank, peer, stream)
-        for m, (s, n, src, dst) in enumerate(self.keys):
-            sends.setdefault((src, self.level[m]), {}).setdefault(n, []).append(2 * m)
-            queues.setdefault((0, src, dst, s), []).append((n, 2 * m))
-            queues.setdefault((1, dst, src, s), []).append((n, 2 * m + 1))
-        for steps in sends.values():  # link order: after this rank's sends of the latest earlier step
-            order = sorted(steps)
-            for a, b in zip(order, order[1:]):
-                done = self.join(steps[a])
-                for side in steps[b]:
-                    self.deps[side].append(done)
-        for sides in queues.values():  # a connection carries its messages one after the other
-            sides.sort()
-            for (_, a), (_, b) in zip(sides, sides[1:]):
-                self.deps[b].append(a)
-        self.pending = [len(d) for d in self.deps]
-        self.dependents: List[List[int]] = [[] for _ in self.deps]
-        for node, d in enumerate(self.deps):
-            for x in d:
-                self.dependents[x].append(node)
-        self.deps = None
-
-    def join(self, members: List[int]) -> int:
-        """A node done when every member is (the member itself when there is one)."""
-        if len(members) == 1:
-            return members[0]
-        key = tuple(members)
-        node = self.joins.get(key)
-        if node is None:
-            node = self.joins[key] = len(self.deps)
-            self.deps.append(list(members))
-        return node
-
-
 def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
                   latency_s: Union[float, Dict[int, float]] = 0.0, chunk_bytes: Optional[int] = None,
                   link_delay_s: Optional[Dict[int, float]] = None,
@@ -225,127 +100,144 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
               background: Sequence[Persistent] = (), start_s: float = 0.0,
               step_delays: Optional[Dict[Tuple[int, int], float]] = None, keep_units: bool = False,
               step_gates: Optional[Dict[Step, List[Tuple[Step, float]]]] = None) -> FlowResult:
-    """simulate_plan's work."""
-    g = _Graph(plan, piece_bytes, chunk_bytes, wire_bits)
-    count = len(g.keys)
-    link_ids: Dict[Tuple[str, str], int] = {}
-    path_ids: List[Tuple[int, ...]] = []
-    for m, (s, _, src, dst) in enumerate(g.keys):
-        hops = router.path(src, dst, g.level[m], key=s)
-        path_ids.append(tuple([link_ids.setdefault(h, len(link_ids)) for h in hops]))
-    plan_link_count = len(link_ids)
+    """simulate_plan's work: every node that becomes ready at one time is handled with the others (arrays)."""
+    g = build(plan, piece_bytes, chunk_bytes, wire_bits)
+    count, sides = len(g.src), g.sides
+    lengths, flat_links, hops_by_id = router.paths(g.src, g.dst, g.level, g.stream)
+    path_start = np.cumsum(lengths) - lengths  # unit m's links: flat_links[path_start[m]:][:lengths[m]]
+    plan_link_count = len(hops_by_id)
+    link_ids = {h: n for n, h in enumerate(hops_by_id)}
     bg_links = [[link_ids.setdefault(h, len(link_ids)) for h in b.hops] for b in background]
     hops_by_id = list(link_ids)
+    link_level = np.array([router.level_of[h] for h in hops_by_id], dtype=np.int64)
+    unit_of_link = np.repeat(np.arange(count, dtype=np.int64), lengths)
     if isinstance(latency_s, dict):
-        top = [max((router.level_of[hops_by_id[l]] for l in p), default=0) for p in path_ids]
-        latency = [latency_s.get(level, max(latency_s.values())) for level in top]
+        top = np.zeros(count, dtype=np.int64)
+        if len(flat_links):
+            np.maximum.at(top, unit_of_link, link_level[flat_links])
+        fallback = max(latency_s.values())
+        latency = np.array([latency_s.get(level, fallback) for level in range(int(top.max(initial=0)) + 1)])[top]
     else:
-        latency = [latency_s] * count
+        latency = np.full(count, float(latency_s))
     if link_delay_s:
-        latency = [lat + sum(link_delay_s.get(router.level_of[hops_by_id[l]], 0.0) for l in p)
-                   for lat, p in zip(latency, path_ids)]
+        delay = np.array([link_delay_s.get(level, 0.0) for level in range(int(link_level.max(initial=0)) + 1)])
+        latency = latency + np.bincount(unit_of_link, weights=delay[link_level[flat_links]], minlength=count)
+    orders = [(s, n) for s, stream in enumerate(plan.streams) for n in range(len(stream))]
     if step_delays:
-        latency = [lat + step_delays.get(key[:2], 0.0) for lat, key in zip(latency, g.keys)]
+        latency = latency + np.array([step_delays.get(k, 0.0) for k in orders])[g.order]
     capacity = np.array([router.capacity(h, rates) for h in hops_by_id], dtype=float)
     for n, b in enumerate(background):  # a capped flow crosses a link of its own at its cap
         if b.cap is not None:
             bg_links[n] = bg_links[n] + [len(capacity)]
             capacity = np.append(capacity, b.cap)
     bg_bytes = [0.0] * len(background)
-    lengths = np.fromiter((len(p) for p in path_ids), dtype=np.int64, count=count)
-    flat_links = np.fromiter((l for p in path_ids for l in p), dtype=np.int64, count=int(lengths.sum()))
-    path_start = np.cumsum(lengths) - lengths  # unit m's links: flat_links[path_start[m]:][:lengths[m]]
     idx = np.zeros(0, dtype=np.int64)  # the units sending, ascending
-    started: List[int] = []  # units that began sending since idx was last brought up to date
+    started: List[np.ndarray] = []  # units that began sending since idx was last brought up to date
     link_bytes = np.zeros(len(hops_by_id))
     busy = np.zeros(len(hops_by_id))
-    remaining = np.array(g.bytes, dtype=float)
-    pending, dependents = g.pending, g.dependents
-    arrived = [False] * count
-    recv_ready = [False] * count
-    rank_done = [0.0] * plan.ranks
-    arrivals: List[Tuple[float, int]] = []
+    remaining = g.bytes.astype(float).copy()
+    pending = g.pending
+    side_rank = np.empty(sides, dtype=np.int64)
+    side_rank[0::2], side_rank[1::2] = g.src, g.dst
+    arrived = np.zeros(count, dtype=bool)
+    recv_ready = np.zeros(count, dtype=bool)
+    rank_done = np.zeros(plan.ranks)
+    arrivals: List[Tuple[float, int, np.ndarray]] = []  # (time, tie-break, units landing then)
+    tie = itertools.count()
     started_at = np.zeros(count)
     sent_at = np.zeros(count)
     landed_at = np.zeros(count)
+    none = np.zeros(0, dtype=np.int64)
     now = 0.0
     events = 0
-    step_began: Dict[Step, float] = {}
-    parked: Dict[Step, List[int]] = {}   # gated send sides waiting for a step to begin
+    gates = {orders.index(k): [(orders.index(k2), lag) for k2, lag in v] for k, v in (step_gates or {}).items()
+             if k in orders}
+    gated = np.zeros(len(orders), dtype=bool)
+    gated[list(gates)] = True
+    step_began: Dict[int, float] = {}
+    parked: Dict[int, List[int]] = {}   # gated send sides waiting for a step to begin
     wakeups: List[Tuple[float, int]] = []  # (time, send side) of gated units waiting out their lag
 
-    def complete(node: int, t: float) -> None:
-        stack = [node]
-        while stack:
-            x = stack.pop()
-            if x < g.sides:
-                m = x >> 1
-                rank = g.keys[m][3] if x & 1 else g.keys[m][2]
-                if t > rank_done[rank]:
-                    rank_done[rank] = t
-            for y in dependents[x]:
-                pending[y] -= 1
-                if pending[y] == 0:
-                    stack.extend(ready(y, t))
+    def complete(nodes: np.ndarray, t: float) -> None:
+        """These nodes are done at t: so is every node whose last dependency they were, and so on."""
+        while len(nodes):
+            done_sides = nodes[nodes < sides]
+            if len(done_sides):
+                np.maximum.at(rank_done, side_rank[done_sides], t)
+            waiting = g.dependents_of(nodes)
+            if not len(waiting):
+                return
+            unique, times = np.unique(waiting, return_counts=True)
+            pending[unique] -= times
+            nodes = ready(unique[pending[unique] == 0], t)
 
-    def landed(m: int) -> List[int]:
-        """Message m arrived: its send side is done, and its receive side if that was waiting for it."""
-        arrived[m] = True
-        return [2 * m] + ([2 * m + 1] if recv_ready[m] else [])
+    def landed(units: np.ndarray) -> np.ndarray:
+        """These units arrived: their send sides are done, and their receive sides that were waiting for them."""
+        arrived[units] = True
+        return np.concatenate([2 * units, 2 * units[recv_ready[units]] + 1])
 
-    def transmitted(m: int, t: float) -> List[int]:
-        """Message m's last byte left at t: it lands its latency later (now when there is none)."""
-        sent_at[m] = t
-        if latency[m] > 0:
-            heapq.heappush(arrivals, (t + latency[m], m))
-            return []
-        landed_at[m] = t
-        return landed(m)
+    def transmitted(units: np.ndarray, t: float) -> np.ndarray:
+        """These units' last bytes left at t: each lands its latency later (now when it has none)."""
+        sent_at[units] = t
+        late = latency[units] > 0
+        if late.any():
+            at = t + latency[units[late]]
+            for when in np.unique(at):
+                heapq.heappush(arrivals, (float(when), next(tie), units[late][at == when]))
+        now_in = units[~late]
+        landed_at[now_in] = t
+        return landed(now_in)
 
-    def ready(side: int, t: float) -> List[int]:
-        """Start what a node can start once its dependencies are done; returns the nodes completed now."""
-        if side >= g.sides:
-            return [side]
-        m = side >> 1
-        if side & 1:
-            if arrived[m]:
-                return [side]
-            recv_ready[m] = True
-            return []
-        gates = step_gates.get(g.keys[m][:2]) if step_gates else None
+    def ready(nodes: np.ndarray, t: float) -> np.ndarray:
+        """Start what these nodes can start once their dependencies are done; returns the nodes completed now."""
+        joins = nodes[nodes >= sides]
+        recv = nodes[(nodes < sides) & (nodes % 2 == 1)]
+        send = nodes[(nodes < sides) & (nodes % 2 == 0)] >> 1
+        here = arrived[recv >> 1]
+        recv_ready[recv[~here] >> 1] = True
+        done = [joins, recv[here]]
+        if gates and len(send):
+            held = gated[g.order[send]]
+            for m in send[held].tolist():
+                done.append(gated_ready(m, t))
+            send = send[~held]
+        done.append(begin(send, t))
+        return np.concatenate(done)
+
+    def gated_ready(m: int, t: float) -> np.ndarray:
+        """A gated unit begins no earlier than each step it is gated on began, plus its lag."""
+        waiting = [g2 for g2, _ in gates[int(g.order[m])] if g2 not in step_began]
+        if waiting:
+            parked.setdefault(waiting[0], []).append(m)
+            return none
+        start = max(step_began[g2] + lag for g2, lag in gates[int(g.order[m])])
+        if start > t + TIME_TOLERANCE:
+            heapq.heappush(wakeups, (start, m))
+            return none
+        return begin(np.array([m], dtype=np.int64), t)
+
+    def begin(units: np.ndarray, t: float) -> np.ndarray:
+        """These units begin at t (a step begins with its first unit, releasing what waits for that)."""
+        if not len(units):
+            return none
+        started_at[units] = t
+        done = []
         if gates:
-            waiting = [g2 for g2, _ in gates if g2 not in step_began]
-            if waiting:
-                parked.setdefault(waiting[0], []).append(side)
-                return []
-            begin = max(step_began[g2] + lag for g2, lag in gates)
-            if begin > t + TIME_TOLERANCE:
-                heapq.heappush(wakeups, (begin, side))
-                return []
-        return begin_unit(m, t)
+            for step in np.unique(g.order[units]).tolist():
+                if step not in step_began:
+                    step_began[step] = t
+                    for m in parked.pop(step, ()):
+                        done.append(gated_ready(m, t))
+        empty = remaining[units] <= 0
+        done.append(transmitted(units[empty], t))
+        started.append(units[~empty])
+        return np.concatenate(done)
 
-    def begin_unit(m: int, t: float) -> List[int]:
-        """Unit m begins at t (its step begins with its first unit, releasing what waits for that)."""
-        started_at[m] = t
-        step = g.keys[m][:2]
-        done: List[int] = []
-        if step not in step_began:
-            step_began[step] = t
-            for side in parked.pop(step, ()):
-                done += ready(side, t)
-        if remaining[m] <= 0:
-            return done + transmitted(m, t)
-        started.append(m)
-        return done
-
-    for side in range(len(pending)):
-        if pending[side] == 0:
-            for x in ready(side, 0.0):
-                complete(x, 0.0)
+    complete(ready(np.flatnonzero(pending == 0), 0.0), 0.0)
     while started or len(idx) or arrivals or wakeups:
         events += 1
         if started:
-            idx = np.union1d(idx, np.array(started, dtype=np.int64))
+            idx = np.union1d(idx, np.concatenate(started))
             started.clear()
         if len(idx):  # the sending units' links, gathered from their paths (work in what sends, not in all)
             lens = lengths[idx]
@@ -389,36 +281,39 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
             remaining[finished] = 0.0
             idx = idx[~done_now]
         now += dt
-        completed: List[int] = []
-        for m in finished.tolist():
-            completed += transmitted(m, now)
+        completed = [transmitted(finished, now)]
         while arrivals and arrivals[0][0] <= now + TIME_TOLERANCE:
-            at, m = heapq.heappop(arrivals)
-            landed_at[m] = at
-            completed += landed(m)
+            at, _, units = heapq.heappop(arrivals)
+            landed_at[units] = at
+            completed.append(landed(units))
         while wakeups and wakeups[0][0] <= now + TIME_TOLERANCE:
-            _, side = heapq.heappop(wakeups)
-            completed += begin_unit(side >> 1, now)
-        for x in completed:
-            complete(x, now)
-    host_tx: Dict[Tuple[int, int], float] = {}
-    names = {h.name: h.index for h in router.topo.hosts}
-    for m in range(count):
-        for lid in path_ids[m]:
-            a, b = hops_by_id[lid]
-            if a in names:
-                key = (names[a], router.level_of[(a, b)])
-                host_tx[key] = host_tx.get(key, 0.0) + g.bytes[m]
-    unfinished = sum(1 for p in pending if p > 0)
+            _, m = heapq.heappop(wakeups)
+            completed.append(begin(np.array([m], dtype=np.int64), now))
+        complete(np.concatenate(completed), now)
+    unfinished = int((pending > 0).sum())
     if unfinished:
         raise RuntimeError(f"{plan.name}: {unfinished} operations never became ready (a dependency cycle)")
     kept = count <= TRACE_UNITS or keep_units
-    units = [(*g.keys[m], g.bytes[m], float(started_at[m]), float(sent_at[m]), g.level[m]) for m in range(count)] \
-        if kept else None
+    units = list(zip(g.stream.tolist(), g.step.tolist(), g.src.tolist(), g.dst.tolist(), g.bytes.tolist(),
+                     started_at.tolist(), sent_at.tolist(), g.level.tolist())) if kept else None
     plan_hops = hops_by_id[:plan_link_count]  # background flows' own links are not the plan's
-    return FlowResult(now, count, dict(zip(plan_hops, link_bytes)), dict(zip(plan_hops, busy)), host_tx, rank_done,
-                      events, units, bg_bytes if background else None, landed_at.tolist() if kept else None)
+    return FlowResult(now, count, dict(zip(plan_hops, link_bytes.tolist())), dict(zip(plan_hops, busy.tolist())),
+                      host_bytes(router, hops_by_id, g.bytes, unit_of_link, flat_links), rank_done.tolist(), events,
+                      units, bg_bytes if background else None, landed_at.tolist() if kept else None)
 
+
+def host_bytes(router: Router, hops: List[Tuple[str, str]], unit_bytes: np.ndarray, unit_of_link: np.ndarray,
+               flat_links: np.ndarray) -> Dict[Tuple[int, int], float]:
+    """Payload bytes each host sent on each of its interfaces' levels (relays too), keyed (host, level)."""
+    names = {h.name: h.index for h in router.topo.hosts}
+    sender = np.array([names.get(a, -1) for a, _ in hops], dtype=np.int64)
+    level = np.array([router.level_of[h] for h in hops], dtype=np.int64)
+    levels = int(level.max(initial=0)) + 1
+    from_host = sender[flat_links] >= 0
+    key = (sender * levels + level)[flat_links[from_host]]
+    sent = np.bincount(key, weights=unit_bytes[unit_of_link[from_host]])
+    crossed = np.bincount(key)
+    return {(int(k) // levels, int(k) % levels): float(sent[k]) for k in np.flatnonzero(crossed)}
 
 
 def in_sequence(results: Sequence[FlowResult]) -> FlowResult:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import zlib
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
+
 from controllers.flow_rules import ecmp_choice, graph_tier, host_attachments, hosts_below, reachable, shortest_next_hops
 from emulation.core.addressing import PLAN_PORT, bcube_live_route
 from emulation.core.tcp import even_ephemeral_port
@@ -87,6 +89,63 @@ class Router:
         if cached is None:
             cached = self.cache[(src, dst, level)] = self._bcube(src, dst, level)
         return cached
+
+    def paths(self, src: np.ndarray, dst: np.ndarray, level: np.ndarray, key: np.ndarray
+              ) -> Tuple[np.ndarray, np.ndarray, List[Hop]]:
+        """path() of many transfers at once: their lengths, their links as ids one path after another, and the hop
+        each id stands for."""
+        ids: Dict[Hop, int] = {}
+        if self.topo.kind != "bcube" and self.ecmp == "spread":
+            return self._spread_paths(src, dst, ids)
+        ranks = len(self.topo.hosts)
+        levels = int(level.max(initial=0)) + 1
+        keys = int(key.max(initial=0)) + 1
+        combo = (src * ranks + dst) * levels + (level if self.topo.kind == "bcube" else 0)
+        combo = combo * keys + (key if self.ecmp == "hash" and self.topo.kind != "bcube" else 0)
+        unique, inverse = np.unique(combo, return_inverse=True)
+        rows = [[ids.setdefault(h, len(ids)) for h in self.path(int(c // keys // levels // ranks),
+                                                                 int(c // keys // levels % ranks),
+                                                                 int(c // keys % levels), key=int(c % keys))]
+                for c in unique.tolist()]
+        return self._table_paths(rows, inverse.ravel(), ids)
+
+    @staticmethod
+    def _table_paths(rows: List[List[int]], which: np.ndarray, ids: Dict[Hop, int]):
+        """Paths that are rows of a table: each transfer's row."""
+        row_len = np.array([len(r) for r in rows], dtype=np.int64)
+        ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(row_len, out=ptr[1:])
+        flat = np.fromiter((l for r in rows for l in r), dtype=np.int64, count=int(ptr[-1]))
+        lengths = row_len[which]
+        at = np.repeat(ptr[which] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        return lengths, flat[at], list(ids)
+
+    def _spread_paths(self, src: np.ndarray, dst: np.ndarray, ids: Dict[Hop, int]):
+        """paths() with every flow spread: a host's own link up, the switch part its two edge switches share,
+        the link down to the other host."""
+        names = [h.name for h in self.topo.hosts]
+        edge_of = [self.switch_of[(n, 0)] for n in names]
+        edges = {e: n for n, e in enumerate(dict.fromkeys(edge_of))}
+        edge = np.array([edges[e] for e in edge_of], dtype=np.int64)
+        first_host = {}
+        for n, e in enumerate(edge_of):
+            first_host.setdefault(edges[e], n)
+        up = np.array([ids.setdefault((n, e), len(ids)) for n, e in zip(names, edge_of)], dtype=np.int64)
+        down = np.array([ids.setdefault((e, n), len(ids)) for n, e in zip(names, edge_of)], dtype=np.int64)
+        pair = edge[src] * len(edges) + edge[dst]
+        unique, inverse = np.unique(pair, return_inverse=True)
+        rows = [[ids.setdefault(h, len(ids)) for h in self._spread_names(
+            names[first_host[p // len(edges)]], names[first_host[p % len(edges)]])[1:-1]] for p in unique.tolist()]
+        middle, middle_links, _ = self._table_paths(rows, inverse.ravel(), ids)
+        lengths = middle + 2
+        start = np.cumsum(lengths) - lengths
+        flat = np.empty(int(lengths.sum()), dtype=np.int64)
+        flat[start] = up[src]
+        flat[start + lengths - 1] = down[dst]
+        flat[np.repeat(start + 1 - (np.cumsum(middle) - middle), middle) + np.arange(int(middle.sum()))] = middle_links
+        used = np.zeros(len(ids), dtype=bool)  # only the links some transfer crosses
+        used[flat] = True
+        return lengths, (np.cumsum(used) - 1)[flat], [h for h, u in zip(ids, used) if u]
 
     def between(self, a: str, b: str, key: object = None) -> Tuple[Hop, ...]:
         """Directed links from host a to host b's primary interface, by name: any host of the network, a job's rank

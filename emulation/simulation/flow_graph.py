@@ -1,0 +1,258 @@
+"""A plan as the flow model's graph, built with arrays: its units (what moves as a whole) and the dependencies
+between their send and receive sides under the engine's rules (see flows.py).
+
+Nodes: unit u's send side is 2u, its receive side 2u+1; then join nodes, each done when all its members are
+(the sides that touched one region of one rank in one step), so a wide step costs edges, not their square.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from workloads.plan import Plan
+
+WireBits = Dict[Tuple[int, int, int, int, int], int]
+
+
+@dataclass
+class FlowGraph:
+    """Units (arrays indexed by unit id) and the dependents of every node (CSR)."""
+
+    stream: np.ndarray
+    step: np.ndarray
+    order: np.ndarray  # the step's place among all steps of all streams, in plan order
+    src: np.ndarray
+    dst: np.ndarray
+    level: np.ndarray  # the link level the unit's connection is pinned to (0: routed)
+    bytes: np.ndarray
+    nodes: int
+    pending: np.ndarray  # per node: dependencies not yet done
+    dependents_ptr: np.ndarray
+    dependents: np.ndarray
+
+    @property
+    def sides(self) -> int:
+        return 2 * len(self.src)
+
+    def dependents_of(self, nodes: np.ndarray) -> np.ndarray:
+        """Every dependent of these nodes (repeated as often as the dependency is)."""
+        return gather(self.dependents_ptr, self.dependents, nodes)
+
+
+def gather(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The values of these rows of a CSR table (ptr: where each row starts), rows after one another."""
+    return values[gather_index(ptr, rows)]
+
+
+def gather_index(ptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The positions of these rows' values in a CSR table, rows after one another."""
+    counts = ptr[rows + 1] - ptr[rows]
+    total = int(counts.sum())
+    return np.repeat(ptr[rows] - np.cumsum(counts) + counts, counts) + np.arange(total, dtype=np.int64)
+
+
+def columns(plan: Plan, piece_bytes: Sequence[int], wire_bits: Optional[WireBits]):
+    """Every transfer of the plan as arrays, in plan order: stream, step, global step order, src, dst, piece, level
+    (-1: none), wire bytes, fp32 bytes."""
+    steps = [(s, n, step) for s, stream in enumerate(plan.streams) for n, step in enumerate(stream)]
+    sizes = np.array([len(step) for _, _, step in steps], dtype=np.int64)
+    total = int(sizes.sum())
+    every = [t for _, _, step in steps for t in step]
+    src = np.fromiter((t.src for t in every), np.int64, total)
+    dst = np.fromiter((t.dst for t in every), np.int64, total)
+    piece = np.fromiter((t.piece for t in every), np.int64, total)
+    level = np.fromiter((-1 if t.level is None else t.level for t in every), np.int64, total)
+    order = np.repeat(np.arange(len(steps), dtype=np.int64), sizes)
+    stream = np.array([s for s, _, _ in steps], dtype=np.int64)[order]
+    step = np.array([n for _, n, _ in steps], dtype=np.int64)[order]
+    fp32 = np.asarray(piece_bytes, dtype=float)[piece]
+    wire = fp32
+    if wire_bits:
+        bits = np.fromiter((wire_bits.get((int(a), int(b), int(c), int(d), int(e)), 32)
+                            for a, b, c, d, e in zip(stream, step, src, dst, piece)), float, total)
+        wire = fp32 * bits / 32
+    return stream, step, order, src, dst, piece, level, wire, fp32
+
+
+def first_of_each(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Group ids numbered by first appearance, and the index where each group first appears."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    by_appearance = np.argsort(first, kind="stable")
+    renumber = np.empty_like(by_appearance)
+    renumber[by_appearance] = np.arange(len(by_appearance))
+    return renumber[inverse.ravel()], first[by_appearance]
+
+
+def chain(keys: np.ndarray, order: np.ndarray, sides: np.ndarray, next_node: int):
+    """Sides that touch the same key in successive orders: every side of a group (same key, same order) depends
+    on the group of the same key just before it, through a join node when that group has several sides.
+    Returns (edges from, edges to, nodes used)."""
+    if not len(keys):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), next_node
+    top = int(order.max()) + 1
+    if int(keys.max()) < (1 << 62) // top:
+        o = np.argsort(keys * top + order, kind="stable")
+    else:
+        o = np.lexsort((order, keys))
+    k, od, sd = keys[o], order[o], sides[o]
+    new = np.empty(len(k), dtype=bool)
+    new[0] = True
+    new[1:] = (k[1:] != k[:-1]) | (od[1:] != od[:-1])
+    group = np.cumsum(new) - 1
+    start = np.flatnonzero(new)
+    size = np.diff(np.append(start, len(k)))
+    has_before = np.zeros(len(start), dtype=bool)
+    has_before[1:] = k[start[1:]] == k[start[:-1]]
+    has_after = np.zeros(len(start), dtype=bool)
+    has_after[:-1] = has_before[1:]
+    done_by = np.full(len(start), -1, dtype=np.int64)  # the node that says a group is done
+    single = has_after & (size == 1)
+    done_by[single] = sd[start[single]]
+    joined = has_after & (size > 1)
+    done_by[joined] = next_node + np.arange(int(joined.sum()))
+    members = joined[group]
+    waits = has_before[group]
+    return (np.concatenate([sd[members], done_by[group[waits] - 1]]),
+            np.concatenate([done_by[group[members]], sd[waits]]), next_node + int(joined.sum()))
+
+
+def build(plan: Plan, piece_bytes: Sequence[int], chunk_bytes: Optional[int] = None,
+          wire_bits: Optional[WireBits] = None) -> FlowGraph:
+    """The graph of one synchronization: a unit is a message (everything src sends dst in one step of one stream)
+    or, with chunk_bytes, each of the engine's chunks of it, consecutive small ones joined."""
+    stream, step, order, src, dst, piece, level, wire, fp32 = columns(plan, piece_bytes, wire_bits)
+    ranks = max(plan.ranks, 1)
+    msg, first = first_of_each((order * ranks + src) * ranks + dst)
+    count = len(first)
+    msg_wire = np.bincount(msg, weights=wire, minlength=count)
+    msg_fp32 = np.bincount(msg, weights=fp32, minlength=count)
+    levelled = level >= 0
+    tagged, where = np.unique(msg[levelled], return_index=True)  # a message's level: its first transfer's that has one
+    msg_level = np.full(count, -1, dtype=np.int64)
+    msg_level[tagged] = level[levelled][where]
+    by_piece = np.lexsort((piece, msg))  # the engine sends a message's pieces in piece order
+    msg_pieces, msg_ptr = piece[by_piece], np.searchsorted(msg[by_piece], np.arange(count + 1))
+    units, regions, region_ptr = cut(msg_pieces, msg_ptr, msg_fp32, piece_bytes, chunk_bytes)
+    packed = np.divide(msg_wire, msg_fp32, out=np.ones(count), where=msg_fp32 > 0)
+    of = first[units[:, 0]]  # each unit's message's first transfer
+    u_bytes = units[:, 1].astype(float) * packed[units[:, 0]]
+    u_level = pinned_levels(stream[first], src[first], dst[first], msg_level, ranks)[units[:, 0]]
+    g = FlowGraph(stream[of], step[of], order[of], src[of], dst[of], u_level, u_bytes, 0, *no_edges())
+    dependencies(g, regions, region_ptr, ranks)
+    return g
+
+
+def no_edges():
+    """pending, dependents_ptr and dependents of a graph without nodes."""
+    return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+
+
+def dependencies(g: FlowGraph, regions: np.ndarray, region_ptr: np.ndarray, ranks: int) -> None:
+    """Fill in the graph's nodes and their dependents under the engine's three rules."""
+    count = len(g.src)
+    units = np.arange(count, dtype=np.int64)
+    edges_from, edges_to, nodes = [], [], 2 * count
+    # a side waits until its rank finished every earlier-step operation on the data it carries
+    unit_of = np.repeat(units, np.diff(region_ptr))
+    region_count = int(regions.max()) + 1 if len(regions) else 1
+    touch = np.concatenate([g.src[unit_of], g.dst[unit_of]]) * region_count + np.concatenate([regions, regions])
+    a, b, nodes = chain(touch, np.concatenate([g.order[unit_of]] * 2),
+                        np.concatenate([2 * unit_of, 2 * unit_of + 1]), nodes)
+    edges_from.append(a)
+    edges_to.append(b)
+    # a send waits until this rank's sends of the latest earlier step on the same link level are out (any stream)
+    levels = int(g.level.max(initial=0)) + 1
+    a, b, nodes = chain(g.src * levels + g.level, g.step, 2 * units, nodes)
+    edges_from.append(a)
+    edges_to.append(b)
+    # a connection carries its units one after the other (each direction, per stream)
+    streams = int(g.stream.max(initial=0)) + 1
+    queue = np.concatenate([(g.src * ranks + g.dst) * streams + g.stream,
+                            ((ranks + g.dst) * ranks + g.src) * streams + g.stream])
+    sides = np.concatenate([2 * units, 2 * units + 1])
+    a, b, nodes = chain(queue, np.concatenate([g.step, g.step]) * (2 * count) + sides, sides, nodes)
+    edges_from.append(a)
+    edges_to.append(b)
+    frm, to = np.concatenate(edges_from), np.concatenate(edges_to)
+    g.nodes = nodes
+    g.pending = np.bincount(to, minlength=nodes).astype(np.int64)
+    g.dependents_ptr = np.zeros(nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(frm, minlength=nodes), out=g.dependents_ptr[1:])
+    g.dependents = to[np.argsort(frm, kind="stable")]
+
+
+def pinned_levels(stream: np.ndarray, src: np.ndarray, dst: np.ndarray, level: np.ndarray, ranks: int) -> np.ndarray:
+    """Each message's link level: the level the first message (in plan order) between its two ranks, either way,
+    in its stream pinned (0: none)."""
+    count = len(src)
+    tagged = np.flatnonzero(level >= 0)
+    keys = np.concatenate([(stream[tagged] * ranks + src[tagged]) * ranks + dst[tagged],
+                           (stream[tagged] * ranks + dst[tagged]) * ranks + src[tagged]])
+    which = np.concatenate([tagged, tagged])
+    o = np.lexsort((which, keys))
+    keys, which = keys[o], which[o]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    known, known_level = keys[first], level[which[first]]
+    mine = (stream * ranks + src) * ranks + dst
+    at = np.searchsorted(known, mine)
+    at_ok = at < len(known)
+    hit = np.zeros(count, dtype=bool)
+    hit[at_ok] = known[at[at_ok]] == mine[at_ok]
+    out = np.zeros(count, dtype=np.int64)
+    out[hit] = known_level[at[hit]]
+    return out
+
+
+def cut(pieces: np.ndarray, ptr: np.ndarray, total: np.ndarray, piece_bytes: Sequence[int],
+        chunk_bytes: Optional[int]):
+    """Each message (its pieces: pieces[ptr[m]:ptr[m + 1]]) as the units that move as a whole: rows (message, fp32
+    bytes) and each unit's regions (CSR; a region is a piece, or one chunk of a piece cut every chunk_bytes).
+    Without chunk_bytes, or when a message fits one chunk, the message itself, every piece a region; else the
+    engine's chunks, consecutive chunks joined up to chunk_bytes so tiny pieces cost no extra events."""
+    count = len(total)
+    sizes = np.asarray(piece_bytes, dtype=np.int64)
+    chunks_of = np.ones(len(sizes), dtype=np.int64) if not chunk_bytes else np.maximum(1, -(-sizes // chunk_bytes))
+    per = int(chunks_of.max()) + 1 if len(sizes) else 1  # region of chunk j of piece p: p * per + j + 1
+    big = np.flatnonzero(total > chunk_bytes) if chunk_bytes else np.zeros(0, dtype=np.int64)
+    split = {int(m): chunked(pieces[ptr[m]:ptr[m + 1]].tolist(), sizes, chunks_of, per, chunk_bytes) for m in big}
+    units_of = np.ones(count, dtype=np.int64)
+    units_of[big] = [len(split[int(m)]) for m in big]
+    unit_msg = np.repeat(np.arange(count, dtype=np.int64), units_of)
+    first_unit = np.cumsum(units_of) - units_of
+    unit_bytes = total.astype(np.int64)[unit_msg]
+    held = np.diff(ptr)[unit_msg]
+    for m, parts in split.items():
+        at = first_unit[m]
+        unit_bytes[at:at + len(parts)] = [size for size, _ in parts]
+        held[at:at + len(parts)] = [len(r) for _, r in parts]
+    region_ptr = np.zeros(len(unit_msg) + 1, dtype=np.int64)
+    np.cumsum(held, out=region_ptr[1:])
+    regions = np.empty(int(region_ptr[-1]), dtype=np.int64)
+    whole = np.ones(count, dtype=bool)
+    whole[big] = False
+    rows = first_unit[whole]
+    regions[gather_index(region_ptr, rows)] = pieces[gather_index(ptr, np.flatnonzero(whole))] * per
+    for m, parts in split.items():
+        at = region_ptr[first_unit[m]]
+        regions[at:at + sum(len(r) for _, r in parts)] = [x for _, r in parts for x in r]
+    return np.stack([unit_msg, unit_bytes], axis=1), regions, region_ptr
+
+
+def chunked(own: List[int], sizes: np.ndarray, chunks_of: np.ndarray, per: int, chunk_bytes: int):
+    """One message's units when it does not fit one chunk: [(fp32 bytes, regions)]."""
+    parts, size, held = [], 0, []
+    for p in own:
+        b, n = int(sizes[p]), int(chunks_of[p])
+        for j in range(n):
+            c = min(chunk_bytes, b - j * chunk_bytes) if b else 0
+            if held and size + c > chunk_bytes:
+                parts.append((size, held))
+                size, held = 0, []
+            size += c
+            held.append(p * per if n == 1 else p * per + j + 1)
+    parts.append((size, held))
+    return parts
