@@ -1,5 +1,7 @@
 """Every synchronization plan gives every worker the exact sum, in memory, for many topologies and shapes."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -59,6 +61,72 @@ def test_hierarchical_any_radix(radices, threads):
     for i, shape in enumerate(SHAPES[:4]):
         layout = PieceLayout(shape, plan.pieces)
         check_sum(plan, random_inputs(plan, layout, i), layout)
+
+
+def hierarchical_by_transfers(name, radices, threads, pin_levels):
+    """The hierarchical plan as it was written before it was built as a table: transfer by transfer."""
+    from emulation.core.radix import group_members, to_digits
+    from workloads.plan import COPY, REDUCE, Plan, Transfer
+
+    def matching(digits, fixed):
+        base, scale, offsets = 0, 1, [0]
+        for level, r in enumerate(radices):
+            if level in fixed:
+                base += digits[level] * scale
+            else:
+                offsets = [o + d * scale for d in range(r) for o in offsets]
+            scale *= r
+        return sorted(base + o for o in offsets)
+    m, ranks = len(radices), math.prod(radices)
+    digits = [to_digits(q, radices) for q in range(ranks)]
+    neighbours = [[[r for r in group_members(a, level, radices) if r != a] for level in range(m)]
+                  for a in range(ranks)]
+    streams = []
+    for t in range(threads):
+        order, base, steps = [(t + w) % m for w in range(m)], t * ranks, []
+        for w, level in enumerate(order):
+            step = []
+            for a in range(ranks):
+                for s in neighbours[a][level]:
+                    key = list(digits[a])
+                    key[level] = digits[s][level]
+                    step += [Transfer(a, s, base + q, REDUCE, level if pin_levels else None)
+                             for q in matching(key, order[:w] + [level])]
+            steps.append(tuple(step))
+        for w in range(m):
+            level, step = order[m - 1 - w], []
+            for a in range(ranks):
+                pieces = [base + q for q in matching(digits[a], order[:m - w])]
+                for s in neighbours[a][level]:
+                    step += [Transfer(a, s, q, COPY, level if pin_levels else None) for q in pieces]
+            steps.append(tuple(step))
+        streams.append(tuple(steps))
+    return Plan(name, ranks, threads * ranks, tuple(streams), tuple(range(ranks)))
+
+
+@pytest.mark.parametrize("radices,threads,pin", [([3, 2], 2, True), ([2, 3, 4], 3, False), ([5], 1, True),
+                                                 ([2, 2, 2, 2], 4, True), ([3, 3], 1, False), ([4, 2, 3], 2, True)])
+def test_the_hierarchical_table_is_the_plan_transfer_by_transfer(radices, threads, pin):
+    plan = hierarchical("h", radices, threads, pin_levels=pin)
+    expected = hierarchical_by_transfers("h", radices, threads, pin)
+    assert plan.table is not None and [[tuple(step) for step in s] for s in plan.streams] == \
+        [[tuple(step) for step in s] for s in expected.streams]
+    assert plan == expected  # a table's steps compare equal to tuples of the same transfers
+
+
+@pytest.mark.parametrize("hosts,servers", [(5, 0), (2, 0), (7, 2), (4, 1), (9, 3)])
+def test_the_ps_tables_are_the_plans_transfer_by_transfer(hosts, servers):
+    from workloads.algorithms.ps import p2p_ps
+    plan = dedicated_ps(hosts, servers) if servers else p2p_ps(hosts)
+    if servers:
+        workers = range(servers, hosts)
+        push = [Transfer(w, s, s, REDUCE) for w in workers for s in range(servers)]
+        pull = [Transfer(s, w, s, COPY) for s in range(servers) for w in workers]
+    else:
+        push = [Transfer(i, j, j, REDUCE) for i in range(hosts) for j in range(hosts) if i != j]
+        pull = [Transfer(j, i, j, COPY) for j in range(hosts) for i in range(hosts) if i != j]
+    assert plan.table is not None and [list(step) for step in plan.streams[0]] == [push, pull]
+    assert plan.contributors == tuple(range(servers, hosts))
 
 
 def test_bml_matches_paper_example():

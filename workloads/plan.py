@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from workloads.plan_table import TransferTable
 
 REDUCE = "reduce"
 COPY = "copy"
@@ -42,6 +45,7 @@ class Plan:
     contributors: Tuple[int, ...]
     meta: Dict[str, object] = field(default_factory=dict, compare=False, hash=False)
     layout: str = EVEN  # how a vector of layers is cut into its pieces (EVEN or TENSORS)
+    table: Optional["TransferTable"] = field(default=None, compare=False, hash=False, repr=False)  # built as arrays
 
     def piece_layout(self, layer_sizes: Sequence[int]) -> "PieceLayout":
         """The layout of a vector of these layers in this plan's pieces (PlanError when a TENSORS plan was built for

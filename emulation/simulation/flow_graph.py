@@ -57,17 +57,23 @@ def gather_index(ptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def columns(plan: Plan, piece_bytes: Sequence[int], wire_bits: Optional[WireBits]):
     """Every transfer of the plan as arrays, in plan order: stream, step, global step order, src, dst, piece, level
     (-1: none), wire bytes, fp32 bytes."""
-    steps = [(s, n, step) for s, stream in enumerate(plan.streams) for n, step in enumerate(stream)]
-    sizes = np.array([len(step) for _, _, step in steps], dtype=np.int64)
-    total = int(sizes.sum())
-    every = [t for _, _, step in steps for t in step]
-    src = np.fromiter((t.src for t in every), np.int64, total)
-    dst = np.fromiter((t.dst for t in every), np.int64, total)
-    piece = np.fromiter((t.piece for t in every), np.int64, total)
-    level = np.fromiter((-1 if t.level is None else t.level for t in every), np.int64, total)
-    order = np.repeat(np.arange(len(steps), dtype=np.int64), sizes)
-    stream = np.array([s for s, _, _ in steps], dtype=np.int64)[order]
-    step = np.array([n for _, n, _ in steps], dtype=np.int64)[order]
+    if plan.table is not None:  # built as arrays: read them
+        t = plan.table
+        stream, step, order = t.step_rows()
+        src, dst, piece, level = t.src, t.dst, t.piece, t.level
+        total = len(src)
+    else:
+        steps = [(s, n, step) for s, stream in enumerate(plan.streams) for n, step in enumerate(stream)]
+        sizes = np.array([len(step) for _, _, step in steps], dtype=np.int64)
+        total = int(sizes.sum())
+        every = [t for _, _, step in steps for t in step]
+        src = np.fromiter((t.src for t in every), np.int64, total)
+        dst = np.fromiter((t.dst for t in every), np.int64, total)
+        piece = np.fromiter((t.piece for t in every), np.int64, total)
+        level = np.fromiter((-1 if t.level is None else t.level for t in every), np.int64, total)
+        order = np.repeat(np.arange(len(steps), dtype=np.int64), sizes)
+        stream = np.array([s for s, _, _ in steps], dtype=np.int64)[order]
+        step = np.array([n for _, n, _ in steps], dtype=np.int64)[order]
     fp32 = np.asarray(piece_bytes, dtype=float)[piece]
     wire = fp32
     if wire_bits:
@@ -79,6 +85,12 @@ def columns(plan: Plan, piece_bytes: Sequence[int], wire_bits: Optional[WireBits
 
 def first_of_each(keys: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Group ids numbered by first appearance, and the index where each group first appears."""
+    if len(keys):
+        run = np.ones(len(keys), dtype=bool)
+        run[1:] = keys[1:] != keys[:-1]
+        first = np.flatnonzero(run)
+        if np.all(keys[first[1:]] > keys[first[:-1]]):  # each key in one run (plans list messages so): no sort
+            return np.cumsum(run) - 1, first
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     by_appearance = np.argsort(first, kind="stable")
     renumber = np.empty_like(by_appearance)
@@ -93,19 +105,27 @@ def chain(keys: np.ndarray, order: np.ndarray, sides: np.ndarray, next_node: int
     if not len(keys):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), next_node
     top = int(order.max()) + 1
-    if int(keys.max()) < (1 << 62) // top:
-        o = np.argsort(keys * top + order, kind="stable")
+    new = np.ones(len(keys), dtype=bool)
+    if int(keys.max()) < (1 << 62) // top:  # one sort key, and no sorted copies of keys and order
+        ranked = keys * top + order
+        o = np.argsort(ranked, kind="stable")  # timsort: plans list their transfers in runs
+        ranked = ranked[o]
+        new[1:] = ranked[1:] != ranked[:-1]
+        start = np.flatnonzero(new)
+        key_of = ranked[start] // top
+        del ranked
     else:
         o = np.lexsort((order, keys))
-    k, od, sd = keys[o], order[o], sides[o]
-    new = np.empty(len(k), dtype=bool)
-    new[0] = True
-    new[1:] = (k[1:] != k[:-1]) | (od[1:] != od[:-1])
-    group = np.cumsum(new) - 1
-    start = np.flatnonzero(new)
-    size = np.diff(np.append(start, len(k)))
+        k, od = keys[o], order[o]
+        new[1:] = (k[1:] != k[:-1]) | (od[1:] != od[:-1])
+        start = np.flatnonzero(new)
+        key_of = k[start]
+        del k, od
+    sd = sides[o]
+    del o, new
+    size = np.diff(np.append(start, len(sd)))
     has_before = np.zeros(len(start), dtype=bool)
-    has_before[1:] = k[start[1:]] == k[start[:-1]]
+    has_before[1:] = key_of[1:] == key_of[:-1]
     has_after = np.zeros(len(start), dtype=bool)
     has_after[:-1] = has_before[1:]
     done_by = np.full(len(start), -1, dtype=np.int64)  # the node that says a group is done
@@ -113,16 +133,23 @@ def chain(keys: np.ndarray, order: np.ndarray, sides: np.ndarray, next_node: int
     done_by[single] = sd[start[single]]
     joined = has_after & (size > 1)
     done_by[joined] = next_node + np.arange(int(joined.sum()))
-    members = joined[group]
-    waits = has_before[group]
-    return (np.concatenate([sd[members], done_by[group[waits] - 1]]),
-            np.concatenate([done_by[group[members]], sd[waits]]), next_node + int(joined.sum()))
+    before = np.roll(done_by, 1)  # the group just before each (the same key where has_before)
+    return (np.concatenate([sd[np.repeat(joined, size)], np.repeat(before[has_before], size[has_before])]),
+            np.concatenate([np.repeat(done_by[joined], size[joined]), sd[np.repeat(has_before, size)]]),
+            next_node + int(joined.sum()))
 
 
 def build(plan: Plan, piece_bytes: Sequence[int], chunk_bytes: Optional[int] = None,
           wire_bits: Optional[WireBits] = None) -> FlowGraph:
     """The graph of one synchronization: a unit is a message (everything src sends dst in one step of one stream)
     or, with chunk_bytes, each of the engine's chunks of it, consecutive small ones joined."""
+    g, regions, region_ptr = units_of(plan, piece_bytes, chunk_bytes, wire_bits)  # its temporaries freed here
+    dependencies(g, regions, region_ptr, max(plan.ranks, 1))
+    return g
+
+
+def units_of(plan: Plan, piece_bytes: Sequence[int], chunk_bytes: Optional[int], wire_bits: Optional[WireBits]):
+    """The graph's units (without dependencies yet), and each unit's regions (CSR)."""
     stream, step, order, src, dst, piece, level, wire, fp32 = columns(plan, piece_bytes, wire_bits)
     ranks = max(plan.ranks, 1)
     msg, first = first_of_each((order * ranks + src) * ranks + dst)
@@ -133,16 +160,16 @@ def build(plan: Plan, piece_bytes: Sequence[int], chunk_bytes: Optional[int] = N
     tagged, where = np.unique(msg[levelled], return_index=True)  # a message's level: its first transfer's that has one
     msg_level = np.full(count, -1, dtype=np.int64)
     msg_level[tagged] = level[levelled][where]
-    by_piece = np.lexsort((piece, msg))  # the engine sends a message's pieces in piece order
+    in_order = np.all((msg[1:] > msg[:-1]) | ((msg[1:] == msg[:-1]) & (piece[1:] >= piece[:-1])))
+    by_piece = slice(None) if in_order else np.lexsort((piece, msg))  # the engine sends pieces in piece order
     msg_pieces, msg_ptr = piece[by_piece], np.searchsorted(msg[by_piece], np.arange(count + 1))
     units, regions, region_ptr = cut(msg_pieces, msg_ptr, msg_fp32, piece_bytes, chunk_bytes)
     packed = np.divide(msg_wire, msg_fp32, out=np.ones(count), where=msg_fp32 > 0)
     of = first[units[:, 0]]  # each unit's message's first transfer
     u_bytes = units[:, 1].astype(float) * packed[units[:, 0]]
     u_level = pinned_levels(stream[first], src[first], dst[first], msg_level, ranks)[units[:, 0]]
-    g = FlowGraph(stream[of], step[of], order[of], src[of], dst[of], u_level, u_bytes, 0, *no_edges())
-    dependencies(g, regions, region_ptr, ranks)
-    return g
+    return FlowGraph(stream[of], step[of], order[of], src[of], dst[of], u_level, u_bytes, 0, *no_edges()), \
+        regions, region_ptr
 
 
 def no_edges():
@@ -159,8 +186,10 @@ def dependencies(g: FlowGraph, regions: np.ndarray, region_ptr: np.ndarray, rank
     unit_of = np.repeat(units, np.diff(region_ptr))
     region_count = int(regions.max()) + 1 if len(regions) else 1
     touch = np.concatenate([g.src[unit_of], g.dst[unit_of]]) * region_count + np.concatenate([regions, regions])
+    del regions
     a, b, nodes = chain(touch, np.concatenate([g.order[unit_of]] * 2),
                         np.concatenate([2 * unit_of, 2 * unit_of + 1]), nodes)
+    del touch, unit_of
     edges_from.append(a)
     edges_to.append(b)
     # a send waits until this rank's sends of the latest earlier step on the same link level are out (any stream)
@@ -177,6 +206,7 @@ def dependencies(g: FlowGraph, regions: np.ndarray, region_ptr: np.ndarray, rank
     edges_from.append(a)
     edges_to.append(b)
     frm, to = np.concatenate(edges_from), np.concatenate(edges_to)
+    del edges_from, edges_to, a, b
     g.nodes = nodes
     g.pending = np.bincount(to, minlength=nodes).astype(np.int64)
     g.dependents_ptr = np.zeros(nodes + 1, dtype=np.int64)

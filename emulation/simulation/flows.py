@@ -167,9 +167,8 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
             waiting = g.dependents_of(nodes)
             if not len(waiting):
                 return
-            unique, times = np.unique(waiting, return_counts=True)
-            pending[unique] -= times
-            nodes = ready(unique[pending[unique] == 0], t)
+            np.subtract.at(pending, waiting, 1)
+            nodes = ready(distinct(waiting[pending[waiting] == 0]), t)
 
     def landed(units: np.ndarray) -> np.ndarray:
         """These units arrived: their send sides are done, and their receive sides that were waiting for them."""
@@ -237,7 +236,7 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     while started or len(idx) or arrivals or wakeups:
         events += 1
         if started:
-            idx = np.union1d(idx, np.concatenate(started))
+            idx = np.sort(np.concatenate([idx, *started]))  # a unit starts once: none is in idx already
             started.clear()
         if len(idx):  # the sending units' links, gathered from their paths (work in what sends, not in all)
             lens = lengths[idx]
@@ -300,6 +299,14 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     return FlowResult(now, count, dict(zip(plan_hops, link_bytes.tolist())), dict(zip(plan_hops, busy.tolist())),
                       host_bytes(router, hops_by_id, g.bytes, unit_of_link, flat_links), rank_done.tolist(), events,
                       units, bg_bytes if background else None, landed_at.tolist() if kept else None)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The values, each once, ascending (a sort: numpy's unique hashes, slower on millions)."""
+    values = np.sort(values)
+    keep = np.ones(len(values), dtype=bool)
+    keep[1:] = values[1:] != values[:-1]
+    return values[keep]
 
 
 def host_bytes(router: Router, hops: List[Tuple[str, str]], unit_bytes: np.ndarray, unit_of_link: np.ndarray,

@@ -7,69 +7,61 @@ Piece <t, q> ends fully aggregated on rank q and is then broadcast to everyone.
 """
 
 import math
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
-from emulation.core.radix import group_members, to_digits
+import numpy as np
+
 from emulation.core.formulas import Theory, all_reduce_bound, host_tf
 from workloads.algorithms.base import Algorithm
-from workloads.plan import COPY, REDUCE, Plan, Transfer
-
-
-def group_neighbours(rank: int, level: int, radices: Sequence[int]) -> List[int]:
-    """Ranks that differ from rank only in digit `level`."""
-    return [r for r in group_members(rank, level, radices) if r != rank]
-
-
-def matching(digits: Sequence[int], fixed: Sequence[int], radices: Sequence[int]) -> List[int]:
-    """Ranks, ascending, whose digits at the `fixed` levels equal `digits` there (the others run free)."""
-    base, scale, offsets = 0, 1, [0]
-    for level, r in enumerate(radices):
-        if level in fixed:
-            base += digits[level] * scale
-        else:
-            offsets = [o + d * scale for d in range(r) for o in offsets]
-        scale *= r
-    return sorted(base + o for o in offsets)
+from workloads.plan import Plan
+from workloads.plan_table import TransferTable, table_plan
 
 
 def hierarchical(name: str, radices: Sequence[int], threads: int, pin_levels: bool) -> Plan:
     """Aggregate digit by digit (k steps), broadcast back (k steps); `threads` concurrent streams.
 
     pin_levels tags each transfer with its digit's level, so on BCube it uses that level's link.
+    Built as a table: rank a's transfers to each neighbour s, ascending, each of the pieces it sends s ascending.
     """
     m = len(radices)
     ranks = math.prod(radices)
-    digits = [to_digits(q, radices) for q in range(ranks)]
-    neighbours = [[group_neighbours(a, level, radices) for level in range(m)] for a in range(ranks)]
-    streams = []
+    scale = np.cumprod([1] + list(radices[:-1])).astype(np.int64)
+    digits = (np.arange(ranks, dtype=np.int64)[:, None] // scale[None, :]) % np.asarray(radices, dtype=np.int64)
+    columns: List[Tuple[np.ndarray, ...]] = []
+    step_ends, rows = [], 0
     for t in range(threads):
         order = [(t + w) % m for w in range(m)]
-        base = t * ranks
-        steps = []
-        for w, level in enumerate(order):
-            tag = level if pin_levels else None
-            fixed = order[:w] + [level]
-            step = []
-            for a in range(ranks):
-                for s in neighbours[a][level]:
-                    # pieces that share a's digits aggregated so far and belong to s's group at this level
-                    key = list(digits[a])
-                    key[level] = digits[s][level]
-                    step += [Transfer(a, s, base + q, REDUCE, tag) for q in matching(key, fixed, radices)]
-            steps.append(tuple(step))
-        for w in range(m):
-            level = order[m - 1 - w]
-            fixed = order[:m - w]
-            tag = level if pin_levels else None
-            step = []
-            for a in range(ranks):
-                pieces = [base + q for q in matching(digits[a], fixed, radices)]
-                for s in neighbours[a][level]:
-                    step += [Transfer(a, s, q, COPY, tag) for q in pieces]
-            steps.append(tuple(step))
-        streams.append(tuple(steps))
-    return Plan(name, ranks, threads * ranks, tuple(streams), tuple(range(ranks)),
-                {"radices": list(radices), "threads": threads})
+        ends = []
+        for w in range(2 * m):
+            reduce = w < m
+            level = order[w] if reduce else order[m - 1 - (w - m)]
+            fixed = order[:w] + [level] if reduce else order[:m - (w - m)]
+            # each rank's neighbours at this level, ascending: every other value of its digit there
+            values = np.broadcast_to(np.arange(radices[level], dtype=np.int64), (ranks, radices[level]))
+            others = values != digits[:, level:level + 1]
+            src = np.broadcast_to(np.arange(ranks, dtype=np.int64)[:, None], values.shape)[others]
+            dst = src + (values[others] - digits[src, level]) * scale[level]
+            # the pieces: those whose digits at the fixed levels are the key's (reduce: a's with s's digit at this
+            # level; broadcast: a's own), the free levels' digits running over every value, ascending
+            base = digits[dst if reduce else src, level] * scale[level]  # the level is always among the fixed
+            for f in fixed:
+                if f != level:
+                    base = base + digits[src, f] * scale[f]
+            free = np.zeros(1, dtype=np.int64)
+            for f in range(m):
+                if f not in fixed:
+                    free = np.add.outer(np.arange(radices[f], dtype=np.int64) * scale[f], free).ravel()
+            free.sort()
+            per = len(free)
+            columns.append((np.repeat(src, per), np.repeat(dst, per), t * ranks + (base[:, None] + free).ravel(),
+                            np.full(len(src) * per, not reduce), np.full(len(src) * per, level if pin_levels else -1)))
+            rows += len(src) * per
+            ends.append(rows)
+        step_ends.append(tuple(ends))
+    src, dst, piece, copy, level = (np.concatenate(c) for c in zip(*columns))
+    return table_plan(name, ranks, threads * ranks, TransferTable(src, dst, piece, copy.astype(bool), level,
+                                                                   tuple(step_ends)),
+                      range(ranks), {"radices": list(radices), "threads": threads})
 
 
 def bml_plan(topo, servers: int) -> Plan:

@@ -5,9 +5,12 @@ placement the BML paper measured against, and whose imbalance it names as a caus
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
+import numpy as np
+
 from emulation.core.formulas import Theory, all_reduce_bound, dedicated_servers_time, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers, option
 from workloads.plan import COPY, REDUCE, TENSORS, Plan, PlanError, Transfer
+from workloads.plan_table import TransferTable, table_plan
 
 DEDICATED_FORMULA = "2 * busiest cut of a push (max(W/M, 1) * TF on a star)"
 EVEN, TENSOR = "even", "tensor"
@@ -25,18 +28,31 @@ class PSOptions:
 
 def p2p_ps(workers: int) -> Plan:
     """Every worker owns piece i: push all other pieces to their owners (sum), then pull them back."""
-    push = tuple(Transfer(i, j, j, REDUCE) for i in range(workers) for j in range(workers) if i != j)
-    pull = tuple(Transfer(j, i, j, COPY) for j in range(workers) for i in range(workers) if i != j)
-    return Plan("ps", workers, workers, ((push, pull),), tuple(range(workers)), {"servers": 0})
+    ranks = np.arange(workers, dtype=np.int64)
+    a, b = np.repeat(ranks, workers), np.tile(ranks, workers)
+    apart = a != b
+    a, b = a[apart], b[apart]  # every ordered pair, by first rank then second
+    return push_pull("ps", workers, workers, a, b, b, a, b, a, ranks, {"servers": 0})
 
 
 def dedicated_ps(hosts: int, servers: int) -> Plan:
     """Ranks 0..M-1 are servers holding one piece each; the other ranks are workers that push and pull."""
     check_servers(servers, hosts)
-    workers = range(servers, hosts)
-    push = tuple(Transfer(w, s, s, REDUCE) for w in workers for s in range(servers))
-    pull = tuple(Transfer(s, w, s, COPY) for s in range(servers) for w in workers)
-    return Plan("ps", hosts, servers, ((push, pull),), tuple(workers), {"servers": servers})
+    workers, serving = np.arange(servers, hosts, dtype=np.int64), np.arange(servers, dtype=np.int64)
+    w, s = np.repeat(workers, servers), np.tile(serving, len(workers))  # push: by worker, then server
+    s2, w2 = np.repeat(serving, len(workers)), np.tile(workers, servers)  # pull: by server, then worker
+    return push_pull("ps", hosts, servers, w, s, s, s2, w2, s2, workers, {"servers": servers})
+
+
+def push_pull(name: str, ranks: int, pieces: int, push_src, push_dst, push_piece, pull_src, pull_dst, pull_piece,
+              contributors, meta) -> Plan:
+    """One stream of two steps, a push that sums and a pull that copies, as a table."""
+    table = TransferTable(np.concatenate([push_src, pull_src]), np.concatenate([push_dst, pull_dst]),
+                          np.concatenate([push_piece, pull_piece]),
+                          np.repeat([False, True], [len(push_src), len(pull_src)]),
+                          np.full(len(push_src) + len(pull_src), -1, dtype=np.int64),
+                          ((len(push_src), len(push_src) + len(pull_src)),))
+    return table_plan(name, ranks, pieces, table, contributors.tolist(), meta)
 
 
 def owners(tensors: int, servers: int) -> List[int]:
