@@ -44,14 +44,15 @@ class FlowGraph:
 
 def gather(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The values of these rows of a CSR table (ptr: where each row starts), rows after one another."""
-    return values[gather_index(ptr, rows)]
+    return values[gather_index(ptr[:-1], ptr[rows + 1] - ptr[rows], rows)]
 
 
-def gather_index(ptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The positions of these rows' values in a CSR table, rows after one another."""
-    counts = ptr[rows + 1] - ptr[rows]
-    total = int(counts.sum())
-    return np.repeat(ptr[rows] - np.cumsum(counts) + counts, counts) + np.arange(total, dtype=np.int64)
+def gather_index(starts: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The positions of these rows' values in a table whose rows start at `starts` (counts: each of these rows'
+    length), rows after one another."""
+    at = np.repeat(starts[rows] - np.cumsum(counts) + counts, counts)
+    at += np.arange(len(at), dtype=at.dtype)
+    return at
 
 
 def columns(plan: Plan, piece_bytes: Sequence[int], wire_bits: Optional[WireBits]):
@@ -265,7 +266,9 @@ def cut(pieces: np.ndarray, ptr: np.ndarray, total: np.ndarray, piece_bytes: Seq
     whole = np.ones(count, dtype=bool)
     whole[big] = False
     rows = first_unit[whole]
-    regions[gather_index(region_ptr, rows)] = pieces[gather_index(ptr, np.flatnonzero(whole))] * per
+    whole_rows = np.flatnonzero(whole)
+    regions[gather_index(region_ptr[:-1], np.diff(region_ptr)[rows], rows)] = \
+        pieces[gather_index(ptr[:-1], np.diff(ptr)[whole_rows], whole_rows)] * per
     for m, parts in split.items():
         at = region_ptr[first_unit[m]]
         regions[at:at + sum(len(r) for _, r in parts)] = [x for _, r in parts for x in r]

@@ -23,7 +23,7 @@ import numpy as np
 
 from emulation.simulation.fairshare import max_min_rates
 from emulation.simulation.gcpause import cycle_collection_paused
-from emulation.simulation.flow_graph import WireBits, build
+from emulation.simulation.flow_graph import WireBits, build, gather_index
 from emulation.simulation.routes import Router
 from workloads.plan import Plan
 
@@ -110,7 +110,8 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     bg_links = [[link_ids.setdefault(h, len(link_ids)) for h in b.hops] for b in background]
     hops_by_id = list(link_ids)
     link_level = np.array([router.level_of[h] for h in hops_by_id], dtype=np.int64)
-    unit_of_link = np.repeat(np.arange(count, dtype=np.int64), lengths)
+    unit_of_link = np.repeat(np.arange(count, dtype=np.int32), lengths) if isinstance(latency_s, dict) or \
+        link_delay_s else None
     if isinstance(latency_s, dict):
         top = np.zeros(count, dtype=np.int64)
         if len(flat_links):
@@ -240,9 +241,8 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
             started.clear()
         if len(idx):  # the sending units' links, gathered from their paths (work in what sends, not in all)
             lens = lengths[idx]
-            flow_of = np.repeat(np.arange(len(idx), dtype=np.int64), lens)
-            link_of = flat_links[np.arange(len(flow_of), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
-                                 + np.repeat(path_start[idx], lens)]
+            flow_of = np.repeat(np.arange(len(idx), dtype=np.int32), lens)
+            link_of = flat_links[gather_index(path_start, lens, idx)]
             active = [n for n, b in enumerate(background) if b.sending(start_s + now)]
             if active:  # background flows take their max-min share beside the plan's
                 extra_links = [l for n in active for l in bg_links[n]]
@@ -296,8 +296,9 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     units = list(zip(g.stream.tolist(), g.step.tolist(), g.src.tolist(), g.dst.tolist(), g.bytes.tolist(),
                      started_at.tolist(), sent_at.tolist(), g.level.tolist())) if kept else None
     plan_hops = hops_by_id[:plan_link_count]  # background flows' own links are not the plan's
-    return FlowResult(now, count, dict(zip(plan_hops, link_bytes.tolist())), dict(zip(plan_hops, busy.tolist())),
-                      host_bytes(router, hops_by_id, g.bytes, unit_of_link, flat_links), rank_done.tolist(), events,
+    moved = link_bytes[:plan_link_count].tolist()
+    return FlowResult(now, count, dict(zip(plan_hops, moved)), dict(zip(plan_hops, busy.tolist())),
+                      host_bytes(router, plan_hops, moved), rank_done.tolist(), events,
                       units, bg_bytes if background else None, landed_at.tolist() if kept else None)
 
 
@@ -309,18 +310,17 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return values[keep]
 
 
-def host_bytes(router: Router, hops: List[Tuple[str, str]], unit_bytes: np.ndarray, unit_of_link: np.ndarray,
-               flat_links: np.ndarray) -> Dict[Tuple[int, int], float]:
-    """Payload bytes each host sent on each of its interfaces' levels (relays too), keyed (host, level)."""
+def host_bytes(router: Router, hops: Sequence[Tuple[str, str]], moved: Sequence[float]
+               ) -> Dict[Tuple[int, int], float]:
+    """Payload bytes each host sent on each of its interfaces' levels (relays too), keyed (host, level), from the
+    bytes each of the plan's links carried."""
     names = {h.name: h.index for h in router.topo.hosts}
-    sender = np.array([names.get(a, -1) for a, _ in hops], dtype=np.int64)
-    level = np.array([router.level_of[h] for h in hops], dtype=np.int64)
-    levels = int(level.max(initial=0)) + 1
-    from_host = sender[flat_links] >= 0
-    key = (sender * levels + level)[flat_links[from_host]]
-    sent = np.bincount(key, weights=unit_bytes[unit_of_link[from_host]])
-    crossed = np.bincount(key)
-    return {(int(k) // levels, int(k) % levels): float(sent[k]) for k in np.flatnonzero(crossed)}
+    sent: Dict[Tuple[int, int], float] = {}
+    for (a, b), n in zip(hops, moved):
+        if a in names:
+            key = (names[a], router.level_of[(a, b)])
+            sent[key] = sent.get(key, 0.0) + n
+    return sent
 
 
 def in_sequence(results: Sequence[FlowResult]) -> FlowResult:

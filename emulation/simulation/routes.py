@@ -20,6 +20,7 @@ from controllers.flow_rules import ecmp_choice, graph_tier, host_attachments, ho
 from emulation.core.addressing import PLAN_PORT, bcube_live_route
 from emulation.core.tcp import even_ephemeral_port
 from emulation.core.topology import Topology
+from emulation.simulation.flow_graph import gather_index
 
 Hop = Tuple[str, str]
 
@@ -115,10 +116,9 @@ class Router:
         row_len = np.array([len(r) for r in rows], dtype=np.int64)
         ptr = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(row_len, out=ptr[1:])
-        flat = np.fromiter((l for r in rows for l in r), dtype=np.int64, count=int(ptr[-1]))
+        flat = np.fromiter((l for r in rows for l in r), dtype=np.int32, count=int(ptr[-1]))
         lengths = row_len[which]
-        at = np.repeat(ptr[which] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        return lengths, flat[at], list(ids)
+        return lengths, flat[gather_index(ptr[:-1], lengths, which)], list(ids)
 
     def _spread_paths(self, src: np.ndarray, dst: np.ndarray, ids: Dict[Hop, int]):
         """paths() with every flow spread: a host's own link up, the switch part its two edge switches share,
@@ -130,8 +130,8 @@ class Router:
         first_host = {}
         for n, e in enumerate(edge_of):
             first_host.setdefault(edges[e], n)
-        up = np.array([ids.setdefault((n, e), len(ids)) for n, e in zip(names, edge_of)], dtype=np.int64)
-        down = np.array([ids.setdefault((e, n), len(ids)) for n, e in zip(names, edge_of)], dtype=np.int64)
+        up = np.array([ids.setdefault((n, e), len(ids)) for n, e in zip(names, edge_of)], dtype=np.int32)
+        down = np.array([ids.setdefault((e, n), len(ids)) for n, e in zip(names, edge_of)], dtype=np.int32)
         pair = edge[src] * len(edges) + edge[dst]
         unique, inverse = np.unique(pair, return_inverse=True)
         rows = [[ids.setdefault(h, len(ids)) for h in self._spread_names(
@@ -139,13 +139,13 @@ class Router:
         middle, middle_links, _ = self._table_paths(rows, inverse.ravel(), ids)
         lengths = middle + 2
         start = np.cumsum(lengths) - lengths
-        flat = np.empty(int(lengths.sum()), dtype=np.int64)
+        flat = np.empty(int(lengths.sum()), dtype=np.int32)
         flat[start] = up[src]
         flat[start + lengths - 1] = down[dst]
         flat[np.repeat(start + 1 - (np.cumsum(middle) - middle), middle) + np.arange(int(middle.sum()))] = middle_links
         used = np.zeros(len(ids), dtype=bool)  # only the links some transfer crosses
         used[flat] = True
-        return lengths, (np.cumsum(used) - 1)[flat], [h for h, u in zip(ids, used) if u]
+        return lengths, (np.cumsum(used, dtype=np.int32) - 1)[flat], [h for h, u in zip(ids, used) if u]
 
     def between(self, a: str, b: str, key: object = None) -> Tuple[Hop, ...]:
         """Directed links from host a to host b's primary interface, by name: any host of the network, a job's rank
