@@ -1,13 +1,14 @@
-"""Simulation at scale: each case in its own process, timed, with its peak memory; JSON report, exit 1 when
-a case misses its limit (60 s and 4 GiB by default, the targets of the 1024-server cases).
+"""Simulation at scale: each case in its own process, timed (median of --repeats), with its own peak memory
+(the child's, from wait4); JSON report, exit 1 when a case misses its target (issue 39: 1,024 servers within 5 s
+and 1 GB; 10,000 servers within 60 s).
 
-Usage: .venv/bin/python scripts/scale.py [--quick] [--out results/scale]
+Usage: .venv/bin/python scripts/scale.py [--quick] [--repeats 3] [--out results/scale]
 """
 
 import argparse
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -15,49 +16,72 @@ import time
 from emulation.run.provenance import provenance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FULL = [("bcube:32,2", "bml"), ("bcube:32,2", "ps"), ("fattree:16", "ps"), ("fattree:16", "hier")]
-QUICK = [("bcube:8,2", "bml"), ("fattree:8", "ps"), ("fattree:8", "hier")]
+SERVERS_1K = {"seconds": 5.0, "mb": 1000.0}
+SERVERS_10K = {"seconds": 60.0, "mb": None}
+FULL = [("bcube:32,2", "bml", SERVERS_1K), ("fattree:16", "ps", SERVERS_1K), ("bcube:32,2", "ps", SERVERS_1K),
+        ("fattree:16", "hier", SERVERS_1K), ("leafspine:250,40,16", "ring", SERVERS_10K),
+        ("fattree:34", "ps", SERVERS_10K)]
+QUICK = [("bcube:8,2", "bml", SERVERS_1K), ("fattree:8", "ps", SERVERS_1K), ("fattree:8", "hier", SERVERS_1K)]
 
 
-def run_case(topo: str, algo: str, out: str) -> dict:
-    """One `dmlbed simulate` in a child process: its summary, wall time and peak resident memory."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "simulate", "--topo", topo, "--algo",
-                           algo, "--model", "lenet5", "--bw", "1000", "--json", "--force", "--out", out],
-                          capture_output=True, text=True, cwd=ROOT)
-    wall = time.time() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    row = {"topology": topo, "algo": algo, "wall_s": wall, "returncode": proc.returncode,
-           "peak_rss_mib": peak / 1024 if peak > before else None}
-    if proc.returncode == 0:
-        s = json.loads(proc.stdout)
+def run_case(topo: str, algo: str, target: dict, out: str, repeats: int) -> dict:
+    """A case run `repeats` times (once when it fails): median wall time, largest peak memory, its result."""
+    runs = []
+    for _ in range(repeats):
+        runs.append(run_child(topo, algo, out))
+        if runs[-1]["returncode"] != 0:
+            break
+    last = runs[-1]
+    row = {"topology": topo, "algo": algo, "returncode": last["returncode"], "repeats": len(runs),
+           "wall_s": statistics.median(r["wall_s"] for r in runs), "wall_all_s": [r["wall_s"] for r in runs],
+           "peak_rss_mb": max(r["peak_mb"] for r in runs), "target_s": target["seconds"], "target_mb": target["mb"]}
+    if last["returncode"] == 0:
+        s = json.loads(last["stdout"])
         row.update(ranks=s["ranks"], messages=s["messages"], gst_s=s["gst_median_s"], gst_ratio=s["gst_ratio"])
     else:
-        row["error"] = proc.stderr.strip().splitlines()[-1:]
+        row["error"] = last["stderr"].strip().splitlines()[-1:]
+    row["met"] = last["returncode"] == 0 and row["wall_s"] <= target["seconds"] and \
+        (target["mb"] is None or row["peak_rss_mb"] <= target["mb"])
     return row
+
+
+def run_child(topo: str, algo: str, out: str) -> dict:
+    """One `dmlbed simulate` in a child process: its exit, wall time, output and its own peak memory (wait4 reaps
+    it with its resource usage)."""
+    t0 = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", "simulate", "--topo", topo, "--algo",
+                             algo, "--model", "lenet5", "--bw", "1000", "--json", "--force", "--out", out],
+                            stdout=open(out + ".stdout", "w"), stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    stderr = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.time() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    with open(out + ".stdout") as f:
+        stdout = f.read()
+    os.remove(out + ".stdout")
+    return {"returncode": proc.returncode, "wall_s": wall, "stdout": stdout, "stderr": stderr,
+            "peak_mb": usage.ru_maxrss * 1024 / 1e6}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="the smaller cases (the test suite's form)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per case (the median's wall time is reported)")
     ap.add_argument("--out", default="results/scale")
-    ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--mib", type=float, default=4096.0)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rows = []
-    for topo, algo in QUICK if args.quick else FULL:
-        rows.append(run_case(topo, algo, os.path.join(args.out, f"{algo}-{topo.replace(':', '').replace(',', '_')}")))
+    for topo, algo, target in QUICK if args.quick else FULL:
+        case_dir = os.path.join(args.out, f"{algo}-{topo.replace(':', '').replace(',', '_')}")
+        rows.append(run_case(topo, algo, target, case_dir, 1 if args.quick else args.repeats))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    # ru_maxrss of children is the largest child so far: a case's own peak only when it is the new largest
-    ok = all(r["returncode"] == 0 and r["wall_s"] < args.seconds and (r["peak_rss_mib"] or 0) < args.mib
-             for r in rows)
-    report = {"provenance": provenance(), "cases": rows, "limits": {"seconds": args.seconds, "mib": args.mib}, "ok": ok}
+    report = {"provenance": provenance(), "cases": rows, "repeats": args.repeats,
+              "ok": all(r["met"] for r in rows)}
     with open(os.path.join(args.out, "scale.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(json.dumps(report, indent=1))
-    return 0 if ok else 1
+    return 0 if report["ok"] else 1
 
 
 if __name__ == "__main__":
