@@ -449,3 +449,22 @@ def test_whole_tensor_parameter_server_in_whole_messages_is_its_closed_form(spec
     chunked = simulate_plan(plan, pieces, Router(topo, "spread"), rates, 0.0, chunk_bytes=CHUNK_BYTES).gst_s
     assert 0.5 * theory.gst_s <= chunked <= theory.gst_s * 1.0001
     assert theory.gst_s > a.gst_theory(topo, sum(pieces), b, servers).gst_s  # one server holds more than its share
+
+
+@pytest.mark.parametrize("spec,ecmp", [("bcube:3,2", "spread"), ("bcube:4,3", "spread"), ("bcube:2,3", "hash"),
+                                       ("fattree:4", "spread"), ("fattree:4", "hash"), ("tree:3,2,2", "spread"),
+                                       ("leafspine:4,4,2", "spread"), ("star:5", "spread"), ("torus:3,3", "hash"),
+                                       ("rail:4,2,1", "hash")])
+def test_many_paths_at_once_are_each_transfers_path(spec, ecmp):
+    """Router.paths (what the flow model uses) gives every transfer the path Router.path gives it alone: every pair,
+    every destination level, two stream keys."""
+    topo = parse(spec)
+    router = Router(topo, ecmp)
+    rows = [(a, b, level, key) for a in range(len(topo.hosts)) for b in range(len(topo.hosts)) if a != b
+            for level in range(len(topo.hosts[b].interfaces) if topo.kind == "bcube" else 1) for key in (0, 1)]
+    src, dst, level, key = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    lengths, flat, hops = router.paths(src, dst, level, key)
+    starts = np.cumsum(lengths) - lengths
+    got = [tuple(hops[x] for x in flat[s:s + n]) for s, n in zip(starts, lengths)]
+    assert got == [router.path(a, b, level, key=k) for a, b, level, k in rows]
+    assert sorted(set(flat.tolist())) == list(range(len(hops)))  # every link listed is crossed

@@ -8,7 +8,7 @@ Nodes: unit u's send side is 2u, its receive side 2u+1; then join nodes, each do
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -249,7 +249,7 @@ def cut(pieces: np.ndarray, ptr: np.ndarray, total: np.ndarray, piece_bytes: Seq
     chunks_of = np.ones(len(sizes), dtype=np.int64) if not chunk_bytes else np.maximum(1, -(-sizes // chunk_bytes))
     per = int(chunks_of.max()) + 1 if len(sizes) else 1  # region of chunk j of piece p: p * per + j + 1
     big = np.flatnonzero(total > chunk_bytes) if chunk_bytes else np.zeros(0, dtype=np.int64)
-    split = {int(m): chunked(pieces[ptr[m]:ptr[m + 1]].tolist(), sizes, chunks_of, per, chunk_bytes) for m in big}
+    split = {int(m): chunked(pieces[ptr[m]:ptr[m + 1]], sizes, chunks_of, per, chunk_bytes) for m in big}
     units_of = np.ones(count, dtype=np.int64)
     units_of[big] = [len(split[int(m)]) for m in big]
     unit_msg = np.repeat(np.arange(count, dtype=np.int64), units_of)
@@ -271,21 +271,24 @@ def cut(pieces: np.ndarray, ptr: np.ndarray, total: np.ndarray, piece_bytes: Seq
         pieces[gather_index(ptr[:-1], np.diff(ptr)[whole_rows], whole_rows)] * per
     for m, parts in split.items():
         at = region_ptr[first_unit[m]]
-        regions[at:at + sum(len(r) for _, r in parts)] = [x for _, r in parts for x in r]
+        regions[at:at + sum(len(r) for _, r in parts)] = np.concatenate([r for _, r in parts])
     return np.stack([unit_msg, unit_bytes], axis=1), regions, region_ptr
 
 
-def chunked(own: List[int], sizes: np.ndarray, chunks_of: np.ndarray, per: int, chunk_bytes: int):
-    """One message's units when it does not fit one chunk: [(fp32 bytes, regions)]."""
-    parts, size, held = [], 0, []
-    for p in own:
-        b, n = int(sizes[p]), int(chunks_of[p])
-        for j in range(n):
-            c = min(chunk_bytes, b - j * chunk_bytes) if b else 0
-            if held and size + c > chunk_bytes:
-                parts.append((size, held))
-                size, held = 0, []
-            size += c
-            held.append(p * per if n == 1 else p * per + j + 1)
-    parts.append((size, held))
+def chunked(own: np.ndarray, sizes: np.ndarray, chunks_of: np.ndarray, per: int, chunk_bytes: int):
+    """One message's units when it does not fit one chunk: [(fp32 bytes, regions)], each unit as many consecutive
+    chunks as fit in chunk_bytes (at least one)."""
+    n = chunks_of[own]
+    piece = np.repeat(own, n)
+    j = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    b = sizes[piece]
+    size = np.where(b > 0, np.minimum(chunk_bytes, b - j * chunk_bytes), 0)
+    region = np.where(np.repeat(n == 1, n), piece * per, piece * per + j + 1)
+    before = np.zeros(len(size) + 1, dtype=np.int64)  # bytes of the chunks before each
+    np.cumsum(size, out=before[1:])
+    parts, i = [], 0
+    while i < len(size):
+        end = max(i + 1, int(np.searchsorted(before, before[i] + chunk_bytes, side="right")) - 1)
+        parts.append((int(before[end] - before[i]), region[i:end]))
+        i = end
     return parts

@@ -34,6 +34,13 @@ def connection_ports(src: int, dst: int, key: object) -> Tuple[int, int]:
 ECMP_MODES = ("spread", "hash")
 
 
+def used_only(lengths: np.ndarray, flat: np.ndarray, ids: Dict[Hop, int]):
+    """Paths (lengths, link ids) with the ids renumbered to the links some path crosses, and those links."""
+    used = np.zeros(len(ids), dtype=bool)
+    used[flat] = True
+    return lengths, (np.cumsum(used, dtype=np.int32) - 1)[flat], [h for h, u in zip(ids, used) if u]
+
+
 class Router:
     """Paths of transfers (src rank -> dst rank's interface on `level`), one path per flow."""
 
@@ -98,6 +105,8 @@ class Router:
         ids: Dict[Hop, int] = {}
         if self.topo.kind != "bcube" and self.ecmp == "spread":
             return self._spread_paths(src, dst, ids)
+        if self.topo.kind == "bcube" and not self.failed:
+            return self._bcube_paths(src, dst, level, ids)
         ranks = len(self.topo.hosts)
         levels = int(level.max(initial=0)) + 1
         keys = int(key.max(initial=0)) + 1
@@ -143,9 +152,36 @@ class Router:
         flat[start] = up[src]
         flat[start + lengths - 1] = down[dst]
         flat[np.repeat(start + 1 - (np.cumsum(middle) - middle), middle) + np.arange(int(middle.sum()))] = middle_links
-        used = np.zeros(len(ids), dtype=bool)  # only the links some transfer crosses
-        used[flat] = True
-        return lengths, (np.cumsum(used, dtype=np.int32) - 1)[flat], [h for h, u in zip(ids, used) if u]
+        return used_only(lengths, flat, ids)
+
+    def _bcube_paths(self, src: np.ndarray, dst: np.ndarray, level: np.ndarray, ids: Dict[Hop, int]):
+        """paths() on a BCube with every link up: the digits that differ corrected highest level first, the
+        destination interface's level last (bcube_route), each through that level's switch."""
+        hosts, n = self.topo.hosts, self.topo.params[0]
+        k = len(hosts[0].coords)
+        coords = np.array([h.coords for h in hosts], dtype=np.int64)
+        up = np.array([[ids.setdefault((h.name, self.switch_of[(h.name, l)]), len(ids)) for l in range(k)]
+                       for h in hosts], dtype=np.int32)
+        down = np.array([[ids.setdefault((self.switch_of[(h.name, l)], h.name), len(ids)) for l in range(k)]
+                         for h in hosts], dtype=np.int32)
+        a, b = coords[src], coords[dst]
+        differ = a != b
+        levels = np.arange(k)
+        rank = np.where(levels[None, :] == level[:, None], -1, levels[None, :])  # the destination's level last
+        order = np.argsort(-np.where(differ, rank, -2), axis=1, kind="stable")
+        hops = differ.sum(axis=1)
+        lengths = 2 * hops
+        start = np.cumsum(lengths) - lengths
+        flat = np.empty(int(lengths.sum()), dtype=np.int32)
+        here = src.astype(np.int64)
+        for p in range(k):
+            u = np.flatnonzero(hops > p)
+            lv = order[u, p]
+            there = here[u] + (b[u, lv] - a[u, lv]) * n ** lv
+            flat[start[u] + 2 * p] = up[here[u], lv]
+            flat[start[u] + 2 * p + 1] = down[there, lv]
+            here[u] = there
+        return used_only(lengths, flat, ids)
 
     def between(self, a: str, b: str, key: object = None) -> Tuple[Hop, ...]:
         """Directed links from host a to host b's primary interface, by name: any host of the network, a job's rank
