@@ -129,6 +129,15 @@ def test_the_ps_tables_are_the_plans_transfer_by_transfer(hosts, servers):
     assert plan.contributors == tuple(range(servers, hosts))
 
 
+@pytest.mark.parametrize("workers", [2, 3, 5, 8])
+def test_the_ring_table_is_ring_steps_over_every_rank(workers):
+    from workloads.algorithms.ring import ring, ring_steps
+    plan = ring(workers)
+    assert plan.table is not None and plan.contributors == tuple(range(workers))
+    assert [list(step) for step in plan.streams[0]] == [list(step) for step in ring_steps(range(workers),
+                                                                                           range(workers))]
+
+
 def test_bml_matches_paper_example():
     """BCube(3,2): 18 pieces; thread 0 step 0 on level 0 sends 3 pieces to each of 2 neighbours (6 TC);
     step 1 on level 1 sends 1 piece to each; the whole sync moves 2(N-1) = 16 piece-times per link pair."""

@@ -109,21 +109,8 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     link_ids = {h: n for n, h in enumerate(hops_by_id)}
     bg_links = [[link_ids.setdefault(h, len(link_ids)) for h in b.hops] for b in background]
     hops_by_id = list(link_ids)
-    link_level = np.array([router.level_of[h] for h in hops_by_id], dtype=np.int64)
-    unit_of_link = np.repeat(np.arange(count, dtype=np.int32), lengths) if isinstance(latency_s, dict) or \
-        link_delay_s else None
-    if isinstance(latency_s, dict):
-        top = np.zeros(count, dtype=np.int64)
-        if len(flat_links):
-            np.maximum.at(top, unit_of_link, link_level[flat_links])
-        fallback = max(latency_s.values())
-        latency = np.array([latency_s.get(level, fallback) for level in range(int(top.max(initial=0)) + 1)])[top]
-    else:
-        latency = np.full(count, float(latency_s))
-    if link_delay_s:
-        delay = np.array([link_delay_s.get(level, 0.0) for level in range(int(link_level.max(initial=0)) + 1)])
-        latency = latency + np.bincount(unit_of_link, weights=delay[link_level[flat_links]], minlength=count)
     orders = [(s, n) for s, stream in enumerate(plan.streams) for n in range(len(stream))]
+    latency = unit_latency(router, hops_by_id, lengths, flat_links, latency_s, link_delay_s)
     if step_delays:
         latency = latency + np.array([step_delays.get(k, 0.0) for k in orders])[g.order]
     capacity = np.array([router.capacity(h, rates) for h in hops_by_id], dtype=float)
@@ -151,13 +138,14 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     none = np.zeros(0, dtype=np.int64)
     now = 0.0
     events = 0
-    gates = {orders.index(k): [(orders.index(k2), lag) for k2, lag in v] for k, v in (step_gates or {}).items()
-             if k in orders}
+    place = {k: n for n, k in enumerate(orders)}  # a gate on a step this plan lacks waits for ever (a cycle)
+    gates = {place[k]: [(place.get(k2, -1), lag) for k2, lag in v] for k, v in (step_gates or {}).items()
+             if k in place}
     gated = np.zeros(len(orders), dtype=bool)
     gated[list(gates)] = True
     step_began: Dict[int, float] = {}
-    parked: Dict[int, List[int]] = {}   # gated send sides waiting for a step to begin
-    wakeups: List[Tuple[float, int]] = []  # (time, send side) of gated units waiting out their lag
+    parked: Dict[int, List[int]] = {}   # gated units waiting for a step to begin
+    wakeups: List[Tuple[float, int]] = []  # (time, unit) of gated units waiting out their lag
 
     def complete(nodes: np.ndarray, t: float) -> None:
         """These nodes are done at t: so is every node whose last dependency they were, and so on."""
@@ -300,6 +288,27 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
     return FlowResult(now, count, dict(zip(plan_hops, moved)), dict(zip(plan_hops, busy.tolist())),
                       host_bytes(router, plan_hops, moved), rank_done.tolist(), events,
                       units, bg_bytes if background else None, landed_at.tolist() if kept else None)
+
+
+def unit_latency(router: Router, hops: List[Tuple[str, str]], lengths: np.ndarray, flat_links: np.ndarray,
+                 latency_s: Union[float, Dict[int, float]], link_delay_s: Optional[Dict[int, float]]) -> np.ndarray:
+    """Each unit's latency: one value, or its path's highest level's; plus the delay of every link it crosses."""
+    count = len(lengths)
+    if not isinstance(latency_s, dict) and not link_delay_s:
+        return np.full(count, float(latency_s))
+    link_level = np.array([router.level_of[h] for h in hops], dtype=np.int64)
+    unit_of_link = np.repeat(np.arange(count, dtype=np.int32), lengths)
+    if isinstance(latency_s, dict):
+        top = np.zeros(count, dtype=np.int64)
+        np.maximum.at(top, unit_of_link, link_level[flat_links])
+        fallback = max(latency_s.values())
+        latency = np.array([latency_s.get(level, fallback) for level in range(int(top.max(initial=0)) + 1)])[top]
+    else:
+        latency = np.full(count, float(latency_s))
+    if link_delay_s:
+        delay = np.array([link_delay_s.get(level, 0.0) for level in range(int(link_level.max(initial=0)) + 1)])
+        latency = latency + np.bincount(unit_of_link, weights=delay[link_level[flat_links]], minlength=count)
+    return latency
 
 
 def distinct(values: np.ndarray) -> np.ndarray:

@@ -2,9 +2,12 @@
 
 from typing import Optional, Sequence
 
+import numpy as np
+
 from emulation.core.formulas import Theory, all_reduce_bound, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm
 from workloads.plan import COPY, REDUCE, Plan, Transfer
+from workloads.plan_table import TransferTable, table_plan
 
 
 def ring_steps(members: Sequence[int], pieces: Sequence[int], level: Optional[int] = None):
@@ -21,9 +24,18 @@ def ring_steps(members: Sequence[int], pieces: Sequence[int], level: Optional[in
 
 
 def ring(workers: int) -> Plan:
-    """Ring all-reduce over all workers: 2(N-1) steps of one piece (1/N of the gradient) each."""
-    return Plan("ring", workers, workers, (tuple(ring_steps(range(workers), range(workers))),),
-                tuple(range(workers)))
+    """Ring all-reduce over all workers: 2(N-1) steps of one piece (1/N of the gradient) each (ring_steps over
+    every rank, built as a table)."""
+    p = workers
+    steps = np.arange(p - 1, dtype=np.int64)
+    rank = np.arange(p, dtype=np.int64)
+    src = np.tile(rank, 2 * (p - 1))
+    shift = np.concatenate([steps, steps - 1])  # reduce-scatter sends piece i - s, all-gather piece i + 1 - s
+    piece = (src - np.repeat(shift, p)) % p
+    copy = np.repeat([False, True], (p - 1) * p)
+    ends = tuple(int(e) for e in np.arange(1, 2 * (p - 1) + 1) * p)
+    table = TransferTable(src, (src + 1) % p, piece, copy, np.full(len(src), -1, dtype=np.int64), (ends,))
+    return table_plan("ring", p, p, table, range(p))
 
 
 def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
