@@ -149,3 +149,22 @@ def test_a_graph_comes_up_every_pair_reachable_and_a_ring_on_it_is_correct(spec,
                  "--batch", "4", "--out", str(tmp_path / "r"), timeout=600)
     assert s["correct"] is True and s["iterations"] == 4
     assert leftovers(spec) == []
+
+
+@pytest.mark.parametrize("spec", ["torus:4,4", "jellyfish:8,3,2", "fattree:4"])
+def test_the_checks_flows_are_traced_from_their_own_ports_and_expect_the_share_they_meet(spec):
+    """net --check: each flow sends from a port of its own, its path is the one the rules give that connection
+    (where equal-cost paths exist, which one it takes), and it expects the fair share of the busiest link on it."""
+    from emulation.net.checks import IPERF_BASE_PORT, fidelity_flows
+    topo = parse(spec)
+    flows = fidelity_flows(topo, (20.0,) * (max(l.level for l in topo.links) + 1))
+    rules, configs = compute_rules(topo), all_host_configs(topo)
+    assert len({f.client_port for f in flows}) == len(flows)
+    load = {}
+    for i, f in enumerate(flows):
+        traced = follow_packet(topo, rules, configs, f.src, f.dst_ip, (f.client_port, IPERF_BASE_PORT + i)).paths
+        assert [tuple(p) for p in traced] == [f.path]
+        for hop in zip(f.path, f.path[1:]):
+            load[hop] = load.get(hop, 0) + 1
+    for f in flows:
+        assert f.shaped_mbps == pytest.approx(min(20.0 / load[hop] for hop in zip(f.path, f.path[1:])), abs=1e-3)

@@ -17,6 +17,7 @@ from emulation.core.tcp import wire_bytes
 from emulation.core.topology import Topology
 
 IPERF_BASE_PORT = 5201
+CHECK_CLIENT_PORT = 20000  # the check's flows send from 20000, 20001, ...: below Linux's ephemeral range
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Flow:
     level: int
     shaped_mbps: float
     path: Tuple[str, ...] = ()
+    client_port: Optional[int] = None  # the TCP port it sends from, which its ECMP path was traced with
 
 
 def neighbours_on_level(topo: Topology, host, level: int):
@@ -67,10 +69,13 @@ def path_links(topo: Topology, path: List[str]):
     return hops
 
 
-def routed_hops(topo: Topology, pairs: List[Tuple[str, str]]) -> List[List[Tuple[str, str, int]]]:
-    """The (from, to, level) hops each (source host, destination ip) takes under the controller's rules."""
+def routed_hops(topo: Topology, pairs: List[Tuple[str, str]],
+                ports: Optional[List[Tuple[int, int]]] = None) -> List[List[Tuple[str, str, int]]]:
+    """The (from, to, level) hops each (source host, destination ip) takes under the controller's rules (a TCP
+    connection with these (source, destination) ports, where given: its ECMP choices are then known)."""
     rules, configs = compute_rules(topo), all_host_configs(topo)
-    return [path_links(topo, follow_packet(topo, rules, configs, src, dst_ip).paths[0]) for src, dst_ip in pairs]
+    return [path_links(topo, follow_packet(topo, rules, configs, src, dst_ip, ports[i] if ports else None).paths[0])
+            for i, (src, dst_ip) in enumerate(pairs)]
 
 
 def fidelity_flows(topo: Topology, bw: Tuple[float, ...],
@@ -97,18 +102,20 @@ def fidelity_flows(topo: Topology, bw: Tuple[float, ...],
                     topo.hosts[(host.index + 1) % len(topo.hosts)]
                 planned.append((host, host.ip, dst, dst.ip, 0))
     pairs = [(src.name, dst_ip) for src, _, _, dst_ip, _ in planned]
-    routed = routed_hops(topo, pairs)
+    # each flow from a port of its own, so where equal-cost paths exist its share counts the flows its path meets
+    ports = [(CHECK_CLIENT_PORT + i, IPERF_BASE_PORT + i) for i in range(len(planned))]
+    routed = routed_hops(topo, pairs, ports)
     paths = dict(zip(pairs, routed))
     load: Dict[Tuple[str, str], int] = {}
     for hops in routed:
         for a, b, _lvl in hops:
             load[(a, b)] = load.get((a, b), 0) + 1
     flows = []
-    for src, src_ip, dst, dst_ip, level in planned:
+    for (src, src_ip, dst, dst_ip, level), (client, _) in zip(planned, ports):
         hops = paths[(src.name, dst_ip)]
         share = min(rate_of(a, b, lvl, bw, link_rates) / load[(a, b)] for a, b, lvl in hops)
         path = (src.name,) + tuple(b for _a, b, _lvl in hops)
-        flows.append(Flow(src.name, src_ip, dst.name, dst_ip, level, round(share, 3), path))
+        flows.append(Flow(src.name, src_ip, dst.name, dst_ip, level, round(share, 3), path, client))
     return flows
 
 
@@ -152,6 +159,8 @@ def run_fidelity(enet, flows: List[Flow], duration_s: float = 5.0,
                  client_ports: Optional[List[int]] = None) -> List[Dict[str, object]]:
     """Run all flows concurrently with iperf3 (each from its client port where given, so its ECMP path is known);
     returns each flow with measured Mbit/s and fidelity."""
+    if client_ports is None and flows and all(f.client_port is not None for f in flows):
+        client_ports = [f.client_port for f in flows]
     servers, clients = [], []
     try:
         for i, flow in enumerate(flows):
