@@ -283,8 +283,10 @@ def shapes_section(shapes: Optional[dict]) -> List[str]:
         net = c.get("net") or {}
         failed = [k for k, v in (c.get("checks") or {}).items() if not v]
         met = "yes" if c.get("ok") else f"**no** ({', '.join(failed) or 'error'})"
+        options = c.get("options") or []
+        rate = options[options.index("--bw") + 1] if "--bw" in options[:-1] else "-"
         links = f"{spine[str(c['oversubscription'])]} Mbit/s" if str(c.get("oversubscription")) in spine else \
-            f"`{c.get('topology')}`, all 100 Mbit/s"
+            f"`{c.get('topology')}`, all {rate} Mbit/s"
         lines.append(f"| {c['case']} | {links} | "
                      f"{net.get('pairs_reachable', '-')}/{net.get('pairs_tested', '-')} | "
                      f"{' / '.join(number(gst.get(m)) for m in ('theory', 'simulate', 'emulate'))} | "
