@@ -83,8 +83,3 @@ def table_plan(name: str, ranks: int, pieces: int, table: TransferTable, contrib
             begin = end
         streams.append(tuple(steps))
     return Plan(name, ranks, pieces, tuple(streams), tuple(contributors), meta or {}, layout, table=table)
-
-
-def rows(*columns: np.ndarray) -> Tuple[np.ndarray, ...]:
-    """Columns of equal length, each flattened (a step's transfers built as a grid, row-major)."""
-    return tuple(np.ascontiguousarray(c, dtype=np.int64).ravel() for c in columns)

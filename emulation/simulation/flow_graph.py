@@ -35,6 +35,7 @@ class FlowGraph:
 
     @property
     def sides(self) -> int:
+        """How many send and receive sides (the nodes before the joins)."""
         return 2 * len(self.src)
 
     def dependents_of(self, nodes: np.ndarray) -> np.ndarray:
