@@ -151,7 +151,7 @@ class Router:
         flat = np.empty(int(lengths.sum()), dtype=np.int32)
         flat[start] = up[src]
         flat[start + lengths - 1] = down[dst]
-        flat[np.repeat(start + 1 - (np.cumsum(middle) - middle), middle) + np.arange(int(middle.sum()))] = middle_links
+        flat[gather_index(start + 1, middle, np.arange(len(middle)))] = middle_links
         return used_only(lengths, flat, ids)
 
     def _bcube_paths(self, src: np.ndarray, dst: np.ndarray, level: np.ndarray, ids: Dict[Hop, int]):
