@@ -131,7 +131,8 @@ class EmulatedNetwork:
                                          impairment=self.impairment, mtu=self.tcp.mtu,
                                          host_boxes=self.host_boxes,
                                          boxed_links=self.boxed_host_links if afxdp else (),
-                                         ecn_mark=self.tcp.ecn_mark_packets),
+                                         ecn_mark=self.tcp.ecn_mark_packets,
+                                         plain_switch_links=afxdp),
                            link=link, host=host,
                            switch=lambda name, **p: switch(name, datapath=self.datapath, afxdp=afxdp, **p),
                            controller=None, autoSetMacs=False, autoStaticArp=False,
@@ -256,6 +257,8 @@ class EmulatedNetwork:
         changed = 0
         for mn_link in self._mininet_links(key):
             for intf in (mn_link.intf1, mn_link.intf2):
+                if intf.params.get("plain_port"):  # a switch's plain port: its link's shaping namespace shapes
+                    continue
                 if intf.name in self.shared_nics:
                     self._run_in(intf.node.name, shared_nic_rate_commands(intf.name, mbps,
                                                                           self.shared_nics[intf.name]))

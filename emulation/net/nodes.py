@@ -1,5 +1,5 @@
 """dmlbed's Mininet node and link classes: shaped links with bounded leaf queues, quiet hosts, OpenFlow 1.3
-switches with AF_XDP ports, and a controller node for an already-listening Ryu."""
+switches with AF_XDP ports toward hosts, and a controller node for an already-listening Ryu."""
 
 from __future__ import annotations
 
@@ -92,7 +92,8 @@ class QuietHost(Host):
 
 
 class DmlSwitch(OVSSwitch):
-    """OVS switch speaking OpenFlow 1.3 whose ports use AF_XDP on the userspace datapath, polled by a PMD thread.
+    """OVS switch speaking OpenFlow 1.3 whose host ports use AF_XDP on the userspace datapath, polled by a PMD thread
+    (its ends of switch-to-switch links are plain ports where the link asks: emulation/core/shaping.py says why).
     (Non-PMD ports are polled by OVS's main loop, which on every wake-up also tries accept() on each bridge's
     management socket: on Fat-Tree(4)'s 20 bridges that tripled the cost of a packet and saturated it.)"""
 
@@ -114,11 +115,11 @@ class DmlSwitch(OVSSwitch):
         return r.stdout + r.stderr
 
     def intfOpts(self, intf):
-        """Mininet's port options, plus the interface's MTU and the AF_XDP port type when asked for."""
+        """Mininet's port options, plus the interface's MTU and the AF_XDP port type unless the port is plain."""
         opts = super().intfOpts(intf)
         if intf.params.get("mtu"):
             opts += f" mtu_request={intf.params['mtu']}"
-        if self.afxdp:
+        if self.afxdp and not intf.params.get("plain_port"):
             opts += f" type={self.port_type} options:xdp-mode=generic"
         return opts
 

@@ -312,8 +312,9 @@ def userspace_switch(network: NetworkSettings) -> bool:
 
 
 def afxdp_ports(network: NetworkSettings) -> int:
-    """The AF_XDP ports the userspace switch opens on this network (0 on the kernel datapath or without one)."""
-    return network.topo.ports_on_switches() if userspace_switch(network) else 0
+    """The AF_XDP ports the userspace switch opens on this network, one per host link (switch-to-switch links use
+    plain ports; 0 on the kernel datapath or without a switch)."""
+    return network.topo.host_links() if userspace_switch(network) else 0
 
 
 def check_background_hosts(cfg: RunConfig, network: NetworkSettings, topo: Topology, label: Label = flag_label) -> None:
