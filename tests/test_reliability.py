@@ -18,8 +18,8 @@ import pytest
 
 from emulation.net.lock import NetworkBusy, NetworkLock
 from emulation.core.topology import parse
-from emulation.run.resources import AFXDP_PORT_BYTES, ResourceError, check_memory, memory_needed
-from emulation.run.validation import afxdp_ports
+from emulation.run.resources import AFXDP_PORT_BYTES, ResourceError, afxdp_port_budget, check_memory, memory_needed
+from emulation.run.validation import afxdp_ports, plain_links
 from helpers import ROOT, run_dmlbed, wait_for_iterations
 from workloads.transport import send_all
 
@@ -109,12 +109,19 @@ def test_the_demo_fits_the_vagrant_vm():
 
 def test_the_userspace_switchs_af_xdp_ports_are_counted_before_a_network_comes_up():
     """Each AF_XDP port pins a 64 MiB umem: fattree:6's 270 switch ports, were they all AF_XDP, would not fit a
-    24 GiB machine beside 54 ranks (the OOM killer took ovs-vswitchd); only its 54 host links use AF_XDP, which
-    fit, and a refusal names the ports and the way out."""
+    24 GiB machine beside 54 ranks (the OOM killer took ovs-vswitchd), so its highest links use plain ports until
+    the switch's AF_XDP ports fit its share, and the run fits; fattree:4 keeps AF_XDP everywhere; a refusal names
+    the ports and the way out."""
     fat6 = parse("fattree:6")
-    assert fat6.ports_on_switches() == 270 and fat6.host_links() == 54 and parse("bcube:8,2").host_links() == 128
+    assert fat6.ports_on_switches() == 270 and parse("bcube:8,2").ports_on_switches() == 128
     available = 22 << 30
-    network = types.SimpleNamespace(topo=fat6, emulated=True, datapath="user")
+    budget = afxdp_port_budget(available)
+    assert 54 < budget < 270 and plain_links(parse("fattree:4"), budget) == ()
+    plain = plain_links(fat6, budget)
+    network = types.SimpleNamespace(topo=fat6, emulated=True, datapath="user", plain_links=plain)
+    assert budget - 1 <= afxdp_ports(network) <= budget
+    core = {(l.lower, l.upper) for l in fat6.links if l.level == max(l.level for l in fat6.links)}
+    assert core <= set(plain), "the core links go plain first"
     check_memory(54, 61_706 * 4, afxdp_ports(network), available=available)
     with pytest.raises(ResourceError, match="270 AF_XDP ports .* kernel datapath"):
         check_memory(54, 61_706 * 4, fat6.ports_on_switches(), available=available)

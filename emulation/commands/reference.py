@@ -220,7 +220,8 @@ def limits_page() -> str:
     check reads (emulation/run/measured_limits.json, written by scripts/limits.py)."""
     lines = ["# Limits of one machine", "", GENERATED.strip().replace("run `make docs`", "run `scripts/limits.py` "
              "(root), then `make docs`"), "",
-             "How large a network a 2-core machine emulated faithfully on the userspace datapath (AF_XDP ports), "
+             "How large a network a 2-core machine emulated faithfully on the userspace datapath (AF_XDP ports, plain "
+             "ones on the highest switch-to-switch links where AF_XDP ports everywhere would not fit in memory), "
              "measured by `scripts/limits.py`: `dmlbed net --check` at growing sizes (every link at the rate shown; "
              "the verdict of its iperf3 flows, and what limited the first size that was not faithful), and LeNet-5 "
              "training runs at a dilation. A run, `net` or `launch` on a larger network of a family, or at a faster "

@@ -7,10 +7,11 @@ from emulation.core.impairment import netem_leaf_command
 # AF_XDP ports transmit around the qdisc of the switch-side veth. So on the userspace
 # datapath switch<->switch links run through a small bridging namespace whose own egress
 # qdiscs shape both directions, and host links do too on request (--shape-ingress), which
-# shapes switch->host. The switches' ends of switch<->switch links are plain (AF_PACKET) ports, unshaped:
-# each AF_XDP port pins a 64 MiB umem (fattree:6's 216 switch-link ports alone would pin 15 GiB), and on
-# fattree:4 and fattree:6 at 10 Mbit/s and leaf-spine at 50 plain ports carried Hedera's stride patterns as
-# AF_XDP ports did (scripts/patterns.py, docs/reference/limits.md). Not an IFB device at the host's ingress: under incast into one server
+# shapes switch->host. Where AF_XDP ports on every link would crowd out the ranks' memory (each pins a 64 MiB
+# umem: fattree:6's 216 switch-link ports alone 13.5 GiB), the switches' ends of switch<->switch links are plain
+# (AF_PACKET) ports, left unshaped: the box shapes. They carry Hedera's stride patterns as AF_XDP ports do, but
+# OVS polls them in its main thread, which saturates sooner (fattree:6's ring at 2.5 Mbit/s with every
+# switch-to-switch link plain), so only the highest links go plain, as many as the memory needs. Not an IFB device at the host's ingress: under incast into one server
 # it held packets for seconds with every queue empty (docs/explanation/timing-causes.md).
 # TX checksum offload must be off: TCP through the userspace datapath stalls otherwise.
 OFFLOADS_OFF = "tx off rx off tso off gso off gro off"

@@ -156,10 +156,6 @@ class Topology:
         """Switch ports of every switch together: one per host link, two per switch-to-switch link."""
         return sum(1 + (not self.is_host(link.lower)) for link in self.links)
 
-    def host_links(self) -> int:
-        """Links with a host at one end (one per host NIC)."""
-        return sum(self.is_host(link.lower) for link in self.links)
-
     def switch_ports(self) -> int:
         """The largest number of ports used on any switch (n for BCube)."""
         counts: Dict[str, int] = {}

@@ -52,10 +52,11 @@ class EmulatedNetwork:
                  log: Callable[[str], None] = lambda msg: None, tcp: TcpSettings = TcpSettings(),
                  cluster=None, impairment: Optional[Impairment] = None,
                  controller: ControllerChoice = ControllerChoice(), link_rates: Optional[Overrides] = None,
-                 changing: Sequence[Tuple[str, str]] = ()):
+                 changing: Sequence[Tuple[str, str]] = (), plain_links: Sequence[Tuple[str, str]] = ()):
         self.topo = topo
         self.link_rates = dict(link_rates or {})  # (lower, upper) -> shaped Mbit/s of links off their level's rate
         self.changing = tuple(changing)  # (lower, upper) of links whose rate events change during the run
+        self.plain_links = frozenset(plain_links)  # userspace datapath: switch-to-switch links on plain ports
         self.failed: FrozenSet[Tuple[str, str]] = frozenset()  # links a link event took down
         self.shared_nics: Dict[str, int] = {}  # host interface -> its HTB classes, where background flows share it
         self.controller_choice = controller
@@ -132,7 +133,7 @@ class EmulatedNetwork:
                                          host_boxes=self.host_boxes,
                                          boxed_links=self.boxed_host_links if afxdp else (),
                                          ecn_mark=self.tcp.ecn_mark_packets,
-                                         plain_switch_links=afxdp),
+                                         plain_links=self.plain_links if afxdp else ()),
                            link=link, host=host,
                            switch=lambda name, **p: switch(name, datapath=self.datapath, afxdp=afxdp, **p),
                            controller=None, autoSetMacs=False, autoStaticArp=False,
@@ -142,7 +143,9 @@ class EmulatedNetwork:
         self.state.add_bridges([s.name for s in self.topo.switches])
         self.state.add_interfaces(switch_side_interfaces(self.topo))
         self.log(f"building {len(self.topo.hosts)} hosts, {len(self.topo.switches)} switches, "
-                 f"{len(self.topo.links)} links")
+                 f"{len(self.topo.links)} links" + (f" ({len(self.plain_links)} switch-to-switch links on plain "
+                                                    f"ports: AF_XDP ports on every link would take too much memory)"
+                                                    if afxdp and self.plain_links else ""))
         self.net.build()
         for host in self.net.hosts:
             if getattr(host, "isRemote", False):  # its pid is on the server; the local end is the ssh client
@@ -374,7 +377,9 @@ class EmulatedNetwork:
             return "all links, both directions"
         down = "switch->host in a bridging namespace per host link" if self.ingress_shaping else \
             "switch->host unshaped"
-        return f"host->switch at host egress; switch<->switch both directions; {down}"
+        plain = f" ({len(self.plain_links)} of them on plain switch ports: AF_XDP ports on every link would not " \
+                f"fit in memory)" if self.plain_links else ""
+        return f"host->switch at host egress; switch<->switch both directions{plain}; {down}"
 
     def port_drops(self) -> Dict[str, int]:
         """Cumulative drop and error counters of the switches' ports (OVS interface statistics), summed by name."""

@@ -93,7 +93,8 @@ class QuietHost(Host):
 
 class DmlSwitch(OVSSwitch):
     """OVS switch speaking OpenFlow 1.3 whose host ports use AF_XDP on the userspace datapath, polled by a PMD thread
-    (its ends of switch-to-switch links are plain ports where the link asks: emulation/core/shaping.py says why).
+    (its ends of switch-to-switch links are plain ports where AF_XDP ones would not fit in memory:
+    emulation/core/shaping.py).
     (Non-PMD ports are polled by OVS's main loop, which on every wake-up also tries accept() on each bridge's
     management socket: on Fat-Tree(4)'s 20 bridges that tripled the cost of a packet and saturated it.)"""
 

@@ -31,7 +31,7 @@ class SpecTopo(Topo):
 
     def build(self, spec: Topology, bw=None, shaper_boxes=False, configure_hosts=False, host_queue=None,
               switch_queue=None, impairment=None, mtu=None, host_boxes=False, link_rates=None, boxed_links=(),
-              ecn_mark=0, plain_switch_links=False):
+              ecn_mark=0, plain_links=()):
         """spec: the dmlbed Topology; bw: Mbit/s per link level (None = unshaped);
         shaper_boxes: run switch-to-switch links through a bridging namespace x<i> that shapes them;
         configure_hosts: hosts configure themselves (for `mn --custom`; dmlbed's own runs do it later);
@@ -43,7 +43,8 @@ class SpecTopo(Topo):
         link_rates: (lower, upper) -> Mbit/s of links shaped off their level's rate;
         boxed_links: (host, switch) links run through a bridging namespace even without host_boxes;
         ecn_mark: switch-side queues are RED marking ECN from this many packets (0: FIFOs);
-        plain_switch_links: the switches' ends of switch-to-switch links are plain (AF_PACKET) ports, not AF_XDP."""
+        plain_links: (lower, upper) of switch-to-switch links whose switch ends are plain (AF_PACKET) ports, not
+        AF_XDP ones."""
         configs = all_host_configs(spec) if configure_hosts else {}
         for host in spec.hosts:
             opts = {}
@@ -75,7 +76,7 @@ class SpecTopo(Topo):
                 intf = spec.node(link.lower).interface(link.level)
                 self.addLink(link.lower, link.upper, port1=link.lower_port, port2=link.upper_port,
                              intfName1=intf.name, addr1=intf.mac, params1=hq, params2=sq, **opts)
-            elif shaper_boxes and plain_switch_links:
+            elif shaper_boxes and (link.lower, link.upper) in plain_links:
                 # the box shapes: a plain port would pass through its own qdisc too (AF_XDP sends around it)
                 box, port, shaped = shaper_name(i), dict(sq, plain_port=True), dict(sq, **opts)
                 self.addHost(box, ip=None)

@@ -162,4 +162,5 @@ def hosts_for(network: NetworkSettings, log: Callable[[str], None]) -> Hosts:
     return EmulatedNetwork(network.topo, network.shaped, datapath=network.datapath,
                            ingress_shaping=network.shape_ingress, log=log, tcp=network.tcp, cluster=cluster,
                            impairment=network.impairment, controller=network.controller,
-                           link_rates=network.shaped_link_rates, changing=[e.link for e in network.events])
+                           link_rates=network.shaped_link_rates, changing=[e.link for e in network.events],
+                           plain_links=network.plain_links)

@@ -44,6 +44,7 @@ class NetworkSettings:
     link_rates: Dict[Tuple[str, str], float] = field(default_factory=dict)  # (lower, upper) -> asked-for Mbit/s
     background: Tuple[BackgroundFlow, ...] = ()  # flows injected beside the job
     events: Tuple[LinkEvent, ...] = ()  # links whose rate changes during the run
+    plain_links: Tuple[Tuple[str, str], ...] = ()  # switch-to-switch links on plain ports of the userspace switch
 
     @property
     def shaped_link_rates(self) -> Dict[Tuple[str, str], float]:

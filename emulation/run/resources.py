@@ -19,6 +19,7 @@ RANK_MODEL_COPIES = 8         # parameters, gradient, flat gradient, result, opt
 SWITCH_BASE_BYTES = 128 << 20
 AFXDP_PORT_BYTES = 74 << 20
 HEADROOM = 0.9                # never plan to use more than this share of the available memory
+SWITCH_SHARE = 0.5            # AF_XDP on switch-to-switch links too while the switch takes at most this share of it
 
 
 class ResourceError(ValueError):
@@ -40,6 +41,15 @@ def available_memory(meminfo: str = "/proc/meminfo") -> Optional[int]:
 def switch_bytes(afxdp_ports: int) -> int:
     """Bytes the userspace switch holds with this many AF_XDP ports (0: the kernel datapath, nothing)."""
     return SWITCH_BASE_BYTES + afxdp_ports * AFXDP_PORT_BYTES if afxdp_ports else 0
+
+
+def afxdp_port_budget(available: Optional[int] = None) -> Optional[int]:
+    """How many AF_XDP ports the userspace switch may open within its share of the memory available (the rest is
+    the ranks'); None where the kernel does not say."""
+    available = available_memory() if available is None else available
+    if available is None:
+        return None
+    return max(0, int((SWITCH_SHARE * HEADROOM * available - SWITCH_BASE_BYTES) // AFXDP_PORT_BYTES))
 
 
 def memory_needed(ranks: int, gradient_bytes: int, afxdp_ports: int, start: str = "fork") -> int:

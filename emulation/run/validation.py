@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import replace
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from emulation.core.aqm import parse_aqm
 from emulation.core.calibration import load as load_calibration
@@ -26,7 +26,7 @@ from emulation.run.forkclient import rank_start
 from emulation.run.options import (Label, Option, OptionError, RunConfig, convert, described, flag_label, in_groups)
 from emulation.run.resolution import (Checked, NetworkSettings, Synchronization, algorithm_options, shaped_rates,
                                       tcp_settings)
-from emulation.run.resources import check_memory
+from emulation.run.resources import afxdp_port_budget, check_memory
 from workloads.algorithms import get as get_algorithm, names_with
 from workloads.algorithms.base import Algorithm
 from workloads.data import check_data
@@ -203,9 +203,22 @@ def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = Tr
         check_congestion_control(cfg, label)
         check_aqm(cfg, impairment, label)
     cluster = tuple(parse_servers(cfg.cluster)) if cfg.cluster else ()
-    return NetworkSettings(topo, tuple(bw), shaped_rates(bw, cfg.dilation), impairment, tcp_settings(cfg), controller,
-                           cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait, cfg.dilation, link_rates,
-                           background, events)
+    network = NetworkSettings(topo, tuple(bw), shaped_rates(bw, cfg.dilation), impairment, tcp_settings(cfg),
+                              controller, cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait,
+                              cfg.dilation, link_rates, background, events)
+    if not userspace_switch(network) or cluster:
+        return network
+    return replace(network, plain_links=plain_links(topo, afxdp_port_budget()))
+
+
+def plain_links(topo: Topology, budget: Optional[int]) -> Tuple[Tuple[str, str], ...]:
+    """Switch-to-switch links whose switch ends use plain ports so that the AF_XDP ports fit the budget: none while
+    every port fits, else the highest levels' first (OVS polls plain ports in its main thread, which saturates
+    sooner, and a placement's traffic crosses the lowest levels most)."""
+    if budget is None or topo.ports_on_switches() <= budget:
+        return ()
+    inner = sorted((l for l in topo.links if not topo.is_host(l.lower)), key=lambda l: -l.level)
+    return tuple((l.lower, l.upper) for l in inner[:(topo.ports_on_switches() - budget + 1) // 2])
 
 
 def check_algorithm_options(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_label) -> None:
@@ -312,9 +325,9 @@ def userspace_switch(network: NetworkSettings) -> bool:
 
 
 def afxdp_ports(network: NetworkSettings) -> int:
-    """The AF_XDP ports the userspace switch opens on this network, one per host link (switch-to-switch links use
-    plain ports; 0 on the kernel datapath or without a switch)."""
-    return network.topo.host_links() if userspace_switch(network) else 0
+    """The AF_XDP ports the userspace switch opens on this network: every switch port but the two of each link on
+    plain ports (0 on the kernel datapath or without a switch)."""
+    return network.topo.ports_on_switches() - 2 * len(network.plain_links) if userspace_switch(network) else 0
 
 
 def check_background_hosts(cfg: RunConfig, network: NetworkSettings, topo: Topology, label: Label = flag_label) -> None:
