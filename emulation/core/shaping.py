@@ -3,6 +3,7 @@
 from typing import List, Optional
 
 from emulation.core.impairment import netem_leaf_command
+from emulation.core.tcp import TSQ_TIME_S
 
 # AF_XDP ports transmit around the qdisc of the switch-side veth. So on the userspace
 # datapath switch<->switch links run through a small bridging namespace whose own egress
@@ -17,9 +18,25 @@ from emulation.core.impairment import netem_leaf_command
 OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
 
 
-def offloads_off_command(dev: str) -> str:
-    """ethtool command turning checksum and segmentation offloads off on dev."""
-    return f"ethtool -K {dev} {OFFLOADS_OFF}"
+GSO_HOLD_S = TSQ_TIME_S      # the longest one TCP skb may hold a host's NIC: as long as --tsq auto's budget
+GSO_MAX_BYTES = 65536       # the kernel's own largest GSO packet (gso_max_size's default)
+
+
+def gso_bytes(mbps: float, mtu: int) -> int:
+    """The largest TCP skb (GSO packet) a host NIC of mbps takes: GSO_HOLD_S of its rate, at least one frame."""
+    return max(mtu, min(GSO_MAX_BYTES, int(mbps * 1e6 / 8 * GSO_HOLD_S)))
+
+
+def offloads_off_command(dev: str, gso_max: Optional[int] = None) -> str:
+    """Checksum and segmentation offloads off on dev; with gso_max, TCP's skbs on it no larger than that."""
+    # TCP builds GSO super-packets whatever the device offers (segmented in software at the device), so with gso
+    # off a host's egress queue still held skbs of up to 64 KB, 105 ms each at 5 Mbit/s: one per socket (TCP
+    # Small Queues counts skbs) and BML's 28 sockets per NIC on bcube:8,2 kept ~0.5 MB queued (ping 1.1-1.9 s;
+    # 0.08-0.21 s with one frame per skb, and BML's GST/theory 1.53 -> 1.21 at dilation 2). Each skb is then
+    # about one TSQ budget; at 1 ms (TSO autosizing's aim) BML at 50 Mbit/s on bcube:3,2 kept its GST but its
+    # hosts used 16 points more of the CPU, so the cap bites at low rates, where the queues were seconds long.
+    cap = f"; ip link set dev {dev} gso_max_size {gso_max}" if gso_max else ""
+    return f"ethtool -K {dev} {OFFLOADS_OFF}{cap}"
 
 
 def htb_commands(dev: str, mbps: float) -> List[str]:

@@ -28,8 +28,8 @@ from emulation.core.addressing import all_host_configs, command_batches, config_
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
 from emulation.core.link_rates import Overrides, rate_of, slowest_per_level
-from emulation.core.shaping import (bridge_commands, ingress_netem_commands, offloads_off_command, shared_nic_commands,
-                                    shared_nic_rate_commands)
+from emulation.core.shaping import (bridge_commands, gso_bytes, ingress_netem_commands, offloads_off_command,
+                                    shared_nic_commands, shared_nic_rate_commands)
 from emulation.core.tcp import TcpSettings, route_rto_min_ms
 from emulation.core.topology import Topology
 
@@ -188,8 +188,10 @@ class EmulatedNetwork:
         for spec_host in self.topo.hosts:
             tcp = self.host_tcp(spec_host.name)
             cmds = tcp.sysctl_commands() + config_commands(configs[spec_host.name], tcp.route_options())
+            nic = min(rate_of(l.lower, l.upper, l.level, self.bw, self.link_rates) for l in self.topo.links
+                      if l.lower == spec_host.name)
             for intf in spec_host.interfaces:
-                cmds.append(offloads_off_command(intf.name))
+                cmds.append(offloads_off_command(intf.name, gso_bytes(nic, self.tcp.mtu) if nic else None))
                 netem = self.impairment.netem(intf.level)
                 boxed = self.host_boxes or any(l.lower == spec_host.name and l.level == intf.level and
                                                (l.lower, l.upper) in self.boxed_host_links for l in self.topo.links)
