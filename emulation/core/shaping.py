@@ -18,7 +18,7 @@ from emulation.core.tcp import TSQ_TIME_S
 OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
 
 
-GSO_HOLD_S = TSQ_TIME_S      # the longest one TCP skb may hold a host's NIC: as long as --tsq auto's budget
+GSO_HOLD_S = 2 * TSQ_TIME_S  # the longest one TCP skb may hold a host's NIC: two --tsq auto budgets
 GSO_MAX_BYTES = 65536       # the kernel's own largest GSO packet (gso_max_size's default)
 
 
@@ -32,9 +32,10 @@ def offloads_off_command(dev: str, gso_max: Optional[int] = None) -> str:
     # TCP builds GSO super-packets whatever the device offers (segmented in software at the device), so with gso
     # off a host's egress queue still held skbs of up to 64 KB, 105 ms each at 5 Mbit/s: one per socket (TCP
     # Small Queues counts skbs) and BML's 28 sockets per NIC on bcube:8,2 kept ~0.5 MB queued (ping 1.1-1.9 s;
-    # 0.08-0.21 s with one frame per skb, and BML's GST/theory 1.53 -> 1.21 at dilation 2). Each skb is then
-    # about one TSQ budget; at 1 ms (TSO autosizing's aim) BML at 50 Mbit/s on bcube:3,2 kept its GST but its
-    # hosts used 16 points more of the CPU, so the cap bites at low rates, where the queues were seconds long.
+    # 0.08-0.21 s with one frame per skb, and BML's GST/theory 1.53 -> 1.21 at dilation 2). Smaller skbs cost the
+    # hosts CPU: at one TSQ budget (5 ms) net --check on bcube:8,2 at 10 Mbit/s (128 flows) saturated the CPU and
+    # was degraded (0.76); at two it was faithful (0.92); at 1 ms (TSO autosizing's aim) BML at 50 Mbit/s on
+    # bcube:3,2 kept its GST but used 16 points more CPU. So the cap bites at low rates, where queues were longest.
     cap = f"; ip link set dev {dev} gso_max_size {gso_max}" if gso_max else ""
     return f"ethtool -K {dev} {OFFLOADS_OFF}{cap}"
 
