@@ -14,8 +14,9 @@ RANK_MODEL_COPIES = 8         # parameters, gradient, flat gradient, result, opt
 # Userspace Open vSwitch: its own base, plus per AF_XDP port a umem of 16384 4-KiB frames that the kernel pins
 # (OVS's netdev-afxdp: 4 x (2048 + 2048) descriptors), 64 MiB, and its packet metadata. Measured (ovs-vswitchd's
 # VmRSS during `net --check`): 593 MiB above idle with star:8's ports, 1764 MiB with star:24's, 73 MiB a port;
-# fattree:6's 270 ports took it to 20 GB and the OOM killer ended it under 54 ranks, so switch-to-switch links now
-# use plain ports and only host links AF_XDP ones (54 on fattree:6). (Kernel datapath: none.)
+# fattree:6's 270 ports took it to 20 GB and the OOM killer ended it under 54 ranks, so where AF_XDP ports on every
+# link would take more than SWITCH_SHARE, the highest switch-to-switch links use plain ports (validation.plain_links:
+# 66 of fattree:6's 108 links on this machine). (Kernel datapath: none.)
 SWITCH_BASE_BYTES = 128 << 20
 AFXDP_PORT_BYTES = 74 << 20
 HEADROOM = 0.9                # never plan to use more than this share of the available memory
