@@ -97,6 +97,40 @@ def test_upper_tree_level_is_shaped():
     assert leftovers("tree:3,2,2") == []
 
 
+def test_switch_links_on_plain_ports_are_shaped_once_and_change_rate():
+    """tree:3,2,2 with every switch-to-switch link on plain (AF_PACKET) ports, as where AF_XDP ports everywhere would
+    not fit in memory: those ports are plain and the host ports AF_XDP; flows crossing the root share its 25 Mbit/s
+    (shaped by the links' namespaces alone: shaped twice they ran slower); a rate change on a plain link changes the
+    namespace's two classes only."""
+    code = (
+        "import json, subprocess\n"
+        "from emulation.core.topology import parse\n"
+        "from emulation.net.network import EmulatedNetwork\n"
+        "from emulation.net import checks\n"
+        "t = parse('tree:3,2,2'); bw = (100.0, 50.0, 25.0)\n"
+        "inner = [(l.lower, l.upper) for l in t.links if not t.is_host(l.lower)]\n"
+        "def kind(port):\n"
+        "    return subprocess.run(['ovs-vsctl', 'get', 'interface', port, 'type'], capture_output=True,\n"
+        "                          text=True).stdout.strip().strip('\"')\n"
+        "with EmulatedNetwork(t, bw, plain_links=inner) as en:\n"
+        "    flows = [checks.Flow(f'h{i}', t.hosts[i].ip, f'h{11 - i}', t.hosts[11 - i].ip, 0, 25.0 / 3)"
+        " for i in range(3)]\n"
+        "    rows = checks.run_fidelity(en, flows, 3)\n"
+        "    up = [l for l in t.links if not t.is_host(l.lower)][0]\n"
+        "    host = [l for l in t.links if t.is_host(l.lower)][0]\n"
+        "    types = {'plain': kind(f'{up.upper}-eth{up.upper_port}'), 'host': kind(f'{host.upper}-eth{host.upper_port}')}\n"
+        "    changed = en.set_link_rate(inner[0], 10.0)\n"
+        "    print(json.dumps({'rows': rows, 'types': types, 'changed': changed, 'shaping': en.shaping}))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["types"] == {"plain": "", "host": "afxdp"}, got["types"]
+    total = sum(row["measured_mbps"] for row in got["rows"])
+    assert 25 * 0.6 < total <= 25 * 1.1, got["rows"]
+    assert got["changed"] == 2 and "on plain switch ports" in got["shaping"]
+    assert leftovers("tree:3,2,2") == []
+
+
 def wait_for_run_record(proc, timeout=60):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
