@@ -12,8 +12,9 @@ from emulation.core.tcp import TSQ_TIME_S
 # umem: fattree:6's 216 switch-link ports alone 13.5 GiB), the switches' ends of switch<->switch links are plain
 # (AF_PACKET) ports, left unshaped: the box shapes. They carry Hedera's stride patterns as AF_XDP ports do, but
 # OVS polls them in its main thread, which saturates sooner (fattree:6's ring at 2.5 Mbit/s with every
-# switch-to-switch link plain), so only the highest links go plain, as many as the memory needs. Not an IFB device at the host's ingress: under incast into one server
-# it held packets for seconds with every queue empty (docs/explanation/timing-causes.md).
+# switch-to-switch link plain), so only the highest links go plain, as many as the memory needs. Not an IFB device
+# at the host's ingress: under incast into one server it held packets for seconds with every queue empty
+# (docs/explanation/timing-causes.md).
 # TX checksum offload must be off: TCP through the userspace datapath stalls otherwise.
 OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
 

@@ -143,9 +143,7 @@ class EmulatedNetwork:
         self.state.add_bridges([s.name for s in self.topo.switches])
         self.state.add_interfaces(switch_side_interfaces(self.topo))
         self.log(f"building {len(self.topo.hosts)} hosts, {len(self.topo.switches)} switches, "
-                 f"{len(self.topo.links)} links" + (f" ({len(self.plain_links)} switch-to-switch links on plain "
-                                                    f"ports: AF_XDP ports on every link would take too much memory)"
-                                                    if afxdp and self.plain_links else ""))
+                 f"{len(self.topo.links)} links{self._plain_note}")
         self.net.build()
         for host in self.net.hosts:
             if getattr(host, "isRemote", False):  # its pid is on the server; the local end is the ssh client
@@ -188,8 +186,7 @@ class EmulatedNetwork:
         for spec_host in self.topo.hosts:
             tcp = self.host_tcp(spec_host.name)
             cmds = tcp.sysctl_commands() + config_commands(configs[spec_host.name], tcp.route_options())
-            nic = min(rate_of(l.lower, l.upper, l.level, self.bw, self.link_rates) for l in self.topo.links
-                      if l.lower == spec_host.name)
+            nic = self.nic_rate(spec_host.name)
             for intf in spec_host.interfaces:
                 cmds.append(offloads_off_command(intf.name, gso_bytes(nic, self.tcp.mtu) if nic else None))
                 netem = self.impairment.netem(intf.level)
@@ -207,10 +204,14 @@ class EmulatedNetwork:
         if any(self.tcp_report[k] != v for k, v in wanted.items()):
             raise NetworkError(f"host TCP settings did not apply: {self.tcp_report}")
 
+    def nic_rate(self, host: str) -> float:
+        """A host's slowest NIC, shaped Mbit/s."""
+        return min(rate_of(l.lower, l.upper, l.level, self.bw, self.link_rates) for l in self.topo.links
+                   if l.lower == host)
+
     def host_tcp(self, host: str) -> TcpSettings:
         """A host's TCP settings, sized to its own NIC rate and the network's slowest link where left to the rate."""
-        mine = [rate_of(l.lower, l.upper, l.level, self.bw, self.link_rates) for l in self.topo.links if l.lower == host]
-        return self.tcp.sized(min(mine), min(slowest_per_level(self.topo, self.bw, self.link_rates)))
+        return self.tcp.sized(self.nic_rate(host), min(slowest_per_level(self.topo, self.bw, self.link_rates)))
 
     def _read_tcp(self, host: str) -> dict:
         """The TCP settings a host's namespace actually has (as the kernel reports them)."""
@@ -379,9 +380,15 @@ class EmulatedNetwork:
             return "all links, both directions"
         down = "switch->host in a bridging namespace per host link" if self.ingress_shaping else \
             "switch->host unshaped"
-        plain = f" ({len(self.plain_links)} of them on plain switch ports: AF_XDP ports on every link would not " \
-                f"fit in memory)" if self.plain_links else ""
-        return f"host->switch at host egress; switch<->switch both directions{plain}; {down}"
+        return f"host->switch at host egress; switch<->switch both directions{self._plain_note}; {down}"
+
+    @property
+    def _plain_note(self) -> str:
+        """How many switch-to-switch links are on plain switch ports, and why ('' when none are)."""
+        if self.datapath != "user" or not self.plain_links:
+            return ""
+        return (f" ({len(self.plain_links)} switch-to-switch links on plain switch ports: AF_XDP ports on every "
+                f"link would not fit in memory)")
 
     def port_drops(self) -> Dict[str, int]:
         """Cumulative drop and error counters of the switches' ports (OVS interface statistics), summed by name."""
