@@ -1,0 +1,26 @@
+"""The registry of collective operations beyond all-reduce (whose algorithms are workloads.algorithms): name ->
+Collective (see base.py). Adding one: a module in this folder defining a Collective, and an entry in REGISTERED."""
+
+from typing import Dict
+
+from workloads.collectives.allgather import ALLGATHER
+from workloads.collectives.alltoall import ALLTOALL
+from workloads.collectives.base import Collective
+from workloads.collectives.broadcast import BROADCAST
+from workloads.collectives.gather import GATHER
+from workloads.collectives.reduce import REDUCE_OP
+from workloads.collectives.reducescatter import REDUCESCATTER
+from workloads.collectives.scatter import SCATTER
+from workloads.plan import PlanError
+
+ALLREDUCE = "allreduce"  # the algorithm registry's op: bench's default
+REGISTERED = (ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE_OP, ALLTOALL, GATHER, SCATTER)
+COLLECTIVES: Dict[str, Collective] = {c.name: c for c in REGISTERED}
+OPS = (ALLREDUCE,) + tuple(COLLECTIVES)
+
+
+def get(name: str) -> Collective:
+    """The collective called name, or PlanError listing the valid ones."""
+    if name not in COLLECTIVES:
+        raise PlanError(f"unknown collective '{name}': valid are {', '.join(OPS)}")
+    return COLLECTIVES[name]
