@@ -47,7 +47,11 @@ def test_local_bench_sums_are_exact_for_every_algorithm(tmp_path):
 
 
 def test_bench_refuses_bad_input_in_one_line(tmp_path):
-    for args, needle in ((["--algo", "gloo"], "cannot be benchmarked"), (["--algo", "ring,ring"], "distinct"),
+    for args, needle in ((["--algo", "pflow"], "cannot be benchmarked"), (["--algo", "ring,ring"], "distinct"),
+                         (["--op", "allgatherv"], "--op 'allgatherv' is invalid: give distinct collectives from"),
+                         (["--op", "broadcast", "--algo", "ring"], "does not do broadcast: valid are chain, direct, gloo, tree"),
+                         (["--op", "allgather", "--algo", "gloo", "--sizes", "36"], "multiples of 16 bytes"),
+                         (["--op", "allreduce"], "--algo is required with --op allreduce"),
                          (["--algo", "ring", "--sizes", "5"], "multiples of 4"),
                          (["--algo", "ring", "--reps", "0"], "--reps")):
         r = run_dmlbed("bench", "--topo", "star:4", "--local", "--out", str(tmp_path), *args)

@@ -1,5 +1,5 @@
-"""One rank of `dmlbed bench` (and of `dmlbed calibrate`'s probes): a plan moving raw fp32 buffers of every
-size (no model), warm-up then timed repetitions, each checked against the exact result."""
+"""One rank of `dmlbed bench` (and of `dmlbed calibrate`'s probes): a plan, or torch.distributed's gloo, moving raw
+fp32 buffers of every size (no model), warm-up then timed repetitions, each checked against the exact result."""
 
 from __future__ import annotations
 
@@ -7,53 +7,148 @@ import argparse
 import json
 import sys
 import time
+from typing import Tuple
 
 import numpy as np
 
 from emulation.core.topology import parse
 from workloads.algorithms import get
 from workloads.channel import Channel
+from workloads.collectives import get as get_collective
 from workloads.plan import PieceLayout, simulate
 from workloads.calibration_probes import build as build_probe
 from workloads.rankconfig import RankConfig
 from workloads.runfolder import RankFiles
 
 PATTERN_PERIOD = 251  # values 0..250 times (rank + 1): every sum of up to 256 ranks is an exact fp32 integer
+GLOO = "gloo"  # the algorithm name that times torch.distributed's own collective
+
+
+class PlanSubject:
+    """An all-reduce plan (or a calibration probe) on this rank: the buffer in, the exact result out."""
+
+    def __init__(self, cfg: RankConfig, topo):
+        job = cfg.bench
+        self.probe = job.probe
+        # a raw buffer is one tensor (a plan that places whole tensors puts it on one server, as TensorFlow would)
+        self.plan = build_probe(topo, *self.probe) if self.probe else \
+            get(cfg.algo).build_plan(topo, cfg.servers, cfg.options, cfg.bw, layer_sizes=[1])
+        self.rank = cfg.rank
+        self.involved = any(cfg.rank in (t.src, t.dst) for t in self.plan.transfers())
+        self.layouts = {size: self.plan.piece_layout([size // 4]) for size in job.sizes}
+        self.channel = Channel(cfg, topo, self.plan, self.layouts[job.sizes[0]])
+
+    def elements(self, size: int) -> int:
+        """fp32 values in this rank's buffer for an op of size bytes."""
+        return size // 4
+
+    def inputs(self, size: int, pattern: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(what this rank starts from, what it must end with, where that is defined)."""
+        mine = self.probe or self.rank in self.plan.contributors
+        start = pattern * (self.rank + 1) if mine else np.zeros_like(pattern)
+        return start, expected_result(self.plan, self.rank, pattern, self.layouts[size], bool(self.probe)), \
+            np.full(len(pattern), bool(mine))
+
+    def run(self, buf: np.ndarray, size: int) -> None:
+        self.channel.run(buf, layout=self.layouts[size])
+
+    def settle(self, buf: np.ndarray, size: int) -> None:
+        """Nothing: a plan leaves its result in place."""
+
+    def barrier(self) -> None:
+        """Nothing: in an all-reduce every rank's end waits for every rank's start."""
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class CollectiveSubject(PlanSubject):
+    """A collective other than all-reduce on this rank: one of its plans, or gloo's own call."""
+
+    def __init__(self, cfg: RankConfig, topo):
+        op, algorithm, root = cfg.bench.collective
+        self.op, self.root, self.rank, self.ranks = get_collective(op), root, cfg.rank, cfg.ranks
+        self.layouts = {size: PieceLayout([self.elements(size)], self.op.pieces(cfg.ranks)) for size in cfg.bench.sizes}
+        self.involved, self.channel, self.gloo = True, None, None
+        if algorithm == GLOO:
+            from workloads.gloo_collectives import GlooCollective
+            from workloads.strategies.gloo import join_process_group
+            self.dist = join_process_group(cfg)
+            self.gloo = GlooCollective(self.dist, op, cfg.rank, cfg.ranks, root)
+        else:
+            plan = self.op.plan(algorithm, cfg.ranks, root)
+            self.channel = Channel(cfg, topo, plan, self.layouts[cfg.bench.sizes[0]])
+            gate = get_collective("allgather").plan("direct", cfg.ranks)  # every rank hears from every rank
+            self.gate_layout = PieceLayout([cfg.ranks], cfg.ranks)
+            self.gate = Channel(cfg, topo, gate, self.gate_layout, port_offset=1)
+
+    def elements(self, size: int) -> int:
+        return self.op.buffer_bytes(size, self.ranks) // 4
+
+    def inputs(self, size: int, pattern: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        layout = self.layouts[size]
+        want, defined = np.zeros_like(pattern), np.zeros(len(pattern), dtype=bool)
+        for rank, piece, sources in self.op.result(self.ranks, self.root):
+            if rank == self.rank:
+                a, b = layout.bounds[piece]
+                want[a:b] = pattern[a:b] * sum(s + 1 for s in sources)
+                defined[a:b] = True
+        return pattern * (self.rank + 1), want, defined
+
+    def run(self, buf: np.ndarray, size: int) -> None:
+        if self.gloo:
+            self.gloo.run(buf, self.layouts[size])
+        else:
+            self.channel.run(buf, layout=self.layouts[size])
+
+    def settle(self, buf: np.ndarray, size: int) -> None:
+        if self.gloo:
+            self.gloo.settle(buf, self.layouts[size])
+
+    def barrier(self) -> None:
+        """Every rank starts a repetition together: in a rooted op some ranks' ends wait for no one's start, and
+        a rank starting late would find its data waiting and time almost nothing."""
+        if self.gloo:
+            self.dist.barrier()
+        else:
+            self.gate.run(np.zeros(len(self.gate_layout.index), dtype=np.float32), layout=self.gate_layout)
+
+    def close(self) -> None:
+        if self.gloo:
+            from workloads.strategies.gloo import leave_process_group
+            leave_process_group(self.dist)
+        else:
+            self.channel.close()
+            self.gate.close()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", required=True)
     cfg = RankConfig.read(ap.parse_args().config)
-    job, topo, rank = cfg.bench, parse(cfg.topology), cfg.rank
-    probe = job.probe
-    # a raw buffer is one tensor (a plan that places whole tensors puts it on one server, as TensorFlow would)
-    plan = build_probe(topo, *probe) if probe else get(cfg.algo).build_plan(topo, cfg.servers, cfg.options, cfg.bw,
-                                                                            layer_sizes=[1])
-    contributors = set(plan.contributors)
-    involved = any(rank in (t.src, t.dst) for t in plan.transfers())
-    layouts = {size: plan.piece_layout([size // 4]) for size in job.sizes}
-    channel = Channel(cfg, topo, plan, layouts[job.sizes[0]])
+    job, topo = cfg.bench, parse(cfg.topology)
+    subject = CollectiveSubject(cfg, topo) if job.collective else PlanSubject(cfg, topo)
     try:
-        with open(RankFiles(cfg.out_dir).bench(rank), "a") as out:
+        with open(RankFiles(cfg.out_dir).bench(cfg.rank), "a") as out:
             for size in job.sizes:
-                pattern = (np.arange(size // 4, dtype=np.int64) % PATTERN_PERIOD).astype(np.float32)
-                mine = pattern * (rank + 1) if probe or rank in contributors else np.zeros_like(pattern)
-                expected = expected_result(plan, rank, pattern, layouts[size], bool(probe))
+                pattern = (np.arange(subject.elements(size), dtype=np.int64) % PATTERN_PERIOD).astype(np.float32)
+                start_from, want, defined = subject.inputs(size, pattern)
                 buf = np.empty_like(pattern)
                 for rep in range(job.warmup + job.reps):
-                    buf[:] = mine
+                    buf[:] = start_from
+                    subject.barrier()
                     start = time.time()
-                    channel.run(buf, layout=layouts[size])
+                    subject.run(buf, size)
                     end = time.time()
-                    if not involved:  # a probe's bystander: its instant no-op would skew the timing
+                    subject.settle(buf, size)
+                    if not subject.involved:  # a probe's bystander: its instant no-op would skew the timing
                         continue
-                    wrong = (probe or rank in contributors) and not np.array_equal(buf, expected)
-                    out.write(json.dumps({"rank": rank, "size": size, "rep": rep, "warmup": rep < job.warmup,
+                    wrong = not np.array_equal(buf[defined], want[defined])
+                    out.write(json.dumps({"rank": cfg.rank, "size": size, "rep": rep, "warmup": rep < job.warmup,
                                           "start": start, "end": end, "wrong": bool(wrong)}) + "\n")
                     out.flush()
     finally:
-        channel.close()
+        subject.close()
     return 0
 
 

@@ -25,6 +25,7 @@ class BenchJob:
     warmup: int = 2                          # untimed repetitions per size
     reps: int = 5                            # timed repetitions per size
     probe: Optional[Tuple[str, int]] = None  # a calibration probe (kind, level) in place of the algorithm's plan
+    collective: Optional[Tuple[str, str, int]] = None  # (op, algorithm, root) of an op other than all-reduce
 
 
 @dataclass(frozen=True)

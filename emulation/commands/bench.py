@@ -8,7 +8,7 @@ import re
 import shutil
 import statistics
 from dataclasses import dataclass, replace
-from typing import Callable, List
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from emulation.commands.base import WARMUP, Command, reps_option
 from emulation.core.addressing import PLAN_PORT
@@ -20,35 +20,46 @@ from emulation.run.outputs import output_folder, write_table
 from emulation.run.progress import log
 from emulation.run.provenance import provenance
 from emulation.run.ranks import PORT_STRIDE, run_bench_ranks
-from emulation.run.resolution import Checked, NetworkSettings
+from emulation.run.resolution import Checked, NetworkSettings, link_goodput
 from emulation.run.results import rep_times
 from emulation.run.validation import (check_calibration, check_network, check_synchronization, check_values,
                                       check_workers)
-from emulation.simulation.calibrated import calibrated_gst
+from emulation.simulation.calibrated import calibrated_gst, plan_gst
+from emulation.simulation.flows import simulate_plan
+from emulation.simulation.routes import Router
 from workloads.algorithms import names_with
+from workloads.bench_worker import GLOO
+from workloads.collectives import ALLREDUCE, OPS, get as get_collective
+from workloads.engine import CHUNK_BYTES
+from workloads.plan import PlanError, piece_sizes
 from workloads.rankconfig import BenchJob
 from workloads.runfolder import RunFolder
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_SIZE = 1 << 30
-BUSBW_FACTOR = "2(n-1)/n"  # all-reduce, as nccl-tests: n = ranks that contribute
-COLUMNS = ["algo", "size_bytes", "time_s", "algbw_mbps", "busbw_mbps", "theory_s", "ratio", "wrong", "reps"]
+COLUMNS = ["op", "algo", "size_bytes", "time_s", "algbw_mbps", "busbw_mbps", "theory_s", "ratio", "wrong", "reps"]
+SIMULATED_COLUMNS = ["sim_s", "ratio_sim"]
 CALIBRATED_COLUMNS = ["theory_cal_s", "ratio_cal"]
 BENCH_FILES = ("bench.json", "bench.csv")
 class Bench(Command):
     name, help = "bench", "collective benchmark: message-size sweep, algbw/busbw (like nccl-tests)"
-    description = ("Brings the network up once and, per algorithm, all-reduces raw fp32 buffers of each size: "
-                   "warm-up, then timed repetitions, each checked against the exact sum; bench.csv/json and "
-                   "busbw.png with the closed form beside every size.")
+    description = ("Brings the network up once and, per collective and algorithm, runs it on raw fp32 buffers of "
+                   "each size: warm-up, then timed repetitions, each checked against the op's exact result; "
+                   "bench.csv/json and busbw.png with the closed form and the flow model beside every size. "
+                   "torch.distributed's own gloo collective is timed as --algo gloo.")
     groups = (TOPOLOGY, LINKS, NETWORK, RANKS, DILATION, PLAN_INPUTS, OUTPUT, REPLACE, WAIT)
-    own = (command_option("algo", "comma-separated plan algorithms, e.g. ring,ps", required=True),
-           command_option("sizes", "MIN:MAX:xFACTOR or a list (bytes, K/M/G)", "1M:64M:x4"),
+    own = (command_option("op", f"comma-separated collectives ({', '.join(OPS)})", ALLREDUCE),
+           command_option("algo", "comma-separated algorithms, e.g. ring,ps,gloo (all-reduce: required; other ops: "
+                                  "every algorithm of each, and gloo, when not given)"),
+           command_option("sizes", "MIN:MAX:xFACTOR or a list (bytes, K/M/G; all-to-all: each rank's send buffer)",
+                          "1M:64M:x4"),
            WARMUP, reps_option(5))
 
     def prepare(self, args):
         values = self.values(args)
-        algos = [a.strip() for a in values["algo"].split(",") if a.strip()]
-        return prepare(self.config(args), algos, parse_sizes(values["sizes"]), values["warmup"], values["reps"])
+        algos = [a.strip() for a in (values["algo"] or "").split(",") if a.strip()]
+        ops = [o.strip() for o in values["op"].split(",") if o.strip()]
+        return prepare(self.config(args), algos, parse_sizes(values["sizes"]), values["warmup"], values["reps"], ops)
 
     def needs_root(self, job):
         return not job.network.local
@@ -93,46 +104,110 @@ def parse_sizes(text: str) -> List[int]:
 
 
 @dataclass(frozen=True)
+class BenchRun:
+    """One (op, algorithm) of a benchmark, checked: its configuration (with its synchronization for an all-reduce
+    plan) and, for the rest, the (op, algorithm, root) its ranks run."""
+
+    op: str
+    algo: str
+    checked: Checked
+    collective: Optional[Tuple[str, str, int]] = None
+
+    @property
+    def label(self) -> str:
+        """Its rows' and folders' name: the algorithm, and the op when it is not all-reduce."""
+        return self.algo if self.op == ALLREDUCE else f"{self.op}-{self.algo}"
+
+
+@dataclass(frozen=True)
 class BenchPlan:
-    """A benchmark checked before anything starts: the network, one checked synchronization per algorithm, the
-    sizes, the repetitions."""
+    """A benchmark checked before anything starts: the network, one checked run per (op, algorithm), the sizes,
+    the repetitions."""
 
     cfg: RunConfig
     network: NetworkSettings
-    runs: List[Checked]
+    runs: List[BenchRun]
     sizes: List[int]
     warmup: int = 2
     reps: int = 5
 
 
-def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, reps: int = 5) -> BenchPlan:
-    """Everything a benchmark needs, checked before anything starts: the network section, one synchronization per
-    algorithm (plan all-reduce algorithms only; no model: the buffers are raw), memory for the largest size, a
-    calibration, and an --out free of another benchmark."""
+def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, reps: int = 5,
+            ops: Sequence[str] = (ALLREDUCE,)) -> BenchPlan:
+    """Everything a benchmark needs, checked before anything starts: the network section, one run per op and
+    algorithm (all-reduce: the plan algorithms and gloo; other ops: their plans and gloo; every op's algorithms and
+    gloo when none are named), memory for the largest buffer, a calibration, and an --out free of another
+    benchmark."""
     check_values(base, groups=Bench.groups)
     network = check_network(base)
-    if not algos or len(set(algos)) != len(algos):
+    if not ops or len(set(ops)) != len(ops) or any(op not in OPS for op in ops):
+        raise OptionError(f"--op '{','.join(ops)}' is invalid: give distinct collectives from {', '.join(OPS)}")
+    if algos and len(set(algos)) != len(algos):
         raise OptionError(f"--algo '{','.join(algos)}' is invalid: give one or more distinct algorithms, e.g. ring,ps")
-    plans = names_with(lambda a: a.plan is not None)
-    runs = []
-    for algo in algos:
-        if algo not in plans:
-            raise OptionError(f"--algo {algo} cannot be benchmarked: bench runs the plan all-reduce algorithms "
-                              f"({', '.join(plans)})")
-        cfg = replace(base, algo=algo)
-        runs.append(Checked(cfg, network, check_synchronization(cfg, network.topo)))
-    check_workers(network, 3 * max(sizes) // 2)
+    if not algos and ALLREDUCE in ops:
+        raise OptionError("--algo is required with --op allreduce: give plan all-reduce algorithms or gloo, e.g. "
+                          "ring,ps,gloo")
+    runs, ranks = [], len(network.topo.hosts)
+    for algo in algos:  # an algorithm runs on the ops that have it, and must have one
+        if not any(does(op, algo) for op in ops):
+            valid = sorted({a for op in ops for a in get_collective(op).algorithms + (GLOO,)} - {""})
+            raise OptionError(f"--algo {algo} does not do {', '.join(ops)}: valid are {', '.join(valid)}"
+                              + (" and the plan all-reduce algorithms" if ALLREDUCE in ops else ""))
+    for op in ops:
+        for algo in [a for a in algos if does(op, a)] or get_collective(op).algorithms + (GLOO,):
+            runs.append(check_run(base, network, op, algo, sizes, ranks))
+    check_workers(network, 3 * max(collective_buffer(run.op, size, ranks) for run in runs for size in sizes) // 2)
     check_calibration(base, network, emulated=True)
     out = output_folder(base.out, BENCH_FILES, "a benchmark", base.force, "bench")
-    return BenchPlan(replace(base, out=out), network, [replace(c, cfg=replace(c.cfg, out=out)) for c in runs],
+    return BenchPlan(replace(base, out=out), network,
+                     [replace(r, checked=replace(r.checked, cfg=replace(r.checked.cfg, out=out))) for r in runs],
                      sizes, warmup, reps)
 
 
-def table(algo: str, records: List[dict], contributors: int, theory: Callable[[int], float],
-          calibrated: Callable[[int], float] = None, dilation: float = 1.0) -> List[dict]:
-    """nccl-tests' columns for one algorithm: median time, algbw = size/time, busbw = algbw x 2(n-1)/n (and the
-    calibrated theory when there is a calibration)."""
-    factor = 2 * (contributors - 1) / contributors if contributors > 1 else 1.0
+def does(op: str, algo: str) -> bool:
+    """Whether bench can run op with algo (all-reduce: any algorithm name; check_run says which can)."""
+    return algo == GLOO or op == ALLREDUCE or algo in get_collective(op).algorithms
+
+
+def check_run(base: RunConfig, network: NetworkSettings, op: str, algo: str, sizes: List[int], ranks: int
+              ) -> BenchRun:
+    """One (op, algorithm) checked: OptionError naming what is wrong and what is valid."""
+    if op == ALLREDUCE and algo != GLOO:
+        plans = names_with(lambda a: a.plan is not None)
+        if algo not in plans:
+            raise OptionError(f"--algo {algo} cannot be benchmarked: bench runs the plan all-reduce algorithms "
+                              f"({', '.join(plans)}) and gloo")
+        cfg = replace(base, algo=algo)
+        return BenchRun(op, algo, Checked(cfg, network, check_synchronization(cfg, network.topo)))
+    if op == ALLREDUCE:
+        return BenchRun(op, algo, Checked(base, network), (op, algo, 0))
+    collective = get_collective(op)
+    if algo == GLOO:
+        even = collective.pieces(ranks) // collective.buffer_factor(ranks) if collective.pieces(ranks) > 1 else 1
+        uneven = [s for s in sizes if s % (4 * even)]
+        if uneven:
+            raise OptionError(f"--sizes {uneven[0]} bytes is invalid for gloo's {op} over {ranks} ranks: its pieces "
+                              f"must be equal, so give multiples of {4 * even} bytes")
+    else:
+        try:
+            collective.plan(algo, ranks)
+        except PlanError as exc:
+            raise OptionError(f"--algo {algo}: {exc}") from None
+    return BenchRun(op, algo, Checked(base, network), (op, algo, 0))
+
+
+def collective_buffer(op: str, size: int, ranks: int) -> int:
+    """Bytes of one rank's buffer for an op of size bytes."""
+    return size if op == ALLREDUCE else get_collective(op).buffer_bytes(size, ranks)
+
+
+def table(algo: str, records: List[dict], contributors: int, theory: Callable[[int], Optional[float]],
+          calibrated: Callable[[int], float] = None, dilation: float = 1.0, op: str = ALLREDUCE,
+          simulated: Optional[Callable[[int], Optional[float]]] = None) -> List[dict]:
+    """nccl-tests' columns for one algorithm of one op: median time, algbw = size/time, busbw = algbw x the op's
+    factor (all-reduce: 2(n-1)/n), the closed form, the flow model (when given) and the calibrated theory (when
+    there is a calibration)."""
+    factor = busbw_factor(op, contributors)
     times = rep_times(records, dilation)
     rows = []
     for size, ts in times.items():
@@ -140,53 +215,93 @@ def table(algo: str, records: List[dict], contributors: int, theory: Callable[[i
         algbw = size * 8 / t / 1e6
         th = theory(size)
         wrong = sum(r["wrong"] for r in records if r["size"] == size and not r["warmup"])
-        rows.append({"algo": algo, "size_bytes": size, "time_s": t, "algbw_mbps": algbw, "busbw_mbps": algbw * factor,
-                     "theory_s": th, "ratio": t / th if th else None, "wrong": wrong, "reps": len(ts),
-                     "time_min_s": min(ts), "time_max_s": max(ts),
+        rows.append({"op": op, "algo": algo, "size_bytes": size, "time_s": t, "algbw_mbps": algbw,
+                     "busbw_mbps": algbw * factor, "theory_s": th, "ratio": t / th if th else None, "wrong": wrong,
+                     "reps": len(ts), "time_min_s": min(ts), "time_max_s": max(ts),
                      "theory_busbw_mbps": size * 8 / th / 1e6 * factor if th else None})
+        if simulated:
+            sim = simulated(size)
+            rows[-1].update(sim_s=sim, ratio_sim=t / sim if sim else None)
         if calibrated:
             cal = calibrated(size)
             rows[-1].update(theory_cal_s=cal, ratio_cal=t / cal if cal else None)
     return rows
 
 
+def busbw_factor(op: str, ranks: int) -> float:
+    """nccl-tests' bus bandwidth factor of an op over this many ranks (all-reduce: n = ranks that contribute)."""
+    return get_collective(op).busbw(ranks)
+
+
 def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
-    """Run the sweep for every checked algorithm on one network, in one lifecycle; bench.json is written even when
-    it fails (with `error` and the rows measured so far), bench.csv and busbw.png from the rows."""
+    """Run the sweep for every checked (op, algorithm) on one network, in one lifecycle; bench.json is written even
+    when it fails (with `error` and the rows measured so far), bench.csv and busbw.png from the rows."""
     base, network, sizes = job.cfg, job.network, job.sizes
     folder = RunFolder(base.out)
     rows: List[dict] = []
+    ops = list(dict.fromkeys(r.op for r in job.runs))
     report = {"topology": network.topo.spec, "bw_mbps": list(network.bw), "sizes": sizes, "warmup": job.warmup,
-              "reps": job.reps, "busbw_factor": BUSBW_FACTOR, "busbw_note": busbw_note(network.topo),
-              "local": base.local, "calibration": base.calibration, "dilation": base.dilation,
-              "mtu": None if base.local else base.mtu, "provenance": provenance()}
+              "reps": job.reps, "ops": ops,
+              "busbw_factor": {op: get_collective(op).busbw_text for op in ops},
+              "busbw_note": busbw_note(network.topo), "local": base.local, "calibration": base.calibration,
+              "dilation": base.dilation, "mtu": None if base.local else base.mtu, "provenance": provenance()}
     cal = load_calibration(base.calibration, network.topo.spec, network.bw) if base.calibration else None
 
     def body(life: Lifecycle) -> None:
         report.update(datapath=life.hosts.datapath, shaping=life.hosts.shaping)
-        for i, checked in enumerate(job.runs):
-            algo = checked.cfg.algo
-            files = folder.ranks(algo)
+        for i, run in enumerate(job.runs):
+            files = folder.ranks(run.label)
             shutil.rmtree(files.path, ignore_errors=True)
-            records = run_bench_ranks(life.hosts, checked, BenchJob(tuple(sizes), job.warmup, job.reps), files,
-                                      PLAN_PORT + PORT_STRIDE * i, algo, log, life.server)
-            theory = lambda size, c=checked: c.algorithm.gst_theory(  # noqa: E731 (a raw buffer is one tensor)
-                c.topo, size, c.bw, c.servers, options=c.options, layer_sizes=[size // 4]).gst_s
-            calibrated = None if cal is None else \
-                lambda size, c=checked: calibrated_gst(c.algorithm, c.topo, c.servers, [size // 4], cal,  # noqa
-                                                       c.options)
-            rows.extend(table(algo, records, len(checked.contributors), theory, calibrated, base.dilation))
+            records = run_bench_ranks(life.hosts, run.checked, BenchJob(tuple(sizes), job.warmup, job.reps,
+                                                                        collective=run.collective),
+                                      files, PLAN_PORT + PORT_STRIDE * i, run.label, log, life.server)
+            ranks = len(run.checked.contributors) if run.checked.sync else len(network.topo.hosts)
+            theory, simulated, calibrated = models(run, cal, base)
+            rows.extend(table(run.algo, records, ranks, theory, calibrated, base.dilation, run.op, simulated))
 
     def finish(life: Lifecycle) -> dict:
         report.update(rows=rows, error=life.error)
         if rows:
             write_table(os.path.join(base.out, "bench.csv"), rows,
-                        COLUMNS + (CALIBRATED_COLUMNS if base.calibration else []))
+                        COLUMNS + SIMULATED_COLUMNS + (CALIBRATED_COLUMNS if base.calibration else []))
             report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, network)
         return report
 
     return Lifecycle(network, log, os.path.join(base.out, "bench.json"), fork_server=folder.ranks(),
                      reraise=True).run(body, finish, lambda: os.makedirs(base.out, exist_ok=True))
+
+
+def models(run: BenchRun, cal, base: RunConfig):
+    """A run's closed form, flow model and calibrated theory, each seconds per size (None where it has none): an
+    all-reduce plan's are its algorithm's; another op's plan's are its own; gloo's closed form is the op's bound (its
+    bandwidth-optimal time, at which busbw is the link rate) and it has no flow model (its algorithm is gloo's)."""
+    c, topo = run.checked, run.checked.topo
+    ranks = len(topo.hosts)
+    rate = min(c.bw) * 1e6 / 8
+    if run.op == ALLREDUCE and run.algo != GLOO:
+        theory = lambda size: c.algorithm.gst_theory(  # noqa: E731 (a raw buffer is one tensor)
+            topo, size, c.bw, c.servers, options=c.options, layer_sizes=[size // 4]).gst_s
+        simulated = lambda size: plan_gst(c.algorithm, topo, c.servers, [size // 4], flow_rates(base, c.bw),  # noqa
+                                          base.latency_us * 1e-6, c.options, bw=c.bw)
+        calibrated = None if cal is None else \
+            lambda size: calibrated_gst(c.algorithm, topo, c.servers, [size // 4], cal, c.options)  # noqa: E731
+        return theory, simulated, calibrated
+    if run.algo == GLOO:
+        return (lambda size: busbw_factor(run.op, ranks) * size / rate), None, None
+    collective = get_collective(run.op)
+    plan = collective.plan(run.algo, ranks)
+
+    def simulated(size: int) -> float:
+        pieces = [4 * n for n in piece_sizes([collective.buffer_bytes(size, ranks) // 4], plan.pieces)]
+        return simulate_plan(plan, pieces, Router(topo), flow_rates(base, c.bw), latency_s=base.latency_us * 1e-6,
+                             chunk_bytes=CHUNK_BYTES).gst_s
+    return (lambda size: collective.theory_s(run.algo, ranks, size, rate, CHUNK_BYTES)), simulated, None
+
+
+def flow_rates(base: RunConfig, bw) -> Dict[int, float]:
+    """The flow model's payload bytes/s per link level: the shaped rates times the goodput of the links' frames."""
+    share = link_goodput(base)
+    return {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}
 
 
 def busbw_note(topo) -> str:
@@ -204,18 +319,19 @@ def plot(path: str, rows: List[dict], network: NetworkSettings) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for n, algo in enumerate(dict.fromkeys(r["algo"] for r in rows)):
-        mine = [r for r in rows if r["algo"] == algo]
-        colour = plt.get_cmap("tab10")(n)
+    for n, (op, algo) in enumerate(dict.fromkeys((r["op"], r["algo"]) for r in rows)):
+        mine = [r for r in rows if (r["op"], r["algo"]) == (op, algo)]
+        colour = plt.get_cmap("tab20")(n % 20)
+        name = algo if op == ALLREDUCE else f"{op} {algo}"
         ax.plot([r["size_bytes"] for r in mine], [r["busbw_mbps"] for r in mine], "o-", color=colour,
-                label=f"{algo} measured")
+                label=f"{name} measured")
         ax.plot([r["size_bytes"] for r in mine], [r["theory_busbw_mbps"] for r in mine], "--", color=colour,
-                label=f"{algo} theory")
+                label=f"{name} theory")
     ax.axhline(min(network.bw), color="0.5", lw=0.8, label="link rate")
     ax.set_xscale("log", base=2)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel(f"bus bandwidth (Mbit/s, algbw x {BUSBW_FACTOR})")
+    ax.set_ylabel("bus bandwidth (Mbit/s, algbw x the op's factor)")
     ax.set_title(f"dmlbed bench on {network.topo.spec}")
     ax.legend(fontsize="small")
     fig.tight_layout()
@@ -226,16 +342,23 @@ def plot(path: str, rows: List[dict], network: NetworkSettings) -> str:
 
 def print_bench(report: dict) -> None:
     """nccl-tests' table: per algorithm and size, time, algbw, busbw, theory and wrong results."""
+    factors = ", ".join(f"{op} {text}" for op, text in report["busbw_factor"].items())
     print(f"bench on {report['topology']} at {report['bw_mbps']} Mbit/s ({report['datapath']}); busbw = algbw x "
-          f"{report['busbw_factor']}; {report['busbw_note']}")
+          f"{factors}; {report['busbw_note']}")
     cal = bool(report.get("calibration"))
-    print(f"{'algo':<12} {'size':>10} {'time_s':>9} {'algbw':>9} {'busbw':>9} {'theory_s':>9} {'ratio':>6} "
-          + (f"{'cal_s':>9} {'ratio':>6} " if cal else "") + f"{'#wrong':>6}")
+    print(f"{'op':<13} {'algo':<12} {'size':>10} {'time_s':>9} {'algbw':>9} {'busbw':>9} {'theory_s':>9} {'ratio':>6} "
+          f"{'sim_s':>9} {'ratio':>6} " + (f"{'cal_s':>9} {'ratio':>6} " if cal else "") + f"{'#wrong':>6}")
     for r in report["rows"]:
         extra = (f"{r['theory_cal_s']:>9.4f} {r['ratio_cal']:>6.2f} " if cal else "")
-        print(f"{r['algo']:<12} {r['size_bytes']:>10} {r['time_s']:>9.4f} {r['algbw_mbps']:>9.2f} "
-              f"{r['busbw_mbps']:>9.2f} {r['theory_s']:>9.4f} {r['ratio']:>6.2f} {extra}{r['wrong']:>6}")
+        print(f"{r['op']:<13} {r['algo']:<12} {r['size_bytes']:>10} {r['time_s']:>9.4f} {r['algbw_mbps']:>9.2f} "
+              f"{r['busbw_mbps']:>9.2f} {r['theory_s']:>9.4f} {r['ratio']:>6.2f} {number(r.get('sim_s'), 9, 4)} "
+              f"{number(r.get('ratio_sim'), 6, 2)} {extra}{r['wrong']:>6}")
     print(f"results: {os.path.dirname(report['plot'])}/bench.csv, bench.json; plot: {report['plot']}")
+
+
+def number(value: Optional[float], width: int, places: int) -> str:
+    """A table cell: the value, or '-' where there is none."""
+    return f"{value:>{width}.{places}f}" if value is not None else f"{'-':>{width}}"
 
 
 COMMAND = Bench()

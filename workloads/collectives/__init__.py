@@ -1,9 +1,11 @@
-"""The registry of collective operations beyond all-reduce (whose algorithms are workloads.algorithms): name ->
-Collective (see base.py). Adding one: a module in this folder defining a Collective, and an entry in REGISTERED."""
+"""The registry of collective operations: name -> Collective (see base.py). All-reduce's plans are the
+synchronization algorithms (workloads.algorithms); every other op's are its own. Adding one: a module in this
+folder defining a Collective, and an entry in REGISTERED."""
 
 from typing import Dict
 
 from workloads.collectives.allgather import ALLGATHER
+from workloads.collectives.allreduce import ALLREDUCE_OP
 from workloads.collectives.alltoall import ALLTOALL
 from workloads.collectives.base import Collective
 from workloads.collectives.broadcast import BROADCAST
@@ -13,10 +15,10 @@ from workloads.collectives.reducescatter import REDUCESCATTER
 from workloads.collectives.scatter import SCATTER
 from workloads.plan import PlanError
 
-ALLREDUCE = "allreduce"  # the algorithm registry's op: bench's default
-REGISTERED = (ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE_OP, ALLTOALL, GATHER, SCATTER)
+ALLREDUCE = ALLREDUCE_OP.name  # the algorithm registry's op: bench's default
+REGISTERED = (ALLREDUCE_OP, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE_OP, ALLTOALL, GATHER, SCATTER)
 COLLECTIVES: Dict[str, Collective] = {c.name: c for c in REGISTERED}
-OPS = (ALLREDUCE,) + tuple(COLLECTIVES)
+OPS = tuple(COLLECTIVES)
 
 
 def get(name: str) -> Collective:
