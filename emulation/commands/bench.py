@@ -37,10 +37,14 @@ from workloads.runfolder import RunFolder
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_SIZE = 1 << 30
-COLUMNS = ["op", "algo", "size_bytes", "time_s", "algbw_mbps", "busbw_mbps", "theory_s", "ratio", "wrong", "reps"]
+COLUMNS = ["op", "algo", "size_bytes", "time_s", "algbw_mbps", "busbw_mbps", "theory_s", "ratio", "wrong", "reps",
+           "faster_than_links"]
 SIMULATED_COLUMNS = ["sim_s", "ratio_sim"]
 CALIBRATED_COLUMNS = ["theory_cal_s", "ratio_cal"]
 BENCH_FILES = ("bench.json", "bench.csv")
+UNLIMITED = 1e6  # times a link's rate: a direction the flow model treats as unshaped
+FASTER_THAN_LINKS = 0.9  # a row this far below its model moved data faster than the shaped links carry
+INGRESS_MARGIN = 0.02  # a plan this much faster with switch->host unshaped has hosts receiving faster than they send
 class Bench(Command):
     name, help = "bench", "collective benchmark: message-size sweep, algbw/busbw (like nccl-tests)"
     description = ("Brings the network up once and, per collective and algorithm, runs it on raw fp32 buffers of "
@@ -130,6 +134,7 @@ class BenchPlan:
     sizes: List[int]
     warmup: int = 2
     reps: int = 5
+    ingress_bound: Tuple[str, ...] = ()  # runs whose hosts receive faster than they send: switch->host shaped
 
 
 def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, reps: int = 5,
@@ -156,12 +161,16 @@ def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2
     for op in ops:
         for algo in [a for a in algos if does(op, a)] or get_collective(op).algorithms + (GLOO,):
             runs.append(check_run(base, network, op, algo, sizes, ranks))
+    binding = [run.label for run in runs if ingress_binds(run, max(sizes), base)]
+    if binding and not network.local and not network.shape_ingress:
+        network = replace(network, shape_ingress=True)
+        runs = [replace(run, checked=replace(run.checked, network=network)) for run in runs]
     check_workers(network, 3 * max(collective_buffer(run.op, size, ranks) for run in runs for size in sizes) // 2)
     check_calibration(base, network, emulated=True)
     out = output_folder(base.out, BENCH_FILES, "a benchmark", base.force, "bench")
     return BenchPlan(replace(base, out=out), network,
                      [replace(r, checked=replace(r.checked, cfg=replace(r.checked.cfg, out=out))) for r in runs],
-                     sizes, warmup, reps)
+                     sizes, warmup, reps, tuple(binding))
 
 
 def does(op: str, algo: str) -> bool:
@@ -196,6 +205,34 @@ def check_run(base: RunConfig, network: NetworkSettings, op: str, algo: str, siz
     return BenchRun(op, algo, Checked(base, network), (op, algo, 0))
 
 
+class UnshapedIngress(Router):
+    """Routes as the network's, every switch->host direction as good as unlimited (the userspace datapath without
+    --shape-ingress)."""
+
+    def capacity(self, hop, rates):
+        return super().capacity(hop, rates) * (UNLIMITED if self.topo.is_host(hop[1]) else 1)
+
+
+def ingress_binds(run: BenchRun, size: int, base: RunConfig) -> bool:
+    """Whether a run's hosts would receive faster than their links carry were switch->host unshaped: its plan in
+    the flow model runs faster with those directions unlimited (gloo's: its op lands on the root, as gather's and
+    reduce's do)."""
+    c, topo = run.checked, run.checked.topo
+    if run.algo == GLOO:
+        return get_collective(run.op).into_root
+    if run.op == ALLREDUCE:
+        plan = c.algorithm.build_plan(topo, c.servers, c.options, c.bw, size, [size // 4])
+        pieces = plan.piece_sizes([size // 4])
+    else:
+        collective = get_collective(run.op)
+        plan = collective.plan(run.algo, len(topo.hosts))
+        pieces = piece_sizes([collective.buffer_bytes(size, len(topo.hosts)) // 4], plan.pieces)
+    rates = flow_rates(base, c.bw)
+    times = [simulate_plan(plan, [4 * n for n in pieces], router, rates, chunk_bytes=CHUNK_BYTES).gst_s
+             for router in (Router(topo), UnshapedIngress(topo))]
+    return times[1] < times[0] * (1 - INGRESS_MARGIN)
+
+
 def collective_buffer(op: str, size: int, ranks: int) -> int:
     """Bytes of one rank's buffer for an op of size bytes."""
     return size if op == ALLREDUCE else get_collective(op).buffer_bytes(size, ranks)
@@ -222,6 +259,8 @@ def table(algo: str, records: List[dict], contributors: int, theory: Callable[[i
         if simulated:
             sim = simulated(size)
             rows[-1].update(sim_s=sim, ratio_sim=t / sim if sim else None)
+        model = rows[-1].get("sim_s") or th  # the plan's flow model, else the closed form (gloo: the op's bound)
+        rows[-1]["faster_than_links"] = bool(model) and t < FASTER_THAN_LINKS * model
         if calibrated:
             cal = calibrated(size)
             rows[-1].update(theory_cal_s=cal, ratio_cal=t / cal if cal else None)
@@ -244,7 +283,8 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
               "reps": job.reps, "ops": ops,
               "busbw_factor": {op: get_collective(op).busbw_text for op in ops},
               "busbw_note": busbw_note(network.topo), "local": base.local, "calibration": base.calibration,
-              "dilation": base.dilation, "mtu": None if base.local else base.mtu, "provenance": provenance()}
+              "dilation": base.dilation, "mtu": None if base.local else base.mtu, "provenance": provenance(),
+              "ingress_bound": list(job.ingress_bound)}
     cal = load_calibration(base.calibration, network.topo.spec, network.bw) if base.calibration else None
 
     def body(life: Lifecycle) -> None:
@@ -257,7 +297,10 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
                                       files, PLAN_PORT + PORT_STRIDE * i, run.label, log, life.server)
             ranks = len(run.checked.contributors) if run.checked.sync else len(network.topo.hosts)
             theory, simulated, calibrated = models(run, cal, base)
-            rows.extend(table(run.algo, records, ranks, theory, calibrated, base.dilation, run.op, simulated))
+            mine = table(run.algo, records, ranks, theory, calibrated, base.dilation, run.op, simulated)
+            for row in mine if base.local else ():  # loopback shapes nothing: no timing is judged against links
+                row["faster_than_links"] = None
+            rows.extend(mine)
 
     def finish(life: Lifecycle) -> dict:
         report.update(rows=rows, error=life.error)
@@ -353,6 +396,14 @@ def print_bench(report: dict) -> None:
         print(f"{r['op']:<13} {r['algo']:<12} {r['size_bytes']:>10} {r['time_s']:>9.4f} {r['algbw_mbps']:>9.2f} "
               f"{r['busbw_mbps']:>9.2f} {r['theory_s']:>9.4f} {r['ratio']:>6.2f} {number(r.get('sim_s'), 9, 4)} "
               f"{number(r.get('ratio_sim'), 6, 2)} {extra}{r['wrong']:>6}")
+    for r in report["rows"]:
+        if r.get("faster_than_links"):
+            share = r["time_s"] / (r.get("sim_s") or r["theory_s"])
+            print(f"warning: {r['op']} {r['algo']} at {r['size_bytes']} bytes took {share:.2f} of its model's time: "
+                  f"faster than the shaped links carry, not a faithful timing")
+    if report.get("ingress_bound"):
+        print(f"switch->host shaped too (--shape-ingress): {', '.join(report['ingress_bound'])} receive faster than "
+              f"their senders send")
     print(f"results: {os.path.dirname(report['plot'])}/bench.csv, bench.json; plot: {report['plot']}")
 
 

@@ -52,6 +52,7 @@ class Collective:
     result: Callable[[int, int], Result]  # ranks, root -> (rank, piece, sources)
     ways: Tuple[Way, ...]
     rooted: bool = False
+    into_root: bool = False  # its result lands on the root (gather, reduce): an algorithm may send it all at once
     buffer_factor: Callable[[int], int] = lambda ranks: 1  # the plan's buffer over the op's size (all-to-all: n)
 
     @property
@@ -106,6 +107,21 @@ class Collective:
                 bad = int(np.argmax(err - tolerance))
                 raise AssertionError(f"{plan.name}: rank {rank} element {bad} is {out[rank][bad]}, expected "
                                      f"{want[bad]}")
+
+
+def incast(plan: Plan) -> bool:
+    """Whether some step has a rank receive more pieces than any rank sends in it: its own link, not the senders',
+    bounds that step (gather and reduce sent at once)."""
+    for stream in plan.streams:
+        for step in stream:
+            received: Dict[int, int] = {}
+            sent: Dict[int, int] = {}
+            for t in step:
+                received[t.dst] = received.get(t.dst, 0) + 1
+                sent[t.src] = sent.get(t.src, 0) + 1
+            if max(received.values()) > max(sent.values()):
+                return True
+    return False
 
 
 def rel(rank: int, root: int, ranks: int) -> int:

@@ -20,7 +20,7 @@ def tree(ranks: int, root: int = 0):
 
 GATHER = Collective(
     name="gather", summary="the root ends with every rank's piece (incast)", busbw_text="(n-1)/n", busbw=all_but_one,
-    pieces=lambda n: n, result=lambda n, root: ((root, p, (p,)) for p in range(n)), rooted=True,
+    pieces=lambda n: n, result=lambda n, root: ((root, p, (p,)) for p in range(n)), rooted=True, into_root=True,
     ways=(Way("direct", "every rank to the root in one step (incast)", direct, lambda n, c: (n - 1) / n,
               "(N-1)/N * TF"),
           Way("tree", "binomial tree", tree, lambda n, c: (n - 1) / n, "(N-1)/N * TF")))

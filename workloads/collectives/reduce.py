@@ -28,7 +28,7 @@ def chain(ranks: int, root: int = 0):
 
 REDUCE_OP = Collective(
     name="reduce", summary="the root ends with the sum of every rank's buffer", busbw_text="1", busbw=lambda n: 1.0,
-    pieces=lambda n: 1, result=lambda n, root: ((root, 0, every(n)),), rooted=True,
+    pieces=lambda n: 1, result=lambda n, root: ((root, 0, every(n)),), rooted=True, into_root=True,
     ways=(Way("chain", "pipelined chain to the root", chain, chain_theory, "(1 + (N-2) chunk/size) * TF"),
           Way("tree", "binomial tree", tree, lambda n, c: rounds(n), "ceil(log2 N) * TF"),
           Way("direct", "every rank into the root in one step", direct, lambda n, c: n - 1, "(N-1) * TF")))
