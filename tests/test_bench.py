@@ -74,3 +74,24 @@ def test_emulated_bench_ring_reaches_the_link_rate(tmp_path):
     # busbw near the shaped rate shows the measurement works (goodput is 0.981 of it at the default MTU); targets live in the note
     assert 0.5 * 100 < big["busbw_mbps"] <= 1.0 * 100, big
     assert (tmp_path / "busbw.png").exists()
+
+
+@pytest.mark.emulation
+def test_emulated_bench_runs_every_collective_exactly_beside_its_models(tmp_path):
+    """Every op by every algorithm and by gloo on star:4: exact on every rank, each plan near its flow model, no row
+    faster than its links carry; gather's incast gets the switch->host direction shaped (the `make benchmark` form
+    runs star:16)."""
+    ops = "allgather,reducescatter,broadcast,reduce,alltoall,gather,scatter"
+    r = run_dmlbed("bench", "--topo", "star:4", "--op", ops,
+                   "--sizes", "4M", "--bw", "100", "--reps", "1", "--warmup", "1", "--json", "--out", str(tmp_path),
+                   timeout=1200)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    rows = report["rows"]
+    assert {(x["op"], x["algo"]) for x in rows} >= {("alltoall", "pairwise"), ("gather", "gloo"), ("broadcast", "chain")}
+    assert len(rows) == 25 and all(x["wrong"] == 0 for x in rows), rows
+    for x in rows:
+        assert not x["faster_than_links"], x
+        if x["algo"] != "gloo":  # a plan near its own flow model (wide: one repetition on a busy machine)
+            assert 0.7 < x["ratio_sim"] < 1.6, x
+    assert "gather-direct" in report["ingress_bound"] and "allgather-ring" not in report["ingress_bound"]

@@ -1,0 +1,80 @@
+"""Every collective on the emulated network (issue 40): on star:16 at 100 Mbit/s, all-gather, reduce-scatter,
+broadcast and all-to-all by dmlbed's plans and by torch.distributed's gloo, and the same ops on fattree:4 beside the
+flow model. Per op: #wrong, the best plan's busbw at the largest size against the link rate, its time against the
+closed form, and against gloo's; on fattree:4 every plan row against its flow model. JSON report, exit 1 when a
+target is missed.
+
+Usage: .venv/bin/python scripts/collectives.py [--out results/collectives] [--reps 3] [--quick]
+"""
+
+import argparse
+import os
+import sys
+
+from case_runs import dmlbed, write_report
+
+BW = 100.0
+BUSBW_OF_LINK = 0.9   # the best plan's busbw at the largest size, of the link rate
+THEORY_WITHIN = 0.10  # the best plan's time within 10% of its closed form
+FLOW_MODEL_WITHIN = 0.10  # fattree:4: every plan row within 10% of the flow model
+BENCHES = {  # name: (topology, ops, algorithms, sizes)
+    "star16": ("star:16", "allgather,reducescatter,broadcast", "ring,chain,tree,gloo", "1M:64M:x4"),
+    "star16-alltoall": ("star:16", "alltoall", "pairwise,direct,gloo", "256K:16M:x4"),
+    "fattree4": ("fattree:4", "allgather,reducescatter,broadcast", "ring,chain,tree,gloo", "1M:16M:x4"),
+    "fattree4-alltoall": ("fattree:4", "alltoall", "pairwise,direct,gloo", "256K:4M:x4"),
+}
+QUICK = {"star4": ("star:4", "allgather,reducescatter,broadcast,alltoall", "ring,chain,pairwise,gloo", "1M,4M")}
+
+
+def op_cases(name: str, report: dict) -> list:
+    """Per op of one bench: the best plan at the largest size against the link rate, its closed form and gloo."""
+    rows, cases = report["rows"], []
+    for op in report["ops"]:
+        mine = [r for r in rows if r["op"] == op]
+        top = max(r["size_bytes"] for r in mine)
+        largest = [r for r in mine if r["size_bytes"] == top]
+        plans = [r for r in largest if r["algo"] != "gloo"]
+        best = min(plans, key=lambda r: r["time_s"])
+        gloo = next((r for r in largest if r["algo"] == "gloo"), None)
+        case = {"case": f"{name} {op}", "topology": report["topology"], "size_bytes": top, "best_plan": best["algo"],
+                "busbw_mbps": best["busbw_mbps"], "busbw_of_link": best["busbw_mbps"] / BW,
+                "plan_over_theory": best["ratio"], "plan_over_flow_model": best.get("ratio_sim"),
+                "gloo_busbw_mbps": gloo and gloo["busbw_mbps"],
+                "plan_over_gloo": best["time_s"] / gloo["time_s"] if gloo else None,
+                "wrong": sum(r["wrong"] for r in mine), "faster_than_links": [f"{r['algo']} {r['size_bytes']}"
+                                                                            for r in mine if r["faster_than_links"]],
+                "rows": [{k: r.get(k) for k in ("algo", "size_bytes", "time_s", "busbw_mbps", "ratio", "ratio_sim",
+                                                "wrong")} for r in mine]}
+        star = report["topology"].startswith("star")
+        case["ok"] = case["wrong"] == 0 and not case["faster_than_links"] and \
+            (not star or (case["busbw_of_link"] >= BUSBW_OF_LINK and abs(best["ratio"] - 1) <= THEORY_WITHIN
+                          and (case["plan_over_gloo"] is None or case["plan_over_gloo"] <= 1.0))) and \
+            (star or all(r["ratio_sim"] is not None and abs(r["ratio_sim"] - 1) <= FLOW_MODEL_WITHIN
+                         for r in mine if r["algo"] != "gloo"))
+        cases.append(case)
+    return cases
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="results/collectives")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="star:4, two sizes (a short form)")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    cases = []
+    for name, (topo, ops, algos, sizes) in (QUICK if args.quick else BENCHES).items():
+        report = dmlbed("bench", "--topo", topo, "--bw", f"{BW:g}", "--op", ops, "--algo", algos, "--sizes", sizes,
+                        "--reps", str(args.reps), "--warmup", "1", "--out", os.path.join(args.out, name), "--force",
+                        "--wait", timeout=5400)
+        if report.get("error") or not report.get("rows"):
+            cases.append({"case": name, "ok": False, "error": report.get("error")})
+            continue
+        cases.extend(op_cases(name, report))
+    targets = {"busbw_of_link": BUSBW_OF_LINK, "theory_within": THEORY_WITHIN, "plan_over_gloo_at_most": 1.0,
+               "flow_model_within": FLOW_MODEL_WITHIN, "bw_mbps": BW, "reps": args.reps}
+    return write_report(os.path.join(args.out, "collectives.json"), targets, cases)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
