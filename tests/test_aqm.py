@@ -141,3 +141,25 @@ def test_a_kernel_without_red_or_dctcp_is_named_in_one_line(monkeypatch):
         validation.check_congestion_control(RunConfig(tcp_cc="dctcp"))
     assert net_command.Net.own  # the command that runs the experiment declares --incast
     assert any(o.name == "incast" for o in net_command.Net.own)
+
+
+def test_incast_sender_counts_take_one_a_range_or_a_list():
+    assert net_command.sender_counts("3") == (3,)
+    assert net_command.sender_counts("1-4") == (1, 2, 3, 4)
+    assert net_command.sender_counts("1,2,8") == (1, 2, 8)
+    assert net_command.sender_counts("0") == ()
+    for bad in ("4-1", "a", "1,1", "0,2", "-1", ""):
+        with pytest.raises(ValueError, match="--incast"):
+            net_command.sender_counts(bad)
+
+
+def test_an_incasts_verdict_tells_drops_at_the_port_from_the_emulators_faults():
+    calm = {"saturated_share": 0.1, "switch_saturated_share": 0.0}
+    ok = net_command.incast_verdict(95.0, 100.0, {"drops": 0}, calm)
+    assert ok == {"verdict": "faithful", "cause": None}
+    lossy = net_command.incast_verdict(40.0, 100.0, {"drops": 120}, calm)
+    assert lossy["verdict"] == "faithful" and "network under study: 120 drops" in lossy["cause"]
+    short = net_command.incast_verdict(40.0, 100.0, {"drops": 0}, calm)
+    assert short["verdict"] == "not faithful" and short["cause"].startswith("emulator")
+    busy = net_command.incast_verdict(40.0, 100.0, {"drops": 120}, {"saturated_share": 0.8})
+    assert busy["verdict"] == "not faithful" and "saturated" in busy["cause"]

@@ -17,7 +17,7 @@ from emulation.core.link_rates import described, rate_of
 from emulation.core.patterns import PATTERN_HELP, Pattern, parse_patterns
 from emulation.core.queue_samples import series_rows, summarize
 from emulation.core.tcp import ETHERNET_HEADER
-from emulation.core.topology import MAX_HOSTS, Topology
+from emulation.core.topology import Topology
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (CONTROLLER, LINKS, NETWORK, OUTPUT, REPLACE, WAIT, OptionError, RunConfig,
                                    command_option)
@@ -37,6 +37,22 @@ SERIES_COLUMNS = ("t_s", "packets", "bytes", "ecn_marks", "drops")
 INCAST_SOCKET_MIN_BYTES = 4 << 20
 WARMUP_S = 1.5  # the incast's queue is judged after its flows' slow start (iperf3 leaves out their first second too)
 
+def sender_counts(text) -> Tuple[int, ...]:
+    """'3' -> (3,), '1-4' -> (1, 2, 3, 4), '1,2,8' -> (1, 2, 8); '0': none (ValueError naming what is valid)."""
+    text = str(text).strip()
+    try:
+        if re.fullmatch(r"\d+-\d+", text):
+            low, high = (int(x) for x in text.split("-"))
+            counts = tuple(range(low, high + 1)) if low <= high else ()
+        else:
+            counts = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or (len(counts) > 1 and 0 in counts) or len(set(counts)) != len(counts) or min(counts) < 0:
+        raise ValueError(f"--incast '{text}' is invalid: give a sender count N, a range A-B or a list N,M,... of "
+                         f"distinct counts from 1")
+    return () if counts == (0,) else counts
+
 
 class Net(Command):
     name, help = "net", "bring a network up, check it, tear it down"
@@ -53,7 +69,9 @@ class Net(Command):
                           high=MAX_DURATION_S),
            command_option("incast", "then N hosts (h1..hN) send into h0 at once for --duration, h0's switch port "
                           "queue sampled (occupancy, ECN marks, drops) beside its closed form: the DCTCP experiment "
-                          "with --aqm red-ecn:K --tcp-cc dctcp", 0, kind=int, low=0, high=MAX_HOSTS),
+                          "with --aqm red-ecn:K --tcp-cc dctcp; a sweep as A-B or a list (1-15, 1,2,4,8): the "
+                          "goodput per sender count beside the flow model's, each with its verdict", "0",
+                          parse=sender_counts, metavar="N|A-B|N,M,..."),
            command_option("pattern", f"then {PATTERN_HELP}, for --duration; the aggregate against the flow model's "
                           f"on the same paths and a non-blocking switch's (repeatable)", kind=list,
                           metavar="stride:K|randbij|alltoall"),
@@ -88,24 +106,27 @@ class NetCheckJob:
     duration: float = 5.0
     all_pairs: bool = False
     interactive: bool = False
-    incast: int = 0
+    incast: Tuple[int, ...] = ()  # sender counts, one incast each
     patterns: Tuple[Pattern, ...] = ()
     seeds: int = 1
 
 
 def prepare(cfg: RunConfig, duration: float = 5.0, all_pairs: bool = False, interactive: bool = False,
-            incast: int = 0, patterns: Sequence[str] = (), seeds: int = 1) -> NetCheckJob:
+            incast=(), patterns: Sequence[str] = (), seeds: int = 1) -> NetCheckJob:
     """The values and the network section, and an --out free of another check, before anything starts. An incast
     needs h0's switch port shaped: on the userspace datapath its link runs through a shaping namespace."""
     check_values(cfg, groups=Net.groups)
     network = check_network(cfg)
     if not 0 < duration <= MAX_DURATION_S:
         raise OptionError(f"--duration {duration:g} is out of range: give seconds in (0, {MAX_DURATION_S}]")
+    incast = (incast,) if isinstance(incast, int) and incast else () if isinstance(incast, int) else \
+        sender_counts(incast) if isinstance(incast, str) else tuple(incast)
     if incast:
         if interactive:
             raise OptionError("--incast is a part of --check: give --check")
-        if not 1 <= incast < len(network.topo.hosts):
-            raise OptionError(f"--incast {incast} is out of range for {network.topo.spec}: give 1-"
+        wrong = [n for n in incast if not 1 <= n < len(network.topo.hosts)]
+        if wrong:
+            raise OptionError(f"--incast {wrong[0]} is out of range for {network.topo.spec}: give 1-"
                               f"{len(network.topo.hosts) - 1} senders into h0")
         network = replace(network, shape_ingress=True)
     if patterns and interactive:
@@ -151,7 +172,10 @@ def execute(job: NetCheckJob, log: Callable[[str], None] = lambda m: None) -> Op
             report["cluster"] = dict(checks.mark_tunnels(report["flows"], enet.placement), tunnel=cluster["tunnel"],
                                      hosts_per_server=cluster["hosts_per_server"], placement=enet.placement)
         if job.incast:
-            report["incast"] = run_incast(enet, job, log)
+            done = [run_incast(enet, job, log, count) for count in job.incast]
+            report["incast"] = done[-1]
+            if len(done) > 1:
+                report["incast_sweep"] = [sweep_row(d) for d in done]
         if job.patterns:
             report["patterns"] = run_patterns(enet, job.patterns, job.seeds, job.duration, log)
             report["pattern_summary"] = summarize_patterns(report["patterns"])
@@ -210,11 +234,12 @@ def sender_socket(ss_text: str) -> Dict[str, object]:
     return best
 
 
-def run_incast(enet, job: NetCheckJob, log: Callable[[str], None]) -> dict:
-    """N senders into h0 for --duration with h0's switch port queue sampled; what the queue held beside its closed
-    form, and the flows' rates beside the flow model's fair shares."""
+def run_incast(enet, job: NetCheckJob, log: Callable[[str], None], senders: int) -> dict:
+    """`senders` hosts into h0 for --duration with h0's switch port queue sampled; what the queue held beside its
+    closed form, the flows' rates beside the flow model's fair shares, and a verdict that tells drops at h0's port
+    (the network under study) apart from the emulator's faults."""
     topo, tcp = job.network.topo, enet.tcp
-    flows = incast_flows(topo, job.incast, enet.bw, enet.link_rates)
+    flows = incast_flows(topo, senders, enet.bw, enet.link_rates)
     receiver = topo.hosts[0]
     link = next(l for l in topo.links if l.lower == receiver.name and l.level == 0)
     bottleneck = rate_of(link.lower, link.upper, 0, enet.bw, enet.link_rates)
@@ -230,26 +255,62 @@ def run_incast(enet, job: NetCheckJob, log: Callable[[str], None]) -> dict:
     sockets: Dict[str, str] = {}
     look = threading.Timer(WARMUP_S + (job.duration - WARMUP_S) / 2, lambda: sockets.update(
         {f.src: enet.host(f.src).cmd(f"ss -tinH dst {receiver.ip}") for f in flows}))
-    with QueueSampler(enet, node, dev, os.path.join(job.cfg.out, "incast-queue.log"), job.duration) as sampler:
+    with QueueSampler(enet, node, dev, os.path.join(job.cfg.out, "incast-queue.log"), job.duration) as sampler, \
+            CpuSampler(switch=switch_pid()) as cpu:
         look.start()
         rows = checks.run_fidelity(enet, flows, job.duration)
         window_end = time.time()
     look.cancel()
     samples = sampler.samples()
-    write_atomic_csv(os.path.join(job.cfg.out, QUEUE_CSV), list(SERIES_COLUMNS),
+    series = QUEUE_CSV if len(job.incast) == 1 else f"incast-{senders}-queue.csv"
+    write_atomic_csv(os.path.join(job.cfg.out, series), list(SERIES_COLUMNS),
                      [[r[c] for c in SERIES_COLUMNS] for r in series_rows(samples, window_start - WARMUP_S)])
     buffer = tcp.switch_queue_packets
     forecast = queue_forecast(tcp.ecn_mark_packets, tcp.congestion_control, len(flows), buffer,
                               bdp_packets(bottleneck, rtt or 0.0, tcp.mtu))
-    return dict(checks.summarize_incast(rows, bottleneck), receiver=receiver.name, senders=[f.src for f in flows],
+    queue = dict(summarize(samples, buffer, window_start, window_end), **sampler.where())
+    summary = checks.summarize_incast(rows, bottleneck)
+    model = sum(f.shaped_mbps for f in flows)
+    return dict(summary, receiver=receiver.name, senders=[f.src for f in flows], flow_model_mbps=round(model, 3),
+                measured_over_flow_model=round(summary["wire_mbps"] / model, 4) if model else None,
+                cpu=cpu.report(), **incast_verdict(summary["wire_mbps"], model, queue, cpu.report()),
                 aqm=describe(tcp.ecn_mark_packets), tcp_cc=tcp.congestion_control, socket_buffer_max_bytes=socket_max,
                 tsq_bytes=socket_max,
                 base_rtt_ms=None if rtt is None
-                else round(rtt * 1e3, 3), queue=dict(summarize(samples, buffer, window_start, window_end),
-                                                     **sampler.where()),
-                queue_closed_form=forecast.to_dict(), flows=rows, series=QUEUE_CSV,
+                else round(rtt * 1e3, 3), queue=queue,
+                queue_closed_form=forecast.to_dict(), flows=rows, series=series,
                 senders_tcp={src: sender_socket(text) for src, text in sockets.items()},
                 window_s=[WARMUP_S, round(window_end - window_start + WARMUP_S, 3)])
+
+
+def incast_verdict(wire_mbps: float, model_mbps: float, queue: dict, cpu: dict) -> Dict[str, object]:
+    """Whose an incast's shortfall is: none (faithful: the flows together carried the flow model's aggregate); the
+    network under study (drops at the receiver's port, the emulator's CPU and switch thread not saturated: incast
+    losses, what the experiment is about); or the emulator (saturated, or short without drops at that port)."""
+    share = wire_mbps / model_mbps if model_mbps else 0.0
+    drops = queue.get("drops") or 0
+    saturated = max(cpu.get("saturated_share") or 0, cpu.get("switch_saturated_share") or 0)
+    if saturated >= checks.CPU_SATURATED_SHARE:
+        return {"verdict": "not faithful", "cause": f"emulator: CPU or switch thread saturated in {saturated:.0%} "
+                                                    f"of samples"}
+    if share >= checks.FAITHFUL:
+        return {"verdict": "faithful", "cause": f"{drops} drops at the receiver's port (the network under study)"
+                if drops else None}
+    if drops:
+        return {"verdict": "faithful", "cause": f"the network under study: {drops} drops at the receiver's port cut "
+                                                f"the goodput to {share:.0%} of the flow model's (incast)"}
+    return {"verdict": "not faithful", "cause": f"emulator: {share:.0%} of the flow model's rate without drops at the "
+                                                f"receiver's port (the switching path)"}
+
+
+def sweep_row(incast: dict) -> Dict[str, object]:
+    """One sender count of an incast sweep: goodput beside the flow model's, drops, fairness, verdict."""
+    q = incast["queue"]
+    return {"senders": len(incast["senders"]), "wire_mbps": incast["wire_mbps"],
+            "flow_model_mbps": incast["flow_model_mbps"], "measured_over_flow_model": incast["measured_over_flow_model"],
+            "goodput_mbps": round(sum(f["measured_mbps"] for f in incast["flows"]), 3),
+            "jain_fairness": incast["jain_fairness"], "retransmits": incast["retransmits"], "drops": q.get("drops"),
+            "queue_p90_packets": q.get("p90_packets"), "verdict": incast["verdict"], "cause": incast["cause"]}
 
 
 def passed(report: Optional[dict]) -> bool:
@@ -286,7 +347,15 @@ def print_net_report(report: dict) -> None:
         per = ", ".join(f"{s}: {n} hosts" for s, n in c["hosts_per_server"].items())
         print(f"cluster ({c['tunnel']} tunnels): {per}; {c['tunnel_flows']} flows through tunnels, fidelity min "
               f"{c['tunnel_fidelity_min']}, median {c['tunnel_fidelity_median']}")
-    if report.get("incast"):
+    if report.get("incast_sweep"):
+        print(f"\nincast sweep into {report['incast']['receiver']} ({report['incast']['tcp_cc']}, aqm "
+              f"{report['incast']['aqm']}):")
+        print(f"{'senders':>7} {'goodput':>9} {'wire':>9} {'model':>9} {'ratio':>6} {'Jain':>5} {'drops':>6} verdict")
+        for r in report["incast_sweep"]:
+            print(f"{r['senders']:>7} {r['goodput_mbps']:>9.2f} {r['wire_mbps']:>9.2f} {r['flow_model_mbps']:>9.2f} "
+                  f"{r['measured_over_flow_model']:>6.2f} {r['jain_fairness']:>5} {r['drops']!s:>6} {r['verdict']}"
+                  + (f" ({r['cause']})" if r["cause"] else ""))
+    elif report.get("incast"):
         print_incast(report["incast"])
     for name, p in (report.get("pattern_summary") or {}).items():
         low, high = p["measured_over_flow_model_range"] or (None, None)
