@@ -1,7 +1,7 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (results/benchmark/report.json,
 results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
 results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
-results/patterns/patterns.json), each section headed by
+results/patterns/patterns.json, results/collectives/collectives.json), each section headed by
 the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
 (headed by the run that measured it), or says so."""
 
@@ -19,7 +19,7 @@ SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/be
            "soak": "results/soak/soak.json", "scale": "results/scale/scale.json",
            "shared": "results/shared/shared.json", "events": "results/events/events.json",
            "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
-           "patterns": "results/patterns/patterns.json"}
+           "patterns": "results/patterns/patterns.json", "collectives": "results/collectives/collectives.json"}
 
 
 MISSING = "is missing: run `make benchmark`."
@@ -114,6 +114,7 @@ def page() -> str:
     lines += limits_section(load(SOURCES["limits"]))
     lines += shapes_section(load(SOURCES["shapes"]))
     lines += patterns_section(load(SOURCES["patterns"]))
+    lines += collectives_section(load(SOURCES["collectives"]))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -324,6 +325,33 @@ def patterns_section(patterns: Optional[dict]) -> List[str]:
                      f"{number(c.get('flow_model_of_non_blocking_median'), '.2f')} | "
                      f"{'-' if hedera is None else format(hedera, '.2f')} | "
                      f"{number(low, '.2f')}-{number(high, '.2f')} | {'yes' if c.get('ok') else '**no**'} |")
+    return lines + [""]
+
+
+def collectives_section(collectives: Optional[dict]) -> List[str]:
+    """Every collective by dmlbed's plans and by gloo: the best plan per op at the largest size against the link
+    rate, its closed form, gloo's time and (fattree:4) the flow model."""
+    lines = ["## Collectives beyond all-reduce", ""]
+    if collectives is None:
+        return lines + [missing("collectives"), ""]
+    t = collectives.get("targets", {})
+    lines += [origin(collectives, SOURCES["collectives"]), "",
+              f"`dmlbed bench --op ...` at {t.get('bw_mbps', 0):g} Mbit/s, {t.get('reps')} timed repetitions per size "
+              f"(the median). Targets on star:16: the best plan's busbw at the largest size at least "
+              f"{t.get('busbw_of_link', 0):.0%} of the link rate, its time within {t.get('theory_within', 0):.0%} of "
+              f"the closed form, and no slower than gloo's own call; on fattree:4 every plan within "
+              f"{t.get('flow_model_within', 0):.0%} of the flow model; every result exact. All met: "
+              f"**{collectives.get('ok')}**.", "",
+              "| bench, op | size | best plan | busbw (Mbit/s) | of link | plan / theory | plan / flow model | "
+              "gloo busbw | plan / gloo | #wrong | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in collectives.get("cases", []):
+        if "error" in c:
+            lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
+            continue
+        lines.append(f"| {c['case']} | {c['size_bytes'] >> 20} MiB | {c['best_plan']} | {number(c['busbw_mbps'], '.1f')} | "
+                     f"{number(c['busbw_of_link'], '.2f')} | {number(c['plan_over_theory'], '.2f')} | "
+                     f"{number(c['plan_over_flow_model'], '.2f')} | {number(c['gloo_busbw_mbps'], '.1f')} | "
+                     f"{number(c['plan_over_gloo'], '.2f')} | {c['wrong']} | {'yes' if c.get('ok') else '**no**'} |")
     return lines + [""]
 
 

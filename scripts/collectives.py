@@ -4,7 +4,9 @@ flow model. Per op: #wrong, the best plan's busbw at the largest size against th
 closed form, and against gloo's; on fattree:4 every plan row against its flow model. JSON report, exit 1 when a
 target is missed.
 
-Usage: .venv/bin/python scripts/collectives.py [--out results/collectives] [--reps 3] [--quick]
+fattree:4 runs at --dilation 4 (100 Mbit/s of emulated time, 25 shaped).
+
+Usage: .venv/bin/python scripts/collectives.py [--out results/collectives] [--reps 3] [--quick] [--cases A,B]
 """
 
 import argparse
@@ -17,13 +19,16 @@ BW = 100.0
 BUSBW_OF_LINK = 0.9   # the best plan's busbw at the largest size, of the link rate
 THEORY_WITHIN = 0.10  # the best plan's time within 10% of its closed form
 FLOW_MODEL_WITHIN = 0.10  # fattree:4: every plan row within 10% of the flow model
-BENCHES = {  # name: (topology, ops, algorithms, sizes)
-    "star16": ("star:16", "allgather,reducescatter,broadcast", "ring,chain,tree,gloo", "1M:64M:x4"),
-    "star16-alltoall": ("star:16", "alltoall", "pairwise,direct,gloo", "256K:16M:x4"),
-    "fattree4": ("fattree:4", "allgather,reducescatter,broadcast", "ring,chain,tree,gloo", "1M:16M:x4"),
-    "fattree4-alltoall": ("fattree:4", "alltoall", "pairwise,direct,gloo", "256K:4M:x4"),
+FATTREE_DILATION = "4"  # fattree:4's 20 switches forward every packet up to 5 times: 2 cores carry 25 Mbit/s shaped
+BENCHES = {  # name: (topology, ops, algorithms, sizes, more options)
+    "star16": ("star:16", "allgather,reducescatter,broadcast", "ring,chain,tree,gloo", "1M:64M:x4", ()),
+    "star16-alltoall": ("star:16", "alltoall", "pairwise,direct,gloo", "512K:8M:x4", ()),
+    "fattree4": ("fattree:4", "allgather,reducescatter,broadcast", "ring,chain,tree,gloo", "1M:16M:x4",
+                 ("--dilation", FATTREE_DILATION)),
+    "fattree4-alltoall": ("fattree:4", "alltoall", "pairwise,direct,gloo", "256K:4M:x4",
+                          ("--dilation", FATTREE_DILATION)),
 }
-QUICK = {"star4": ("star:4", "allgather,reducescatter,broadcast,alltoall", "ring,chain,pairwise,gloo", "1M,4M")}
+QUICK = {"star4": ("star:4", "allgather,reducescatter,broadcast,alltoall", "ring,chain,pairwise,gloo", "1M,4M", ())}
 
 
 def op_cases(name: str, report: dict) -> list:
@@ -41,7 +46,7 @@ def op_cases(name: str, report: dict) -> list:
                 "plan_over_theory": best["ratio"], "plan_over_flow_model": best.get("ratio_sim"),
                 "gloo_busbw_mbps": gloo and gloo["busbw_mbps"],
                 "plan_over_gloo": best["time_s"] / gloo["time_s"] if gloo else None,
-                "wrong": sum(r["wrong"] for r in mine), "faster_than_links": [f"{r['algo']} {r['size_bytes']}"
+                "dilation": report.get("dilation"), "wrong": sum(r["wrong"] for r in mine), "faster_than_links": [f"{r['algo']} {r['size_bytes']}"
                                                                             for r in mine if r["faster_than_links"]],
                 "rows": [{k: r.get(k) for k in ("algo", "size_bytes", "time_s", "busbw_mbps", "ratio", "ratio_sim",
                                                 "wrong")} for r in mine]}
@@ -60,13 +65,16 @@ def main() -> int:
     ap.add_argument("--out", default="results/collectives")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="star:4, two sizes (a short form)")
+    ap.add_argument("--cases", default="", help=f"comma-separated benches to run (default all: {', '.join(BENCHES)})")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     cases = []
-    for name, (topo, ops, algos, sizes) in (QUICK if args.quick else BENCHES).items():
+    for name, (topo, ops, algos, sizes, more) in (QUICK if args.quick else BENCHES).items():
+        if args.cases and name not in args.cases.split(","):
+            continue
         report = dmlbed("bench", "--topo", topo, "--bw", f"{BW:g}", "--op", ops, "--algo", algos, "--sizes", sizes,
                         "--reps", str(args.reps), "--warmup", "1", "--out", os.path.join(args.out, name), "--force",
-                        "--wait", timeout=5400)
+                        "--wait", *more, timeout=5400)
         if report.get("error") or not report.get("rows"):
             cases.append({"case": name, "ok": False, "error": report.get("error")})
             continue

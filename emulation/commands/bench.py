@@ -165,7 +165,7 @@ def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2
     if binding and not network.local and not network.shape_ingress:
         network = replace(network, shape_ingress=True)
         runs = [replace(run, checked=replace(run.checked, network=network)) for run in runs]
-    check_workers(network, 3 * max(collective_buffer(run.op, size, ranks) for run in runs for size in sizes) // 2)
+    check_workers(network, max(collective_buffer(run.op, size, ranks) for run in runs for size in sizes), buffers=True)
     check_calibration(base, network, emulated=True)
     out = output_folder(base.out, BENCH_FILES, "a benchmark", base.force, "bench")
     return BenchPlan(replace(base, out=out), network,

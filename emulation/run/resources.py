@@ -11,6 +11,7 @@ from typing import Optional
 RANK_BASE_BYTES = {"exec": 400 << 20, "fork": 64 << 20}
 FORK_SERVER_BYTES = 300 << 20
 RANK_MODEL_COPIES = 8         # parameters, gradient, flat gradient, result, optimizer state, send/receive buffers
+BENCH_BUFFER_COPIES = 4       # a bench rank: its buffer, what it starts from, what it must end with, the comparison
 # Userspace Open vSwitch: its own base, plus per AF_XDP port a umem of 16384 4-KiB frames that the kernel pins
 # (OVS's netdev-afxdp: 4 x (2048 + 2048) descriptors), 64 MiB, and its packet metadata. Measured (ovs-vswitchd's
 # VmRSS during `net --check`): 593 MiB above idle with star:8's ports, 1764 MiB with star:24's, 73 MiB a port;
@@ -53,10 +54,12 @@ def afxdp_port_budget(available: Optional[int] = None) -> Optional[int]:
     return max(0, int((SWITCH_SHARE * HEADROOM * available - SWITCH_BASE_BYTES) // AFXDP_PORT_BYTES))
 
 
-def memory_needed(ranks: int, gradient_bytes: int, afxdp_ports: int, start: str = "fork") -> int:
-    """Bytes a run of `ranks` torch processes with a gradient of gradient_bytes needs, started as `start` (fork:
-    from the fork server; exec: each its own interpreter), plus the userspace switch with its AF_XDP ports."""
-    return (ranks * (RANK_BASE_BYTES[start] + RANK_MODEL_COPIES * gradient_bytes)
+def memory_needed(ranks: int, gradient_bytes: int, afxdp_ports: int, start: str = "fork",
+                  copies: int = RANK_MODEL_COPIES) -> int:
+    """Bytes a run of `ranks` torch processes with a gradient of gradient_bytes needs (`copies` of it each),
+    started as `start` (fork: from the fork server; exec: each its own interpreter), plus the userspace switch
+    with its AF_XDP ports."""
+    return (ranks * (RANK_BASE_BYTES[start] + copies * gradient_bytes)
             + (FORK_SERVER_BYTES if start == "fork" and ranks else 0) + switch_bytes(afxdp_ports))
 
 
@@ -66,16 +69,16 @@ def gib(n: float) -> str:
 
 
 def check_memory(ranks: int, gradient_bytes: int, afxdp_ports: int, available: Optional[int] = None,
-                 start: str = "fork") -> None:
+                 start: str = "fork", copies: int = RANK_MODEL_COPIES, what: str = "model") -> None:
     """Refuse a run (or, with no ranks, a network) the machine's memory cannot hold, in one line naming the
     figures."""
     available = available_memory() if available is None else available
     if available is None:
         return
-    need = memory_needed(ranks, gradient_bytes, afxdp_ports, start)
+    need = memory_needed(ranks, gradient_bytes, afxdp_ports, start, copies)
     if need > HEADROOM * available:
-        parts = [f"{ranks} ranks x ({gib(RANK_BASE_BYTES[start])} + {RANK_MODEL_COPIES} x {gib(gradient_bytes)} "
-                 f"model)" + (" + the fork server" if start == "fork" else "")] if ranks else []
+        parts = [f"{ranks} ranks x ({gib(RANK_BASE_BYTES[start])} + {copies} x {gib(gradient_bytes)} "
+                 f"{what})" + (" + the fork server" if start == "fork" else "")] if ranks else []
         if afxdp_ports:
             parts.append(f"the userspace switch's {afxdp_ports} AF_XDP ports ({gib(switch_bytes(afxdp_ports))}, "
                          f"{AFXDP_PORT_BYTES >> 20} MiB each)")

@@ -26,7 +26,7 @@ from emulation.run.forkclient import rank_start
 from emulation.run.options import (Label, Option, OptionError, RunConfig, convert, described, flag_label, in_groups)
 from emulation.run.resolution import (Checked, NetworkSettings, Synchronization, algorithm_options, shaped_rates,
                                       tcp_settings)
-from emulation.run.resources import afxdp_port_budget, check_memory
+from emulation.run.resources import BENCH_BUFFER_COPIES, afxdp_port_budget, check_memory
 from workloads.algorithms import get as get_algorithm, names_with
 from workloads.algorithms.base import Algorithm
 from workloads.data import check_data
@@ -342,11 +342,12 @@ def check_background_hosts(cfg: RunConfig, network: NetworkSettings, topo: Topol
                               f"({', '.join(free[:8]) if free else 'none: leave some free with ' + label('hosts')})")
 
 
-def check_workers(network: NetworkSettings, bytes_per_rank: int, ranks: Optional[int] = None) -> None:
-    """The memory section: room for one rank per host (or per rank of a job on some hosts) holding bytes_per_rank,
-    and the switch."""
+def check_workers(network: NetworkSettings, bytes_per_rank: int, ranks: Optional[int] = None,
+                  buffers: bool = False) -> None:
+    """The memory section: room for one rank per host (or per rank of a job on some hosts) holding a model of
+    bytes_per_rank (buffers: a bench's raw buffer of that size), and the switch."""
     check_memory(len(network.topo.hosts) if ranks is None else ranks, bytes_per_rank, afxdp_ports(network),
-                 start=rank_start())
+                 start=rank_start(), **({"copies": BENCH_BUFFER_COPIES, "what": "buffer"} if buffers else {}))
 
 
 def check_calibration(cfg: RunConfig, network: NetworkSettings, emulated: bool) -> None:
