@@ -58,6 +58,18 @@ class PlanSubject:
     def barrier(self) -> None:
         """Nothing: in an all-reduce every rank's end waits for every rank's start."""
 
+    def note_ports(self, path: str) -> None:
+        """Write the TCP ports of each connection this rank sent on (one line each), for the flow model to put every
+        connection on the ECMP path the switches hashed it to."""
+        seen = {}
+        for t in self.channel.executor.drain_transfers() if self.channel else ():
+            if t["dir"] == "send" and t.get("ports"):
+                seen[(t["peer"], t["stream"])] = t
+        with open(path, "w") as f:
+            for (peer, stream), t in sorted(seen.items()):
+                f.write(json.dumps({"rank": self.rank, "peer": peer, "stream": stream, "dir": "send",
+                                    "ports": t["ports"]}) + "\n")
+
     def close(self) -> None:
         self.channel.close()
 
@@ -148,6 +160,7 @@ def main() -> int:
                     out.write(json.dumps({"rank": cfg.rank, "size": size, "rep": rep, "warmup": rep < job.warmup,
                                           "start": start, "end": end, "wrong": bool(wrong)}) + "\n")
                     out.flush()
+        subject.note_ports(RankFiles(cfg.out_dir).transfers(cfg.rank))
     finally:
         subject.close()
     return 0

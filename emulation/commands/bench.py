@@ -296,7 +296,9 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
                                                                         collective=run.collective),
                                       files, PLAN_PORT + PORT_STRIDE * i, run.label, log, life.server)
             ranks = len(run.checked.contributors) if run.checked.sync else len(network.topo.hosts)
-            theory, simulated, calibrated = models(run, cal, base)
+            ports = {} if base.local else {(t["rank"], t["peer"], t["stream"]): tuple(t["ports"])
+                                           for t in files.read_transfers(len(network.topo.hosts)) if t.get("ports")}
+            theory, simulated, calibrated = models(run, cal, base, ports)
             mine = table(run.algo, records, ranks, theory, calibrated, base.dilation, run.op, simulated)
             for row in mine if base.local else ():  # loopback shapes nothing: no timing is judged against links
                 row["faster_than_links"] = None
@@ -314,18 +316,20 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
                      reraise=True).run(body, finish, lambda: os.makedirs(base.out, exist_ok=True))
 
 
-def models(run: BenchRun, cal, base: RunConfig):
+def models(run: BenchRun, cal, base: RunConfig, ports: Optional[Dict] = None):
     """A run's closed form, flow model and calibrated theory, each seconds per size (None where it has none): an
     all-reduce plan's are its algorithm's; another op's plan's are its own; gloo's closed form is the op's bound (its
-    bandwidth-optimal time, at which busbw is the link rate) and it has no flow model (its algorithm is gloo's)."""
+    bandwidth-optimal time, at which busbw is the link rate) and it has no flow model (its algorithm is gloo's). The
+    flow model puts each connection on the ECMP path its recorded TCP ports hashed to (ports), else spreads it."""
     c, topo = run.checked, run.checked.topo
+    router = Router(topo, "hash", ports) if ports else Router(topo)
     ranks = len(topo.hosts)
     rate = min(c.bw) * 1e6 / 8
     if run.op == ALLREDUCE and run.algo != GLOO:
         theory = lambda size: c.algorithm.gst_theory(  # noqa: E731 (a raw buffer is one tensor)
             topo, size, c.bw, c.servers, options=c.options, layer_sizes=[size // 4]).gst_s
         simulated = lambda size: plan_gst(c.algorithm, topo, c.servers, [size // 4], flow_rates(base, c.bw),  # noqa
-                                          base.latency_us * 1e-6, c.options, bw=c.bw)
+                                          base.latency_us * 1e-6, c.options, bw=c.bw, router=router)
         calibrated = None if cal is None else \
             lambda size: calibrated_gst(c.algorithm, topo, c.servers, [size // 4], cal, c.options)  # noqa: E731
         return theory, simulated, calibrated
@@ -336,7 +340,7 @@ def models(run: BenchRun, cal, base: RunConfig):
 
     def simulated(size: int) -> float:
         pieces = [4 * n for n in piece_sizes([collective.buffer_bytes(size, ranks) // 4], plan.pieces)]
-        return simulate_plan(plan, pieces, Router(topo), flow_rates(base, c.bw), latency_s=base.latency_us * 1e-6,
+        return simulate_plan(plan, pieces, router, flow_rates(base, c.bw), latency_s=base.latency_us * 1e-6,
                              chunk_bytes=CHUNK_BYTES).gst_s
     return (lambda size: collective.theory_s(run.algo, ranks, size, rate, CHUNK_BYTES)), simulated, None
 
