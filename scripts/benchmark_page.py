@@ -345,7 +345,10 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
               f"**{collectives.get('ok')}**.", "",
               "| bench, op | size | best plan | busbw (Mbit/s) | of link | plan / theory | plan / flow model | "
               "gloo busbw | plan / gloo | #wrong | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    sharded = [c for c in collectives.get("cases", []) if c["case"].startswith("sharded")]
     for c in collectives.get("cases", []):
+        if c in sharded:
+            continue
         if "error" in c:
             lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
             continue
@@ -353,6 +356,17 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
                      f"{number(c['busbw_of_link'], '.2f')} | {number(c['plan_over_theory'], '.2f')} | "
                      f"{number(c['plan_over_flow_model'], '.2f')} | {number(c['gloo_busbw_mbps'], '.1f')} | "
                      f"{number(c['plan_over_gloo'], '.2f')} | {c['wrong']} | {'yes' if c.get('ok') else '**no**'} |")
+    lines += ["", "Sharded data parallel training (LeNet-5, `dmlbed run --algo sharded` beside `dmlbed simulate`):", "",
+              "| case | dilation | GST (s) | flow model (s) | theory (s) | / flow model | / theory | correct | verdict | "
+              "met |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in sharded:
+        if "error" in c:
+            lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
+            continue
+        lines.append(f"| {c['case']} | {c.get('dilation') or 1:g} | {number(c['gst_s'])} | {number(c['gst_simulated_s'])} | "
+                     f"{number(c['gst_theory_s'])} | {number(c['over_flow_model'], '.2f')} | "
+                     f"{number(c['over_theory'], '.2f')} | {c['correct']} | {c['fidelity']} | "
+                     f"{'yes' if c.get('ok') else '**no**'} |")
     return lines + [""]
 
 

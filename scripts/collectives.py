@@ -6,6 +6,9 @@ report, exit 1 when a target is missed.
 
 fattree:4 runs at --dilation 4 (100 Mbit/s of emulated time, 25 shaped).
 
+Sharded data parallel training of LeNet-5 on star:8 and fattree:4, emulated beside the flow model and the closed
+form.
+
 Usage: .venv/bin/python scripts/collectives.py [--out results/collectives] [--reps 3] [--quick] [--cases A,B]
 """
 
@@ -28,6 +31,11 @@ BENCHES = {  # name: (topology, ops, algorithms, sizes, more options)
     "fattree4-alltoall": ("fattree:4", "alltoall", "pairwise,direct,gloo", "256K:4M:x4",
                           ("--dilation", FATTREE_DILATION)),
 }
+SHARDED = {  # name: (topology, more options): sharded data parallel training, emulated beside simulate and theory
+    "sharded-star8": ("star:8", ()),
+    "sharded-fattree4": ("fattree:4", ("--dilation", FATTREE_DILATION)),
+}
+SHARDED_ITERS = "8"
 QUICK = {"star4": ("star:4", "allgather,reducescatter,broadcast,alltoall", "ring,chain,pairwise,gloo", "1M,4M", ())}
 
 
@@ -63,6 +71,26 @@ def op_cases(name: str, report: dict) -> list:
     return cases
 
 
+def sharded_case(name: str, topo: str, more, out: str) -> dict:
+    """A sharded data-parallel run of LeNet-5 emulated, and the same in the flow model: correct, faithful, its GST
+    within 10% of the flow model's and of the closed form."""
+    common = ("--topo", topo, "--algo", "sharded", "--bw", f"{BW:g}", "--model", "lenet5", "--force")
+    run = dmlbed("run", *common, "--iters", SHARDED_ITERS, "--wait", "--out", os.path.join(out, name), *more,
+                 timeout=3600)
+    sim = dmlbed("simulate", *common, "--out", os.path.join(out, name + "-simulated"), timeout=600)
+    if run.get("error") or sim.get("error"):
+        return {"case": name, "ok": False, "error": run.get("error") or sim.get("error")}
+    case = {"case": name, "topology": topo, "dilation": (run.get("config") or {}).get("dilation"), "gst_s": run["gst_median_s"],
+            "gst_simulated_s": sim["gst_median_s"], "gst_theory_s": run["gst_theory_s"],
+            "over_flow_model": run["gst_median_s"] / sim["gst_median_s"], "over_theory": run["gst_ratio"],
+            "correct": run["correct"], "replicas_identical": run["replicas_identical"],
+            "fidelity": (run.get("fidelity") or {}).get("verdict"),
+            "shard_of_model": (run.get("split_median_s") or {}).get("shard_of_model")}
+    case["ok"] = bool(case["correct"]) and case["fidelity"] == "faithful" and \
+        abs(case["over_flow_model"] - 1) <= FLOW_MODEL_WITHIN and abs(case["over_theory"] - 1) <= THEORY_WITHIN
+    return case
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/collectives")
@@ -82,6 +110,10 @@ def main() -> int:
             cases.append({"case": name, "ok": False, "error": report.get("error")})
             continue
         cases.extend(op_cases(name, report))
+    for name, (topo, more) in ({} if args.quick else SHARDED).items():
+        if args.cases and name not in args.cases.split(","):
+            continue
+        cases.append(sharded_case(name, topo, more, args.out))
     targets = {"busbw_of_link": BUSBW_OF_LINK, "theory_within": THEORY_WITHIN, "plan_over_gloo_at_most": 1.0,
                "flow_model_within": FLOW_MODEL_WITHIN, "bw_mbps": BW, "reps": args.reps}
     return write_report(os.path.join(args.out, "collectives.json"), targets, cases)
