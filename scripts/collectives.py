@@ -80,7 +80,8 @@ def sharded_case(name: str, topo: str, more, out: str) -> dict:
     sim = dmlbed("simulate", *common, "--out", os.path.join(out, name + "-simulated"), timeout=600)
     if run.get("error") or sim.get("error"):
         return {"case": name, "ok": False, "error": run.get("error") or sim.get("error")}
-    case = {"case": name, "topology": topo, "dilation": (run.get("config") or {}).get("dilation"), "gst_s": run["gst_median_s"],
+    case = {"case": name, "topology": topo, "dilation": (run.get("config") or {}).get("dilation"),
+            "gst_s": run["gst_median_s"],
             "gst_simulated_s": sim["gst_median_s"], "gst_theory_s": run["gst_theory_s"],
             "over_flow_model": run["gst_median_s"] / sim["gst_median_s"], "over_theory": run["gst_ratio"],
             "correct": run["correct"], "replicas_identical": run["replicas_identical"],
