@@ -352,7 +352,8 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
         if "error" in c:
             lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
             continue
-        lines.append(f"| {c['case']} | {c['size_bytes'] >> 20} MiB | {c['best_plan']} | {number(c['busbw_mbps'], '.1f')} | "
+        lines.append(f"| {c['case']} | {c['size_bytes'] >> 20} MiB | {c['best_plan']} | "
+                     f"{number(c['busbw_mbps'], '.1f')} | "
                      f"{number(c['busbw_of_link'], '.2f')} | {number(c['plan_over_theory'], '.2f')} | "
                      f"{number(c['plan_over_flow_model'], '.2f')} | {number(c['gloo_busbw_mbps'], '.1f')} | "
                      f"{number(c['plan_over_gloo'], '.2f')} | {c['wrong']} | {'yes' if c.get('ok') else '**no**'} |")
@@ -363,7 +364,8 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
         if "error" in c:
             lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
             continue
-        lines.append(f"| {c['case']} | {c.get('dilation') or 1:g} | {number(c['gst_s'])} | {number(c['gst_simulated_s'])} | "
+        lines.append(f"| {c['case']} | {c.get('dilation') or 1:g} | {number(c['gst_s'])} | "
+                     f"{number(c['gst_simulated_s'])} | "
                      f"{number(c['gst_theory_s'])} | {number(c['over_flow_model'], '.2f')} | "
                      f"{number(c['over_theory'], '.2f')} | {c['correct']} | {c['fidelity']} | "
                      f"{'yes' if c.get('ok') else '**no**'} |")

@@ -54,8 +54,8 @@ def op_cases(name: str, report: dict) -> list:
                 "plan_over_theory": best["ratio"], "plan_over_flow_model": best.get("ratio_sim"),
                 "gloo_busbw_mbps": gloo and gloo["busbw_mbps"],
                 "plan_over_gloo": best["time_s"] / gloo["time_s"] if gloo else None,
-                "dilation": report.get("dilation"), "wrong": sum(r["wrong"] for r in mine), "faster_than_links": [f"{r['algo']} {r['size_bytes']}"
-                                                                            for r in mine if r["faster_than_links"]],
+                "dilation": report.get("dilation"), "wrong": sum(r["wrong"] for r in mine),
+                "faster_than_links": [f"{r['algo']} {r['size_bytes']}" for r in mine if r["faster_than_links"]],
                 "rows": [{k: r.get(k) for k in ("algo", "size_bytes", "time_s", "busbw_mbps", "ratio", "ratio_sim",
                                                 "wrong")} for r in mine]}
         # plans whose flows meet on hashed ECMP paths (a tree's rounds across pods) differ from the flow model's

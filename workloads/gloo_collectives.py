@@ -68,8 +68,9 @@ class GlooCollective:
         return {self.rank: out}
 
 
-CALLS: Dict[str, Callable] = {"allreduce": GlooCollective._allreduce, "allgather": GlooCollective._allgather, "reducescatter": GlooCollective._reducescatter,
-                              "broadcast": GlooCollective._broadcast, "reduce": GlooCollective._reduce,
-                              "alltoall": GlooCollective._alltoall, "gather": GlooCollective._gather,
-                              "scatter": GlooCollective._scatter}
+CALLS: Dict[str, Callable] = {
+    "allreduce": GlooCollective._allreduce, "allgather": GlooCollective._allgather,
+    "reducescatter": GlooCollective._reducescatter, "broadcast": GlooCollective._broadcast,
+    "reduce": GlooCollective._reduce, "alltoall": GlooCollective._alltoall, "gather": GlooCollective._gather,
+    "scatter": GlooCollective._scatter}
 GLOO_OPS: List[str] = list(CALLS)

@@ -307,7 +307,8 @@ def sweep_row(incast: dict) -> Dict[str, object]:
     """One sender count of an incast sweep: goodput beside the flow model's, drops, fairness, verdict."""
     q = incast["queue"]
     return {"senders": len(incast["senders"]), "wire_mbps": incast["wire_mbps"],
-            "flow_model_mbps": incast["flow_model_mbps"], "measured_over_flow_model": incast["measured_over_flow_model"],
+            "flow_model_mbps": incast["flow_model_mbps"],
+            "measured_over_flow_model": incast["measured_over_flow_model"],
             "goodput_mbps": round(sum(f["measured_mbps"] for f in incast["flows"]), 3),
             "jain_fairness": incast["jain_fairness"], "retransmits": incast["retransmits"], "drops": q.get("drops"),
             "queue_p90_packets": q.get("p90_packets"), "verdict": incast["verdict"], "cause": incast["cause"]}
