@@ -325,3 +325,23 @@ def test_work_before_the_window_is_credited_against_slow_sending_in_it():
     assert v["verdict"] == "faithful" and v["emulator_share"] == pytest.approx(0.01)
     late = dict(early, decomposition_median_s={"below_rate_s": 0.2, "idle_s": 0.01, "early_s": 0.0})
     assert verdict_and_cause(late, 10, 1.0)["emulator_share"] == pytest.approx(0.21)
+
+
+def test_two_phases_steps_of_one_number_do_not_share_a_link():
+    """Sharded training's reduce-scatter and all-gather both have a step 0: one after the other, each transfer had
+    its path to itself, so each needs its bytes at the full rate (counted as one step, the reduce-scatter's links
+    above h0 were judged at half h0's rate)."""
+    from emulation.core.topology import parse
+    from emulation.run.fidelity import iteration_links
+    topo, mb = parse("tree:2,2"), 1_000_000
+    traces = []
+    for n, (phase, far) in enumerate((("reduce_scatter", 3), ("all_gather", 1))):
+        for direction, rank, peer in (("send", 0, far), ("recv", far, 0)):
+            traces.append({"iteration": 0, "dir": direction, "rank": rank, "peer": peer, "level": 0, "stream": 0,
+                           "step": 0, "start": 0.08 * n, "end": 0.08 * (n + 1), "wire_bytes": mb, "ports": None,
+                           "phase": phase})
+    rows = {0: [{"tx_bytes": {"h0-eth0": 2 * mb}}], **{r: [{}] for r in range(1, 4)}}
+    links = {l["link"]: l for l in iteration_links(topo, rows, traces, 0, (100.0, 100.0))}
+    assert links["h0>t0_0"]["need_s"] == pytest.approx(2 * mb / (100e6 / 8))
+    across = [l for name, l in links.items() if l["level"] > 0]  # the reduce-scatter's way to h3 alone
+    assert across and all(l["need_s"] == pytest.approx(mb / (100e6 / 8)) for l in across)

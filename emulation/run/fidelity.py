@@ -174,14 +174,14 @@ def iteration_links(topo: Topology, rows: Dict[int, List[dict]], traces: List[di
     began = {(t["rank"], t["peer"], t["stream"], t["step"], t.get("phase")): t["start"] for t in receives}
     sends = [t for t in traces if t["iteration"] == i and t["dir"] == "send" and t["start"] is not None]
     factors = factors or wire_factors(topo, rows, sends, i, paths=paths)
-    steps: Dict[Tuple[int, int], List[dict]] = {}
+    steps: Dict[Tuple[int, int, Optional[str]], List[dict]] = {}
     for t in sends:
         key = (t["peer"], t["rank"], t["stream"], t["step"], t.get("phase"))
         end = arrived.get(key, t["end"])
         late = receiver_late_s is not None and (began.get(key) or t["start"]) > t["start"] + receiver_late_s
         if late and skipped is not None:
             skipped.append(1)
-        steps.setdefault((t["stream"], t["step"]), []).append(
+        steps.setdefault((t["stream"], t["step"], t.get("phase")), []).append(  # phases: steps of plans apart
             {"links": paths.links(t["rank"], t["peer"], t["level"], t.get("ports")), "start": t["start"],
              "end": max(end, t["end"]), "payload": t["wire_bytes"],
              "wire": t["wire_bytes"] * factors.get((t["rank"], paths.egress(t)), 1.0), "late": late})
