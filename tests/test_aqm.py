@@ -163,3 +163,8 @@ def test_an_incasts_verdict_tells_drops_at_the_port_from_the_emulators_faults():
     assert short["verdict"] == "not faithful" and short["cause"].startswith("emulator")
     busy = net_command.incast_verdict(40.0, 100.0, {"drops": 120}, {"saturated_share": 0.8})
     assert busy["verdict"] == "not faithful" and "saturated" in busy["cause"]
+    # the flows' iperf3 rates summed over their own windows overstate; the port's own count is the aggregate
+    held = net_command.incast_verdict(117.0, 100.0, {"drops": 384, "sent_mbps": 99.6}, calm)
+    assert held["verdict"] == "faithful"
+    over = net_command.incast_verdict(99.0, 100.0, {"drops": 0, "sent_mbps": 130.0}, calm)
+    assert over["verdict"] == "not faithful" and "did not hold" in over["cause"]
