@@ -343,6 +343,8 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
               f"{t.get('flow_model_within', 0):.0%} of the flow model (rows outside it are listed in the results "
               f"file: ECMP collisions on hashed paths, which the model spreads); every result exact. All met: "
               f"**{collectives.get('ok')}**.", "",
+              "Each case was measured at the commit and date `measured` gives in the results file (cases run again "
+              "with `--cases` replace theirs).", "",
               "| bench, op | size | best plan | busbw (Mbit/s) | of link | plan / theory | plan / flow model | "
               "gloo busbw | plan / gloo | #wrong | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     sharded = [c for c in collectives.get("cases", []) if c["case"].startswith("sharded")]
@@ -358,13 +360,15 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
                      f"{number(c['plan_over_flow_model'], '.2f')} | {number(c['gloo_busbw_mbps'], '.1f')} | "
                      f"{number(c['plan_over_gloo'], '.2f')} | {c['wrong']} | {'yes' if c.get('ok') else '**no**'} |")
     lines += ["", "Sharded data parallel training (LeNet-5, `dmlbed run --algo sharded` beside `dmlbed simulate`):", "",
-              "| case | dilation | GST (s) | flow model (s) | theory (s) | / flow model | / theory | correct | verdict | "
-              "met |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "| case | measured | dilation | GST (s) | flow model (s) | theory (s) | / flow model | / theory | correct | "
+              "verdict | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in sharded:
         if "error" in c:
-            lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
+            lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
             continue
-        lines.append(f"| {c['case']} | {c.get('dilation') or 1:g} | {number(c['gst_s'])} | "
+        when = c.get("measured") or {}
+        lines.append(f"| {c['case']} | {(when.get('commit') or '?')[:8]} {(when.get('date') or '?')[:16]} | "
+                     f"{c.get('dilation') or 1:g} | {number(c['gst_s'])} | "
                      f"{number(c['gst_simulated_s'])} | "
                      f"{number(c['gst_theory_s'])} | {number(c['over_flow_model'], '.2f')} | "
                      f"{number(c['over_theory'], '.2f')} | {c['correct']} | {c['fidelity']} | "

@@ -13,10 +13,11 @@ Usage: .venv/bin/python scripts/collectives.py [--out results/collectives] [--re
 """
 
 import argparse
+import json
 import os
 import sys
 
-from case_runs import dmlbed, write_report
+from case_runs import dmlbed, provenance, write_report
 
 BW = 100.0
 BUSBW_OF_LINK = 0.9   # the best plan's busbw at the largest size, of the link rate
@@ -97,7 +98,8 @@ def main() -> int:
     ap.add_argument("--out", default="results/collectives")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="star:4, two sizes (a short form)")
-    ap.add_argument("--cases", default="", help=f"comma-separated benches to run (default all: {', '.join(BENCHES)})")
+    ap.add_argument("--cases", default="", help=f"comma-separated cases to run again, the others kept as the report "
+                    f"has them (default all: {', '.join(list(BENCHES) + list(SHARDED))})")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     cases = []
@@ -115,9 +117,20 @@ def main() -> int:
         if args.cases and name not in args.cases.split(","):
             continue
         cases.append(sharded_case(name, topo, more, args.out))
+    here = provenance()
+    for case in cases:
+        case["measured"] = {k: here.get(k) for k in ("commit", "date", "command")}
+    path = os.path.join(args.out, "collectives.json")
+    if args.cases and os.path.exists(path):  # the other cases as an earlier run measured them (each says when)
+        with open(path) as f:
+            earlier = json.load(f)
+        named = {c["case"].split(" ")[0] for c in cases}
+        cases = [dict(c, measured=c.get("measured") or {k: earlier["provenance"].get(k) for k in
+                                                        ("commit", "date", "command")})
+                 for c in earlier.get("cases", []) if c["case"].split(" ")[0] not in named] + cases
     targets = {"busbw_of_link": BUSBW_OF_LINK, "theory_within": THEORY_WITHIN, "plan_over_gloo_at_most": 1.0,
                "flow_model_within": FLOW_MODEL_WITHIN, "bw_mbps": BW, "reps": args.reps}
-    return write_report(os.path.join(args.out, "collectives.json"), targets, cases)
+    return write_report(path, targets, cases)
 
 
 if __name__ == "__main__":
