@@ -359,7 +359,7 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
                      f"{number(c['busbw_of_link'], '.2f')} | {number(c['plan_over_theory'], '.2f')} | "
                      f"{number(c['plan_over_flow_model'], '.2f')} | {number(c['gloo_busbw_mbps'], '.1f')} | "
                      f"{number(c['plan_over_gloo'], '.2f')} | {c['wrong']} | {'yes' if c.get('ok') else '**no**'} |")
-    lines += ["", "Sharded data parallel training (LeNet-5, `dmlbed run --algo sharded` beside `dmlbed simulate`):", "",
+    lines += ["", "Sharded data parallel training (LeNet-5, `dmlbed run --algo zero` beside `dmlbed simulate`):", "",
               "| case | measured | dilation | GST (s) | flow model (s) | theory (s) | / flow model | / theory | correct | "
               "verdict | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in sharded:

@@ -75,7 +75,7 @@ def op_cases(name: str, report: dict) -> list:
 def sharded_case(name: str, topo: str, more, out: str) -> dict:
     """A sharded data-parallel run of LeNet-5 emulated, and the same in the flow model: correct, faithful, its GST
     within 10% of the flow model's and of the closed form."""
-    common = ("--topo", topo, "--algo", "sharded", "--bw", f"{BW:g}", "--model", "lenet5", "--force")
+    common = ("--topo", topo, "--algo", "zero", "--bw", f"{BW:g}", "--model", "lenet5", "--force")
     run = dmlbed("run", *common, "--iters", SHARDED_ITERS, "--wait", "--out", os.path.join(out, name), *more,
                  timeout=3600)
     sim = dmlbed("simulate", *common, "--out", os.path.join(out, name + "-simulated"), timeout=600)

@@ -32,7 +32,7 @@ def test_reduce_scatter_then_all_gather_leaves_every_rank_the_sum(ranks, collect
 
 def test_its_theory_is_a_reduce_scatter_and_an_all_gather():
     topo = parse("star:8")
-    theory = get("sharded").gst_theory(topo, 8e6, [100.0])
+    theory = get("zero").gst_theory(topo, 8e6, [100.0])
     assert theory.gst_s == pytest.approx(2 * 7 / 8 * 8e6 * 8 / 100e6)
 
 
@@ -43,10 +43,10 @@ def losses(folder):
 def test_sharded_training_follows_the_all_reduce_exactly(tmp_path):
     """SGD with momentum is element-wise, so stepping shards gives the replicas an all-reduce gives them."""
     runs = {}
-    for algo in ("ring", "sharded"):
+    for algo in ("ring", "zero"):
         r = run_dmlbed("run", "--topo", "star:4", "--algo", algo, "--iters", "3", "--momentum", "0.9", "--local",
                        "--json", "--out", str(tmp_path / algo), timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
         runs[algo] = json.loads(r.stdout)
-    assert runs["sharded"]["correct"] and runs["sharded"]["replicas_identical"]
-    assert losses(tmp_path / "sharded") == losses(tmp_path / "ring")
+    assert runs["zero"]["correct"] and runs["zero"]["replicas_identical"]
+    assert losses(tmp_path / "zero") == losses(tmp_path / "ring")

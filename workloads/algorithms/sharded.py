@@ -1,6 +1,6 @@
-"""Sharded data parallelism (ZeRO, FSDP's full sharding of the optimizer step): every rank reduce-scatters the
-gradient, steps only its own shard of the parameters (its optimizer state is a shard too), and all-gathers the
-updated parameters, so every replica ends the iteration identical."""
+"""Sharded data parallelism as ZeRO stage 2 (FSDP's SHARD_GRAD_OP): every rank reduce-scatters the gradient, steps
+only its own shard of the parameters (its optimizer state is a shard too), and all-gathers the updated parameters,
+so every replica ends the iteration identical."""
 
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
@@ -43,7 +43,7 @@ def theory(topo, gradient_bytes, bw, servers: int, shard_collective: str = "ring
 
 
 SHARDED = Algorithm(
-    name="sharded", summary="sharded data parallel (ZeRO/FSDP): reduce-scatter gradients, step a shard, all-gather "
+    name="zero", summary="sharded data parallel (ZeRO/FSDP): reduce-scatter gradients, step a shard, all-gather "
     "parameters", paper="ZeRO (SC'20); PyTorch FSDP (VLDB'23)", topologies=ALL_TOPOLOGIES, theory=theory,
     strategy="workloads.strategies.sharded:ShardedDataParallel", options=ShardedOptions, phases=phases,
     uniform_links=True, host_subsets=True)

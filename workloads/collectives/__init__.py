@@ -5,7 +5,7 @@ folder defining a Collective, and an entry in REGISTERED."""
 from typing import Dict
 
 from workloads.collectives.allgather import ALLGATHER
-from workloads.collectives.allreduce import ALLREDUCE_OP
+from workloads.collectives.allreduce_op import ALLREDUCE_OP
 from workloads.collectives.alltoall import ALLTOALL
 from workloads.collectives.base import Collective
 from workloads.collectives.broadcast import BROADCAST
