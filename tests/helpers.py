@@ -29,6 +29,13 @@ def cli_json(*args, timeout=300):
     return json.loads(r.stdout)
 
 
+def python_json(code, timeout=300):
+    """What a Python program run from the checkout printed last, as JSON (the program must succeed)."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def check_summaries(args, result):
     """Validate what a command wrote: summary.json of run, simulate and launch in --out (when it wrote one), and
     what theory printed with --json."""

@@ -15,7 +15,7 @@ from emulation.net.kernel_probes import kernel_datapath_available, ovs_running, 
 from emulation.net.runstate import STATE_ROOT, list_bridges
 from emulation.core.tcp import DEFAULT_MTU
 from emulation.core.topology import parse
-from helpers import ROOT, run_dmlbed
+from helpers import ROOT, python_json, run_dmlbed
 
 pytestmark = pytest.mark.emulation
 
@@ -89,9 +89,7 @@ def test_upper_tree_level_is_shaped():
         "    flows = [checks.Flow(f'h{i}', t.hosts[i].ip, f'h{11 - i}', t.hosts[11 - i].ip, 0, 25.0 / 3)"
         " for i in range(3)]\n"
         "    print(json.dumps(checks.run_fidelity(en, flows, 3)))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    rows = python_json(code)
     total = sum(row["measured_mbps"] for row in rows)
     assert 0 < total <= 25 * 1.1
     assert leftovers("tree:3,2,2") == []
@@ -121,9 +119,7 @@ def test_switch_links_on_plain_ports_are_shaped_once_and_change_rate():
         "    types = {'plain': kind(f'{up.upper}-eth{up.upper_port}'), 'host': kind(f'{host.upper}-eth{host.upper_port}')}\n"
         "    changed = en.set_link_rate(inner[0], 10.0)\n"
         "    print(json.dumps({'rows': rows, 'types': types, 'changed': changed, 'shaping': en.shaping}))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got = python_json(code)
     assert got["types"] == {"plain": "", "host": "afxdp"}, got["types"]
     total = sum(row["measured_mbps"] for row in got["rows"])
     assert 25 * 0.6 < total <= 25 * 1.1, got["rows"]
