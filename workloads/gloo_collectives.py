@@ -3,7 +3,7 @@ op's plans leave theirs, so one check serves both (workloads.collectives defines
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict
 
 import numpy as np
 
@@ -73,4 +73,3 @@ CALLS: Dict[str, Callable] = {
     "reducescatter": GlooCollective._reducescatter, "broadcast": GlooCollective._broadcast,
     "reduce": GlooCollective._reduce, "alltoall": GlooCollective._alltoall, "gather": GlooCollective._gather,
     "scatter": GlooCollective._scatter}
-GLOO_OPS: List[str] = list(CALLS)

@@ -16,7 +16,7 @@ from emulation.core.link_rates import factors as link_factors, rates_key
 from emulation.run.events_report import event_rows, took_effect
 from emulation.run.options import Label, OptionError, RunConfig, flag_label
 from emulation.run.outputs import clear, output_folder, write_atomic, write_atomic_csv
-from emulation.run.resolution import Checked, link_goodput
+from emulation.run.resolution import Checked, link_goodput, payload_rates
 from emulation.run.results import WARMUP, mean_after_warmup, median_after_warmup
 from emulation.run.stragglers import straggler_report
 from emulation.run.summary import Models, Outcome, Simulation, Summary, Traffic, head, overlap_model, overlap_theory
@@ -151,7 +151,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     top = head(checked)
     log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
     share = link_goodput(cfg)
-    rates = {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}
+    rates = payload_rates(cfg, bw)
     latency = cfg.latency_us * 1e-6
     if cfg.calibration:  # the fitted model replaces goodput and latency
         rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))

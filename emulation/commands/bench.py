@@ -20,18 +20,18 @@ from emulation.run.outputs import output_folder, write_table
 from emulation.run.progress import log
 from emulation.run.provenance import provenance
 from emulation.run.ranks import PORT_STRIDE, run_bench_ranks
-from emulation.run.resolution import Checked, NetworkSettings, link_goodput
+from emulation.run.resolution import Checked, NetworkSettings, payload_rates
 from emulation.run.results import rep_times
 from emulation.run.validation import (check_calibration, check_network, check_synchronization, check_values,
                                       check_workers)
-from emulation.simulation.calibrated import calibrated_gst, plan_gst
+from emulation.simulation.calibrated import calibrated_gst
 from emulation.simulation.flows import simulate_plan
 from emulation.simulation.routes import Router
 from workloads.algorithms import names_with
 from workloads.bench_worker import GLOO
 from workloads.collectives import ALLREDUCE, OPS, get as get_collective
 from workloads.engine import CHUNK_BYTES
-from workloads.plan import PlanError, piece_sizes
+from workloads.plan import Plan, PlanError, piece_sizes
 from workloads.rankconfig import BenchJob
 from workloads.runfolder import RunFolder
 
@@ -121,6 +121,17 @@ class BenchRun:
     def label(self) -> str:
         """Its rows' and folders' name: the algorithm, and the op when it is not all-reduce."""
         return self.algo if self.op == ALLREDUCE else f"{self.op}-{self.algo}"
+
+    def plan_pieces(self, size: int) -> Tuple[Plan, List[int]]:
+        """Its plan for a buffer of size bytes (one tensor), and the bytes of each piece (not gloo's: gloo runs its
+        own algorithm)."""
+        c, topo = self.checked, self.checked.topo
+        if self.op == ALLREDUCE:
+            plan = c.algorithm.build_plan(topo, c.servers, c.options, c.bw, size, [size // 4])
+            return plan, [4 * n for n in plan.piece_sizes([size // 4])]
+        collective = get_collective(self.op)
+        plan = collective.plan(self.algo, len(topo.hosts))
+        return plan, [4 * n for n in piece_sizes([collective.buffer_bytes(size, len(topo.hosts)) // 4], plan.pieces)]
 
 
 @dataclass(frozen=True)
@@ -217,19 +228,12 @@ def ingress_binds(run: BenchRun, size: int, base: RunConfig) -> bool:
     """Whether a run's hosts would receive faster than their links carry were switch->host unshaped: its plan in
     the flow model runs faster with those directions unlimited (gloo's: its op lands on the root, as gather's and
     reduce's do)."""
-    c, topo = run.checked, run.checked.topo
     if run.algo == GLOO:
         return get_collective(run.op).into_root
-    if run.op == ALLREDUCE:
-        plan = c.algorithm.build_plan(topo, c.servers, c.options, c.bw, size, [size // 4])
-        pieces = plan.piece_sizes([size // 4])
-    else:
-        collective = get_collective(run.op)
-        plan = collective.plan(run.algo, len(topo.hosts))
-        pieces = piece_sizes([collective.buffer_bytes(size, len(topo.hosts)) // 4], plan.pieces)
-    rates = flow_rates(base, c.bw)
-    times = [simulate_plan(plan, [4 * n for n in pieces], router, rates, chunk_bytes=CHUNK_BYTES).gst_s
-             for router in (Router(topo), UnshapedIngress(topo))]
+    plan, pieces = run.plan_pieces(size)
+    rates = payload_rates(base, run.checked.bw)
+    times = [simulate_plan(plan, pieces, router, rates, chunk_bytes=CHUNK_BYTES).gst_s
+             for router in (Router(run.checked.topo), UnshapedIngress(run.checked.topo))]
     return times[1] < times[0] * (1 - INGRESS_MARGIN)
 
 
@@ -322,33 +326,24 @@ def models(run: BenchRun, cal, base: RunConfig, ports: Optional[Dict] = None):
     bandwidth-optimal time, at which busbw is the link rate) and it has no flow model (its algorithm is gloo's). The
     flow model puts each connection on the ECMP path its recorded TCP ports hashed to (ports), else spreads it."""
     c, topo = run.checked, run.checked.topo
-    router = Router(topo, "hash", ports) if ports else Router(topo)
     ranks = len(topo.hosts)
     rate = min(c.bw) * 1e6 / 8
-    if run.op == ALLREDUCE and run.algo != GLOO:
+    if run.algo == GLOO:
+        return (lambda size: busbw_factor(run.op, ranks) * size / rate), None, None
+    router = Router(topo, "hash", ports) if ports else Router(topo)
+    rates = payload_rates(base, c.bw)
+
+    def simulated(size: int) -> float:
+        return simulate_plan(*run.plan_pieces(size), router, rates, latency_s=base.latency_us * 1e-6,
+                             chunk_bytes=CHUNK_BYTES).gst_s
+    if run.op == ALLREDUCE:
         theory = lambda size: c.algorithm.gst_theory(  # noqa: E731 (a raw buffer is one tensor)
             topo, size, c.bw, c.servers, options=c.options, layer_sizes=[size // 4]).gst_s
-        simulated = lambda size: plan_gst(c.algorithm, topo, c.servers, [size // 4], flow_rates(base, c.bw),  # noqa
-                                          base.latency_us * 1e-6, c.options, bw=c.bw, router=router)
         calibrated = None if cal is None else \
             lambda size: calibrated_gst(c.algorithm, topo, c.servers, [size // 4], cal, c.options)  # noqa: E731
         return theory, simulated, calibrated
-    if run.algo == GLOO:
-        return (lambda size: busbw_factor(run.op, ranks) * size / rate), None, None
     collective = get_collective(run.op)
-    plan = collective.plan(run.algo, ranks)
-
-    def simulated(size: int) -> float:
-        pieces = [4 * n for n in piece_sizes([collective.buffer_bytes(size, ranks) // 4], plan.pieces)]
-        return simulate_plan(plan, pieces, router, flow_rates(base, c.bw), latency_s=base.latency_us * 1e-6,
-                             chunk_bytes=CHUNK_BYTES).gst_s
     return (lambda size: collective.theory_s(run.algo, ranks, size, rate, CHUNK_BYTES)), simulated, None
-
-
-def flow_rates(base: RunConfig, bw) -> Dict[int, float]:
-    """The flow model's payload bytes/s per link level: the shaped rates times the goodput of the links' frames."""
-    share = link_goodput(base)
-    return {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}
 
 
 def busbw_note(topo) -> str:

@@ -120,8 +120,7 @@ def prepare(cfg: RunConfig, duration: float = 5.0, all_pairs: bool = False, inte
     network = check_network(cfg)
     if not 0 < duration <= MAX_DURATION_S:
         raise OptionError(f"--duration {duration:g} is out of range: give seconds in (0, {MAX_DURATION_S}]")
-    incast = (incast,) if isinstance(incast, int) and incast else () if isinstance(incast, int) else \
-        sender_counts(incast) if isinstance(incast, str) else tuple(incast)
+    incast = tuple(incast) if isinstance(incast, (tuple, list)) else sender_counts(incast)  # '3', 3, '1-15'
     if incast:
         if interactive:
             raise OptionError("--incast is a part of --check: give --check")

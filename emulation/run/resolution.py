@@ -150,6 +150,12 @@ def link_goodput(cfg: RunConfig) -> float:
     return cfg.goodput if cfg.goodput is not None else goodput(cfg.mtu)
 
 
+def payload_rates(cfg: RunConfig, bw: Sequence[float]) -> Dict[int, float]:
+    """The flow model's payload bytes/s per link level: the asked-for rates times the links' goodput."""
+    share = link_goodput(cfg)
+    return {level: b * 1e6 / 8 * share for level, b in enumerate(bw)}
+
+
 def algorithm_options(cfg: RunConfig) -> Dict[str, Any]:
     """The values of the options this configuration's algorithm reads (its descriptor types them)."""
     return {name: getattr(cfg, name) for name in get_algorithm(cfg.algo).option_names}

@@ -20,14 +20,14 @@ DELAY_FORMULA = ("plan in the flow model at the shaped rate x goodput, each mess
 
 def plan_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int], rates: Dict[int, float],
              latency=0.0, options=None, link_delay_s: Optional[Dict[int, float]] = None,
-             bw: Optional[Sequence[float]] = None, router: Optional[Router] = None) -> Optional[float]:
+             bw: Optional[Sequence[float]] = None) -> Optional[float]:
     """Seconds of one synchronization of the algorithm's plan (for its options at the rates bw) in the flow model
-    (None: not a single plan; router: the paths, else the topology's with ECMP spread)."""
+    (None: not a single plan)."""
     if algorithm.plan is None:
         return None
     plan = algorithm.build_plan(topo, servers, options, bw, 4 * sum(layer_sizes), layer_sizes)
     pieces = [n * 4 for n in plan.piece_sizes(layer_sizes)]
-    return simulate_plan(plan, pieces, router or Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES,
+    return simulate_plan(plan, pieces, Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES,
                          link_delay_s=link_delay_s).gst_s
 
 

@@ -109,26 +109,6 @@ class Collective:
                                      f"{want[bad]}")
 
 
-def incast(plan: Plan) -> bool:
-    """Whether some step has a rank receive more pieces than any rank sends in it: its own link, not the senders',
-    bounds that step (gather and reduce sent at once)."""
-    for stream in plan.streams:
-        for step in stream:
-            received: Dict[int, int] = {}
-            sent: Dict[int, int] = {}
-            for t in step:
-                received[t.dst] = received.get(t.dst, 0) + 1
-                sent[t.src] = sent.get(t.src, 0) + 1
-            if max(received.values()) > max(sent.values()):
-                return True
-    return False
-
-
-def rel(rank: int, root: int, ranks: int) -> int:
-    """A rank's place counted from the root."""
-    return (rank - root) % ranks
-
-
 def absolute(place: int, root: int, ranks: int) -> int:
     """The rank at a place counted from the root."""
     return (place + root) % ranks
