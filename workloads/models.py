@@ -1,5 +1,6 @@
 """Models by name: the papers' models in torchvision's layouts (lenet5, alexnet, vgg19, vgg19-22k as layer lists;
-resnet50, googlenet, inception_v3 in workloads/zoo.py), mlp:SIZE, and a user's own nn.Module as
+resnet50, googlenet, inception_v3 in workloads/zoo.py), mlp:SIZE, a mixture of experts moe:ExD (workloads/moe.py),
+and a user's own nn.Module as
 package.module:factory. Sizes and FLOPs of every named model come from model_table.json (generated from the built
 models by scripts/model_table.py and checked against them by a test), so theory, simulation and validation answer
 without torch."""
@@ -86,6 +87,54 @@ def mlp(size: str) -> List[Layer]:
     return [("linear", MLP_INPUT, hidden), ("relu",), ("linear", hidden, MLP_CLASSES)]
 
 
+MOE_TOKENS = 16  # an input of MLP_INPUT features is read as 16 tokens of 16 features
+MOE_SPEC = re.compile(r"moe:(\d+)x(\d+)")
+MOE_VALID = "moe:EXPERTSxWIDTH, e.g. moe:8x256 (2-1024 experts, width 4-8192)"
+
+
+def moe_shape(name: str) -> Tuple[int, int]:
+    """(experts, width) of moe:ExD (ModelError naming the valid form)."""
+    m = MOE_SPEC.fullmatch(name)
+    if not m or not (2 <= int(m.group(1)) <= 1024 and 4 <= int(m.group(2)) <= 8192):
+        raise ModelError(f"model '{name}' is invalid: give {MOE_VALID}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def moe_tensors(experts: int, width: int) -> List[Tuple[str, int]]:
+    """(role, elements) of each parameter tensor of moe:ExD in parameters() order: the token embedding, the gate,
+    every expert's two layers, the classifier head; role 'expert' for an expert's tensors, 'dense' otherwise."""
+    d = width
+    dense = lambda *n: [("dense", v) for v in n]  # noqa: E731
+    expert = [("expert", v) for v in (d * d, d, d * d, d)]
+    return (dense(MLP_INPUT // MOE_TOKENS * d, d, d * experts, experts) + expert * experts
+            + dense(MLP_CLASSES * d, MLP_CLASSES))
+
+
+def moe_shape_of_sizes(sizes) -> Tuple[int, int]:
+    """(experts, width) of the moe:ExD model whose tensors have these sizes (ModelError for any other model)."""
+    sizes = [int(n) for n in sizes]
+    if len(sizes) >= 4:
+        experts, width = sizes[3], sizes[1]
+        if 2 <= experts <= 1024 and [n for _, n in moe_tensors(experts, width)] == sizes:
+            return experts, width
+    raise ModelError(f"expert parallelism needs a mixture-of-experts model: give --model {MOE_VALID}")
+
+
+def moe_entry(name: str) -> dict:
+    """The table entry of moe:ExD: its tensors and forward FLOPs per sample (an expert's share of the tokens is
+    1/experts of them at full capacity)."""
+    experts, d = moe_shape(name)
+    tensors = moe_tensors(experts, d)
+    per_weight = [2.0 * MLP_INPUT * d, 0.0, 2.0 * MOE_TOKENS * d * experts, 0.0]
+    per_weight += [2.0 * MOE_TOKENS / experts * d * d, 0.0] * 2 * experts + [2.0 * d * MLP_CLASSES, 0.0]
+    return {"input": [MLP_INPUT], "tensors": [n for _, n in tensors], "flops": per_weight, "ready_order": None}
+
+
+def is_moe(name: str) -> bool:
+    """A moe:... name."""
+    return name.startswith("moe:")
+
+
 LAYER_MODELS = {
     "lenet5": (lenet5, (1, 28, 28)),
     "alexnet": (alexnet, (3, 224, 224)),
@@ -94,13 +143,14 @@ LAYER_MODELS = {
 }
 ZOO_MODELS = ("resnet50", "googlenet", "inception_v3")  # built by workloads.zoo (needs torch)
 NAMED = tuple(LAYER_MODELS) + ZOO_MODELS
-VALID = f"{', '.join(NAMED)}, mlp:SIZE (e.g. mlp:12.5MB), or package.module:factory (your own nn.Module)"
+VALID = (f"{', '.join(NAMED)}, mlp:SIZE (e.g. mlp:12.5MB), {MOE_VALID}, or package.module:factory (your own "
+         f"nn.Module)")
 USER_MODEL = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 def is_user_model(name: str) -> bool:
     """A package.module:factory name."""
-    return not name.startswith("mlp:") and bool(USER_MODEL.fullmatch(name))
+    return not name.startswith(("mlp:", "moe:")) and bool(USER_MODEL.fullmatch(name))
 
 
 def layers_of(name: str) -> Tuple[List[Layer], Tuple[int, ...]]:
@@ -133,6 +183,8 @@ def entry(name: str) -> dict:
         tensors = [n for l in layers for n in layer_tensors(l)]  # weight, bias of each linear layer
         return {"input": list(shape), "tensors": tensors,
                 "flops": [2.0 * n if i % 2 == 0 else 0.0 for i, n in enumerate(tensors)], "ready_order": None}
+    if is_moe(name):
+        return moe_entry(name)
     if name in NAMED:
         return table()[name]
     if is_user_model(name):
@@ -261,6 +313,9 @@ def build_model(name: str, seed: int = 0, folders: Sequence[str] = ()):
         return factory(), shape
     if is_user_model(name):
         return build_user_model(name, folders)
+    if is_moe(name):
+        from workloads.moe import MoEModel
+        return MoEModel(*moe_shape(name)), (MLP_INPUT,)
     if name not in LAYER_MODELS and not name.startswith("mlp:"):
         raise ModelError(f"unknown model '{name}': valid are {VALID}")
     layers, shape = layers_of(name)

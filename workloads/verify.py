@@ -2,7 +2,9 @@
 
 Kinds: "sum" -- every output equals the sum of the inputs (within the fp32 rounding bound);
 "sharded" -- the outputs together (each a disjoint shard, zeros elsewhere) add up to the sum of the inputs;
-"max" -- every output equals the element-wise maximum of the inputs exactly.
+"max" -- every output equals the element-wise maximum of the inputs exactly;
+"alltoall" -- each rank's input and output are N blocks (rows): output block j of rank r is rank j's input block r,
+exactly.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from workloads.plan import fp32_sum_tolerance
 
-KINDS = ("sum", "sharded", "max")
+KINDS = ("sum", "sharded", "max", "alltoall")
 MAX_CHECK_BYTES = 64 << 20  # larger arrays are not saved (the check reports null)
 
 
@@ -38,7 +40,8 @@ def save(checks_dir: str, name: str, kind: str, side: str, rank: int, array: np.
 
 
 def _load(folder: str, side: str) -> List[np.ndarray]:
-    names = sorted(n for n in os.listdir(folder) if n.startswith(f"{side}-") and n.endswith(".npy"))
+    names = sorted((n for n in os.listdir(folder) if n.startswith(f"{side}-") and n.endswith(".npy")),
+                   key=lambda n: int(n[len(side) + 1:-4]))  # rank order
     return [np.load(os.path.join(folder, n)) for n in names]
 
 
@@ -49,6 +52,10 @@ def check_one(kind: str, inputs: List[np.ndarray], outputs: List[np.ndarray]) ->
     if kind == "max":
         expected = np.maximum.reduce(inputs)
         return all(np.array_equal(o, expected) for o in outputs)
+    if kind == "alltoall":
+        n = len(inputs)
+        return inputs[0].shape[0] == n == len(outputs) and all(
+            np.array_equal(outputs[r][j], inputs[j][r]) for r in range(n) for j in range(n))
     expected = np.sum([x.astype(np.float64) for x in inputs], axis=0)
     tol = fp32_sum_tolerance(inputs) + 1e-30
     if kind == "sharded":

@@ -154,6 +154,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     ctx = RankContext(cfg)
     model, input_shape = build_model(cfg.model, seed=cfg.seed, folders=cfg.python_path)
+    if ctx.algorithm.prepare_model is not None:
+        ctx.algorithm.prepare_model(model, ctx.rank, ctx.ranks, ctx.options)
     state = ModelState(model, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.lr_schedule, cfg.iters)
     strategy = (DDPOverlap if cfg.overlap else load_strategy(ctx.algorithm.strategy))(ctx, state)
     data = None if ctx.is_server else iter(batches(cfg.data, input_shape, cfg.batch, ctx.rank, ctx.ranks, cfg.seed))
@@ -167,7 +169,7 @@ def main(argv=None) -> int:
         recorder.close()
     strategy.close()
     ctx.files.write_final(ctx.rank, {
-        "rank": ctx.rank, "role": ctx.role, "checksum": state.checksum(),
+        "rank": ctx.rank, "role": ctx.role, "checksum": strategy.checksum(),
         "accuracy": accuracy(model, cfg.data) if ctx.rank == min(ctx.contributors) else None,
         "extras": extras, "net": {"qdisc": delta(qdisc_counters(cfg.interfaces), qdisc_before)}})
     return 0

@@ -283,14 +283,17 @@ def decompose(iteration: dict, links: List[dict], theory_s: float,
     window opened (ranks that start early get work done while a straggler still computes).
     phases: the links of each phase of the synchronization apart (Parameter Flow's push, then its broadcast),
     when it has several: then the bottleneck is a chain, each phase's own in turn (one link would sit idle
-    through the phases that load another); phases over before the window opens (iBatch's pulls) are left out."""
-    lo, hi = iteration["sync_start"], iteration["sync_end"]
+    through the phases that load another); phases over before the window opens (iBatch's pulls) are left out.
+    Synchronization in several windows (expert parallelism's all-to-alls in forward and backward, then its
+    all-reduce: `windows`) is judged inside all of them."""
+    windows = iteration.get("windows") or [(iteration["sync_start"], iteration["sync_end"])]
+    lo = windows[0][0]
     groups = [g for g in (phases or [links]) if g and max(e for l in g for _, e in l["intervals"]) > lo]
     if not groups:
         return None
     chain = [bottleneck_of(g) for g in groups]
     intervals = [iv for b in chain for iv in b["intervals"]]
-    busy_in = clipped_union(intervals, lo, hi)
+    busy_in = sum(clipped_union(intervals, a, b) for a, b in windows)
     early = clipped_union(intervals, float("-inf"), lo)
     need, need_payload = sum(b["need_s"] for b in chain), sum(b["need_payload_s"] for b in chain)
     measured = iteration["gst_s"]

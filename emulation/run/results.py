@@ -4,7 +4,7 @@ of a run; per-repetition times of a bench or calibration."""
 from __future__ import annotations
 
 import statistics
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from emulation.run.outputs import write_atomic_csv
 from emulation.core.topology import Topology
@@ -29,9 +29,24 @@ def _span(rows: List[dict], name: str) -> Optional[float]:
     return max(ends) - max(starts) if starts and ends else None
 
 
+SYNC_MARK = "sync:"  # a mark of synchronization outside the window (expert parallelism's all-to-alls in forward)
+
+
+def sync_marks(rows: List[dict]) -> List[Tuple[float, float]]:
+    """The global [last start, last end] of every 'sync:' mark of an iteration's records."""
+    names = sorted({k for r in rows for k in r.get("marks", {}) if k.startswith(SYNC_MARK)})
+    spans = []
+    for name in names:
+        starts = [r["marks"][name][0] for r in rows if name in r.get("marks", {})]
+        ends = [r["marks"][name][1] for r in rows if name in r.get("marks", {})]
+        spans.append((max(starts), max(ends)))
+    return spans
+
+
 def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topology]) -> List[dict]:
     """Global view of each iteration every rank finished: GST from the last rank to start syncing to the
-    last to finish (all hosts share one clock), mean compute, wall iteration time, bytes per level."""
+    last to finish (all hosts share one clock), plus each 'sync:' mark's span the same way (synchronization during
+    forward and backward; `windows` lists them all), mean compute, wall iteration time, bytes per level."""
     done = min((len(v) for v in rows.values()), default=0)
     out = []
     for i in range(done):
@@ -57,8 +72,11 @@ def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topo
             span = _span(its, name)
             if span is not None:
                 split[f"{name}_s"] = span
+        window = (max(r["sync_start"] for r in its), max(r["sync_end"] for r in its))
+        elsewhere = sync_marks(its)
         out.append({"iteration": i,
-                    "gst_s": max(r["sync_end"] for r in its) - max(r["sync_start"] for r in its),
+                    "gst_s": window[1] - window[0] + sum(b - a for a, b in elsewhere),
+                    "windows": sorted([window] + elsewhere),
                     "compute_s": statistics.mean(w["compute_s"] for w in workers) if workers else 0.0,
                     "compute_real_s": statistics.mean(w.get("compute_real_s", 0.0) for w in workers)
                     if workers else 0.0,

@@ -256,6 +256,7 @@ def check_synchronization(cfg: RunConfig, topo: Topology, label: Label = flag_la
         view = topo = job_view(topo, names)
     options = algorithm_options(cfg)
     algorithm.check(topo, cfg.servers, options, cfg.codec)
+    algorithm.check_model(cfg.model, len(topo.hosts), algorithm.options_of(options))
     if cfg.overlap:
         check_overlap(cfg, algorithm, label)
     servers = algorithm.resolve_servers(cfg.servers)

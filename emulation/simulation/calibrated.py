@@ -12,8 +12,9 @@ from emulation.core.impairment import Impairment
 from emulation.core.tcp import GOODPUT
 from emulation.core.topology import Topology
 from workloads.engine import CHUNK_BYTES
+from workloads.plan import PlanError
 
-FORMULA = "plan in the flow model at the calibrated rate and alpha of each level (engine chunks, max-min fair)"
+FORMULA = "plan (or plans in sequence) in the flow model at the calibrated rate and alpha of each level (engine chunks, max-min fair)"
 DELAY_FORMULA = ("plan in the flow model at the shaped rate x goodput, each message delayed by the links its path "
                  "crosses (engine chunks, max-min fair); loss is not modelled")
 
@@ -21,14 +22,16 @@ DELAY_FORMULA = ("plan in the flow model at the shaped rate x goodput, each mess
 def plan_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int], rates: Dict[int, float],
              latency=0.0, options=None, link_delay_s: Optional[Dict[int, float]] = None,
              bw: Optional[Sequence[float]] = None) -> Optional[float]:
-    """Seconds of one synchronization of the algorithm's plan (for its options at the rates bw) in the flow model
-    (None: not a single plan)."""
-    if algorithm.plan is None:
+    """Seconds of one synchronization of the algorithm's plan, or its plans one after another (for its options at the
+    rates bw), in the flow model (None: not made of plans, or traffic that depends on the data)."""
+    if not algorithm.simulable:
         return None
-    plan = algorithm.build_plan(topo, servers, options, bw, 4 * sum(layer_sizes), layer_sizes)
-    pieces = [n * 4 for n in plan.piece_sizes(layer_sizes)]
-    return simulate_plan(plan, pieces, Router(topo), rates, latency_s=latency, chunk_bytes=CHUNK_BYTES,
-                         link_delay_s=link_delay_s).gst_s
+    try:
+        phases = algorithm.simulation_phases(topo, layer_sizes, servers, options, bw)
+    except PlanError:
+        return None
+    return sum(simulate_plan(plan, [n * 4 for n in pieces], Router(topo), rates, latency_s=latency,
+                             chunk_bytes=CHUNK_BYTES, link_delay_s=link_delay_s).gst_s for plan, pieces in phases)
 
 
 def calibrated_gst(algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
@@ -49,7 +52,7 @@ def delay_fields(impairment: Impairment, algorithm, topo: Topology, servers: int
     gst = plan_gst(algorithm, topo, servers, layer_sizes, rates, 0.0, options, impairment.link_delay_s(), bw)
     return {"gst_theory_delay_s": gst,
             "gst_formula_delay": DELAY_FORMULA if gst is not None else
-            f"none: {algorithm.name} is not a single plan (the delay model runs plans)"}
+            f"none: {algorithm.name} is not made of plans (the delay model runs plans)"}
 
 
 def calibrated_fields(path: Optional[str], algorithm, topo: Topology, servers: int, layer_sizes: Sequence[int],
@@ -61,7 +64,7 @@ def calibrated_fields(path: Optional[str], algorithm, topo: Topology, servers: i
     gst = calibrated_gst(algorithm, topo, servers, layer_sizes, cal, options)
     return {"calibration": path, "gst_theory_calibrated_s": gst,
             "gst_formula_calibrated": FORMULA if gst is not None else
-            f"none: {algorithm.name} is not a single plan (the calibrated model runs plans)",
+            f"none: {algorithm.name} is not made of plans (the calibrated model runs plans)",
             "calibrated_levels": {f"L{f.level}": {"alpha_s": f.alpha_s, "rate_mbps": f.rate_mbps}
                                   for f in cal.loaded}}
 

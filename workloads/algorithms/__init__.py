@@ -6,12 +6,12 @@ Adding an algorithm: a module in this folder defining an Algorithm, and one entr
 from typing import Callable, Dict, List
 
 from emulation.core.topology import Topology
-from workloads.algorithms import blueconnect, gloo, hd, hierarchical, ibatch, pflow, ps, ring, sharded
+from workloads.algorithms import blueconnect, expert, gloo, hd, hierarchical, ibatch, pflow, ps, ring, sharded
 from workloads.algorithms.base import Algorithm
 from workloads.plan import Plan, PlanError
 
 REGISTERED = (ps.PS, ring.RING, hierarchical.BML, hierarchical.HIER, blueconnect.BLUECONNECT,
-              blueconnect.TWOLEVEL, hd.HD, gloo.GLOO, ibatch.IBATCH, pflow.PFLOW, sharded.SHARDED)
+              blueconnect.TWOLEVEL, hd.HD, gloo.GLOO, ibatch.IBATCH, pflow.PFLOW, sharded.SHARDED, expert.EXPERT)
 
 ALGORITHMS: Dict[str, Algorithm] = {a.name: a for a in REGISTERED}
 

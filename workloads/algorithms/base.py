@@ -57,6 +57,10 @@ def no_option_checks(topo: Topology, servers: int, options) -> None:
     """Algorithms without checks of their own accept everything."""
 
 
+def any_model(model: str, ranks: int, options) -> None:
+    """Algorithms that synchronize any model's gradient accept every model."""
+
+
 def nothing_shared(topo: Topology, servers: int, options) -> Dict[str, object]:
     """Algorithms whose ranks derive everything themselves share nothing."""
     return {}
@@ -89,6 +93,10 @@ class Algorithm:
     step and the closed form at each level's slowest link is exact (with --link-rate; otherwise an upper bound).
     host_subsets: its plan and theory need only the ranks, not the topology's structure, so it runs on any of the
     network's hosts (--hosts).
+    check_model: model name, ranks, options -> raises ValueError when the algorithm cannot train that model (expert
+    parallelism needs a mixture of experts).
+    prepare_model: module, rank, ranks, options -> what a rank keeps of the built model before training (expert
+    parallelism: its own experts); None keeps all of it.
     """
 
     name: str
@@ -112,6 +120,8 @@ class Algorithm:
     bucketable: Callable[[Any], bool] = lambda options: True
     uniform_links: bool = False
     host_subsets: bool = False
+    check_model: Callable[[str, int, Any], None] = any_model
+    prepare_model: Optional[Callable[[Any, int, int, Any], None]] = None
 
     @property
     def overlaps(self) -> bool:

@@ -168,6 +168,24 @@ def device_priority(emulated: bool):
             pass
 
 
+@contextmanager
+def normal_priority(emulated: bool):
+    """Undo device_priority for a while (data movement inside a compute segment)."""
+    if not emulated:
+        yield
+        return
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, before - DEVICE_NICE)
+    except OSError:  # lowering niceness needs root: the exchange runs at the compute's priority
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
+
+
 class ComputeClock:
     """Times an iteration's compute segments (wall and CPU time of this thread) and, given a device time S
     (--compute-time), stretches them so the iteration's compute takes S: each segment is padded in proportion
@@ -193,6 +211,7 @@ class ComputeClock:
         self.real = self.cpu = self.elapsed = 0.0
         self.intervals: List[Tuple[float, float]] = []
         self.paced = False
+        self.holes: List[Tuple[float, float, float, float]] = []  # paused spans in the open segment (see pause)
 
     @contextmanager
     def segment(self):
@@ -200,10 +219,11 @@ class ComputeClock:
         share of the device time in all; else in proportion to its share of the previous iteration's real
         compute)."""
         start, wall0, cpu0 = time.time(), time.perf_counter(), time.thread_time()
+        self.holes = []
         with device_priority(self.device_s is not None):
             yield
-        real = time.perf_counter() - wall0
-        self.cpu += time.thread_time() - cpu0
+        real = time.perf_counter() - wall0 - sum(h[2] for h in self.holes)
+        self.cpu += time.thread_time() - cpu0 - sum(h[3] for h in self.holes)
         self.real += real
         slept = 0.0
         if self.device_s and self.forward_share is not None:
@@ -214,7 +234,18 @@ class ComputeClock:
         elif not self.device_s and self.stretch > 1:
             slept = self._sleep(real * (self.stretch - 1.0))
         self.elapsed += real + slept
-        self.intervals.append((start, time.time()))
+        edges = [start] + [t for a, b, _, _ in self.holes for t in (a, b)] + [time.time()]
+        self.intervals += [(a, b) for a, b in zip(edges[::2], edges[1::2]) if b > a]
+        self.holes = []
+
+    @contextmanager
+    def pause(self):
+        """Inside a segment, time that is not compute (an expert-parallel layer's all-to-all): left out of the
+        segment's real and CPU time and of its intervals, and run at the thread's normal priority."""
+        start, wall0, cpu0 = time.time(), time.perf_counter(), time.thread_time()
+        with normal_priority(self.device_s is not None):
+            yield
+        self.holes.append((start, time.time(), time.perf_counter() - wall0, time.thread_time() - cpu0))
 
     @staticmethod
     def _sleep(seconds: float) -> float:
@@ -274,6 +305,11 @@ class Strategy:
     def serve(self, iteration: int, rec: IterationRecord) -> None:
         """One iteration of a dedicated server."""
         raise NotImplementedError(f"{type(self).__name__} has no dedicated servers")
+
+    def checksum(self) -> str:
+        """A digest of what must be identical on every worker at the end (every parameter, unless a strategy keeps
+        some per rank)."""
+        return self.state.checksum()
 
     def finish(self) -> Dict[str, object]:
         """After the last iteration: complete what is pending; returns extras for the final record."""
