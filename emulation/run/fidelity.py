@@ -285,8 +285,8 @@ def decompose(iteration: dict, links: List[dict], theory_s: float,
     when it has several: then the bottleneck is a chain, each phase's own in turn (one link would sit idle
     through the phases that load another); phases over before the window opens (iBatch's pulls) are left out.
     Synchronization in several windows (expert parallelism's all-to-alls in forward and backward, then its
-    all-reduce: `windows`) is judged inside all of them."""
-    windows = iteration.get("windows") or [(iteration["sync_start"], iteration["sync_end"])]
+    all-reduce: `windows`) is judged inside all of them; early is then the busy time before each window opened."""
+    windows = merged([tuple(w) for w in iteration.get("windows") or [(iteration["sync_start"], iteration["sync_end"])]])
     lo = windows[0][0]
     groups = [g for g in (phases or [links]) if g and max(e for l in g for _, e in l["intervals"]) > lo]
     if not groups:
@@ -294,7 +294,7 @@ def decompose(iteration: dict, links: List[dict], theory_s: float,
     chain = [bottleneck_of(g) for g in groups]
     intervals = [iv for b in chain for iv in b["intervals"]]
     busy_in = sum(clipped_union(intervals, a, b) for a, b in windows)
-    early = clipped_union(intervals, float("-inf"), lo)
+    early = clipped_union(intervals, float("-inf"), windows[-1][1]) - busy_in  # before a window opened
     need, need_payload = sum(b["need_s"] for b in chain), sum(b["need_payload_s"] for b in chain)
     measured = iteration["gst_s"]
     return {"theory_s": theory_s, "measured_s": measured, "plan_s": need_payload - theory_s,
