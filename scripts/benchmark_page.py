@@ -377,14 +377,16 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
                          f"{c['error']} |")
             continue
         when = c.get("measured") or {}
-        options = " ".join(c.get("options") or []) or "-"
+        dilated = [f"--dilation {c['dilation']:g}"] if (c.get("dilation") or 1) != 1 else []
+        options = " ".join(c.get("options") or dilated) or "-"
+        met = "reported" if "judged" in c and c["judged"] is None else "yes" if c.get("ok") else "**no**"
         lines.append(f"| {c['case']} | {(when.get('commit') or '?')[:8]} {(when.get('date') or '?')[:16]} | "
                      f"{c.get('model', 'lenet5')} | {options} | {number(c['gst_s'])} | "
                      f"{number(c['gst_simulated_s'])} | {number(c['gst_theory_s'])} | "
                      f"{number(c.get('gst_calibrated_s'))} | {number(c['over_flow_model'], '.2f')} | "
                      f"{number(c['over_theory'], '.2f')} | {number(c.get('over_calibrated'), '.2f')} | "
                      f"{c.get('judged', 'theory') or '-'} | {c.get('switch_port_drops', '-')} | {c['correct']} | "
-                     f"{c['fidelity']} | {'yes' if c.get('ok') else '**no**'} |")
+                     f"{c['fidelity']} | {met} |")
     return lines + [""]
 
 

@@ -122,3 +122,14 @@ def test_a_rank_aborting_at_teardown_is_diagnosed(tmp_path):
     r, s = launch(tmp_path, "--topo", "star:2", "--local", command=(PYTHON, "-c", aborts))
     assert r.returncode == 1 and not s["completed"]
     assert "exited with code -6" in s["error"] and "gc.collect() before destroy_process_group" in s["error"]
+
+
+def test_torchs_own_fsdp_example_trains_sharded_with_identical_full_parameters(tmp_path):
+    r, s = launch(tmp_path, "--topo", "star:4", "--local", "--env", "STEPS=2",
+                  command=(PYTHON, os.path.join(ROOT, "examples", "fsdp_train.py")))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert s["completed"] and all(c == 0 for c in s["exit_codes"].values())
+    outputs = rank_outputs(tmp_path, 4)
+    assert len({re.search(r"parameters (\w+)", o).group(1) for o in outputs}) == 1
+    shards = [float(re.search(r"shard ([\d.]+)", o).group(1)) for o in outputs]
+    assert sum(shards) == pytest.approx(1.0, abs=0.01) and max(shards) < 0.3  # each rank holds a quarter
