@@ -80,7 +80,7 @@ class CollectiveSubject(PlanSubject):
     def __init__(self, cfg: RankConfig, topo):
         op, algorithm, root = cfg.bench.collective
         self.op, self.root, self.rank, self.ranks = get_collective(op), root, cfg.rank, cfg.ranks
-        self.layouts = {size: PieceLayout([self.elements(size)], self.op.pieces(cfg.ranks)) for size in cfg.bench.sizes}
+        self.layouts = {size: self.op.layout(self.elements(size), cfg.ranks) for size in cfg.bench.sizes}
         self.involved, self.channel, self.gloo = True, None, None
         if algorithm == GLOO:
             from workloads.gloo_collectives import GlooCollective

@@ -55,9 +55,10 @@ class GlooCollective:
     def _alltoall(self, torch, whole, views) -> Dict[int, object]:
         n, i = self.ranks, self.rank
         mine = torch.cat(views[i * n:(i + 1) * n])  # its row: contiguous already; cat keeps the input apart
-        out = torch.empty_like(mine)
-        self.dist.all_to_all_single(out, mine)
-        return {j * n + i: part for j, part in enumerate(out.split([v.numel() for v in views[i::n]]))}
+        sent, received = [v.numel() for v in views[i * n:(i + 1) * n]], [v.numel() for v in views[i::n]]
+        out = torch.empty(sum(received), dtype=mine.dtype)
+        self.dist.all_to_all_single(out, mine, output_split_sizes=received, input_split_sizes=sent)
+        return {j * n + i: part for j, part in enumerate(out.split(received))}
 
     def _gather(self, torch, whole, views) -> None:
         self.dist.gather(views[self.rank].clone(), views if self.rank == self.root else None, self.root)
@@ -71,5 +72,6 @@ class GlooCollective:
 CALLS: Dict[str, Callable] = {
     "allreduce": GlooCollective._allreduce, "allgather": GlooCollective._allgather,
     "reducescatter": GlooCollective._reducescatter, "broadcast": GlooCollective._broadcast,
-    "reduce": GlooCollective._reduce, "alltoall": GlooCollective._alltoall, "gather": GlooCollective._gather,
+    "reduce": GlooCollective._reduce, "alltoall": GlooCollective._alltoall, "alltoallv": GlooCollective._alltoall,
+    "gather": GlooCollective._gather,
     "scatter": GlooCollective._scatter}

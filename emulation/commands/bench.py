@@ -31,7 +31,7 @@ from workloads.algorithms import names_with
 from workloads.bench_worker import GLOO
 from workloads.collectives import ALLREDUCE, OPS, get as get_collective
 from workloads.engine import CHUNK_BYTES
-from workloads.plan import Plan, PlanError, piece_sizes
+from workloads.plan import Plan, PlanError
 from workloads.rankconfig import BenchJob
 from workloads.runfolder import RunFolder
 
@@ -131,7 +131,8 @@ class BenchRun:
             return plan, [4 * n for n in plan.piece_sizes([size // 4])]
         collective = get_collective(self.op)
         plan = collective.plan(self.algo, len(topo.hosts))
-        return plan, [4 * n for n in piece_sizes([collective.buffer_bytes(size, len(topo.hosts)) // 4], plan.pieces)]
+        return plan, [4 * n for n in collective.piece_elements(collective.buffer_bytes(size, len(topo.hosts)) // 4,
+                                                                len(topo.hosts))]
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ def check_run(base: RunConfig, network: NetworkSettings, op: str, algo: str, siz
     if op == ALLREDUCE:
         return BenchRun(op, algo, Checked(base, network), (op, algo, 0))
     collective = get_collective(op)
-    if algo == GLOO:
+    if algo == GLOO and collective.split is None:  # split ops give gloo each piece's size
         even = collective.pieces(ranks) // collective.buffer_factor(ranks) if collective.pieces(ranks) > 1 else 1
         uneven = [s for s in sizes if s % (4 * even)]
         if uneven:

@@ -7,6 +7,7 @@ from typing import Dict
 from workloads.collectives.allgather import ALLGATHER
 from workloads.collectives.allreduce_op import ALLREDUCE_OP
 from workloads.collectives.alltoall import ALLTOALL
+from workloads.collectives.alltoallv import ALLTOALLV
 from workloads.collectives.base import Collective
 from workloads.collectives.broadcast import BROADCAST
 from workloads.collectives.gather import GATHER
@@ -16,7 +17,7 @@ from workloads.collectives.scatter import SCATTER
 from workloads.plan import PlanError
 
 ALLREDUCE = ALLREDUCE_OP.name  # the algorithm registry's op: bench's default
-REGISTERED = (ALLREDUCE_OP, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE_OP, ALLTOALL, GATHER, SCATTER)
+REGISTERED = (ALLREDUCE_OP, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE_OP, ALLTOALL, ALLTOALLV, GATHER, SCATTER)
 COLLECTIVES: Dict[str, Collective] = {c.name: c for c in REGISTERED}
 OPS = tuple(COLLECTIVES)
 

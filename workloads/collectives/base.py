@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from workloads.plan import Plan, PlanError, PieceLayout, Step, fp32_sum_tolerance, simulate
+from workloads.plan import Plan, PlanError, PieceLayout, Step, fp32_sum_tolerance, piece_sizes, simulate
 
 Result = Iterable[Tuple[int, int, Tuple[int, ...]]]  # (rank, piece, sources)
 
@@ -30,6 +30,9 @@ class Way:
     theory: Callable[[int, float], float]
     formula: str
     powers_of_two: bool = False  # recursive doubling and halving pair ranks by their bits
+    uneven: Optional[Callable[[int, Sequence[int]], float]] = None  # ranks, elements per piece -> elements over
+    # the busiest link, for an op whose pieces differ (all-to-all(v)): its closed form is then that over the rate
+    exact: bool = True  # its closed form is its time on a non-blocking network (else a lower bound of it)
 
     def check(self, op: str, ranks: int) -> None:
         """PlanError unless this algorithm can do its collective over this many ranks."""
@@ -54,6 +57,8 @@ class Collective:
     rooted: bool = False
     into_root: bool = False  # its result lands on the root (gather, reduce): an algorithm may send it all at once
     buffer_factor: Callable[[int], int] = lambda ranks: 1  # the plan's buffer over the op's size (all-to-all: n)
+    split: Optional[Callable[[int, int], List[int]]] = None  # ranks, buffer elements -> elements of each piece,
+    # for an op whose pieces differ (None: the buffer in equal pieces)
 
     @property
     def algorithms(self) -> Tuple[str, ...]:
@@ -78,7 +83,23 @@ class Collective:
     def theory_s(self, algorithm: str, ranks: int, size_bytes: float, rate_bytes_s: float,
                  chunk_bytes: float) -> float:
         """Closed-form seconds of one op of size_bytes at the slowest link's payload rate."""
-        return self.way(algorithm).theory(ranks, size_bytes / chunk_bytes) * size_bytes / rate_bytes_s
+        way = self.way(algorithm)
+        if way.uneven is not None:
+            pieces = self.piece_elements(self.buffer_bytes(size_bytes, ranks) // 4, ranks)
+            return 4 * way.uneven(ranks, pieces) / rate_bytes_s
+        return way.theory(ranks, size_bytes / chunk_bytes) * size_bytes / rate_bytes_s
+
+    def piece_elements(self, buffer_elements: int, ranks: int) -> List[int]:
+        """Elements of each piece of a plan's buffer of this many elements."""
+        if self.split is not None:
+            return self.split(ranks, buffer_elements)
+        return piece_sizes([buffer_elements], self.pieces(ranks))
+
+    def layout(self, buffer_elements: int, ranks: int) -> PieceLayout:
+        """The piece layout of a plan's buffer of this many elements."""
+        if self.split is not None:
+            return PieceLayout.per_layer(self.split(ranks, buffer_elements))
+        return PieceLayout([buffer_elements], self.pieces(ranks))
 
     def buffer_bytes(self, size_bytes: int, ranks: int) -> int:
         """The plan's buffer per rank for an op of size_bytes."""
