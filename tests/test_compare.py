@@ -40,7 +40,7 @@ def test_config_errors(tmp_path, text, fragment):
 
 
 def test_shipped_configs_are_valid():
-    for name in ("demo", "bml-fig5", "bml-fig6", "sim-vs-emu"):
+    for name in ("demo", "bml-fig5", "bml-fig6", "sim-vs-emu", "moe"):
         entries = expand(load(f"{ROOT}/configs/{name}.yaml"), "/tmp/unused")
         assert entries
 
