@@ -203,10 +203,10 @@ def check_run(base: RunConfig, network: NetworkSettings, op: str, algo: str, siz
     if op == ALLREDUCE:
         return BenchRun(op, algo, Checked(base, network), (op, algo, 0))
     collective = get_collective(op)
-    if algo == GLOO and collective.split is None:  # split ops give gloo each piece's size
+    if algo == GLOO:
         even = collective.pieces(ranks) // collective.buffer_factor(ranks) if collective.pieces(ranks) > 1 else 1
         uneven = [s for s in sizes if s % (4 * even)]
-        if uneven:
+        if uneven and collective.split is None:  # an op of uneven pieces gives gloo each piece's size
             raise OptionError(f"--sizes {uneven[0]} bytes is invalid for gloo's {op} over {ranks} ranks: its pieces "
                               f"must be equal, so give multiples of {4 * even} bytes")
     else:
