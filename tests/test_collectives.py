@@ -116,3 +116,10 @@ def test_all_to_all_buffers_hold_every_block():
     collective = get("alltoall")
     assert collective.buffer_bytes(1 << 20, 16) == 16 << 20
     assert collective.pieces(16) == 256
+
+
+def test_the_bound_of_an_op_is_its_busbw_at_the_link_rate_or_its_busiest_link():
+    assert get("allgather").bound_s(8, 8e6, 12.5e6) == pytest.approx(7 / 8 * 8e6 / 12.5e6)
+    uneven = get("alltoallv")
+    assert uneven.bound_s(8, 8e6, 12.5e6) == pytest.approx(uneven.theory_s("direct", 8, 8e6, 12.5e6, CHUNK_BYTES))
+    assert uneven.bound_s(8, 8e6, 12.5e6) > get("alltoall").bound_s(8, 8e6, 12.5e6)

@@ -330,7 +330,7 @@ def models(run: BenchRun, cal, base: RunConfig, ports: Optional[Dict] = None):
     ranks = len(topo.hosts)
     rate = min(c.bw) * 1e6 / 8
     if run.algo == GLOO:
-        return (lambda size: busbw_factor(run.op, ranks) * size / rate), None, None
+        return (lambda size: get_collective(run.op).bound_s(ranks, size, rate)), None, None
     router = Router(topo, "hash", ports) if ports else Router(topo)
     rates = payload_rates(base, c.bw)
 

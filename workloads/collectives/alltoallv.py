@@ -16,7 +16,7 @@ SPLIT_SEED = 2026
 def split(ranks: int, buffer_elements: int) -> List[int]:
     """Elements of each of the N x N blocks (block i*N + j: what rank i sends rank j); each row sums to the op's
     size (buffer / N)."""
-    row = buffer_elements // ranks
+    row = int(buffer_elements) // ranks
     weights = np.random.default_rng(SPLIT_SEED).uniform(0.0, 2.0, (ranks, ranks))
     blocks = np.floor(weights / weights.sum(axis=1, keepdims=True) * row).astype(np.int64)
     blocks[np.arange(ranks), np.arange(ranks)] += row - blocks.sum(axis=1)  # rounding stays home

@@ -85,7 +85,7 @@ class Collective:
         """Closed-form seconds of one op of size_bytes at the slowest link's payload rate."""
         way = self.way(algorithm)
         if way.uneven is not None:
-            pieces = self.piece_elements(self.buffer_bytes(size_bytes, ranks) // 4, ranks)
+            pieces = self.piece_elements(int(self.buffer_bytes(size_bytes, ranks)) // 4, ranks)
             return 4 * way.uneven(ranks, pieces) / rate_bytes_s
         return way.theory(ranks, size_bytes / chunk_bytes) * size_bytes / rate_bytes_s
 
@@ -100,6 +100,14 @@ class Collective:
         if self.split is not None:
             return PieceLayout.per_layer(self.split(ranks, buffer_elements))
         return PieceLayout([buffer_elements], self.pieces(ranks))
+
+    def bound_s(self, ranks: int, size_bytes: float, rate_bytes_s: float) -> float:
+        """The op's bound whatever its algorithm (gloo's): the time at which busbw is the link rate, or for uneven
+        pieces the busiest host link's bytes at the rate."""
+        if self.split is not None:
+            pieces = self.piece_elements(self.buffer_bytes(int(size_bytes), ranks) // 4, ranks)
+            return min(4 * w.uneven(ranks, pieces) for w in self.ways if w.uneven) / rate_bytes_s
+        return self.busbw(ranks) * size_bytes / rate_bytes_s
 
     def buffer_bytes(self, size_bytes: int, ranks: int) -> int:
         """The plan's buffer per rank for an op of size_bytes."""
