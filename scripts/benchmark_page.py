@@ -354,7 +354,8 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
         if "error" in c:
             lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
             continue
-        lines.append(f"| {c['case']} | {c['size_bytes'] >> 20} MiB | {c['best_plan']} | "
+        shaped = " (switch->host shaped)" if c.get("shape_ingress") else ""
+        lines.append(f"| {c['case']}{shaped} | {c['size_bytes'] >> 20} MiB | {c['best_plan']} | "
                      f"{number(c['busbw_mbps'], '.1f')} | "
                      f"{number(c['busbw_of_link'], '.2f')} | {number(c['plan_over_theory'], '.2f')} | "
                      f"{number(c['plan_over_flow_model'], '.2f')} | {number(c['gloo_busbw_mbps'], '.1f')} | "

@@ -66,6 +66,7 @@ def op_cases(name: str, report: dict) -> list:
                 "gloo_busbw_mbps": gloo and gloo["busbw_mbps"],
                 "plan_over_gloo": best["time_s"] / gloo["time_s"] if gloo else None,
                 "dilation": report.get("dilation"), "wrong": sum(r["wrong"] for r in mine),
+                "shape_ingress": bool(report.get("ingress_bound")),  # bench shaped switch->host for some run
                 "faster_than_links": [f"{r['algo']} {r['size_bytes']}" for r in mine if r["faster_than_links"]],
                 "rows": [{k: r.get(k) for k in ("algo", "size_bytes", "time_s", "busbw_mbps", "ratio", "ratio_sim",
                                                 "wrong")} for r in mine]}
