@@ -264,7 +264,10 @@ def table(algo: str, records: List[dict], contributors: int, theory: Callable[[i
         if simulated:
             sim = simulated(size)
             rows[-1].update(sim_s=sim, ratio_sim=t / sim if sim else None)
-        model = rows[-1].get("sim_s") or th  # the plan's flow model, else the closed form (gloo: the op's bound)
+        # the lower of the plan's flow model and its closed form (gloo: the op's bound): a plan whose messages differ
+        # in size runs ahead of its flow model through the sockets' buffers (all-to-all(v) pairwise), never ahead of
+        # its bound
+        model = min((m for m in (rows[-1].get("sim_s"), th) if m), default=None)
         rows[-1]["faster_than_links"] = bool(model) and t < FASTER_THAN_LINKS * model
         if calibrated:
             cal = calibrated(size)
