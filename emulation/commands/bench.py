@@ -131,8 +131,7 @@ class BenchRun:
             return plan, [4 * n for n in plan.piece_sizes([size // 4])]
         collective = get_collective(self.op)
         plan = collective.plan(self.algo, len(topo.hosts))
-        return plan, [4 * n for n in collective.piece_elements(collective.buffer_bytes(size, len(topo.hosts)) // 4,
-                                                                len(topo.hosts))]
+        return plan, [4 * n for n in collective.op_pieces(size, len(topo.hosts))]
 
 
 @dataclass(frozen=True)

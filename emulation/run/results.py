@@ -22,25 +22,26 @@ def interface_level(topo: Optional[Topology], name: str) -> str:
     return name
 
 
-def _span(rows: List[dict], name: str) -> Optional[float]:
-    """Global span of a named mark: the last rank to end minus the last rank to start."""
+def _window(rows: List[dict], name: str) -> Optional[Tuple[float, float]]:
+    """Global window of a named mark: (the last rank to start, the last rank to end)."""
     starts = [r["marks"][name][0] for r in rows if name in r.get("marks", {}) and r["marks"][name][0] is not None]
     ends = [r["marks"][name][1] for r in rows if name in r.get("marks", {}) and r["marks"][name][1] is not None]
-    return max(ends) - max(starts) if starts and ends else None
+    return (max(starts), max(ends)) if starts and ends else None
+
+
+def _span(rows: List[dict], name: str) -> Optional[float]:
+    """Global span of a named mark: the last rank to end minus the last rank to start."""
+    window = _window(rows, name)
+    return window[1] - window[0] if window else None
 
 
 SYNC_MARK = "sync:"  # a mark of synchronization outside the window (expert parallelism's all-to-alls in forward)
 
 
 def sync_marks(rows: List[dict]) -> List[Tuple[float, float]]:
-    """The global [last start, last end] of every 'sync:' mark of an iteration's records."""
+    """The global window of every 'sync:' mark of an iteration's records."""
     names = sorted({k for r in rows for k in r.get("marks", {}) if k.startswith(SYNC_MARK)})
-    spans = []
-    for name in names:
-        starts = [r["marks"][name][0] for r in rows if name in r.get("marks", {})]
-        ends = [r["marks"][name][1] for r in rows if name in r.get("marks", {})]
-        spans.append((max(starts), max(ends)))
-    return spans
+    return [w for w in (_window(rows, name) for name in names) if w]
 
 
 def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topology]) -> List[dict]:

@@ -14,7 +14,8 @@ from emulation.core.topology import Topology
 from workloads.engine import CHUNK_BYTES
 from workloads.plan import PlanError
 
-FORMULA = "plan (or plans in sequence) in the flow model at the calibrated rate and alpha of each level (engine chunks, max-min fair)"
+FORMULA = ("plan (or plans in sequence) in the flow model at the calibrated rate and alpha of each level (engine "
+           "chunks, max-min fair)")
 DELAY_FORMULA = ("plan in the flow model at the shaped rate x goodput, each message delayed by the links its path "
                  "crosses (engine chunks, max-min fair); loss is not modelled")
 

@@ -85,9 +85,12 @@ class Collective:
         """Closed-form seconds of one op of size_bytes at the slowest link's payload rate."""
         way = self.way(algorithm)
         if way.uneven is not None:
-            pieces = self.piece_elements(int(self.buffer_bytes(size_bytes, ranks)) // 4, ranks)
-            return 4 * way.uneven(ranks, pieces) / rate_bytes_s
+            return 4 * way.uneven(ranks, self.op_pieces(size_bytes, ranks)) / rate_bytes_s
         return way.theory(ranks, size_bytes / chunk_bytes) * size_bytes / rate_bytes_s
+
+    def op_pieces(self, size_bytes: float, ranks: int) -> List[int]:
+        """Elements of each piece of the plan's buffer for an op of size_bytes."""
+        return self.piece_elements(int(self.buffer_bytes(size_bytes, ranks)) // 4, ranks)
 
     def piece_elements(self, buffer_elements: int, ranks: int) -> List[int]:
         """Elements of each piece of a plan's buffer of this many elements."""
@@ -105,7 +108,7 @@ class Collective:
         """The op's bound whatever its algorithm (gloo's): the time at which busbw is the link rate, or for uneven
         pieces the busiest host link's bytes at the rate."""
         if self.split is not None:
-            pieces = self.piece_elements(self.buffer_bytes(int(size_bytes), ranks) // 4, ranks)
+            pieces = self.op_pieces(size_bytes, ranks)
             return min(4 * w.uneven(ranks, pieces) for w in self.ways if w.uneven) / rate_bytes_s
         return self.busbw(ranks) * size_bytes / rate_bytes_s
 

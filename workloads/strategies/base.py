@@ -334,6 +334,16 @@ def wire_since(executor, before) -> Dict[Tuple[int, int], Tuple[int, int]]:
     return out
 
 
+def run_recorded(channel, buf: np.ndarray, phase: str, rec: IterationRecord, **kwargs) -> None:
+    """Run a channel's plan on buf in place (kwargs: as Channel.run), its payload and transfers recorded in rec
+    under `phase`."""
+    before = wire_snapshot(channel.executor)
+    channel.run(buf, **kwargs)
+    for raw, sent in wire_since(channel.executor, before).values():
+        rec.add_payload(phase, raw, sent)
+    rec.transfers += [dict(t, phase=phase) for t in channel.executor.drain_transfers()]
+
+
 def wire_total(executor, before) -> Tuple[int, int]:
     """(fp32, sent) payload bytes of every step since a snapshot."""
     delta = wire_since(executor, before).values()

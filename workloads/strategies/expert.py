@@ -18,7 +18,7 @@ from workloads.algorithms.ring import ring
 from workloads.models import MOE_TOKENS
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
-from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy, wire_since, wire_snapshot
+from workloads.strategies.base import ComputeClock, ModelState, RankContext, Strategy, run_recorded
 
 EXPERT_PARAMETERS = "moe.experts."
 
@@ -52,11 +52,12 @@ class ExpertParallel(Strategy):
         self.dense = [p for name, p in named if not name.startswith(EXPERT_PARAMETERS)]
         dense_ids = {id(p) for p in self.dense}
         offsets = np.cumsum([0] + state.sizes)
-        self.dense_index = torch.from_numpy(np.concatenate(
-            [np.arange(offsets[i], offsets[i + 1]) for i, p in enumerate(state.params) if id(p) in dense_ids]))
+        dense_index = np.concatenate(
+            [np.arange(offsets[i], offsets[i + 1]) for i, p in enumerate(state.params) if id(p) in dense_ids])
         self.dense_layout = PieceLayout([p.numel() for p in self.dense], n)
         self.allreduce = ctx.channel(ring(n), self.dense_layout, 1)
-        self.gather = torch.from_numpy(self.dense_layout.index)
+        # where each element of the dense gradient's piece-major buffer sits in the flat gradient
+        self.dense_pieces = torch.from_numpy(dense_index[self.dense_layout.index])
         self.dense_buf = torch.empty(self.dense_layout.total)
         self.clock: Optional[ComputeClock] = None
         self.rec: Optional[IterationRecord] = None
@@ -83,14 +84,10 @@ class ExpertParallel(Strategy):
         check = self.iteration == 0 and phase == "dispatch"
         if check:
             self.ctx.save_check("alltoall", "alltoall", "in", self.buffer[mine].reshape(n, b), self.counts)
-        before = wire_snapshot(self.exchange.executor)
         with self.clock.pause():
             start = time.time()
-            self.exchange.run(self.buffer, layout=self.exchange_layout)
+            run_recorded(self.exchange, self.buffer, phase, self.rec, layout=self.exchange_layout)
             self.rec.marks[f"sync:{phase}"] = [start, time.time()]
-        for raw, sent in wire_since(self.exchange.executor, before).values():
-            self.rec.add_payload(phase, raw, sent)
-        self.rec.transfers += [dict(t, phase=phase) for t in self.exchange.executor.drain_transfers()]
         received = self.buffer.reshape(n, n, b)[:, r].copy()
         if check:
             self.ctx.save_check("alltoall", "alltoall", "out", received, self.counts)
@@ -100,19 +97,14 @@ class ExpertParallel(Strategy):
         """Ring-all-reduce the dense gradient and average it; an expert's gradient over the N ranks' mean losses;
         SGD step."""
         flat = self.state.gradient()
-        torch.index_select(flat.index_select(0, self.dense_index), 0, self.gather, out=self.dense_buf)
+        torch.index_select(flat, 0, self.dense_pieces, out=self.dense_buf)
         self.ctx.check(it, "allreduce", "sum", "in", self.dense_buf.numpy(), self.counts)
         rec.sync_start = time.time()
-        before = wire_snapshot(self.allreduce.executor)
-        self.allreduce.run(self.dense_buf.numpy(), layout=self.dense_layout)
+        run_recorded(self.allreduce, self.dense_buf.numpy(), "allreduce", rec, layout=self.dense_layout)
         rec.sync_end = time.time()
-        for raw, sent in wire_since(self.allreduce.executor, before).values():
-            rec.add_payload("allreduce", raw, sent)
-        rec.transfers += [dict(t, phase="allreduce") for t in self.allreduce.executor.drain_transfers()]
         self.ctx.check(it, "allreduce", "sum", "out", self.dense_buf.numpy(), self.counts)
-        summed = torch.empty_like(self.dense_buf).index_copy_(0, self.gather, self.dense_buf)
         flat.div_(self.ctx.ranks)
-        flat.index_copy_(0, self.dense_index, summed / self.ctx.ranks)
+        flat.index_copy_(0, self.dense_pieces, self.dense_buf / self.ctx.ranks)
         self.state.set_gradient(flat)
         self.state.step()
 

@@ -13,7 +13,7 @@ from workloads.algorithms.sharded import plans
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
 from workloads.schedule import factor_of
-from workloads.strategies.base import ModelState, RankContext, Strategy, wire_since, wire_snapshot
+from workloads.strategies.base import ModelState, RankContext, Strategy, run_recorded
 
 
 class ShardedDataParallel(Strategy):
@@ -44,7 +44,7 @@ class ShardedDataParallel(Strategy):
         grads = self.gradients.numpy()
         self.ctx.check(it, "reducescatter", "sharded", "in", grads, self.counts)
         rec.sync_start = time.time()
-        self._run(self.scatter, grads, "reduce_scatter", rec)
+        run_recorded(self.scatter, grads, "reduce_scatter", rec, layout=self.layout)
         self.shard.grad = self.gradients[self.mine] / self.ctx.workers
         if it == 0:
             kept = np.zeros_like(grads)
@@ -53,18 +53,10 @@ class ShardedDataParallel(Strategy):
         self.optimizer.step()
         self.scheduler.step()
         self.parameters[self.mine] = self.shard.detach()
-        self._run(self.gather, self.parameters.numpy(), "all_gather", rec)
+        run_recorded(self.gather, self.parameters.numpy(), "all_gather", rec, layout=self.layout)
         rec.sync_end = time.time()
         self.state.load(self.layout.from_piece_major(self.parameters.numpy()))
         rec.split["shard_of_model"] = (self.mine.stop - self.mine.start) / self.layout.total
-
-    def _run(self, channel, buf: np.ndarray, phase: str, rec: IterationRecord) -> None:
-        """One collective on buf in place, its payload and transfers recorded under `phase`."""
-        before = wire_snapshot(channel.executor)
-        channel.run(buf, layout=self.layout)
-        for raw, sent in wire_since(channel.executor, before).values():
-            rec.add_payload(phase, raw, sent)
-        rec.transfers += [dict(t, phase=phase) for t in channel.executor.drain_transfers()]
 
     def close(self) -> None:
         """Close both collectives' connections."""
