@@ -2,12 +2,14 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from emulation.commands.bench import parse_sizes, table
 from emulation.run.results import rep_times
 from emulation.run.options import OptionError
 from helpers import run_dmlbed
+from workloads.bench_worker import PATTERN_PERIOD, periodic_pattern
 
 
 def test_sizes_parse_as_nccl_tests_ranges_or_lists():
@@ -20,6 +22,12 @@ def test_sizes_parse_as_nccl_tests_ranges_or_lists():
 def test_bad_sizes_are_refused(text):
     with pytest.raises(OptionError, match="--sizes"):
         parse_sizes(text)
+
+
+def test_the_buffer_pattern_is_built_in_blocks_with_the_same_values():
+    for n in (0, 7, (1 << 10) + 3, 5 << 10):
+        want = (np.arange(n, dtype=np.int64) % PATTERN_PERIOD).astype(np.float32)
+        assert np.array_equal(periodic_pattern(n, block=1 << 10), want)
 
 
 def test_table_times_from_the_last_rank_starting_to_the_last_finishing():

@@ -143,7 +143,7 @@ def main() -> int:
     try:
         with open(RankFiles(cfg.out_dir).bench(cfg.rank), "a") as out:
             for size in job.sizes:
-                pattern = (np.arange(subject.elements(size), dtype=np.int64) % PATTERN_PERIOD).astype(np.float32)
+                pattern = periodic_pattern(subject.elements(size))
                 start_from, want, defined = subject.inputs(size, pattern)
                 want = want[defined]  # only what the op defines is kept (an all-to-all's column of its N x N blocks)
                 buf, pattern = pattern, None  # the pattern's memory becomes the buffer
@@ -164,6 +164,16 @@ def main() -> int:
     finally:
         subject.close()
     return 0
+
+
+def periodic_pattern(elements: int, block: int = 1 << 20) -> np.ndarray:
+    """0, 1, .., PATTERN_PERIOD - 1, 0, 1, .. as fp32, built a block at a time: an index array of the whole buffer
+    (int64, twice its size) would be a peak the memory check does not count, as for an all-to-all of 16 MiB on
+    16 ranks (256 MiB buffers), which the kernel killed."""
+    out = np.empty(elements, dtype=np.float32)
+    for lo in range(0, elements, block):
+        out[lo:lo + block] = np.arange(lo, min(lo + block, elements)) % PATTERN_PERIOD
+    return out
 
 
 def expected_result(plan, rank: int, pattern: np.ndarray, layout: PieceLayout, probe: bool) -> np.ndarray:

@@ -120,17 +120,30 @@ class PieceLayout:
     def __init__(self, layer_sizes: Sequence[int], pieces: int):
         self.layer_sizes = [int(s) for s in layer_sizes]
         self.pieces = pieces
-        offsets = np.cumsum([0] + self.layer_sizes)
-        per_piece: List[List[np.ndarray]] = [[] for _ in range(pieces)]
-        for layer, size in enumerate(self.layer_sizes):
-            cuts = [size * p // pieces for p in range(pieces + 1)]
-            for p in range(pieces):
-                per_piece[p].append(np.arange(offsets[layer] + cuts[p], offsets[layer] + cuts[p + 1]))
-        chunks = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in per_piece]
-        self.index = np.concatenate(chunks).astype(np.int64)
-        bounds = np.cumsum([0] + [len(c) for c in chunks])
+        lengths = [sum(size * (p + 1) // pieces - size * p // pieces for size in self.layer_sizes)
+                   for p in range(pieces)]
+        bounds = np.cumsum([0] + lengths)
         self.bounds = [(int(bounds[p]), int(bounds[p + 1])) for p in range(pieces)]
-        self.total = int(offsets[-1])
+        self.total = int(sum(self.layer_sizes))
+        self._index: Optional[np.ndarray] = None
+        self._whole_layers = False
+
+    @property
+    def index(self) -> np.ndarray:
+        """Position in the flat (layer-major) gradient of each piece-major element, built on first use: a raw
+        buffer's plan never needs it, and as int64 it is twice the buffer."""
+        if self._index is None and self._whole_layers:
+            self._index = np.arange(self.total, dtype=np.int64)
+        if self._index is None:
+            offsets = np.cumsum([0] + self.layer_sizes)
+            per_piece: List[List[np.ndarray]] = [[] for _ in range(self.pieces)]
+            for layer, size in enumerate(self.layer_sizes):
+                cuts = [size * p // self.pieces for p in range(self.pieces + 1)]
+                for p in range(self.pieces):
+                    per_piece[p].append(np.arange(offsets[layer] + cuts[p], offsets[layer] + cuts[p + 1]))
+            chunks = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in per_piece]
+            self._index = np.concatenate(chunks).astype(np.int64)
+        return self._index
 
     @classmethod
     def per_layer(cls, layer_sizes: Sequence[int]) -> "PieceLayout":
@@ -141,7 +154,7 @@ class PieceLayout:
         bounds = np.cumsum([0] + self.layer_sizes)
         self.bounds = [(int(bounds[p]), int(bounds[p + 1])) for p in range(self.pieces)]
         self.total = int(bounds[-1])
-        self.index = np.arange(self.total, dtype=np.int64)
+        self._index, self._whole_layers = None, True
         return self
 
     def piece_sizes(self) -> List[int]:

@@ -263,9 +263,9 @@ def table(algo: str, records: List[dict], contributors: int, theory: Callable[[i
         if simulated:
             sim = simulated(size)
             rows[-1].update(sim_s=sim, ratio_sim=t / sim if sim else None)
-        # the lower of the plan's flow model and its closed form (gloo: the op's bound): a plan whose messages differ
-        # in size runs ahead of its flow model through the sockets' buffers (all-to-all(v) pairwise), never ahead of
-        # its bound
+        # the lower of the plan's flow model and its closed form (gloo: the op's bound): the engine's send is done
+        # once in the socket's buffer, the model's once arrived, so a plan can run ahead of its flow model, never
+        # ahead of its bound
         model = min((m for m in (rows[-1].get("sim_s"), th) if m), default=None)
         rows[-1]["faster_than_links"] = bool(model) and t < FASTER_THAN_LINKS * model
         if calibrated:

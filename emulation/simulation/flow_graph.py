@@ -146,6 +146,8 @@ def build(plan: Plan, piece_bytes: Sequence[int], chunk_bytes: Optional[int] = N
     """The graph of one synchronization: a unit is a message (everything src sends dst in one step of one stream)
     or, with chunk_bytes, each of the engine's chunks of it, consecutive small ones joined."""
     g, regions, region_ptr = units_of(plan, piece_bytes, chunk_bytes, wire_bits)  # its temporaries freed here
+    if plan.meta.get("barriers"):  # a step waits for every earlier step of its stream on this rank (the engine's)
+        regions, region_ptr = g.stream.copy(), np.arange(len(g.stream) + 1, dtype=np.int64)
     dependencies(g, regions, region_ptr, max(plan.ranks, 1))
     return g
 

@@ -6,7 +6,9 @@ the engine's chunks, consecutive small ones joined. Each unit has a send side (a
 dst), and each side starts under the engine's rules (workloads/engine.py):
 - a rank's connection carries its units in plan order (one after the other);
 - a side waits until this rank finished every earlier-step operation on the data it carries;
-- a send waits until this rank's earlier-step sends on the same link level are out (any stream).
+- a send waits until this rank's earlier-step sends on the same link level are out (any stream);
+- in a plan with step barriers (meta["barriers"]), a side waits until this rank finished every earlier step of
+  its stream.
 A send side starts its flow; the flow shares every directed link of its path max-min fairly with the other
 flows and arrives `latency_s` after its last byte left. A receive side ends when it is ready and its flow
 arrived; a send side when its flow arrived.

@@ -12,11 +12,12 @@ def direct(ranks: int, root: int = 0):
 
 
 def pairwise(ranks: int, root: int = 0):
-    """N-1 steps: in step s, rank i sends its block for rank i + s (one connection per rank and direction at a
-    time)."""
+    """N-1 steps: in step s, rank i sends its block for rank i + s and receives rank i - s's, and begins step s + 1
+    only when both are done (MPI's pairwise exchange): one peer at a time each way, so no receiver is an incast's.
+    Without the barrier a rank's sends would run ahead through its sockets' buffers into direct's incast."""
     steps = [[Transfer(i, (i + s) % ranks, i * ranks + (i + s) % ranks, COPY) for i in range(ranks)]
              for s in range(1, ranks)]
-    return make_plan("alltoall-pairwise", ranks, ranks * ranks, steps)
+    return make_plan("alltoall-pairwise", ranks, ranks * ranks, steps, barriers=True)
 
 
 ALLTOALL = Collective(

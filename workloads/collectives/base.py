@@ -151,10 +151,13 @@ def rounds(ranks: int) -> int:
     return max(1, math.ceil(math.log2(ranks)))
 
 
-def make_plan(name: str, ranks: int, pieces: int, steps: Sequence[Step], contributors: Sequence[int] = ()) -> Plan:
-    """A one-stream plan of these steps (empty steps dropped)."""
+def make_plan(name: str, ranks: int, pieces: int, steps: Sequence[Step], contributors: Sequence[int] = (),
+              barriers: bool = False) -> Plan:
+    """A one-stream plan of these steps (empty steps dropped); barriers: a rank begins a step only when its
+    earlier steps are done, sends out and receives in (MPI's blocking sendrecv per step)."""
     kept = tuple(tuple(step) for step in steps if step)
-    return Plan(name, ranks, pieces, (kept,), tuple(contributors) or tuple(range(ranks)))
+    return Plan(name, ranks, pieces, (kept,), tuple(contributors) or tuple(range(ranks)),
+                meta={"barriers": True} if barriers else {})
 
 
 def every(ranks: int) -> Tuple[int, ...]:
