@@ -77,8 +77,12 @@ def test_emulated_bench_ring_reaches_the_link_rate(tmp_path):
     r = run_dmlbed("bench", "--topo", "star:4", "--algo", "ring", "--sizes", "1M,64M", "--bw", "100",
                    "--reps", "2", "--warmup", "1", "--json", "--out", str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
-    rows = json.loads(r.stdout)["rows"]
+    report = json.loads(r.stdout)
+    rows = report["rows"]
     assert len(rows) == 2 and all(x["wrong"] == 0 for x in rows)
+    verdict = report["fidelity"]["ring"]  # judged from outside the ranks, whatever this busy machine makes of it
+    assert verdict["verdict"] in ("faithful", "degraded", "not faithful") and verdict["cpu"]["samples"] > 0
+    assert {x["fidelity"] for x in rows} == {verdict["verdict"]} and "out_segs" in verdict["tcp_totals"]
     big = next(x for x in rows if x["algo"] == "ring" and x["size_bytes"] == 64 << 20)
     # busbw near the shaped rate shows the measurement works (goodput is 0.981 of it at the default MTU); targets live in the note
     assert 0.5 * 100 < big["busbw_mbps"] <= 1.0 * 100, big
@@ -105,6 +109,7 @@ def test_emulated_bench_runs_every_collective_exactly_beside_its_models(tmp_path
         if x["algo"] != "gloo":  # a plan near its own flow model (wide: one repetition on a busy machine)
             assert 0.7 < x["ratio_sim"] < 1.6, x
     assert "gather-direct" in report["ingress_bound"] and "allgather-ring" not in report["ingress_bound"]
+    assert set(report["fidelity"]) == {x["algo"] if x["op"] == "allreduce" else f"{x['op']}-{x['algo']}" for x in rows}
 
 
 @pytest.mark.emulation
@@ -123,3 +128,25 @@ def test_emulated_uneven_all_to_all_is_exact_with_its_receivers_shaped(tmp_path)
         assert not x["faster_than_links"], x
         if x["algo"] != "gloo":
             assert x["ratio_sim"] > 0.7, x
+
+
+def bench_rows(ratio: float, faster: bool = False) -> list:
+    return [{"size_bytes": size, "ratio": ratio, "theory_s": 0.1 * size, "faster_than_links": faster}
+            for size in (1, 4)]
+
+
+@pytest.mark.parametrize("times, faster, tcp, verdict", [
+    ([1.0, 1.01, 0.99], False, {}, "faithful"),
+    ([1.0, 1.0, 1.6], False, {}, "degraded"),  # one repetition far off: unsteady
+    ([1.0, 1.0, 1.0], False, {"retrans_segs": 9, "out_segs": 10}, "faithful"),  # retransmissions alone: counted
+    ([1.0, 1.0, 1.0], True, {}, "not faithful"),
+])
+def test_a_benchmarked_collective_gets_a_verdict_from_outside_its_ranks(times, faster, tcp, verdict):
+    from emulation.run.bench_fidelity import judge
+    from emulation.run.sampling import CpuSampler
+    records = [{"warmup": False, "start": 10.0 + i, "end": 10.5 + i} for i in range(3)]
+    fid = judge(bench_rows(1.05, faster), {4: times}, records, CpuSampler(), {"h1": tcp}, {}, emulated=True)
+    assert fid["verdict"] == verdict and fid["gst_ratio"] == 1.05
+    assert (fid["cause"] is None) == (verdict == "faithful")
+    assert judge(bench_rows(1.05), {4: times}, records, CpuSampler(), {}, {}, emulated=False)["verdict"] == \
+        "not measured"

@@ -13,6 +13,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from emulation.commands.base import WARMUP, Command, reps_option
 from emulation.core.addressing import PLAN_PORT
 from emulation.core.calibration import load as load_calibration
+from emulation.run.bench_fidelity import difference, host_tcp, judge
+from emulation.run.fidelity import one_line
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (DILATION, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS, REPLACE, TOPOLOGY, WAIT,
                                    OptionError, RunConfig, command_option)
@@ -38,7 +40,7 @@ from workloads.runfolder import RunFolder
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_SIZE = 1 << 30
 COLUMNS = ["op", "algo", "size_bytes", "time_s", "algbw_mbps", "busbw_mbps", "theory_s", "ratio", "wrong", "reps",
-           "faster_than_links"]
+           "faster_than_links", "fidelity"]
 SIMULATED_COLUMNS = ["sim_s", "ratio_sim"]
 CALIBRATED_COLUMNS = ["theory_cal_s", "ratio_cal"]
 BENCH_FILES = ("bench.json", "bench.csv")
@@ -295,21 +297,33 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
     cal = load_calibration(base.calibration, network.topo.spec, network.bw) if base.calibration else None
 
     def body(life: Lifecycle) -> None:
-        report.update(datapath=life.hosts.datapath, shaping=life.hosts.shaping)
-        for i, run in enumerate(job.runs):
-            files = folder.ranks(run.label)
-            shutil.rmtree(files.path, ignore_errors=True)
-            records = run_bench_ranks(life.hosts, run.checked, BenchJob(tuple(sizes), job.warmup, job.reps,
-                                                                        collective=run.collective),
-                                      files, PLAN_PORT + PORT_STRIDE * i, run.label, log, life.server)
-            ranks = len(run.checked.contributors) if run.checked.sync else len(network.topo.hosts)
-            ports = {} if base.local else {(t["rank"], t["peer"], t["stream"]): tuple(t["ports"])
-                                           for t in files.read_transfers(len(network.topo.hosts)) if t.get("ports")}
-            theory, simulated, calibrated = models(run, cal, base, ports)
-            mine = table(run.algo, records, ranks, theory, calibrated, base.dilation, run.op, simulated)
-            for row in mine if base.local else ():  # loopback shapes nothing: no timing is judged against links
-                row["faster_than_links"] = None
-            rows.extend(mine)
+        report.update(datapath=life.hosts.datapath, shaping=life.hosts.shaping, fidelity={})
+        pids = life.hosts.namespace_pids()
+        with life.sampling():
+            for i, run in enumerate(job.runs):
+                files = folder.ranks(run.label)
+                shutil.rmtree(files.path, ignore_errors=True)
+                tcp_before, drops_before = host_tcp(pids), life.hosts.port_drops()
+                records = run_bench_ranks(life.hosts, run.checked, BenchJob(tuple(sizes), job.warmup, job.reps,
+                                                                            collective=run.collective),
+                                          files, PLAN_PORT + PORT_STRIDE * i, run.label, log, life.server)
+                tcp = difference(host_tcp(pids), tcp_before)
+                drops = {k: v - drops_before.get(k, 0) for k, v in life.hosts.port_drops().items()}
+                ranks = len(run.checked.contributors) if run.checked.sync else len(network.topo.hosts)
+                ports = {} if base.local else {(t["rank"], t["peer"], t["stream"]): tuple(t["ports"])
+                                               for t in files.read_transfers(len(network.topo.hosts))
+                                               if t.get("ports")}
+                theory, simulated, calibrated = models(run, cal, base, ports)
+                mine = table(run.algo, records, ranks, theory, calibrated, base.dilation, run.op, simulated)
+                for row in mine if base.local else ():  # loopback shapes nothing: no timing is judged against links
+                    row["faster_than_links"] = None
+                verdict = judge(mine, rep_times(records, base.dilation), records, life.cpu, tcp, drops,
+                                not base.local)
+                report["fidelity"][run.label] = verdict
+                log(f"{run.label}: {one_line(verdict)}")
+                for row in mine:
+                    row["fidelity"] = verdict["verdict"]
+                rows.extend(mine)
 
     def finish(life: Lifecycle) -> dict:
         report.update(rows=rows, error=life.error)
@@ -403,6 +417,8 @@ def print_bench(report: dict) -> None:
             share = r["time_s"] / (r.get("sim_s") or r["theory_s"])
             print(f"warning: {r['op']} {r['algo']} at {r['size_bytes']} bytes took {share:.2f} of its model's time: "
                   f"faster than the shaped links carry, not a faithful timing")
+    for label, verdict in (report.get("fidelity") or {}).items():
+        print(f"{label}: {one_line(verdict)}")
     if report.get("ingress_bound"):
         print(f"switch->host shaped too (--shape-ingress): {', '.join(report['ingress_bound'])} receive faster than "
               f"their senders send")
