@@ -150,3 +150,31 @@ def test_a_benchmarked_collective_gets_a_verdict_from_outside_its_ranks(times, f
     assert (fid["cause"] is None) == (verdict == "faithful")
     assert judge(bench_rows(1.05), {4: times}, records, CpuSampler(), {}, {}, emulated=False)["verdict"] == \
         "not measured"
+
+
+def test_simulated_bench_gives_the_flow_model_beside_the_closed_form_without_a_network(tmp_path):
+    r = run_dmlbed("bench", "--topo", "star:32", "--op", "alltoall,broadcast", "--sizes", "1M,16M", "--mode",
+                   "simulate", "--json", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert report["mode"] == "simulate" and report["datapath"] == "flow model"
+    assert {(x["op"], x["algo"]) for x in report["rows"]} == {
+        ("alltoall", "pairwise"), ("alltoall", "direct"), ("broadcast", "chain"), ("broadcast", "tree"),
+        ("broadcast", "direct")}  # gloo has no model: not among the defaults
+    for x in report["rows"]:
+        assert x["wrong"] is None and x["time_s"] == x["sim_s"] and x["ratio"] >= 1.0, x
+    big = {x["algo"]: x for x in report["rows"] if x["op"] == "alltoall" and x["size_bytes"] == 16 << 20}
+    assert big["direct"]["ratio"] == pytest.approx(1 / 0.981, rel=0.01)  # the links' goodput at the default MTU
+    cast = {x["algo"]: x for x in report["rows"] if x["op"] == "broadcast" and x["size_bytes"] == 16 << 20}
+    assert cast["tree"]["time_s"] > 3 * cast["chain"]["time_s"]  # log2(32) rounds of the buffer against a pipeline
+    assert json.load(open(tmp_path / "bench.json"))["rows"] == report["rows"] and (tmp_path / "bench.csv").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--algo", "gloo"), "--algo gloo runs torch.distributed's own algorithm"),
+    (("--local",), "--mode simulate runs no ranks"),
+])
+def test_simulated_bench_refuses_what_it_cannot_model(tmp_path, args, message):
+    r = run_dmlbed("bench", "--topo", "star:4", "--op", "alltoall", "--mode", "simulate", "--out", str(tmp_path), *args)
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "bench.json").exists()

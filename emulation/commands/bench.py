@@ -3,6 +3,7 @@ raw fp32 buffers, the network brought up once; time, algorithm and bus bandwidth
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -44,6 +45,8 @@ COLUMNS = ["op", "algo", "size_bytes", "time_s", "algbw_mbps", "busbw_mbps", "th
 SIMULATED_COLUMNS = ["sim_s", "ratio_sim"]
 CALIBRATED_COLUMNS = ["theory_cal_s", "ratio_cal"]
 BENCH_FILES = ("bench.json", "bench.csv")
+EMULATE, SIMULATE = "emulate", "simulate"
+MODES = (EMULATE, SIMULATE)
 UNLIMITED = 1e6  # times a link's rate: a direction the flow model treats as unshaped
 FASTER_THAN_LINKS = 0.9  # a row this far below its model moved data faster than the shaped links carry
 INGRESS_MARGIN = 0.02  # a plan this much faster with switch->host unshaped has hosts receiving faster than they send
@@ -59,25 +62,29 @@ class Bench(Command):
                                   "every algorithm of each, and gloo, when not given)"),
            command_option("sizes", "MIN:MAX:xFACTOR or a list (bytes, K/M/G; all-to-all: each rank's send buffer)",
                           "1M:64M:x4"),
-           WARMUP, reps_option(5))
+           WARMUP, reps_option(5),
+           command_option("mode", "emulate: run it on the emulated network; simulate: the flow model beside the "
+                                  "closed form only, no network (any host count; gloo has no model)", EMULATE,
+                          choices=MODES))
 
     def prepare(self, args):
         values = self.values(args)
         algos = [a.strip() for a in (values["algo"] or "").split(",") if a.strip()]
         ops = [o.strip() for o in values["op"].split(",") if o.strip()]
-        return prepare(self.config(args), algos, parse_sizes(values["sizes"]), values["warmup"], values["reps"], ops)
+        return prepare(self.config(args), algos, parse_sizes(values["sizes"]), values["warmup"], values["reps"], ops,
+                       values["mode"])
 
     def needs_root(self, job):
-        return not job.network.local
+        return job.mode == EMULATE and not job.network.local
 
     def execute(self, job, args):
-        return bench(job, log=log)
+        return bench(job, log=log) if job.mode == EMULATE else modelled(job)
 
     def show(self, report):
         print_bench(report)
 
     def exit_code(self, report):
-        return 0 if not report.get("error") and all(r["wrong"] == 0 for r in report["rows"]) else 1
+        return 0 if not report.get("error") and not any(r["wrong"] for r in report["rows"]) else 1
 
 
 def parse_size(text: str) -> int:
@@ -148,16 +155,23 @@ class BenchPlan:
     warmup: int = 2
     reps: int = 5
     ingress_bound: Tuple[str, ...] = ()  # runs whose hosts receive faster than they send: switch->host shaped
+    mode: str = EMULATE
 
 
 def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, reps: int = 5,
-            ops: Sequence[str] = (ALLREDUCE,)) -> BenchPlan:
+            ops: Sequence[str] = (ALLREDUCE,), mode: str = EMULATE) -> BenchPlan:
     """Everything a benchmark needs, checked before anything starts: the network section, one run per op and
     algorithm (all-reduce: the plan algorithms and gloo; other ops: their plans and gloo; every op's algorithms and
     gloo when none are named), memory for the largest buffer, a calibration, and an --out free of another
-    benchmark."""
+    benchmark. Simulated: no host cap, memory or calibration, and no gloo (torch's algorithm has no model)."""
     check_values(base, groups=Bench.groups)
-    network = check_network(base)
+    emulated = mode == EMULATE
+    if not emulated and base.local:
+        raise OptionError("--mode simulate runs no ranks and --local runs them on loopback: give one of them")
+    if not emulated and GLOO in algos:
+        raise OptionError("--algo gloo runs torch.distributed's own algorithm, which the flow model does not have: "
+                          "drop it with --mode simulate, or emulate")
+    network = check_network(base, emulated=emulated)
     if not ops or len(set(ops)) != len(ops) or any(op not in OPS for op in ops):
         raise OptionError(f"--op '{','.join(ops)}' is invalid: give distinct collectives from {', '.join(OPS)}")
     if algos and len(set(algos)) != len(algos):
@@ -172,8 +186,11 @@ def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2
             raise OptionError(f"--algo {algo} does not do {', '.join(ops)}: valid are {', '.join(valid)}"
                               + (" and the plan all-reduce algorithms" if ALLREDUCE in ops else ""))
     for op in ops:
-        for algo in [a for a in algos if does(op, a)] or get_collective(op).algorithms + (GLOO,):
+        for algo in [a for a in algos if does(op, a)] or get_collective(op).algorithms + ((GLOO,) if emulated else ()):
             runs.append(check_run(base, network, op, algo, sizes, ranks))
+    if not emulated:
+        out = output_folder(base.out, BENCH_FILES, "a benchmark", base.force, "bench")
+        return BenchPlan(replace(base, out=out), network, runs, sizes, warmup, reps, mode=mode)
     binding = [run.label for run in runs if ingress_binds(run, max(sizes), base)]
     if binding and not network.local and not network.shape_ingress:
         network = replace(network, shape_ingress=True)
@@ -337,6 +354,36 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
                      reraise=True).run(body, finish, lambda: os.makedirs(base.out, exist_ok=True))
 
 
+def modelled(job: BenchPlan) -> dict:
+    """The benchmark in the flow model beside the closed form, no network: per (op, algorithm) and size the plan's
+    flow-model time as its time (busbw from it) and its ratio to the closed form; nothing is run, so nothing is
+    checked (#wrong is None: `dmlbed bench` emulated, or tests/test_collectives.py, checks the plans' sums)."""
+    base, network = job.cfg, job.network
+    rows = []
+    for run in job.runs:
+        ranks = len(run.checked.contributors) if run.checked.sync else len(network.topo.hosts)
+        theory, simulated, _ = models(run, None, base)  # each flow spread over its equal-cost paths
+        factor = busbw_factor(run.op, ranks)
+        for size in job.sizes:
+            t, th = simulated(size), theory(size)
+            rows.append({"op": run.op, "algo": run.algo, "size_bytes": size, "time_s": t,
+                         "algbw_mbps": size * 8 / t / 1e6, "busbw_mbps": size * 8 / t / 1e6 * factor, "theory_s": th,
+                         "ratio": t / th if th else None, "wrong": None, "reps": 0, "faster_than_links": None,
+                         "fidelity": "flow model", "sim_s": t, "ratio_sim": 1.0,
+                         "theory_busbw_mbps": size * 8 / th / 1e6 * factor if th else None})
+    ops = list(dict.fromkeys(r.op for r in job.runs))
+    os.makedirs(base.out, exist_ok=True)
+    report = {"mode": SIMULATE, "topology": network.topo.spec, "bw_mbps": list(network.bw), "sizes": job.sizes,
+              "ops": ops, "busbw_factor": {op: get_collective(op).busbw_text for op in ops},
+              "busbw_note": busbw_note(network.topo), "datapath": "flow model", "ecmp": "spread",
+              "provenance": provenance(), "rows": rows, "error": None}
+    write_table(os.path.join(base.out, "bench.csv"), rows, COLUMNS + SIMULATED_COLUMNS)
+    report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, network)
+    with open(os.path.join(base.out, "bench.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    return report
+
+
 def models(run: BenchRun, cal, base: RunConfig, ports: Optional[Dict] = None):
     """A run's closed form, flow model and calibrated theory, each seconds per size (None where it has none): an
     all-reduce plan's are its algorithm's; another op's plan's are its own; gloo's closed form is the op's bound (its
@@ -411,7 +458,7 @@ def print_bench(report: dict) -> None:
         extra = (f"{r['theory_cal_s']:>9.4f} {r['ratio_cal']:>6.2f} " if cal else "")
         print(f"{r['op']:<13} {r['algo']:<12} {r['size_bytes']:>10} {r['time_s']:>9.4f} {r['algbw_mbps']:>9.2f} "
               f"{r['busbw_mbps']:>9.2f} {r['theory_s']:>9.4f} {r['ratio']:>6.2f} {number(r.get('sim_s'), 9, 4)} "
-              f"{number(r.get('ratio_sim'), 6, 2)} {extra}{r['wrong']:>6}")
+              f"{number(r.get('ratio_sim'), 6, 2)} {extra}{'-' if r['wrong'] is None else r['wrong']:>6}")
     for r in report["rows"]:
         if r.get("faster_than_links"):
             share = r["time_s"] / (r.get("sim_s") or r["theory_s"])
@@ -419,6 +466,9 @@ def print_bench(report: dict) -> None:
                   f"faster than the shaped links carry, not a faithful timing")
     for label, verdict in (report.get("fidelity") or {}).items():
         print(f"{label}: {one_line(verdict)}")
+    if report.get("mode") == SIMULATE:
+        print("simulated: time_s is the plan in the flow model (each flow spread over its equal-cost paths), ratio its "
+              "closed form's; nothing ran, so nothing was checked (#wrong -)")
     if report.get("ingress_bound"):
         print(f"switch->host shaped too (--shape-ingress): {', '.join(report['ingress_bound'])} receive faster than "
               f"their senders send")
