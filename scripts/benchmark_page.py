@@ -347,7 +347,7 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
               "Each case was measured at the commit and date `measured` gives in the results file (cases run again "
               "with `--cases` replace theirs).", "",
               "| bench, op | size | best plan | busbw (Mbit/s) | of link | plan / theory | plan / flow model | "
-              "gloo busbw | plan / gloo | #wrong | verdict | met |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "gloo busbw | plan / gloo | #wrong | verdict | met |", "|" + "---|" * 12]
     training = [c for c in collectives.get("cases", []) if c["case"].startswith(("sharded", "moe"))]
     for c in collectives.get("cases", []):
         if c in training:

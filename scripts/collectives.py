@@ -122,7 +122,8 @@ def training_case(name: str, algo: str, model: str, topo: str, more, judged, out
     if sim.get("error"):
         return {"case": name, "ok": False, "error": sim["error"]}
     split = run.get("split_median_s") or {}
-    case = {"case": name, "algo": algo, "model": model, "topology": topo, "options": list(JOB_OPTIONS.get(name, ())) + list(more),
+    case = {"case": name, "algo": algo, "model": model, "topology": topo,
+            "options": list(JOB_OPTIONS.get(name, ())) + list(more),
             "judged": judged,
             "dilation": (run.get("config") or {}).get("dilation"), "gst_s": run["gst_median_s"],
             "gst_simulated_s": sim["gst_median_s"], "gst_theory_s": run["gst_theory_s"],

@@ -36,7 +36,9 @@ def test_topo_text_shows_addresses_by_level():
     (["net", "star:9", "--bw", "100"], "one of the arguments --check --cli is required"),
     (["net", "star:9", "--check", "--duration", "0"], "--duration"),
     (["net", "star:300", "--check"], "at most 256"),
-    (["frobnicate"], "invalid choice"),
+    (["frobnicate"], "unknown command 'frobnicate': valid are topo, rules"),
+    (["simulate", "--topo", "star:4", "--algo", "ring", "--out", "/proc/dmlbed-results"], "cannot be written"),
+    (["simulate", "--topo", "star:4", "--algo", "ring", "--out", "/etc/hostname/results"], "is a file, not a folder"),
     ([], "a command is required"),
 ])
 def test_bad_input_is_one_line_exit_2(args, fragment):
@@ -69,3 +71,16 @@ def test_reproduce_help_names_every_paper_config(capsys):
     help_text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # argparse wraps at hyphens
     names = compare.reproducible(CONFIGS)
     assert len(names) >= 10 and all(name in help_text for name in names)
+
+
+def test_a_busy_network_exits_75_apart_from_bad_input(monkeypatch, capsys):
+    from emulation.commands import cli
+    from emulation.commands.theory import Theory
+    from emulation.net.lock import NetworkBusy
+
+    def busy(self, job, args):
+        raise NetworkBusy("an emulated network is in use by pid 1: one network at a time (pass --wait)")
+    monkeypatch.setattr(Theory, "execute", busy)
+    assert cli.main(["theory", "--topo", "star:4", "--algo", "ring"]) == cli.EXIT_BUSY == 75
+    assert capsys.readouterr().err.startswith("dmlbed: error: an emulated network is in use")
+    assert cli.main(["theory", "--topo", "star:4", "--algo", "nosuch"]) == 2

@@ -1,6 +1,7 @@
 """The `dmlbed` command: one harness for every subcommand (registry.py) -- parse, prepare the checked job (bad input:
 one line, exit 2, nothing started), check root where the job needs it, execute, print (a table or --json) and map
-the outcome to the exit code: 0 good, 1 failed after it started, 2 bad input or a busy network, 128+n a signal."""
+the outcome to the exit code: 0 good, 1 failed after it started, 2 bad input, 75 the network busy with another run
+(EX_TEMPFAIL: try again, or pass --wait), 128+n a signal."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from emulation.commands.registry import COMMANDS, names
 from emulation.run import signals
 
 EXIT_USAGE = 2
+EXIT_BUSY = 75  # sysexits' EX_TEMPFAIL: a retrying script tells a busy network from bad input
 
 
 class UsageError(Exception):
@@ -26,6 +28,9 @@ class OneLineParser(argparse.ArgumentParser):
     """ArgumentParser whose errors are one line and exit with code 2."""
 
     def error(self, message):
+        if message.startswith("argument name: invalid choice:"):  # argparse's words for an unknown subcommand
+            given = message.split("'")[1] if "'" in message else message
+            raise UsageError(f"unknown command '{given}': valid are {names()} (see dmlbed --help)")
         raise UsageError(message)
 
 
@@ -81,9 +86,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             command.show(result)
         return command.exit_code(result)
-    except (UsageError, NetworkBusy) as exc:
+    except UsageError as exc:
         print(f"dmlbed: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except NetworkBusy as exc:
+        print(f"dmlbed: error: {exc}", file=sys.stderr)
+        return EXIT_BUSY
     except KeyboardInterrupt as exc:
         name = exc.name if isinstance(exc, signals.Interrupted) else "SIGINT"
         with contextlib.suppress(OSError, ValueError):  # after SIGHUP the terminal may be gone

@@ -86,7 +86,8 @@ def cli_page() -> str:
     lines = ["# Command-line reference", "", GENERATED.strip(), "",
              "Every `dmlbed` command, and every flag it takes, as the option table declares them (`dmlbed schema "
              "flags:COMMAND` gives the same as a JSON Schema). Bad input is refused in one line with exit code 2 "
-             "before anything starts; a command that fails after it started exits 1; a signal, 128+n.", ""]
+             "before anything starts; a command that fails after it started exits 1; one that finds the network "
+             "busy with another run exits 75 (try again, or pass --wait); a signal, 128+n.", ""]
     lines += ["| command | what it does |", "|---|---|"]
     lines += [f"| [`{c.name}`](#dmlbed-{c.name}) | {cell(c.help)} |" for c in COMMANDS]
     lines.append("")

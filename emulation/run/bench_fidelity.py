@@ -54,6 +54,7 @@ def judge(rows: List[dict], times: Dict[int, List[float]], records: List[dict], 
     fid.update(verdict_and_cause(fid, len(reps), largest["theory_s"] or 0.0))
     fast = [r for r in rows if r.get("faster_than_links")]
     if fast:  # a time below what the shaped links can carry: the shaping did not hold
-        fid.update(verdict="not faithful", cause=f"{len(fast)} size{'s' if len(fast) > 1 else ''} ran faster than "
-                                                 f"the shaped links carry (faster_than_links): the shaping did not hold")
+        sizes = f"{len(fast)} size{'s' if len(fast) > 1 else ''}"
+        fid.update(verdict="not faithful", cause=f"{sizes} ran faster than the shaped links carry (faster_than_links): "
+                                                 f"the shaping did not hold")
     return fid

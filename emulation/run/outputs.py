@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
+import tempfile
 import time
 from typing import Iterable, List, Optional, Sequence
 
@@ -76,10 +77,25 @@ def check_output(out: str, files: Sequence[str], what: str, force: bool) -> None
     written here."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise OptionError(f"--out {out} is a file, not a folder")
+    check_writable(out)
     found = [f for f in files if os.path.exists(os.path.join(out, f))]
     if found and not force:
         raise OptionError(f"--out {out} already holds {what} ({', '.join(found)}): choose another folder or pass "
                           f"--force to replace {'it' if len(found) == 1 else 'them'}")
+
+
+def check_writable(out: str) -> None:
+    """Refuse an --out folder that cannot be made or written (/proc/x, a read-only mount, a file on its way): a
+    folder made and removed at once in it, or in the nearest folder above it that exists, is the proof."""
+    probe = os.path.abspath(out)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise OptionError(f"--out {out} cannot be made: {probe} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dmlbed-probe-", dir=probe))
+    except OSError as exc:
+        raise OptionError(f"--out {out} cannot be written: {exc.strerror or exc} in {probe}") from None
 
 
 def clear(out: str, files: Iterable[str]) -> None:
