@@ -71,6 +71,19 @@ def test_the_flow_model_of_each_plan_is_its_closed_form_on_a_non_blocking_networ
         assert simulated >= closed_form * (1 - 1e-6)
 
 
+def test_the_flow_model_keeps_a_plans_step_barriers_as_the_engine_does():
+    # rank 0 receives from 1 in step 0 and sends to 2 in step 1 (other data, other directions of its link): without
+    # a barrier both move at once; with one (pairwise all-to-all's, MPI's sendrecv) step 1 waits for step 0's receive
+    from workloads.plan import COPY, Transfer
+    steps = ((Transfer(1, 0, 0, COPY),), (Transfer(0, 2, 1, COPY),))
+    free = Plan("free", 3, 2, (steps,), (0, 1, 2))
+    fenced = Plan("fenced", 3, 2, (steps,), (0, 1, 2), meta={"barriers": True})
+    times = [simulate_plan(plan, [1 << 20, 1 << 20], Router(parse("star:3")), {0: 100e6 / 8}).gst_s
+             for plan in (free, fenced)]
+    assert times[1] == pytest.approx(2 * times[0], rel=1e-6)
+    assert get("alltoall").plan("pairwise", 4).meta.get("barriers") and not get("alltoall").plan("direct", 4).meta
+
+
 @pytest.mark.parametrize("ranks", [2, 5, 8, 16])
 def test_uneven_all_to_all_splits_each_ranks_size_unevenly_and_is_exact(ranks):
     collective = get("alltoallv")
