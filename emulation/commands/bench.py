@@ -19,7 +19,7 @@ from emulation.run.fidelity import one_line
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (DILATION, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS, REPLACE, TOPOLOGY, WAIT,
                                    OptionError, RunConfig, command_option)
-from emulation.run.outputs import output_folder, write_table
+from emulation.run.outputs import output_folder, write_atomic, write_table
 from emulation.run.progress import log
 from emulation.run.provenance import provenance
 from emulation.run.ranks import PORT_STRIDE, run_bench_ranks
@@ -305,8 +305,8 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
     folder = RunFolder(base.out)
     rows: List[dict] = []
     ops = list(dict.fromkeys(r.op for r in job.runs))
-    report = {"topology": network.topo.spec, "bw_mbps": list(network.bw), "sizes": sizes, "warmup": job.warmup,
-              "reps": job.reps, "ops": ops,
+    report = {"mode": EMULATE, "topology": network.topo.spec, "bw_mbps": list(network.bw), "sizes": sizes,
+              "warmup": job.warmup, "reps": job.reps, "ops": ops,
               "busbw_factor": {op: get_collective(op).busbw_text for op in ops},
               "busbw_note": busbw_note(network.topo), "local": base.local, "calibration": base.calibration,
               "dilation": base.dilation, "mtu": None if base.local else base.mtu, "provenance": provenance(),
@@ -379,8 +379,7 @@ def modelled(job: BenchPlan) -> dict:
               "provenance": provenance(), "rows": rows, "error": None}
     write_table(os.path.join(base.out, "bench.csv"), rows, COLUMNS + SIMULATED_COLUMNS)
     report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, network)
-    with open(os.path.join(base.out, "bench.json"), "w") as f:
-        json.dump(report, f, indent=1)
+    write_atomic(os.path.join(base.out, "bench.json"), json.dumps(report, indent=1))
     return report
 
 

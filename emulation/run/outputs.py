@@ -87,9 +87,7 @@ def check_output(out: str, files: Sequence[str], what: str, force: bool) -> None
 def check_writable(out: str) -> None:
     """Refuse an --out folder that cannot be made or written (/proc/x, a read-only mount, a file on its way): a
     folder made and removed at once in it, or in the nearest folder above it that exists, is the proof."""
-    probe = os.path.abspath(out)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
+    probe = nearest_existing(out)
     if not os.path.isdir(probe):
         raise OptionError(f"--out {out} cannot be made: {probe} is a file, not a folder")
     try:
