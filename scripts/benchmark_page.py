@@ -346,17 +346,18 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
               f"plan (reported, not judged). All met: **{collectives.get('ok')}**.", "",
               "Each case was measured at the commit and date `measured` gives in the results file (cases run again "
               "with `--cases` replace theirs).", "",
-              "| bench, op | size | best plan | busbw (Mbit/s) | of link | plan / theory | plan / flow model | "
-              "gloo busbw | plan / gloo | #wrong | verdict | met |", "|" + "---|" * 12]
+              "| bench, op | options | size | best plan | busbw (Mbit/s) | of link | plan / theory | plan / flow model | "
+              "gloo busbw | plan / gloo | #wrong | verdict | met |", "|" + "---|" * 13]
     training = [c for c in collectives.get("cases", []) if c["case"].startswith(("sharded", "moe"))]
     for c in collectives.get("cases", []):
         if c in training:
             continue
         if "error" in c:
-            lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
+            lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
             continue
         shaped = " (switch->host shaped)" if c.get("shape_ingress") else ""
-        lines.append(f"| {c['case']}{shaped} | {c['size_bytes'] >> 20} MiB | {c['best_plan']} | "
+        options = " ".join(c.get("options") or ()) or ("-" if "options" in c else "?")  # ?: measured before it was kept
+        lines.append(f"| {c['case']}{shaped} | {options} | {c['size_bytes'] >> 20} MiB | {c['best_plan']} | "
                      f"{number(c['busbw_mbps'], '.1f')} | "
                      f"{number(c['busbw_of_link'], '.2f')} | {number(c['plan_over_theory'], '.2f')} | "
                      f"{number(c['plan_over_flow_model'], '.2f')} | {number(c['gloo_busbw_mbps'], '.1f')} | "

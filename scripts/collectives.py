@@ -64,7 +64,7 @@ TRAINING_ITERS = "8"
 QUICK = {"star4": ("star:4", "allgather,reducescatter,broadcast,alltoall", "ring,chain,pairwise,gloo", "1M,4M", ())}
 
 
-def op_cases(name: str, report: dict) -> list:
+def op_cases(name: str, report: dict, options=()) -> list:
     """Per op of one bench: the best plan at the largest size against the link rate, its closed form and gloo."""
     rows, cases = report["rows"], []
     for op in report["ops"]:
@@ -79,7 +79,7 @@ def op_cases(name: str, report: dict) -> list:
                 "plan_over_theory": best["ratio"], "plan_over_flow_model": best.get("ratio_sim"),
                 "gloo_busbw_mbps": gloo and gloo["busbw_mbps"],
                 "plan_over_gloo": best["time_s"] / gloo["time_s"] if gloo else None,
-                "dilation": report.get("dilation"), "wrong": sum(r["wrong"] for r in mine),
+                "options": list(options), "dilation": report.get("dilation"), "wrong": sum(r["wrong"] for r in mine),
                 "fidelity": (report.get("fidelity") or {}).get(f"{op}-{best['algo']}", {}).get("verdict"),
                 "shape_ingress": bool(report.get("ingress_bound")),  # bench shaped switch->host for some run
                 "faster_than_links": [f"{r['algo']} {r['size_bytes']}" for r in mine if r["faster_than_links"]],
@@ -168,7 +168,7 @@ def main() -> int:
         if report.get("error") or not report.get("rows"):
             cases.append({"case": name, "ok": False, "error": report.get("error")})
             continue
-        cases.extend(op_cases(name, report))
+        cases.extend(op_cases(name, report, more))
     for name, (algo, model, topo, more, judged) in ({} if args.quick else TRAINING).items():
         if args.cases and name not in args.cases.split(","):
             continue
