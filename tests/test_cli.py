@@ -36,6 +36,9 @@ def test_topo_text_shows_addresses_by_level():
     (["net", "star:9", "--bw", "100"], "one of the arguments --check --cli is required"),
     (["net", "star:9", "--check", "--duration", "0"], "--duration"),
     (["net", "star:300", "--check"], "at most 256"),
+    (["theory", "--topo", "star:8", "--algo", "ring", "--tg-gpus", "2"], "is an input of TernGrad's App. B"),
+    (["theory", "--topo", "star:8", "--algo", "ring", "--bw", "2e6"], "the models take any rate above 0 up to 1.6"),
+    (["run", "--topo", "star:8", "--algo", "ring", "--bw", "10gbit"], "the shaper honours rates from 2 Mbit/s"),
     (["frobnicate"], "unknown command 'frobnicate': valid are topo, rules"),
     (["simulate", "--topo", "star:4", "--algo", "ring", "--out", "/proc/dmlbed-results"], "cannot be written"),
     (["simulate", "--topo", "star:4", "--algo", "ring", "--out", "/etc/hostname/results"], "is a file, not a folder"),
@@ -84,3 +87,12 @@ def test_a_busy_network_exits_75_apart_from_bad_input(monkeypatch, capsys):
     assert cli.main(["theory", "--topo", "star:4", "--algo", "ring"]) == cli.EXIT_BUSY == 75
     assert capsys.readouterr().err.startswith("dmlbed: error: an emulated network is in use")
     assert cli.main(["theory", "--topo", "star:4", "--algo", "nosuch"]) == 2
+
+
+def test_the_models_take_data_center_rates_the_shaper_cannot():
+    gst = {}
+    for bw in ("100", "100gbit"):
+        r = run_dmlbed("theory", "--topo", "star:8", "--algo", "ring", "--bw", bw, "--json")
+        assert r.returncode == 0, r.stderr
+        gst[bw] = json.loads(r.stdout)["gst_theory_s"]
+    assert gst["100"] == pytest.approx(1000 * gst["100gbit"])

@@ -5,12 +5,12 @@ TernGrad's App. B performance model with --codec terngrad (its numbers become th
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from emulation.backends.base import Job, Log, quiet
 from emulation.core import terngrad_model
 from emulation.run.events_report import event_rows, theory_timeline, took_effect
-from emulation.run.options import Label, RunConfig, flag_label
+from emulation.run.options import Label, OptionError, RunConfig, flag_label
 from emulation.run.resolution import Checked
 from emulation.run.results import WARMUP
 from emulation.run.summary import ClosedForm, Outcome, Summary, head, models
@@ -31,7 +31,19 @@ def prepare(cfg: RunConfig, label: Label = flag_label, in_matrix: bool = False) 
     """Validate the configuration as a run of any size (no host cap, no memory for ranks)."""
     checked = validate(cfg, label, emulated=False, workers=False)
     check_modelled_compute(checked, label)
+    check_app_b_options(cfg, label)
     return TheoryJob(cfg, checked)
+
+
+def check_app_b_options(cfg: RunConfig, label: Label = flag_label) -> None:
+    """TernGrad App. B's inputs mean something only where its model runs (--codec terngrad or --tg-step-s): given
+    without it they would be ignored silently."""
+    if cfg.codec == "terngrad" or cfg.tg_step_s:
+        return
+    given = [f.name for f in fields(RunConfig) if f.name.startswith("tg_") and getattr(cfg, f.name) != f.default]
+    if given:
+        raise OptionError(f"{label(given[0])} is an input of TernGrad's App. B performance model, which runs with "
+                          f"{label('codec')} terngrad or {label('tg_step_s')}: give one of them, or drop it")
 
 
 def execute(job: TheoryJob, log: Log = quiet, progress: bool = True) -> Summary:

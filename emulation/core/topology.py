@@ -341,6 +341,7 @@ MAX_BW_MBPS = 1000.0
 # Mbit/s, 0.44 at 1 (one flow at 0.44 of its rate), 0.64 at 0.1, nothing through at 0.01; below 1e-6 Mbit/s tc is
 # handed a rate of 0 and the link is not shaped at all.
 MIN_BW_MBPS = 2.0
+MODEL_MAX_BW_MBPS = 1.6e6  # the closed forms and the flow model shape nothing: up to 1.6 Tbit/s (data centers: 10-400)
 
 
 RATE_UNITS = {"": 1.0, "bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}  # tc's names, in Mbit/s
@@ -382,8 +383,12 @@ def parse_per_level(text: str, topo: Topology, what: str, unit: str, high: float
     return tuple(values * topo.levels if len(values) == 1 else values)
 
 
-def parse_bandwidth(text: str, topo: Topology) -> Tuple[float, ...]:
-    """Per-link-level bandwidths in Mbit/s from '100' (all levels) or '1000,100,200' (one per level)."""
+def parse_bandwidth(text: str, topo: Topology, emulated: bool = True) -> Tuple[float, ...]:
+    """Per-link-level bandwidths in Mbit/s from '100' (all levels) or '1000,100,200' (one per level): the rates the
+    shaper honours when emulated, any rate above 0 up to 1.6 Tbit/s for the models (theory, simulate)."""
+    if not emulated:
+        return parse_per_level(text, topo, "bandwidth", "Mbit/s", MODEL_MAX_BW_MBPS, low_open=True, units=RATE_UNITS,
+                               range_error="the models take any rate above 0 up to 1.6 Tbit/s: give a value in")
     return parse_per_level(text, topo, "bandwidth", "Mbit/s", MAX_BW_MBPS, low=MIN_BW_MBPS, units=RATE_UNITS,
                            range_error=f"the shaper honours rates from {MIN_BW_MBPS:g} Mbit/s (measured) up to "
                                        f"{MAX_BW_MBPS:g}: give a value in")

@@ -131,7 +131,8 @@ class CommonConfig:
                         "mlp:SIZE (e.g. mlp:12.5MB) | package.module:factory (your nn.Module with an input_shape)",
                         group=SYNCHRONIZATION)
     bw: str = run_option("100", "Mbit/s for every link, or one value per link level (e.g. 1000,100,200); "
-                     "with a unit as tc writes it: 1Gbit, 500Mbit",
+                     "with a unit as tc writes it: 1Gbit, 500Mbit; emulated 2 to 1000, in theory and simulate up "
+                     "to 1.6 Tbit/s",
                      group=LINKS)
     link_rate: str = run_option("", LINK_RATE_HELP, parse=check_link_rate_format, group=LINKS)
     background: list = run_option((), BACKGROUND_HELP, kind=list, parse=check_background_format, group=BACKGROUND,

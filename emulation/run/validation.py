@@ -182,7 +182,7 @@ def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = Tr
     if cfg.local and cfg.cluster:
         raise OptionError(f"{label('local')} runs without emulation and {label('cluster')} emulates across machines: "
                           f"give one of them")
-    bw = parse_bandwidth(cfg.bw, topo)
+    bw = parse_bandwidth(cfg.bw, topo, emulated)
     link_rates = parse_link_rates(cfg.link_rate, topo, label("link_rate"))
     background = parse_background(cfg.background, topo, label("background"))
     if background and cfg.local:
