@@ -76,7 +76,7 @@ def test_second_emulated_run_refuses_while_one_holds_the_network(tmp_path):
         for args in (["run", "--topo", "star:2", "--algo", "ring", "--iters", "2", "--out", str(tmp_path / "r")],
                      ["net", "star:2", "--bw", "50", "--check"]):
             r = run_dmlbed(*args, timeout=60)
-            assert r.returncode == 2, r.stderr
+            assert r.returncode == 75, r.stderr  # busy, apart from bad input's 2: a script may retry
             assert len(r.stderr.strip().splitlines()) == 1 and f"pid {holder.pid}" in r.stderr
         assert not (tmp_path / "r").exists()
     finally:
