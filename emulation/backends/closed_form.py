@@ -5,12 +5,12 @@ TernGrad's App. B performance model with --codec terngrad (its numbers become th
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from emulation.backends.base import Job, Log, quiet
 from emulation.core import terngrad_model
 from emulation.run.events_report import event_rows, theory_timeline, took_effect
-from emulation.run.options import Label, OptionError, RunConfig, flag_label
+from emulation.run.options import APP_B, Label, OptionError, RunConfig, flag_label, in_groups
 from emulation.run.resolution import Checked
 from emulation.run.results import WARMUP
 from emulation.run.summary import ClosedForm, Outcome, Summary, head, models
@@ -40,7 +40,7 @@ def check_app_b_options(cfg: RunConfig, label: Label = flag_label) -> None:
     without it they would be ignored silently."""
     if cfg.codec == "terngrad" or cfg.tg_step_s:
         return
-    given = [f.name for f in fields(RunConfig) if f.name.startswith("tg_") and getattr(cfg, f.name) != f.default]
+    given = [name for name, _, default in in_groups((APP_B,)) if getattr(cfg, name) != default]
     if given:
         raise OptionError(f"{label(given[0])} is an input of TernGrad's App. B performance model, which runs with "
                           f"{label('codec')} terngrad or {label('tg_step_s')}: give one of them, or drop it")

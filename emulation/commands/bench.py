@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from emulation.commands.base import WARMUP, Command, reps_option
 from emulation.core.addressing import PLAN_PORT
 from emulation.core.calibration import load as load_calibration
-from emulation.run.bench_fidelity import difference, host_tcp, judge
+from emulation.run.bench_fidelity import host_tcp, judge
 from emulation.run.fidelity import one_line
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (DILATION, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS, REPLACE, TOPOLOGY, WAIT,
@@ -25,6 +25,7 @@ from emulation.run.provenance import provenance
 from emulation.run.ranks import PORT_STRIDE, run_bench_ranks
 from emulation.run.resolution import Checked, NetworkSettings, payload_rates
 from emulation.run.results import rep_times
+from emulation.run.sampling import gains
 from emulation.run.validation import (check_calibration, check_network, check_synchronization, check_values,
                                       check_workers)
 from emulation.simulation.calibrated import calibrated_gst
@@ -272,13 +273,10 @@ def table(algo: str, records: List[dict], contributors: int, theory: Callable[[i
     rows = []
     for size, ts in times.items():
         t = statistics.median(ts)
-        algbw = size * 8 / t / 1e6
         th = theory(size)
         wrong = sum(r["wrong"] for r in records if r["size"] == size and not r["warmup"])
-        rows.append({"op": op, "algo": algo, "size_bytes": size, "time_s": t, "algbw_mbps": algbw,
-                     "busbw_mbps": algbw * factor, "theory_s": th, "ratio": t / th if th else None, "wrong": wrong,
-                     "reps": len(ts), "time_min_s": min(ts), "time_max_s": max(ts),
-                     "theory_busbw_mbps": size * 8 / th / 1e6 * factor if th else None})
+        rows.append(dict(timing_row(op, algo, size, t, th, factor), wrong=wrong, reps=len(ts), time_min_s=min(ts),
+                         time_max_s=max(ts)))
         if simulated:
             sim = simulated(size)
             rows[-1].update(sim_s=sim, ratio_sim=t / sim if sim else None)
@@ -291,6 +289,15 @@ def table(algo: str, records: List[dict], contributors: int, theory: Callable[[i
             cal = calibrated(size)
             rows[-1].update(theory_cal_s=cal, ratio_cal=t / cal if cal else None)
     return rows
+
+
+def timing_row(op: str, algo: str, size: int, t: float, th: Optional[float], factor: float) -> dict:
+    """The columns every row has from its time and its closed form: algbw = size/time, busbw = algbw x the op's
+    factor, the ratio to theory and theory's own busbw."""
+    algbw = size * 8 / t / 1e6
+    return {"op": op, "algo": algo, "size_bytes": size, "time_s": t, "algbw_mbps": algbw, "busbw_mbps": algbw * factor,
+            "theory_s": th, "ratio": t / th if th else None,
+            "theory_busbw_mbps": size * 8 / th / 1e6 * factor if th else None}
 
 
 def busbw_factor(op: str, ranks: int) -> float:
@@ -324,7 +331,7 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
                 records = run_bench_ranks(life.hosts, run.checked, BenchJob(tuple(sizes), job.warmup, job.reps,
                                                                             collective=run.collective),
                                           files, PLAN_PORT + PORT_STRIDE * i, run.label, log, life.server)
-                tcp = difference(host_tcp(pids), tcp_before)
+                tcp = gains(tcp_before, host_tcp(pids))
                 drops = {k: v - drops_before.get(k, 0) for k, v in life.hosts.port_drops().items()}
                 ranks = len(run.checked.contributors) if run.checked.sync else len(network.topo.hosts)
                 ports = {} if base.local else {(t["rank"], t["peer"], t["stream"]): tuple(t["ports"])
@@ -365,12 +372,9 @@ def modelled(job: BenchPlan) -> dict:
         theory, simulated, _ = models(run, None, base)  # each flow spread over its equal-cost paths
         factor = busbw_factor(run.op, ranks)
         for size in job.sizes:
-            t, th = simulated(size), theory(size)
-            rows.append({"op": run.op, "algo": run.algo, "size_bytes": size, "time_s": t,
-                         "algbw_mbps": size * 8 / t / 1e6, "busbw_mbps": size * 8 / t / 1e6 * factor, "theory_s": th,
-                         "ratio": t / th if th else None, "wrong": None, "reps": 0, "faster_than_links": None,
-                         "fidelity": "flow model", "sim_s": t, "ratio_sim": 1.0,
-                         "theory_busbw_mbps": size * 8 / th / 1e6 * factor if th else None})
+            t = simulated(size)
+            rows.append(dict(timing_row(run.op, run.algo, size, t, theory(size), factor), wrong=None, reps=0,
+                             faster_than_links=None, fidelity="flow model", sim_s=t, ratio_sim=1.0))
     ops = list(dict.fromkeys(r.op for r in job.runs))
     os.makedirs(base.out, exist_ok=True)
     report = {"mode": SIMULATE, "topology": network.topo.spec, "bw_mbps": list(network.bw), "sizes": job.sizes,

@@ -22,11 +22,6 @@ def host_tcp(pids: Dict[str, int]) -> Dict[str, Dict[str, int]]:
     return {host: tcp_counters(f"/proc/{pid}") for host, pid in pids.items()}
 
 
-def difference(after: Dict[str, Dict[str, int]], before: Dict[str, Dict[str, int]]) -> Dict[str, Dict[str, int]]:
-    """Per host, what each counter gained."""
-    return {h: {k: v - before.get(h, {}).get(k, 0) for k, v in counters.items()} for h, counters in after.items()}
-
-
 def timed_window(records: List[dict]) -> Optional[Tuple[float, float]]:
     """Wall-clock span of the timed (not warm-up) repetitions."""
     timed = [r for r in records if not r["warmup"]]

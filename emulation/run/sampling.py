@@ -162,8 +162,12 @@ class InterfaceSampler:
 
     def tcp(self) -> Dict[str, Dict[str, int]]:
         """Each host's TCP counters over the sampled time."""
-        return {h: {k: self.tcp_after.get(h, {}).get(k, 0) - v for k, v in before.items()}
-                for h, before in self.tcp_before.items()}
+        return gains(self.tcp_before, self.tcp_after)
+
+
+def gains(before: Dict[str, Dict[str, int]], after: Dict[str, Dict[str, int]]) -> Dict[str, Dict[str, int]]:
+    """Per host, what each of its counters gained from before to after (a counter missing after: 0)."""
+    return {h: {k: after.get(h, {}).get(k, 0) - v for k, v in counters.items()} for h, counters in before.items()}
 
 
 def pss_kib(pid: int) -> Optional[int]:
