@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
@@ -33,6 +34,10 @@ FAILOVER_MODES = ("fast", "controller")
 # select group, so which path a connection takes follows from its ports and is known to the fidelity report.
 ECMP_FIRST_BIT = 1
 ECMP_TIER_BITS = 4
+# Up/down routing's choice among a switch's several up ports: by the connection's TCP ports (ecmp) or by the
+# destination host alone (dmodk: D-mod-k, as InfiniBand fat-trees route), so every destination is reached through one
+# top switch and each down link carries one destination's traffic: a permutation or an all-to-all meets no collision.
+ROUTINGS = ("ecmp", "dmodk")
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,25 @@ def ecmp_choice(level: int, ways: int, src_port: int, dst_port: int) -> int:
     return (((src_port >> shift) & mask) ^ ((dst_port >> shift) & mask)) % ways
 
 
+def network_number(host) -> int:
+    """A host's number in its network (its address's host part less one): the same in every job's view of it."""
+    return (int(ipaddress.IPv4Address(host.ip)) & 0xFFFF) - 1
+
+
+def dmodk_choice(level: int, ways: int, number: int) -> int:
+    """Which of a level-`level` switch's `ways` up ports (in port order) D-mod-k takes towards host `number`: its
+    level-th digit in base `ways` (the edge by its slot, the aggregation by its edge switch, on a Fat-Tree)."""
+    return number // ways ** level % ways
+
+
+def dmodk_rule(sw, ups: List[int], host, priority: int, failover: bool = False) -> FlowRule:
+    """The one rule sending every IPv4 packet for `host` up the port dmodk_choice picks (with failover, to that
+    port's fast-failover group)."""
+    port = ups[dmodk_choice(sw.level, len(ups), network_number(host))]
+    return FlowRule(sw.dpid, priority, (("eth_type", ETH_TYPE_IPV4), ("ipv4_dst", host.ip)),
+                    None if failover else port, ECMP_GROUP + port if failover else None)
+
+
 def ecmp_rules(sw, ups: List[int], failover: bool = False, priority: int = PRIORITY_ECMP,
                dst: Tuple[Tuple[str, object], ...] = (), tier: Optional[int] = None) -> List[FlowRule]:
     """One rule per protocol (TCP, UDP) and pair of hashed source and destination port bits, sending it up the
@@ -196,7 +220,8 @@ def reachable(topo: Topology, failed: Sequence[Link] = (),
 def up_down_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = False) -> RuleSet:
     """Loop-free up/down routing for trees, stars and Fat-Trees over the live links. Where a switch has several up
     ports, TCP and UDP are spread over them by their ports (ecmp_choice) and other IPv4 traffic by a select
-    group; a host some up ports no longer reach goes up the others. With failover, fast-failover groups keep
+    group, or with the topology's routing dmodk every packet by its destination (dmodk_choice); a host some up ports
+    no longer reach goes up the others. With failover, fast-failover groups keep
     every host reachable in the data plane when any one more link fails: up another port; down through a sibling
     that goes up another way (from above) or back where it came from (from below)."""
     flows: List[FlowRule] = []
@@ -236,11 +261,16 @@ def up_down_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = 
                                        [(port, port), (other, OFPP_IN_PORT)]))
         ups = sorted(up_ports[sw.name])
         ports = [p for p, _ in ups]
-        elsewhere = sorted({h.name for h in topo.hosts} - {h for hs in below[sw.name].values() for h in hs},
+        everyone = topo.hosts + (topo.bystanders if topo.routing == "dmodk" else ())
+        elsewhere = sorted({h.name for h in everyone} - {h for hs in below[sw.name].values() for h in hs},
                            key=lambda n: topo.node(n).index)
         for name in elsewhere:
             via = [p for p, u in ups if name in reach[u]]
-            if via and via != ports:
+            if topo.routing == "dmodk" and len(via) > 1:
+                spare = failover and via == ports
+                flows.append(dmodk_rule(sw, via, topo.node(name), PRIORITY_ECMP if via == ports else PRIORITY_AVOID,
+                                        spare))
+            elif via and via != ports:
                 dst = (("ipv4_dst", topo.node(name).ip),)
                 if len(via) == 1:
                     flows.append(FlowRule(sw.dpid, PRIORITY_AVOID, ipv4 + dst, via[0]))
@@ -250,7 +280,8 @@ def up_down_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = 
         if len(ports) == 1:
             flows.append(FlowRule(sw.dpid, PRIORITY_UP, ipv4, ports[0]))
         elif len(ports) > 1:
-            flows += ecmp_rules(sw, ports, failover)
+            if topo.routing != "dmodk":
+                flows += ecmp_rules(sw, ports, failover)
             groups.append(GroupRule(sw.dpid, UP_GROUP, tuple(ports)))
             flows.append(FlowRule(sw.dpid, PRIORITY_UP, ipv4, group=UP_GROUP))
             if failover:

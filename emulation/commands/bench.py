@@ -312,7 +312,8 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
     folder = RunFolder(base.out)
     rows: List[dict] = []
     ops = list(dict.fromkeys(r.op for r in job.runs))
-    report = {"mode": EMULATE, "topology": network.topo.spec, "bw_mbps": list(network.bw), "sizes": sizes,
+    report = {"mode": EMULATE, "topology": network.topo.spec, "routing": network.topo.routing,
+              "bw_mbps": list(network.bw), "sizes": sizes,
               "warmup": job.warmup, "reps": job.reps, "ops": ops,
               "busbw_factor": {op: get_collective(op).busbw_text for op in ops},
               "busbw_note": busbw_note(network.topo), "local": base.local, "calibration": base.calibration,
@@ -377,9 +378,11 @@ def modelled(job: BenchPlan) -> dict:
                              faster_than_links=None, fidelity="flow model", sim_s=t, ratio_sim=1.0))
     ops = list(dict.fromkeys(r.op for r in job.runs))
     os.makedirs(base.out, exist_ok=True)
-    report = {"mode": SIMULATE, "topology": network.topo.spec, "bw_mbps": list(network.bw), "sizes": job.sizes,
+    report = {"mode": SIMULATE, "topology": network.topo.spec, "routing": network.topo.routing,
+              "bw_mbps": list(network.bw), "sizes": job.sizes,
               "ops": ops, "busbw_factor": {op: get_collective(op).busbw_text for op in ops},
-              "busbw_note": busbw_note(network.topo), "datapath": "flow model", "ecmp": "spread",
+              "busbw_note": busbw_note(network.topo), "datapath": "flow model",
+              "ecmp": "dmodk" if network.topo.routing == "dmodk" else "spread",
               "provenance": provenance(), "rows": rows, "error": None}
     write_table(os.path.join(base.out, "bench.csv"), rows, COLUMNS + SIMULATED_COLUMNS)
     report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, network)
@@ -470,8 +473,10 @@ def print_bench(report: dict) -> None:
     for label, verdict in (report.get("fidelity") or {}).items():
         print(f"{label}: {one_line(verdict)}")
     if report.get("mode") == SIMULATE:
-        print("simulated: time_s is the plan in the flow model (each flow spread over its equal-cost paths), ratio its "
-              "closed form's; nothing ran, so nothing was checked (#wrong -)")
+        paths = ("each flow on its destination's one path, D-mod-k" if report.get("routing") == "dmodk" else
+                 "each flow spread over its equal-cost paths")
+        print(f"simulated: time_s is the plan in the flow model ({paths}), ratio its closed form's; nothing ran, so "
+              f"nothing was checked (#wrong -)")
     if report.get("ingress_bound"):
         print(f"switch->host shaped too (--shape-ingress): {', '.join(report['ingress_bound'])} receive faster than "
               f"their senders send")

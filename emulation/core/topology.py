@@ -23,7 +23,7 @@ def job_view(topo: Topology, names: Sequence[str]) -> Topology:
     by_name = {h.name: h for h in topo.hosts}
     hosts = tuple(replace(by_name[n], index=r) for r, n in enumerate(names))
     return Topology(topo.kind, topo.params, hosts, topo.switches, topo.links,
-                    tuple(h for h in topo.hosts if h.name not in chosen), topo.source, topo.graph)
+                    tuple(h for h in topo.hosts if h.name not in chosen), topo.source, topo.graph, topo.routing)
 
 
 HOSTS_HELP = ("the hosts the job runs on, in rank order: h0,h2,h4 or ranges h0..h3,h8 (default: every host); the "

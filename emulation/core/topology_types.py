@@ -95,6 +95,7 @@ class Topology:
     bystanders: Tuple[Host, ...] = ()  # hosts of the network that are not this job's (see job_view)
     source: str = ""  # the file a topology was read from (its spec), empty for a generated family
     graph: bool = False  # switch links form any graph (torus, Jellyfish, such a file): shortest-path routing
+    routing: str = "ecmp"  # up/down routing's choice among several up ports: ecmp (hashed ports) | dmodk (destination)
     _by_name: Dict[str, object] = field(default=None, compare=False, repr=False, hash=False)
 
     def __post_init__(self):
@@ -193,7 +194,7 @@ class Topology:
         """A JSON-ready description of the topology."""
         return {
             "spec": self.spec, "kind": self.kind, "params": list(self.params), "source": self.source,
-            "graph": self.graph,
+            "graph": self.graph, "routing": self.routing,
             "hosts": [asdict(h) for h in self.hosts],
             "switches": [dict(asdict(s), dpid_hex=s.dpid_hex) for s in self.switches],
             "links": [asdict(l) for l in self.links],
@@ -213,7 +214,7 @@ def from_json(text: str) -> Topology:
                      for s in data["switches"])
     links = tuple(Link(**l) for l in data["links"])
     return Topology(data["kind"], tuple(data["params"]), hosts, switches, links, source=data.get("source", ""),
-                    graph=data.get("graph", False))
+                    graph=data.get("graph", False), routing=data.get("routing", "ecmp"))
 
 
 def host_address(index: int, level: int) -> Tuple[str, str]:

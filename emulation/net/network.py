@@ -448,7 +448,8 @@ class EmulatedNetwork:
 
     def controller_summary(self) -> dict:
         """Which controller the switches ran under (for results)."""
-        return self.controller_choice.summary()
+        summary = self.controller_choice.summary()
+        return dict(summary, routing=self.topo.routing) if self.controller_choice.own else summary
 
     def tcp_summary(self) -> dict:
         """The TCP settings asked for, what a host reports having, and ECN availability (for results)."""

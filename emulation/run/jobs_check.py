@@ -53,7 +53,7 @@ def check_jobs(cfg: RunConfig, texts: Sequence[str], emulated: bool = True) -> C
     if cfg.event:
         raise OptionError("--event: jobs sharing a network run on links that do not change (yet): run one job with "
                           "dmlbed run --event")
-    topo = check_topology(cfg.topology, emulated)
+    topo = check_topology(cfg.topology, emulated, cfg.routing)
     placement = place(specs, topo)
     fields = job_fields()
     checked = []

@@ -14,7 +14,7 @@ from emulation.core.compute import COMPUTE_HELP, SLOW_HELP, parse_compute, parse
 from emulation.core.background import BACKGROUND_HELP, check_format as check_background_format
 from emulation.core.events import EVENT_HELP, check_format as check_event_format
 from emulation.core.link_rates import LINK_RATE_HELP, check_format as check_link_rate_format
-from controllers.flow_rules import FAILOVER_MODES
+from controllers.flow_rules import FAILOVER_MODES, ROUTINGS
 from emulation.core.controller_choice import parse_controller
 from emulation.core.placement import TUNNELS, parse_servers
 from emulation.core.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN_MTU, RTO_DRAINS, RTO_MIN_FLOOR_MS,
@@ -33,7 +33,7 @@ MODES = ("emulate", "simulate", "theory")  # the back ends of a compare row (emu
 
 # The groups of run options; a command takes some of them (emulation/commands), a compare config every one.
 TOPOLOGY = "topology"                # the network's shape
-LINKS = "links"                      # rates, delay and frame size of the links (every command that has links)
+LINKS = "links"                      # rates, delay, frame size and routing of the links (every command with links)
 NETWORK = "emulated network"         # the emulated hosts' TCP, queues, loss, switch datapath, several machines
 CONTROLLER = "controller"            # which OpenFlow controller runs the switches
 RANKS = "ranks"                      # processes on the hosts: time limits, loopback instead of emulation
@@ -135,6 +135,10 @@ class CommonConfig:
                      "to 1.6 Tbit/s",
                      group=LINKS)
     link_rate: str = run_option("", LINK_RATE_HELP, parse=check_link_rate_format, group=LINKS)
+    routing: str = run_option("ecmp", "how a switch with several up ports (Fat-Tree, leaf-spine) picks one: ecmp (by "
+                          "each connection's TCP ports, so flows can collide) or dmodk (by the destination, "
+                          "D-mod-k: each destination through one top switch, no collisions in an all-to-all)",
+                          choices=ROUTINGS, group=LINKS)
     background: list = run_option((), BACKGROUND_HELP, kind=list, parse=check_background_format, group=BACKGROUND,
                                   metavar="FLOW")
     event: list = run_option((), EVENT_HELP, kind=list, parse=check_event_format, group=EVENTS, metavar="LINK=RATE@WHEN")

@@ -80,13 +80,30 @@ def check_command_options(values: Mapping[str, Any], own: Sequence[Option]) -> D
     return out
 
 
-def check_topology(spec: str, emulated: bool) -> Topology:
-    """Parse a topology; emulated networks (and local runs, one process per host) stay within the host cap."""
+def check_topology(spec: str, emulated: bool, routing: str = "ecmp", label: Label = flag_label) -> Topology:
+    """Parse a topology routed as asked; emulated networks (and local runs, one process per host) stay within the
+    host cap."""
     topo = parse(spec)
     if emulated and len(topo.hosts) > MAX_EMULATED_HOSTS:
         raise OptionError(f"{topo.spec} has {len(topo.hosts)} hosts: emulation supports at most "
                           f"{MAX_EMULATED_HOSTS} on one machine (dmlbed theory takes any size)")
-    return topo
+    if routing == "ecmp":
+        return topo
+    if topo.kind == "bcube" or topo.graph or not several_up_ports(topo):
+        how = ("pins each level's traffic to its own switches" if topo.kind == "bcube" else
+               "is routed by shortest paths through its graph" if topo.graph else "has no switch with several up ports")
+        raise OptionError(f"{label('routing')} {routing} chooses among a switch's up ports: {topo.spec} {how} (valid "
+                          f"on fattree and leafspine; {label('routing')} ecmp elsewhere)")
+    return replace(topo, routing=routing)
+
+
+def several_up_ports(topo: Topology) -> bool:
+    """True when some switch has more than one link up (where up/down routing has a choice to make)."""
+    ups: Dict[str, int] = {}
+    for link in topo.links:
+        if not topo.is_host(link.lower):
+            ups[link.lower] = ups.get(link.lower, 0) + 1
+    return any(n > 1 for n in ups.values())
 
 
 def check_controller(cfg: RunConfig, label: Label = flag_label) -> ControllerChoice:
@@ -177,8 +194,11 @@ def check_aqm(cfg: RunConfig, impairment: Impairment, label: Label = flag_label)
 def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = True) -> NetworkSettings:
     """The network section: topology (host cap when emulated), rates, delay and loss, frame size, controller and
     machines, resolved to the settings hosts_for brings up."""
-    topo = check_topology(cfg.topology, emulated)
+    topo = check_topology(cfg.topology, emulated, cfg.routing, label)
     controller = check_controller(cfg, label)
+    if topo.routing != "ecmp" and not controller.own:
+        raise OptionError(f"{label('routing')} {topo.routing} is in the rules dmlbed's controller installs: "
+                          f"{label('controller')} {cfg.controller} / {label('controller_app')} route their own way")
     if cfg.local and cfg.cluster:
         raise OptionError(f"{label('local')} runs without emulation and {label('cluster')} emulates across machines: "
                           f"give one of them")

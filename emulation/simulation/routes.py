@@ -7,7 +7,8 @@ controller's rules do (controllers.flow_rules.ecmp_choice over its TCP ports; a 
 stable hash of its identity, so which flows collide differs from any one emulated run, not how often);
 "spread" splits every flow evenly over all its equal-cost paths (the fluid limit many flows approach). Spread is
 exact with group links: the parallel links a flow spreads over carry equal loads, so they act as one link of
-their summed capacity."""
+their summed capacity. A topology routed D-mod-k (its routing "dmodk") has one path per destination, whichever mode
+is asked for."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from controllers.flow_rules import ecmp_choice, graph_tier, host_attachments, hosts_below, reachable, shortest_next_hops
+from controllers.flow_rules import (dmodk_choice, ecmp_choice, graph_tier, host_attachments, hosts_below, network_number,
+                                    reachable, shortest_next_hops)
 from emulation.core.addressing import PLAN_PORT, bcube_live_route
 from emulation.core.tcp import even_ephemeral_port
 from emulation.core.topology import Topology
@@ -51,6 +53,8 @@ class Router:
             raise ValueError(f"ecmp {ecmp!r} is unknown: valid are {', '.join(ECMP_MODES)}")
         # equal-cost paths through any graph do not fall into layers to group: each connection on its hashed path
         self.topo, self.ecmp = topo, "hash" if topo.graph else ecmp
+        if topo.routing == "dmodk" and not topo.graph and topo.kind != "bcube":
+            self.ecmp = "dmodk"  # one path per destination, as the rules route it: no ports to hash, nothing to spread
         self.ports = ports or {}  # (src, dst, key) -> TCP ports a real connection used (else simulated ones)
         self.width: Dict[Hop, int] = {}  # group links: how many parallel links one hop stands for
         self.level_of: Dict[Hop, int] = {}
@@ -274,7 +278,9 @@ class Router:
         hops = [(a, node)]
         while b not in self.down[node]:
             port_sw = [(p, u) for p, u in self.up[node] if b in self.reach[u]]  # by port, as the rules number them
-            upper = port_sw[ecmp_choice(self.topo.node(node).level, len(port_sw), *ports)][1]
+            level = self.topo.node(node).level
+            upper = port_sw[dmodk_choice(level, len(port_sw), network_number(self.topo.node(b)))
+                            if self.ecmp == "dmodk" else ecmp_choice(level, len(port_sw), *ports)][1]
             hops.append((node, upper))
             node = upper
         while node != b:
