@@ -55,11 +55,17 @@ TRAINING = {  # name: (algorithm, model, topology, more options, judged against)
     "moe-star8": ("moe", "moe:8x1024", "star:8", (), "theory"),
     "moe-fattree4": ("moe", "moe:16x512", "fattree:4", ("--dilation", FATTREE_DILATION, "--queue", "1000"), "ports"),
     "moe-fattree4-shallow": ("moe", "moe:16x512", "fattree:4", ("--dilation", FATTREE_DILATION), None),
+    # routed D-mod-k (JOB_OPTIONS): no two flows of an all-to-all share a link beyond a host link's load, so the
+    # closed form of a non-blocking network is its judge
+    "moe-fattree4-dmodk": ("moe", "moe:16x512", "fattree:4", ("--dilation", FATTREE_DILATION, "--queue", "1000"),
+                           "theory"),
 }
-# options of the job itself, given to run and simulate alike: moe-star8's experts hold 128 slots per rank, a
+# options given to run and simulate alike: moe-star8's experts hold 128 slots per rank, a
 # capacity factor of 2 (Switch Transformer trains at 1 to 2) that drops fewer tokens and makes each all-to-all 4 MiB,
-# long enough that the ranks' few ms of skew entering it do not idle a tenth of its links' time
-JOB_OPTIONS = {"moe-star8": ("--moe-capacity", "128")}
+# long enough that the ranks' few ms of skew entering it do not idle a tenth of its links' time (moe-fattree4-dmodk's
+# likewise, and its routing)
+JOB_OPTIONS = {"moe-star8": ("--moe-capacity", "128"),
+               "moe-fattree4-dmodk": ("--moe-capacity", "128", "--routing", "dmodk")}
 TRAINING_ITERS = "8"
 QUICK = {"star4": ("star:4", "allgather,reducescatter,broadcast,alltoall", "ring,chain,pairwise,gloo", "1M,4M", ())}
 

@@ -37,12 +37,14 @@ class Patterns(Command):
     def execute(self, job, args):
         network, patterns, seeds = job
         rows = model_patterns(network.topo, patterns, seeds, network.bw, network.link_rates)
-        return {"topology": network.topo.spec, "bw_by_level": list(network.bw), "patterns": rows,
+        return {"topology": network.topo.spec, "routing": network.topo.routing, "bw_by_level": list(network.bw),
+                "patterns": rows,
                 "pattern_summary": summarize_patterns(rows)}
 
     def show(self, report):
         for name, p in report["pattern_summary"].items():
-            print(f"{report['topology']} {name} ({p['seeds']} seeds): the flow model's ECMP gives "
+            routing = "D-mod-k" if report.get("routing") == "dmodk" else "ECMP"
+            print(f"{report['topology']} {name} ({p['seeds']} seeds): the flow model's {routing} gives "
                   f"{p['flow_model_of_non_blocking_median']:.2f} of a non-blocking switch (median)")
 
 
