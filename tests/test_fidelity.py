@@ -345,3 +345,9 @@ def test_two_phases_steps_of_one_number_do_not_share_a_link():
     assert links["h0>t0_0"]["need_s"] == pytest.approx(2 * mb / (100e6 / 8))
     across = [l for name, l in links.items() if l["level"] > 0]  # the reduce-scatter's way to h3 alone
     assert across and all(l["need_s"] == pytest.approx(mb / (100e6 / 8)) for l in across)
+
+
+def test_counter_gains_count_what_each_port_gained_and_a_new_port_whole():
+    from emulation.run.sampling import counter_gains
+    assert counter_gains({"s1-eth1": 5, "s1-eth2": 0}, {"s1-eth1": 9, "s1-eth2": 0, "s2-eth1": 3}) == \
+        {"s1-eth1": 4, "s1-eth2": 0, "s2-eth1": 3}

@@ -22,7 +22,7 @@ from emulation.run.options import Label, RunConfig, flag_label
 from emulation.run.outputs import check_space, clear, default_parent, output_folder
 from emulation.run.ranks import memory_of, rank_configs, start_ranks, watch_training
 from emulation.run.results import WARMUP, dilate, mean_after_warmup, per_iteration, summarize, write_csvs
-from emulation.run.sampling import first_iteration_s
+from emulation.run.sampling import counter_gains, first_iteration_s
 from emulation.run.stragglers import straggler_report
 from emulation.run.summary import Emulation, Outcome, Summary, Traffic, head, models
 from emulation.run.trace import write_trace
@@ -112,7 +112,7 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
             raise RuntimeError(f"applying a link event failed: {schedule.error}")
         emulation.packet_in = hosts.packet_ins()
         state["reroutes"] = hosts.reroutes()
-        state["port_drops"] = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
+        state["port_drops"] = counter_gains(drops_before, hosts.port_drops())
 
     def finish(life: Lifecycle) -> Summary:
         records = files.read_all(len(topo.hosts))

@@ -26,6 +26,7 @@ from emulation.run.lifecycle import Lifecycle
 from emulation.run.outputs import clear
 from emulation.run.ranks import rank_configs, start_ranks, watch_training
 from emulation.run.results import mean_after_warmup, median_after_warmup, per_iteration
+from emulation.run.sampling import counter_gains
 from emulation.run.summary import Emulation, head, models
 from emulation.run.validation import validate
 from workloads.rankconfig import starts_file
@@ -158,7 +159,7 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, L
                     t.join()
         finally:
             traffic.stop(hosts)
-        state["port_drops"] = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
+        state["port_drops"] = counter_gains(drops_before, hosts.port_drops())
         if errors:
             raise errors[0]
 

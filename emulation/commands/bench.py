@@ -25,7 +25,7 @@ from emulation.run.provenance import provenance
 from emulation.run.ranks import PORT_STRIDE, run_bench_ranks
 from emulation.run.resolution import Checked, NetworkSettings, payload_rates
 from emulation.run.results import rep_times
-from emulation.run.sampling import gains
+from emulation.run.sampling import counter_gains, gains
 from emulation.run.validation import (check_calibration, check_network, check_synchronization, check_values,
                                       check_workers)
 from emulation.simulation.calibrated import calibrated_gst
@@ -333,7 +333,7 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
                                                                             collective=run.collective),
                                           files, PLAN_PORT + PORT_STRIDE * i, run.label, log, life.server)
                 tcp = gains(tcp_before, host_tcp(pids))
-                drops = {k: v - drops_before.get(k, 0) for k, v in life.hosts.port_drops().items()}
+                drops = counter_gains(drops_before, life.hosts.port_drops())
                 ranks = len(run.checked.contributors) if run.checked.sync else len(network.topo.hosts)
                 ports = {} if base.local else {(t["rank"], t["peer"], t["stream"]): tuple(t["ports"])
                                                for t in files.read_transfers(len(network.topo.hosts))

@@ -27,7 +27,7 @@ from emulation.run.progress import log
 from emulation.run.provenance import provenance
 from emulation.run.ranks import PROJECT, RankError, rank_configs
 from emulation.run.resolution import Checked
-from emulation.run.sampling import CpuSampler, InterfaceSampler
+from emulation.run.sampling import CpuSampler, InterfaceSampler, counter_gains
 from emulation.run.summary import LaunchSummary, bw_value
 from emulation.run.trace import launch_trace
 from emulation.run.validation import check_network, check_overlap, check_synchronization, check_values
@@ -203,7 +203,7 @@ def execute(job: LaunchJob, log: Callable[[str], None] = lambda m: None) -> Laun
                 raise
             state["ended"] = time.time()
         summary.packet_in = hosts.packet_ins()
-        state["port_drops"] = {k: v - drops_before.get(k, 0) for k, v in hosts.port_drops().items()}
+        state["port_drops"] = counter_gains(drops_before, hosts.port_drops())
 
     def finish(life: Lifecycle) -> LaunchSummary:
         results(job, folder, summary, life, state)

@@ -170,6 +170,11 @@ def gains(before: Dict[str, Dict[str, int]], after: Dict[str, Dict[str, int]]) -
     return {h: {k: after.get(h, {}).get(k, 0) - v for k, v in counters.items()} for h, counters in before.items()}
 
 
+def counter_gains(before: Dict[str, int], after: Dict[str, int]) -> Dict[str, int]:
+    """What each counter gained from before to after (a counter new since: all of it), e.g. switch ports' drops."""
+    return {k: v - before.get(k, 0) for k, v in after.items()}
+
+
 def pss_kib(pid: int) -> Optional[int]:
     """A process's proportional set size in KiB (shared pages divided among the processes sharing them)."""
     try:
