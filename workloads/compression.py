@@ -235,16 +235,77 @@ class LZ4Codec:
         return out
 
 
+def round_fp16(values: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest IEEE half (to nearest even), as float32."""
+    return values.astype(np.float16).astype(np.float32)
+
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """The bfloat16 nearest each float32 value (round to nearest even), as its 16 bits: the float32's upper half."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+
+
+def round_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (to nearest even), as float32."""
+    return (bf16_bits(values).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+class HalfCodec:
+    """Wire codec for float32 arrays whose values a 16-bit float holds exactly: 2 bytes a value, no header."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def encode(self, values: np.ndarray) -> bytes:
+        """The values as little-endian fp16 or bf16; CodecError where one is not a value of the format (a partial
+        sum past fp16's largest finite value, 65504, among them)."""
+        if self.name == "fp16":
+            with np.errstate(over="ignore"):  # a value past 65504 becomes inf, refused below
+                half = values.astype("<f2")
+            exact = np.array_equal(half.astype(np.float32), values)
+        else:
+            half = bf16_bits(values).astype("<u2")
+            exact = np.array_equal((half.astype(np.uint32) << np.uint32(16)).view(np.float32), values)
+        if not exact:
+            big = float(np.abs(values).max()) if len(values) else 0.0
+            raise CodecError(f"{self.name} carries only {self.name} values: a value is not one (largest magnitude "
+                             f"{big:g}; fp16's largest finite is 65504, bf16 has float32's range)")
+        return half.tobytes()
+
+    def decode(self, data: bytes, count: int) -> np.ndarray:
+        """`count` float32 values from encode()'s bytes."""
+        if len(data) != 2 * count:
+            raise CodecError(f"message holds {len(data) // 2} values, expected {count}")
+        if self.name == "fp16":
+            return np.frombuffer(data, dtype="<f2").astype(np.float32)
+        return (np.frombuffer(data, dtype="<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def transfer_keys(plan):
+    """Every transfer of a plan, keyed (stream, step, src, dst, piece) as the flow model's wire_bits are."""
+    return [(s, n, t.src, t.dst, t.piece) for s, stream in enumerate(plan.streams) for n, step in enumerate(stream)
+            for t in step]
+
+
 class NoCompression:
     """fp32 as is: the all-reduce sums gradients and decompress averages them."""
 
     codec = None
     stages = False  # no local work before the exchange
+    reduce = staticmethod(np.add)  # how the plan adds what it receives to what a rank holds
+    check = "sum"  # the first iteration's sum is checked within fp32's rounding (workloads.verify)
+    summary = "fp32 as is"
 
     @staticmethod
     def wire_bits(plan) -> None:
         """fp32 on the wire."""
         return None
+
+    @staticmethod
+    def wire_fraction(plan, piece_elems: Sequence[int]) -> float:
+        """Wire bytes over fp32 bytes of the busiest sender."""
+        return 1.0
 
     def __init__(self, layer_sizes: Sequence[int], seed: int):
         pass
@@ -267,12 +328,57 @@ class NoCompression:
         return np.divide(summed, np.float32(workers), out=summed)
 
 
-class TernGradCompressor:
+class HalfCompressor(NoCompression):
+    """A 16-bit float on the wire, as torch's fp16/bf16 DDP hooks and NCCL's half all-reduce: each gradient rounded
+    to the format, every partial sum rounded again as it is made (so each hop carries exact format values and every
+    rank ends with the same sum), averaged in fp32 after."""
+
+    fmt = "fp16"
+    rounding = staticmethod(round_fp16)
+    check = "sum-fp16"
+    summary = "IEEE half on the wire (each partial sum rounded to it): half of fp32's bytes"
+
+    def __init__(self, layer_sizes: Sequence[int], seed: int):
+        self.codec = HalfCodec(self.fmt)
+
+    def reduce(self, mine: np.ndarray, incoming: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Add, then round the partial sum to the format."""
+        np.add(mine, incoming, out=out)
+        out[:] = self.rounding(out)
+        return out
+
+    def compress(self, staged: np.ndarray, ctx) -> np.ndarray:
+        """The gradient rounded to the format."""
+        return self.rounding(staged)
+
+    @staticmethod
+    def wire_bits(plan) -> Dict[Tuple[int, int, int, int, int], int]:
+        """16 bits a value on every transfer."""
+        return {key: 16 for key in transfer_keys(plan)}
+
+    @staticmethod
+    def wire_fraction(plan, piece_elems: Sequence[int]) -> float:
+        """Half of fp32."""
+        return 0.5
+
+
+class Bf16Compressor(HalfCompressor):
+    """bfloat16 on the wire: fp32's range, 8 bits of mantissa."""
+
+    fmt = "bf16"
+    rounding = staticmethod(round_bf16)
+    check = "sum-bf16"
+    summary = "bfloat16 on the wire (each partial sum rounded to it): half of fp32's bytes, fp32's range"
+
+
+class TernGradCompressor(NoCompression):
     """TernGrad around an all-reduce: clip and scale locally, share the scalers by max with every rank,
     ternarize, all-reduce the integers bit-packed on the wire, decode scaler * sum / N."""
 
     codec = PackedIntCodec()
     stages = True
+    summary = ("TernGrad: per-layer clip and shared scaler, stochastic ternaries, integer sums bit-packed on the wire "
+               "(ceil(log2(2c+1)) bits for c gradients)")
 
     def __init__(self, layer_sizes: Sequence[int], seed: int):
         self.tern = TernGrad(layer_sizes, seed)
@@ -281,6 +387,11 @@ class TernGradCompressor:
     def wire_bits(plan) -> Dict[Tuple[int, int, int, int, int], int]:
         """Bits per value of each of the plan's transfers (for the flow model)."""
         return terngrad_widths(plan)
+
+    @staticmethod
+    def wire_fraction(plan, piece_elems: Sequence[int]) -> float:
+        """The busiest sender's packed widths over fp32."""
+        return terngrad_wire_fraction(plan, piece_elems)
 
     def stage(self, flat: np.ndarray) -> Staged:
         """The device's part before any exchange: clip, local scalers, random draws."""
@@ -299,5 +410,7 @@ class TernGradCompressor:
         return self.tern.decompress(summed, shared, workers)
 
 
-COMPRESSORS: Dict[str, type] = {"none": NoCompression, "terngrad": TernGradCompressor}
+COMPRESSORS: Dict[str, type] = {"none": NoCompression, "terngrad": TernGradCompressor, "fp16": HalfCompressor,
+                                 "bf16": Bf16Compressor}
+SUMMING = tuple(COMPRESSORS)  # every compressor here composes with a summing plan (its values add on the way)
 CODECS: Dict[str, type] = {"packed-int": PackedIntCodec, "lz4": LZ4Codec}

@@ -173,9 +173,11 @@ class PieceLayout:
 
 
 def simulate(plan: Plan, inputs: Dict[int, np.ndarray], layout: PieceLayout,
-             zero_others: bool = True) -> Dict[int, np.ndarray]:
+             zero_others: bool = True, reduce=None, codec=None) -> Dict[int, np.ndarray]:
     """Run a plan in memory on piece-major buffers; ranks that do not contribute start from zeros
-    (servers aggregating gradients) unless zero_others is False (servers holding parameters)."""
+    (servers aggregating gradients) unless zero_others is False (servers holding parameters); reduce: how a
+    received value is added (reduce(mine, received, out=mine); default +=), codec: every transfer encoded and
+    decoded on the way, as the engine sends it."""
     validate(plan)
     size = layout.total
     state = {r: (inputs[r].astype(np.float32).copy() if r in plan.contributors or not zero_others
@@ -185,7 +187,11 @@ def simulate(plan: Plan, inputs: Dict[int, np.ndarray], layout: PieceLayout,
             outgoing = [(t, state[t.src][slice(*layout.bounds[t.piece])].copy()) for t in step]
             for t, value in outgoing:
                 view = state[t.dst][slice(*layout.bounds[t.piece])]
-                if t.op == REDUCE:
+                if codec is not None:
+                    value = codec.decode(codec.encode(value), len(value))
+                if t.op == REDUCE and reduce is not None:
+                    reduce(view, value, out=view)
+                elif t.op == REDUCE:
                     view += value
                 else:
                     view[:] = value

@@ -4,7 +4,8 @@ Kinds: "sum" -- every output equals the sum of the inputs (within the fp32 round
 "sharded" -- the outputs together (each a disjoint shard, zeros elsewhere) add up to the sum of the inputs;
 "max" -- every output equals the element-wise maximum of the inputs exactly;
 "alltoall" -- each rank's input and output are N blocks (rows): output block j of rank r is rank j's input block r,
-exactly.
+exactly; "sum-fp16" / "sum-bf16" -- every output is the same and within the bound of n - 1 additions rounded to
+that format of the sum of the inputs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import numpy as np
 
 from workloads.plan import fp32_sum_tolerance
 
-KINDS = ("sum", "sharded", "max", "alltoall")
+KINDS = ("sum", "sharded", "max", "alltoall", "sum-fp16", "sum-bf16")
+HALF_UNIT = {"sum-fp16": (2.0 ** -11, 2.0 ** -25), "sum-bf16": (2.0 ** -8, 0.0)}  # (unit roundoff, subnormal half-step)
 MAX_CHECK_BYTES = 64 << 20  # larger arrays are not saved (the check reports null)
 
 
@@ -57,6 +59,12 @@ def check_one(kind: str, inputs: List[np.ndarray], outputs: List[np.ndarray]) ->
         return inputs[0].shape[0] == n == len(outputs) and all(
             np.array_equal(outputs[r][j], inputs[j][r]) for r in range(n) for j in range(n))
     expected = np.sum([x.astype(np.float64) for x in inputs], axis=0)
+    if kind in HALF_UNIT:  # every partial sum rounded to the format: n - 1 roundings, each rank the same result
+        unit, tiny = HALF_UNIT[kind]
+        magnitude = np.sum([np.abs(x.astype(np.float64)) for x in inputs], axis=0)
+        tol = 1.01 * (len(inputs) - 1) * (unit * magnitude + tiny) + fp32_sum_tolerance(inputs) + 1e-30
+        return all(np.array_equal(o, outputs[0]) for o in outputs) and \
+            bool(np.all(np.abs(outputs[0].astype(np.float64) - expected) <= tol))
     tol = fp32_sum_tolerance(inputs) + 1e-30
     if kind == "sharded":
         # each shard is a partial sum in fp32 and the shards do not overlap: their total obeys the same bound

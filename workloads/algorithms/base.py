@@ -216,16 +216,16 @@ class Algorithm:
 
     def gst_theory(self, topo: Topology, gradient_bytes: float, bw: Sequence[float], servers: int = 0,
                    codec: str = "none", options=None, layer_sizes: Optional[Sequence[int]] = None) -> Theory:
-        """The paper's GST for this algorithm (closed form: no plan is built); with codec terngrad, TernGrad's
-        performance model (sec. 5, App. B: communication scales with the gradient size on the wire) on
-        top of it: the formula times the busiest sender's wire fraction, from the plan."""
+        """The paper's GST for this algorithm (closed form: no plan is built); with a codec, as TernGrad's
+        performance model has it (sec. 5, App. B: communication scales with the gradient size on the wire): the
+        formula times the busiest sender's wire fraction under that codec, from the plan."""
         keywords = self._keywords(options, layer_sizes=layer_sizes) if self.plan or self.phases else {}
         base = self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers), **keywords)
         if codec == "none" or self.plan is None:
             return base
-        from workloads.compression import terngrad_wire_fraction
+        from workloads.compression import COMPRESSORS
+        compressor = COMPRESSORS[codec]
         plan = self.build_plan(topo, servers, options, bw, gradient_bytes, layer_sizes)
         sizes = list(layer_sizes) if layer_sizes is not None else [max(1, int(gradient_bytes // 4))]
-        f = terngrad_wire_fraction(plan, plan.piece_sizes(sizes))
-        return Theory(base.gst_s * f, f"{base.formula} x {f:.4f} (TernGrad: |g| on the wire, 2-bit ternaries, partial "
-                      f"sums of c in ceil(log2(2c+1)) bits)", base.tf_s)
+        f = compressor.wire_fraction(plan, plan.piece_sizes(sizes))
+        return Theory(base.gst_s * f, f"{base.formula} x {f:.4f} ({codec}: {compressor.summary})", base.tf_s)

@@ -16,6 +16,7 @@ from emulation.core.formulas import (DECOMPOSITION_HELP, Theory, best_decomposit
                                    two_level_time)
 from emulation.core.topology import Topology
 from workloads.algorithms.base import Algorithm, option
+from workloads.compression import SUMMING
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 
 
@@ -181,10 +182,10 @@ def two_level_theory(topo: Topology, gradient_bytes, bw, servers: int) -> Theory
 BLUECONNECT = Algorithm(
     name="blueconnect", summary="BlueConnect Algorithm 1: reduce-scatter up the levels, all-gather down",
     paper="BlueConnect (Cho et al., SysML 2019)", topologies=("bcube", "fattree", "star", "tree", "leafspine"),
-    theory=blueconnect_theory, codecs=("none", "terngrad"), options=BlueConnectOptions, check_options=check_options,
+    theory=blueconnect_theory, codecs=SUMMING, options=BlueConnectOptions, check_options=check_options,
     plan=blueconnect_plan)
 
 TWOLEVEL = Algorithm(
     name="twolevel", summary="reduce to each level-0 group's master, ring among masters, broadcast back",
     paper="BlueConnect (Cho et al., SysML 2019) eq. 7 baseline", topologies=("tree", "fattree", "leafspine"),
-    theory=two_level_theory, codecs=("none", "terngrad"), plan=lambda topo, servers: two_level(topo.radices()))
+    theory=two_level_theory, codecs=SUMMING, plan=lambda topo, servers: two_level(topo.radices()))

@@ -13,6 +13,7 @@ import numpy as np
 
 from emulation.core.formulas import Theory, all_reduce_bound, host_tf
 from workloads.algorithms.base import Algorithm
+from workloads.compression import SUMMING
 from workloads.plan import Plan
 from workloads.plan_table import TransferTable, table_plan
 
@@ -86,10 +87,10 @@ def hier_theory(topo, gradient_bytes, bw, servers: int) -> Theory:
 BML = Algorithm(
     name="bml", summary="BML Algorithm 1 on BCube: k threads, each step pinned to one BCube level",
     paper="BML (Wang et al., NeurIPS 2018)", topologies=("bcube",), theory=bml_theory, plan=bml_plan,
-    codecs=("none", "terngrad"))
+    codecs=SUMMING)
 
 HIER = Algorithm(
     name="hier", summary="BML's hierarchical aggregation with one thread, grouped by edge switch, pod, core",
     paper="BML (Wang et al., NeurIPS 2018) Fig. 5 on Fat-Tree", topologies=("fattree", "tree", "star", "leafspine"),
     theory=hier_theory, plan=lambda topo, servers: hierarchical("hier", topo.radices(), 1, pin_levels=False),
-    codecs=("none", "terngrad"))
+    codecs=SUMMING)

@@ -9,6 +9,7 @@ import numpy as np
 
 from emulation.core.formulas import Theory, all_reduce_bound, dedicated_servers_time, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers, option
+from workloads.compression import SUMMING
 from workloads.plan import COPY, REDUCE, TENSORS, Plan, PlanError, Transfer
 from workloads.plan_table import TransferTable, table_plan
 
@@ -126,5 +127,5 @@ PS = Algorithm(
     name="ps", summary="parameter server: P2P (every worker serves 1/N) or --servers M dedicated; tensors split "
                        "evenly or placed whole (--ps-placement)",
     paper="BML (Wang et al., NeurIPS 2018) baseline", topologies=ALL_TOPOLOGIES, theory=theory, plan=plan,
-    servers=OPTIONAL_SERVERS, codecs=("none", "terngrad"), options=PSOptions, sized_plan=True,
+    servers=OPTIONAL_SERVERS, codecs=SUMMING, options=PSOptions, sized_plan=True,
     bucketable=lambda options: options.ps_placement == EVEN, host_subsets=True)

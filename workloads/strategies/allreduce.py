@@ -1,5 +1,5 @@
 """All-reduce by a dmlbed plan (ps, ring, hd, bml, hier, blueconnect, twolevel, ...) on the one engine, with an
-optional compressor (TernGrad) wrapped around it: PlanSync sums any flat vector of layers; PlanAllReduce runs it on
+optional compressor (TernGrad, fp16, bf16) wrapped around it: PlanSync sums any flat vector of layers; PlanAllReduce runs it on
 the whole gradient after backward; the DDP hook (workloads/comm_hook.py) runs it on each bucket during backward."""
 
 from __future__ import annotations
@@ -115,14 +115,14 @@ class PlanSync:
         torch.index_select(payload, 0, index, out=buf)
         contributor = not self.ctx.is_server
         if check and contributor:
-            self.ctx.save_check(check, "sum", "in", buf.numpy(), self.counts)
+            self.ctx.save_check(check, comp.check, "in", buf.numpy(), self.counts)
         before, engine_codec = wire_snapshot(self.channel.executor), self.channel.executor.codec_s
-        self.channel.run(buf.numpy(), codec=comp.codec, layout=layout)
+        self.channel.run(buf.numpy(), reduce=comp.reduce, codec=comp.codec, layout=layout)
         self._count(rec, before, tag=tag)
         if comp.codec is not None:
             add_codec_time(rec, coded + self.channel.executor.codec_s - engine_codec)
         if check and contributor:
-            self.ctx.save_check(check, "sum", "out", buf.numpy(), self.counts)
+            self.ctx.save_check(check, comp.check, "out", buf.numpy(), self.counts)
         summed.index_copy_(0, index, buf)
         return summed.numpy(), comp, ctx
 
