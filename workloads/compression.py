@@ -235,51 +235,54 @@ class LZ4Codec:
         return out
 
 
+def _torch_dtype(fmt: str):
+    """torch's dtype of a 16-bit format (torch converts with the CPU's vector instructions: 3-4x numpy's speed)."""
+    import torch
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}[fmt]
+
+
+def to_format(values: np.ndarray, fmt: str):
+    """float32 values rounded to the nearest fp16 or bf16 (to nearest even), as a torch tensor of that format."""
+    import torch
+    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).to(_torch_dtype(fmt))
+
+
 def round_fp16(values: np.ndarray) -> np.ndarray:
     """float32 values rounded to the nearest IEEE half (to nearest even), as float32."""
-    return values.astype(np.float16).astype(np.float32)
-
-
-def bf16_bits(values: np.ndarray) -> np.ndarray:
-    """The bfloat16 nearest each float32 value (round to nearest even), as its 16 bits: the float32's upper half."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    return ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    return to_format(values, "fp16").float().numpy()
 
 
 def round_bf16(values: np.ndarray) -> np.ndarray:
     """float32 values rounded to the nearest bfloat16 (to nearest even), as float32."""
-    return (bf16_bits(values).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return to_format(values, "bf16").float().numpy()
 
 
 class HalfCodec:
-    """Wire codec for float32 arrays whose values a 16-bit float holds exactly: 2 bytes a value, no header."""
+    """Wire codec for float32 arrays whose values a 16-bit float holds exactly: 2 bytes a value (little-endian: the
+    format's bits), no header."""
 
     def __init__(self, name: str):
         self.name = name
 
     def encode(self, values: np.ndarray) -> bytes:
-        """The values as little-endian fp16 or bf16; CodecError where one is not a value of the format (a partial
-        sum past fp16's largest finite value, 65504, among them)."""
-        if self.name == "fp16":
-            with np.errstate(over="ignore"):  # a value past 65504 becomes inf, refused below
-                half = values.astype("<f2")
-            exact = np.array_equal(half.astype(np.float32), values)
-        else:
-            half = bf16_bits(values).astype("<u2")
-            exact = np.array_equal((half.astype(np.uint32) << np.uint32(16)).view(np.float32), values)
-        if not exact:
-            big = float(np.abs(values).max()) if len(values) else 0.0
+        """The values in the format; CodecError where one is not a value of it (a partial sum past fp16's largest
+        finite value, 65504, among them)."""
+        import torch
+        mine = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
+        half = mine.to(_torch_dtype(self.name))
+        if not torch.equal(half.float(), mine):
+            big = float(mine.abs().max()) if len(values) else 0.0
             raise CodecError(f"{self.name} carries only {self.name} values: a value is not one (largest magnitude "
                              f"{big:g}; fp16's largest finite is 65504, bf16 has float32's range)")
-        return half.tobytes()
+        return half.view(torch.int16).numpy().astype("<i2", copy=False).tobytes()
 
     def decode(self, data: bytes, count: int) -> np.ndarray:
         """`count` float32 values from encode()'s bytes."""
+        import torch
         if len(data) != 2 * count:
             raise CodecError(f"message holds {len(data) // 2} values, expected {count}")
-        if self.name == "fp16":
-            return np.frombuffer(data, dtype="<f2").astype(np.float32)
-        return (np.frombuffer(data, dtype="<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
+        bits = torch.from_numpy(np.frombuffer(data, dtype="<i2").copy())
+        return bits.view(_torch_dtype(self.name)).float().numpy()
 
 
 def transfer_keys(plan):
@@ -343,8 +346,10 @@ class HalfCompressor(NoCompression):
 
     def reduce(self, mine: np.ndarray, incoming: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Add, then round the partial sum to the format."""
+        import torch
         np.add(mine, incoming, out=out)
-        out[:] = self.rounding(out)
+        view = torch.from_numpy(out)
+        view.copy_(view.to(_torch_dtype(self.fmt)))
         return out
 
     def compress(self, staged: np.ndarray, ctx) -> np.ndarray:
