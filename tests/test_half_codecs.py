@@ -6,8 +6,10 @@ import pytest
 
 from emulation.core.topology import parse
 from workloads.algorithms import ALGORITHMS, build_plan
-from workloads.compression import (COMPRESSORS, SUMMING, CodecError, HalfCodec, round_bf16, round_fp16,
-                                   transfer_keys)
+from workloads.codecs import COMPRESSORS, SUMMING
+from workloads.codecs.base import transfer_keys
+from workloads.codecs.half import HalfCodec, round_bf16, round_fp16
+from workloads.compression import CodecError
 from workloads.plan import PieceLayout, simulate
 from workloads.verify import check_one
 from helpers import cli_json

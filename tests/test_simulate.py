@@ -181,7 +181,8 @@ def test_a_leaf_spine_ring_is_flat_to_oversubscription_2_and_proportional_beyond
 def test_terngrad_moves_each_transfer_in_its_packed_width(spec, algo):
     """With TernGrad every transfer carries a partial sum of c gradients in ceil(log2(2c+1)) bits: the
     simulation moves those bytes, and on an ideal network the busiest sender sets the GST as in theory."""
-    from workloads.compression import TernGradCompressor, terngrad_wire_fraction
+    from workloads.codecs.terngrad import TernGradCompressor
+    from workloads.compression import terngrad_wire_fraction
     topo = parse(spec)
     b = parse_bandwidth("100", topo)
     plan = get(algo).build_plan(topo, 0)

@@ -54,7 +54,8 @@ class RankConfig:
     lr_schedule: str = "constant"            # workloads.schedule: constant | step:EVERY:GAMMA | poly:POWER
     eval_every: int = 0                      # held-out accuracy every N iterations (0: at the end only)
     seed: int = 0                            # seed of weights and data
-    codec: str = "none"                      # gradient compressor around a plan all-reduce
+    codec: str = "none"                      # gradient compressor around a plan all-reduce (workloads/codecs/)
+    codec_options: Dict[str, object] = field(default_factory=dict)  # the codec's own options, by name
     compute_time: float = 0.0                # device seconds per iteration (0: the CPU's own time), or drawn: the mean
     compute_draws: str = ""                  # a distribution drawn per rank and iteration (emulation/core/compute.py)
     compute_slow: Tuple[Tuple[float, int], ...] = ()  # this rank's slow factors (factor, from iteration)

@@ -5,7 +5,7 @@ Kinds: "sum" -- every output equals the sum of the inputs (within the fp32 round
 "max" -- every output equals the element-wise maximum of the inputs exactly;
 "alltoall" -- each rank's input and output are N blocks (rows): output block j of rank r is rank j's input block r,
 exactly; "sum-fp16" / "sum-bf16" -- every output is the same and within the bound of n - 1 additions rounded to
-that format of the sum of the inputs.
+that format of the sum of the inputs; "vote" -- every output is the sign of the sum of the inputs (signs), exactly.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from workloads.plan import fp32_sum_tolerance
 
-KINDS = ("sum", "sharded", "max", "alltoall", "sum-fp16", "sum-bf16")
+KINDS = ("sum", "sharded", "max", "alltoall", "sum-fp16", "sum-bf16", "vote")
 HALF_UNIT = {"sum-fp16": (2.0 ** -11, 2.0 ** -25), "sum-bf16": (2.0 ** -8, 0.0)}  # (unit roundoff, subnormal half-step)
 MAX_CHECK_BYTES = 64 << 20  # larger arrays are not saved (the check reports null)
 
@@ -53,6 +53,9 @@ def check_one(kind: str, inputs: List[np.ndarray], outputs: List[np.ndarray]) ->
         return False
     if kind == "max":
         expected = np.maximum.reduce(inputs)
+        return all(np.array_equal(o, expected) for o in outputs)
+    if kind == "vote":  # inputs are signs: every output is the sign of their (exact, small-integer) sum
+        expected = np.sign(np.sum(inputs, axis=0))
         return all(np.array_equal(o, expected) for o in outputs)
     if kind == "alltoall":
         n = len(inputs)

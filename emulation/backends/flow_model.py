@@ -28,7 +28,8 @@ from emulation.simulation.gcpause import cycle_collection_paused
 from emulation.simulation.routes import Router
 from emulation.core.calibration import load as load_calibration
 from workloads.algorithms import names_with
-from workloads.compression import COMPRESSORS
+from workloads.codecs import COMPRESSORS
+from workloads.codecs.base import typed_options
 from workloads.engine import CHUNK_BYTES
 from workloads.models import layer_tensor_counts, tensor_flops, tensor_sizes
 from workloads.overlap import FORWARD_SHARE
@@ -63,7 +64,7 @@ def prepare(cfg: RunConfig, label: Label = flag_label, in_matrix: bool = False) 
 
 def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = flag_label) -> Tuple[Checked, tuple]:
     """Validation for a simulated run: the run's own checks (no host cap, no memory for workers), a plan
-    algorithm, fp32 payloads, an emulated run of the same topology to take ECMP ports from (in a compare
+    algorithm, its codec's payloads, an emulated run of the same topology to take ECMP ports from (in a compare
     config, 'emulated': its emulated row of the same label, which has not run yet). Also the plans it built."""
     checked = validate(cfg, label, emulated=False, workers=False)
     if not checked.algorithm.simulable:
@@ -71,8 +72,8 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = fla
                           f"({', '.join(names_with(lambda a: a.simulable))}), not {cfg.algo}")
     try:
         with cycle_collection_paused():
-            phases = checked.algorithm.simulation_phases(checked.topo, tensor_sizes(cfg.model), checked.servers,
-                                                         checked.options, checked.bw)
+            phases = checked.algorithm.codec_phases(checked.topo, tensor_sizes(cfg.model), checked.servers,
+                                                    checked.options, checked.bw, cfg.codec, checked.codec_options)
     except PlanError as exc:
         raise OptionError(str(exc)) from None
     check_modelled_compute(checked, label)
@@ -170,7 +171,8 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     def plans_of(sizes):
         """The phases' plans for layers of these sizes."""
         with cycle_collection_paused():
-            return algorithm.simulation_phases(topo, sizes, checked.servers, checked.options, bw)
+            return algorithm.codec_phases(topo, sizes, checked.servers, checked.options, bw, cfg.codec,
+                                          checked.codec_options)
 
     background = persistent_flows(checked.network.background, router, cfg.seed,
                                   horizon_s(cfg.iters, checked.compute.mean, top.gst_theory_s))
@@ -182,7 +184,8 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
         for plan, pieces in phases:
             done.append(simulate_plan(plan, [n * 4 for n in pieces], on or router, rates, latency_s=latency,
                                       chunk_bytes=chunk, link_delay_s=checked.impairment.link_delay_s(),
-                                      wire_bits=codec.wire_bits(plan), background=background,
+                                      wire_bits=None if codec.gathers else codec.wire_bits(plan),
+                                      background=background,
                                       start_s=start_s + sum(r.gst_s for r in done)))
         return in_sequence(done)
 
@@ -218,7 +221,8 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     theory_s = top.gst_theory_s
     sent = sum(result.host_tx_bytes.values())
-    ratio = wire_ratio(phases, codec)
+    ratio = codec.wire_fraction(tensor_sizes(cfg.model), typed_options(codec, checked.codec_options)) \
+        if codec.gathers else wire_ratio(phases, codec)
     simulation.model_settings = {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
                                  "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
                                  "link_delay_ms": list(checked.impairment.delay_ms), "calibration": cfg.calibration,

@@ -24,8 +24,8 @@ from emulation.core.topology import HOSTS_HELP, MAX_HOSTS, TOPOLOGY_HELP, check_
 from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
 from workloads.algorithms import ALGORITHMS
-from workloads.algorithms.base import option_kind
-from workloads.compression import COMPRESSORS
+from workloads.option_fields import option_kind
+from workloads.codecs import COMPRESSORS
 from workloads.overlap import DDP_BUCKET_MB
 from workloads.schedule import SCHEDULE_HELP, parse_schedule
 
@@ -68,7 +68,8 @@ class Option:
     kind: int, float, str, bool or list (a repeatable flag); low/high: inclusive range (low_open: low itself
     excluded); parse: extra format check of a str value (raises ValueError); group: the named group it belongs to;
     flag: its flag when not --name-with-dashes; yaml_key: its compare-config key (yaml False: not one);
-    algorithm_option: declared by algorithms' descriptors, and only those algorithms may change it from its default.
+    algorithm_option: declared by algorithms' descriptors, and only those algorithms may change it from its default;
+    codec_option: the same for codecs' descriptors (workloads/codecs/).
     A command's own option also has its name and default, and may be positional (nargs as argparse's), or one of a
     set of flags of which exactly one is given (exclusive).
     """
@@ -86,6 +87,7 @@ class Option:
     yaml: bool = True
     required: bool = False
     algorithm_option: bool = False
+    codec_option: bool = False
     name: Optional[str] = None
     default: Any = None
     positional: bool = False
@@ -160,8 +162,9 @@ class CommonConfig:
                            group=SEED)
     timeout: float = run_option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
                      group=RANKS)
-    codec: str = run_option("none", "gradient compressor around a plan all-reduce", choices=tuple(COMPRESSORS),
-                        group=SYNCHRONIZATION)
+    codec: str = run_option("none", "gradient compressor: " + "; ".join(f"{n} ({c.summary})" for n, c in
+                                                                          COMPRESSORS.items() if n != "none"),
+                        choices=tuple(COMPRESSORS), group=SYNCHRONIZATION)
     compute_time: str = run_option("0", "emulate a device: forward/backward takes this many seconds (0 = real time): "
                                + COMPUTE_HELP, parse=parse_compute, group=SYNCHRONIZATION)
     slow: str = run_option("", "persistent slow hosts: " + SLOW_HELP, parse=parse_slow, group=SYNCHRONIZATION)
@@ -270,17 +273,19 @@ class CommonConfig:
 
 
 def algorithm_fields() -> List[Tuple[str, type, Any]]:
-    """(name, type, field) of every option an algorithm's descriptor declares, as Options; an option two
-    algorithms share must be declared the same by both."""
+    """(name, type, field) of every option an algorithm's or a codec's descriptor declares, as Options; an option
+    two algorithms (or two codecs) share must be declared the same by both."""
     seen: Dict[str, Tuple[Any, Option]] = {}
-    for algorithm in ALGORITHMS.values():
-        for f in fields(algorithm.options):
+    declared = [(a.name, a.options, "algorithm") for a in ALGORITHMS.values()] + \
+        [(name, c.options, "codec") for name, c in COMPRESSORS.items()]
+    for owner, options, kind in declared:
+        for f in fields(options):
             meta = f.metadata
             opt = Option(help=meta["help"], kind=option_kind(f), choices=meta["choices"], low=meta["low"],
-                         high=meta["high"], parse=meta["parse"], algorithm_option=True,
-                         group=SYNCHRONIZATION if meta["shapes_plan"] else TRAINING)
+                         high=meta["high"], parse=meta["parse"], algorithm_option=kind == "algorithm",
+                         codec_option=kind == "codec", group=SYNCHRONIZATION if meta["shapes_plan"] else TRAINING)
             if seen.setdefault(f.name, (f.default, opt)) != (f.default, opt):
-                raise TypeError(f"option {f.name} is declared differently by {algorithm.name} and another algorithm")
+                raise TypeError(f"option {f.name} is declared differently by {owner} and another {kind}")
     return [(name, opt.kind, field(default=default, metadata={"option": opt}))
             for name, (default, opt) in seen.items()]
 

@@ -47,7 +47,7 @@ def rank_configs(checked: Checked, out_dir: str, port: int = PLAN_PORT,
     topo = checked.topo
     ranks = len(topo.hosts)
     ports = free_ports(LOOPBACK_PORT_SETS * ranks + 1) if network.local else None
-    algorithm = dict(algo=cfg.algo, servers=sync.servers, options=sync.options,
+    algorithm = dict(algo=cfg.algo, servers=sync.servers, options=sync.options, codec_options=sync.codec_options,
                      shared=sync.algorithm.shared(topo, sync.servers, sync.typed)) if sync else {}
     common = dict(ranks=ranks, topology=topo.spec, job_hosts=tuple(h.name for h in topo.hosts) if topo.bystanders
                   else (), **algorithm, bw=network.bw, model=cfg.model, data=cfg.data,

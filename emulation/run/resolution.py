@@ -5,7 +5,7 @@ these again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -22,6 +22,7 @@ from emulation.run.options import RunConfig, option_of
 from emulation.simulation.background_model import level_rates, states as background_states
 from workloads.algorithms import get as get_algorithm
 from workloads.algorithms.base import Algorithm
+from workloads.codecs import COMPRESSORS
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Synchronization:
     contributors: Tuple[int, ...]      # ranks that train and contribute gradients
     compute: ComputeModel = ComputeModel()  # device compute per rank and iteration (--compute-time, --slow)
     topo: Optional[Topology] = None    # the job's view of the network when it runs on some of its hosts (--hosts)
+    codec_options: Dict[str, Any] = field(default_factory=dict)  # the values of the options its codec reads
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,10 @@ class Checked:
         return self.sync.options
 
     @property
+    def codec_options(self) -> Dict[str, Any]:
+        return self.sync.codec_options
+
+    @property
     def compute(self) -> ComputeModel:
         return self.sync.compute if self.sync else ComputeModel()
 
@@ -159,3 +165,8 @@ def payload_rates(cfg: RunConfig, bw: Sequence[float]) -> Dict[int, float]:
 def algorithm_options(cfg: RunConfig) -> Dict[str, Any]:
     """The values of the options this configuration's algorithm reads (its descriptor types them)."""
     return {name: getattr(cfg, name) for name in get_algorithm(cfg.algo).option_names}
+
+
+def codec_options(cfg: RunConfig) -> Dict[str, Any]:
+    """The values of the options this configuration's codec reads (its descriptor types them)."""
+    return {f.name: getattr(cfg, f.name) for f in fields(COMPRESSORS[cfg.codec].options)}

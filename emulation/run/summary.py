@@ -286,7 +286,7 @@ def head(checked: Checked) -> Head:
 
     def closed_form(bw):
         return checked.algorithm.gst_theory(topo, parameters * 4, bw, checked.servers, cfg.codec, checked.options,
-                                            tensor_sizes(cfg.model))
+                                            tensor_sizes(cfg.model), checked.codec_options)
     bw = network.theory_bw
     theory = closed_form(bw)
     out = Head(topology=topo.spec, algo=cfg.algo, model=cfg.model, workers=len(checked.contributors),
@@ -350,7 +350,8 @@ def overlap_theory(checked: Checked) -> dict:
     """overlap_model with the paper's closed form for every bucket ({} without --overlap)."""
     def closed_form(sizes: Sequence[int]) -> float:
         return checked.algorithm.gst_theory(checked.topo, 4 * sum(sizes), checked.network.theory_bw,
-                                            checked.servers, checked.cfg.codec, checked.options, sizes).gst_s
+                                            checked.servers, checked.cfg.codec, checked.options, sizes,
+                                            checked.codec_options).gst_s
     model = overlap_model(checked, closed_form)
     return {"overlap_theory": model} if model else {}
 

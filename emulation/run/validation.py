@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from emulation.core.aqm import parse_aqm
@@ -24,11 +24,12 @@ from emulation.core.topology import Topology, job_view, parse, parse_bandwidth, 
 from emulation.net.kernel_probes import choose_datapath, netem_available, red_available
 from emulation.run.forkclient import rank_start
 from emulation.run.options import (Label, Option, OptionError, RunConfig, convert, described, flag_label, in_groups)
-from emulation.run.resolution import (Checked, NetworkSettings, Synchronization, algorithm_options, shaped_rates,
-                                      tcp_settings)
+from emulation.run.resolution import (Checked, NetworkSettings, Synchronization, algorithm_options, codec_options,
+                                      shaped_rates, tcp_settings)
 from emulation.run.resources import BENCH_BUFFER_COPIES, afxdp_port_budget, check_memory
 from workloads.algorithms import get as get_algorithm, names_with
 from workloads.algorithms.base import Algorithm
+from workloads.codecs import COMPRESSORS
 from workloads.data import check_data
 from workloads.models import input_shape, parameter_count_of
 
@@ -249,6 +250,16 @@ def check_algorithm_options(cfg: RunConfig, algorithm: Algorithm, label: Label =
             raise OptionError(f"{label(name)} applies to {', '.join(users)} only, not {algorithm.name}")
 
 
+def check_codec_options(cfg: RunConfig, label: Label = flag_label) -> None:
+    """OptionError when an option only other codecs read is changed from its default."""
+    own = set(codec_options(cfg))
+    for name, opt, default in described():
+        if opt.codec_option and getattr(cfg, name) != default and name not in own:
+            users = [n for n, c in COMPRESSORS.items() if name in {f.name for f in fields(c.options)}]
+            raise OptionError(f"{label(name)} applies to {label('codec')} {', '.join(users)} only, not "
+                              f"{label('codec')} {cfg.codec}")
+
+
 def check_overlap(cfg: RunConfig, algorithm: Algorithm, label: Label = flag_label) -> None:
     """OptionError unless the algorithm can synchronize DDP's buckets and every rank trains."""
     if not algorithm.overlaps:
@@ -267,6 +278,7 @@ def check_synchronization(cfg: RunConfig, topo: Topology, label: Label = flag_la
     and overlap."""
     algorithm = get_algorithm(cfg.algo)
     check_algorithm_options(cfg, algorithm, label)
+    check_codec_options(cfg, label)
     names = parse_hosts(cfg.hosts, topo, label("hosts"))
     view = None
     if names is not None:  # every host in the order given, or some of them
@@ -282,7 +294,7 @@ def check_synchronization(cfg: RunConfig, topo: Topology, label: Label = flag_la
     servers = algorithm.resolve_servers(cfg.servers)
     contributors = tuple(algorithm.contributors(topo, servers))
     return Synchronization(algorithm, options, algorithm.options_of(options), servers, contributors,
-                           check_compute(cfg, topo, contributors, label), view)
+                           check_compute(cfg, topo, contributors, label), view, codec_options(cfg))
 
 
 def check_compute(cfg: RunConfig, topo: Topology, contributors: Sequence[int],

@@ -3,11 +3,12 @@ strategy its ranks run. The registry in __init__.py holds one of these per algor
 
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from emulation.core.formulas import Theory
+from emulation.core.formulas import Theory, host_tf
 from emulation.core.topology import Topology
+from workloads.option_fields import NoOptions
 from workloads.plan import Plan, PlanError
 
 ALL_TOPOLOGIES = ("bcube", "fattree", "star", "tree", "leafspine", "torus", "jellyfish", "rail", "file")
@@ -25,32 +26,6 @@ def check_servers(servers: int, hosts: int) -> None:
     """PlanError unless 1..hosts-1 dedicated servers were asked for."""
     if not 1 <= servers < hosts:
         raise PlanError(f"--servers {servers} is invalid: give 1..{hosts - 1} on a {hosts}-host topology")
-
-
-def option(default, help: str, *, low: Optional[float] = None, high: Optional[float] = None,
-           choices: Optional[Tuple[str, ...]] = None, parse: Optional[Callable[[str], object]] = None,
-           shapes_plan: bool = False) -> Any:
-    """A field of an algorithm's options dataclass, described once for flags, YAML keys and checks.
-
-    help: the flag's help text; low/high: inclusive range of a number; choices: the valid strings; parse: a format
-    check of a string value (raises ValueError); shapes_plan: the plan or theory reads it, so theory and simulate
-    take it too.
-    """
-    return field(default=default, metadata={"help": help, "low": low, "high": high, "choices": choices,
-                                            "parse": parse, "shapes_plan": shapes_plan})
-
-
-@dataclass(frozen=True)
-class NoOptions:
-    """The options of an algorithm that reads none beyond the common ones."""
-
-
-OPTION_KINDS = {"int": int, "float": float, "str": str, "bool": bool}
-
-
-def option_kind(f: Field) -> type:
-    """The Python type of an options field (annotations are strings under postponed evaluation)."""
-    return OPTION_KINDS[f.type] if isinstance(f.type, str) else f.type
 
 
 def no_option_checks(topo: Topology, servers: int, options) -> None:
@@ -110,6 +85,7 @@ class Algorithm:
     default_servers: int = 0
     options: type = NoOptions
     codecs: Tuple[str, ...] = ("none",)
+    gather: Optional[str] = None  # the all-gather (workloads/collectives/allgather.py) gathering codecs run instead
     check_options: Callable[[Topology, int, Any], None] = no_option_checks
     ddp_allreduce: bool = False
     worker_optimizer: bool = True  # its workers step torch's SGD (momentum, weight decay, schedules apply)
@@ -169,9 +145,48 @@ class Algorithm:
         used = self.resolve_servers(servers)
         if used:
             check_servers(used, len(topo.hosts))
-        if codec not in self.codecs:
-            raise ValueError(f"--codec {codec} does not apply to {self.name}: it takes {', '.join(self.codecs)}")
+        if codec not in self.all_codecs:
+            from workloads.algorithms import names_with
+            from workloads.codecs import GATHERING
+            gathering = (f" ({', '.join(GATHERING)} gather every rank's payload: they run on "
+                         f"{', '.join(names_with(lambda a: a.gather is not None))})") if codec in GATHERING else ""
+            raise ValueError(f"--codec {codec} does not apply to {self.name}: it takes {', '.join(self.all_codecs)}"
+                             f"{gathering}")
+        if codec in self.gathered_codecs:
+            from workloads.collectives import get as get_collective
+            if used:
+                raise ValueError(f"--codec {codec} gathers every rank's payload from every rank: it runs without "
+                                 f"dedicated servers (drop --servers)")
+            try:
+                get_collective("allgather").way(self.gather).check("allgather", len(topo.hosts))
+            except PlanError as exc:
+                raise PlanError(f"--codec {codec} gathers with {self.name}'s all-gather: {exc}") from None
         self.check_options(topo, used, self.options_of(options))
+
+    @property
+    def gathered_codecs(self) -> Tuple[str, ...]:
+        """The gathering codecs it runs on its all-gather (none without one)."""
+        from workloads.codecs import GATHERING
+        return GATHERING if self.gather else ()
+
+    @property
+    def all_codecs(self) -> Tuple[str, ...]:
+        """Every codec it takes: its summing ones, and the gathering ones where it has an all-gather."""
+        return self.codecs + self.gathered_codecs
+
+    def codec_phases(self, topo: Topology, sizes: Sequence[int], servers: int = 0, options=None,
+                     bw: Optional[Sequence[float]] = None, codec: str = "none",
+                     codec_options=None) -> Tuple[Tuple[Plan, List[int]], ...]:
+        """simulation_phases, or for a gathering codec its all-gather of every rank's payload (its words)."""
+        from workloads.codecs import COMPRESSORS
+        from workloads.codecs.base import typed_options
+        compressor = COMPRESSORS[codec]
+        if not compressor.gathers:
+            return self.simulation_phases(topo, sizes, servers, options, bw)
+        from workloads.collectives import get as get_collective
+        ranks = len(topo.hosts)
+        words = compressor.words(list(sizes), typed_options(compressor, codec_options))
+        return ((get_collective("allgather").plan(self.gather, ranks), [words] * ranks),)
 
     def build_plan(self, topo: Topology, servers: int = 0, options=None,
                    bw: Optional[Sequence[float]] = None, gradient_bytes: Optional[float] = None,
@@ -215,7 +230,8 @@ class Algorithm:
         return dict(out, bw=tuple(bw)) if bw is not None else out
 
     def gst_theory(self, topo: Topology, gradient_bytes: float, bw: Sequence[float], servers: int = 0,
-                   codec: str = "none", options=None, layer_sizes: Optional[Sequence[int]] = None) -> Theory:
+                   codec: str = "none", options=None, layer_sizes: Optional[Sequence[int]] = None,
+                   codec_options=None) -> Theory:
         """The paper's GST for this algorithm (closed form: no plan is built); with a codec, as TernGrad's
         performance model has it (sec. 5, App. B: communication scales with the gradient size on the wire): the
         formula times the busiest sender's wire fraction under that codec, from the plan."""
@@ -223,9 +239,16 @@ class Algorithm:
         base = self.theory(topo, gradient_bytes, bw, self.resolve_servers(servers), **keywords)
         if codec == "none" or self.plan is None:
             return base
-        from workloads.compression import COMPRESSORS
+        from workloads.codecs import COMPRESSORS
+        from workloads.codecs.base import typed_options
         compressor = COMPRESSORS[codec]
-        plan = self.build_plan(topo, servers, options, bw, gradient_bytes, layer_sizes)
         sizes = list(layer_sizes) if layer_sizes is not None else [max(1, int(gradient_bytes // 4))]
+        if compressor.gathers:  # every rank's payload C crosses every other rank's link once: (N-1) C over B
+            payload = 4 * compressor.words(sizes, typed_options(compressor, codec_options))
+            ranks = len(topo.hosts)
+            return Theory(host_tf((ranks - 1) * payload, bw),
+                          f"(N-1) C / B: the all-gather of every rank's {codec} payload, C = {payload} B "
+                          f"({compressor.summary})", base.tf_s)
+        plan = self.build_plan(topo, servers, options, bw, gradient_bytes, layer_sizes)
         f = compressor.wire_fraction(plan, plan.piece_sizes(sizes))
         return Theory(base.gst_s * f, f"{base.formula} x {f:.4f} ({codec}: {compressor.summary})", base.tf_s)

@@ -15,8 +15,9 @@ from emulation.core.formulas import (DECOMPOSITION_HELP, Theory, best_decomposit
                                    decomposition_time, host_tf, is_power_of_two, one_level_time, parse_decomposition,
                                    two_level_time)
 from emulation.core.topology import Topology
-from workloads.algorithms.base import Algorithm, option
-from workloads.compression import SUMMING
+from workloads.algorithms.base import Algorithm
+from workloads.option_fields import option
+from workloads.codecs import SUMMING
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
 from emulation.core.formulas import Theory, all_reduce_bound, host_tf
-from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm, option
+from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm
+from workloads.option_fields import option
 from workloads.algorithms.ring import ring
 from workloads.collectives import get as get_collective
 from workloads.models import ModelError, is_moe, moe_shape, moe_shape_of_sizes, moe_tensors

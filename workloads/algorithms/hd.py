@@ -6,7 +6,7 @@ from typing import Dict, List
 
 from emulation.core.formulas import Theory, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm
-from workloads.compression import SUMMING
+from workloads.codecs import SUMMING
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 
 
@@ -56,4 +56,5 @@ def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
 HD = Algorithm(
     name="hd", summary="recursive halving-doubling all-reduce (non-power-of-two ranks fold in first)",
     paper="Thakur, Rabenseifner, Gropp 2005; gloo allreduce_halving_doubling", topologies=ALL_TOPOLOGIES,
-    theory=theory, plan=lambda topo, servers: halving_doubling(len(topo.hosts)), codecs=SUMMING, uniform_links=True, host_subsets=True)
+    theory=theory, plan=lambda topo, servers: halving_doubling(len(topo.hosts)), codecs=SUMMING, gather="rd",
+    uniform_links=True, host_subsets=True)

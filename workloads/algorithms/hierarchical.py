@@ -13,7 +13,7 @@ import numpy as np
 
 from emulation.core.formulas import Theory, all_reduce_bound, host_tf
 from workloads.algorithms.base import Algorithm
-from workloads.compression import SUMMING
+from workloads.codecs import SUMMING
 from workloads.plan import Plan
 from workloads.plan_table import TransferTable, table_plan
 

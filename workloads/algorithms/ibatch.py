@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from emulation.core.formulas import Theory, dedicated_servers_time, host_tf
-from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
+from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers
+from workloads.option_fields import option
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer
 
 Batches = List[Tuple[int, int]]  # inclusive 0-based layer ranges

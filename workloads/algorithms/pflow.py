@@ -14,7 +14,8 @@ import numpy as np
 from emulation.core.formulas import Theory, dedicated_servers_time, host_tf
 from emulation.core.topology import Topology
 from emulation.core.topology import parse as parse_topology
-from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers, option
+from workloads.algorithms.base import ALL_TOPOLOGIES, REQUIRED_SERVERS, Algorithm, check_servers
+from workloads.option_fields import option
 from workloads.plan import COPY, REDUCE, Plan, PlanError, Transfer, piece_sizes
 
 MILP_MAX_WORKERS = 8

@@ -8,8 +8,9 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from emulation.core.formulas import Theory, all_reduce_bound, dedicated_servers_time, host_tf
-from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers, option
-from workloads.compression import SUMMING
+from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers
+from workloads.option_fields import option
+from workloads.codecs import SUMMING
 from workloads.plan import COPY, REDUCE, TENSORS, Plan, PlanError, Transfer
 from workloads.plan_table import TransferTable, table_plan
 

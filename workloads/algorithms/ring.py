@@ -6,7 +6,7 @@ import numpy as np
 
 from emulation.core.formulas import Theory, all_reduce_bound, host_tf
 from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm
-from workloads.compression import SUMMING
+from workloads.codecs import SUMMING
 from workloads.plan import COPY, REDUCE, Plan, Transfer
 from workloads.plan_table import TransferTable, table_plan
 
@@ -48,4 +48,5 @@ def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
 RING = Algorithm(
     name="ring", summary="ring all-reduce (reduce-scatter + all-gather) over the hosts in order",
     paper="Baidu ring all-reduce; BlueConnect eq. 5", topologies=ALL_TOPOLOGIES, theory=theory,
-    plan=lambda topo, servers: ring(len(topo.hosts)), codecs=SUMMING, uniform_links=True, host_subsets=True)
+    plan=lambda topo, servers: ring(len(topo.hosts)), codecs=SUMMING, gather="ring", uniform_links=True,
+    host_subsets=True)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
 from emulation.core.formulas import Theory, all_reduce_bound, host_tf
-from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm, option
+from workloads.algorithms.base import ALL_TOPOLOGIES, Algorithm
+from workloads.option_fields import option
 from workloads.collectives import get as get_collective
 from workloads.plan import Plan, piece_sizes
 

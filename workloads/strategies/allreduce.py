@@ -10,7 +10,9 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from workloads.compression import COMPRESSORS
+from workloads.codecs import COMPRESSORS
+from workloads.codecs.base import typed_options
+from workloads.collectives import get as get_collective
 from workloads.models import tensor_sizes
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
@@ -31,11 +33,17 @@ class PlanSync:
     def __init__(self, ctx: RankContext, port_offset: int = 0):
         self.ctx = ctx
         sizes = tensor_sizes(ctx.cfg.model)
-        self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw, 4 * sum(sizes), sizes)
+        self.codec = COMPRESSORS[ctx.cfg.codec]
+        self.codec_options = typed_options(self.codec, ctx.cfg.codec_options)
+        if self.codec.gathers:  # every rank's payload to every rank: the algorithm's all-gather
+            self.plan = get_collective("allgather").plan(ctx.algorithm.gather, ctx.ranks)
+        else:
+            self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw, 4 * sum(sizes), sizes)
         self.channel = ctx.channel(self.plan, PieceLayout([1], self.plan.pieces), port_offset)
         self.layouts: Dict[Tuple[int, ...], Tuple[PieceLayout, PieceLayout, torch.Tensor, torch.Tensor,
                                                   torch.Tensor]] = {}
         self.compressors: Dict[Tuple[int, ...], object] = {}
+        self.gather_buffers: Dict[Tuple[int, ...], np.ndarray] = {}  # a gathering codec's N payloads, per layer sizes
         self.expected: Optional[set] = None  # the layer sizes prepare() was given
         self.counts = {"in": ctx.workers, "out": ctx.workers}
         self.all_ranks = {"in": ctx.ranks, "out": ctx.ranks}
@@ -57,6 +65,8 @@ class PlanSync:
         """Build the layouts of these layer sizes now (a layout of tens of MB takes a tenth of a second of CPU: in
         the first timed iteration, nine ranks building theirs at once start the collective out of step) and keep
         no others."""
+        if self.codec.gathers:  # its buffers are the payloads', made on first use
+            return
         self.expected = {tuple(sizes) for sizes in layouts}
         for sizes in set(self.layouts) - self.expected:
             del self.layouts[sizes]
@@ -65,14 +75,16 @@ class PlanSync:
 
     def _compressor(self, sizes: Tuple[int, ...]):
         if sizes not in self.compressors:
-            codec = COMPRESSORS[self.ctx.cfg.codec]
-            self.compressors[sizes] = codec(list(sizes), self.ctx.cfg.seed * 1000 + self.ctx.rank + len(self.compressors))
+            seed = self.ctx.cfg.seed * 1000 + self.ctx.rank + len(self.compressors)
+            self.compressors[sizes] = self.codec(list(sizes), seed, self.codec_options)
         return self.compressors[sizes]
 
-    def _count(self, rec: IterationRecord, before, phase: Optional[str] = None, tag: Optional[dict] = None) -> None:
-        """Payload per phase and the engine's transfers of the run that just ended."""
+    def _count(self, rec: IterationRecord, before, phase: Optional[str] = None, tag: Optional[dict] = None,
+               dense: float = 1.0) -> None:
+        """Payload per phase and the engine's transfers of the run that just ended (dense: the fp32 bytes each byte
+        sent stands for, where a gathering codec's payload is what moved)."""
         for (stream, step), (raw, sent) in wire_since(self.channel.executor, before).items():
-            rec.add_payload(phase or ("first_step" if step == 0 else "later_steps"), raw, sent)
+            rec.add_payload(phase or ("first_step" if step == 0 else "later_steps"), raw * dense, sent)
         rec.transfers += [dict(t, phase=phase or "allreduce", **(tag or {}))
                           for t in self.channel.executor.drain_transfers()]
 
@@ -105,6 +117,8 @@ class PlanSync:
         (None: not this time); tag: fields added to every traced transfer (a DDP bucket's index); staged: what
         stage() made of flat already (else it is staged here)."""
         sizes = tuple(sizes)
+        if self.codec.gathers:
+            return self._gather(flat, sizes, rec, check, tag)
         layout, scalers, index, buf, summed = self._layouts(sizes)
         comp = self._compressor(sizes)
         started = time.thread_time()
@@ -126,13 +140,40 @@ class PlanSync:
         summed.index_copy_(0, index, buf)
         return summed.numpy(), comp, ctx
 
+    def _gather(self, flat: np.ndarray, sizes: Tuple[int, ...], rec: IterationRecord, check: Optional[str],
+                tag: Optional[dict]) -> Tuple[np.ndarray, object, object]:
+        """A gathering codec: this rank's payload into its block, the all-gather, every block decoded and combined in
+        rank order (the same on every rank); (what they combine to, compressor, None)."""
+        comp = self._compressor(sizes)
+        started = time.thread_time()
+        words, decoded = comp.contribution(np.ascontiguousarray(flat, dtype=np.float32))
+        if sizes not in self.gather_buffers:
+            self.gather_buffers[sizes] = np.zeros(len(words) * self.ctx.ranks, np.uint32)
+        buf = self.gather_buffers[sizes]
+        width = len(words)
+        buf[self.ctx.rank * width:(self.ctx.rank + 1) * width] = words
+        coded = time.thread_time() - started
+        if check:
+            self.ctx.save_check(check, comp.check, "in", decoded, self.all_ranks)
+        before, engine_codec = wire_snapshot(self.channel.executor), self.channel.executor.codec_s
+        self.channel.run(buf.view(np.float32), layout=PieceLayout.per_layer([width] * self.ctx.ranks))
+        self._count(rec, before, tag=tag, dense=sum(sizes) / width)
+        started = time.thread_time()
+        gathered = comp.gathered([buf[r * width:(r + 1) * width] for r in range(self.ctx.ranks)])
+        add_codec_time(rec, coded + time.thread_time() - started + self.channel.executor.codec_s - engine_codec)
+        if comp.feedback:
+            rec.split["codec_residual_norm"] = rec.split.get("codec_residual_norm", 0.0) + comp.residual_norm
+        if check:
+            self.ctx.save_check(check, comp.check, "out", gathered, self.all_ranks)
+        return gathered, comp, None
+
     def average(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord, check: Optional[str] = None,
                 tag: Optional[dict] = None, staged=None) -> np.ndarray:
         """The workers' averaged vector (decompressed)."""
         summed, comp, ctx = self.sum(flat, sizes, rec, check, tag, staged)
         started = time.thread_time()
         average = np.ascontiguousarray(comp.decompress(summed, ctx, self.ctx.workers), dtype=np.float32)
-        if comp.codec is not None:
+        if comp.codec is not None or comp.gathers:
             add_codec_time(rec, time.thread_time() - started)
         return average
 

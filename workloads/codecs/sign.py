@@ -1,0 +1,74 @@
+"""signSGD with majority vote (Bernstein et al., ICLR'19) and EF-signSGD (Karimireddy et al., ICML'19): one bit a
+value on the wire, gathered. signSGD's update is the element-wise majority of the ranks' signs (a tie gives 0), so
+--lr is the step of every coordinate; EF-signSGD sends each layer's scaled sign, mean |value| x sign, with its
+memory of what that left out, and the ranks average the scaled signs."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from workloads.codecs.base import GatherCompressor, NoCodecOptions, sign_bits, signs_of
+
+
+def sign_words(values: int) -> int:
+    """32-bit words of one bit a value."""
+    return -(-values // 32)
+
+
+class SignSGD(GatherCompressor):
+    """Each rank's signs (bit set: negative; zero counts as +), the majority vote of all ranks' signs applied."""
+
+    options = NoCodecOptions
+    check = "vote"
+    summary = "signSGD: 1 bit a value (its sign), gathered; the update is the ranks' majority vote"
+
+    @classmethod
+    def words(cls, layer_sizes: Sequence[int], options=None) -> int:
+        """One bit a value."""
+        return sign_words(sum(layer_sizes))
+
+    def encode(self, vector: np.ndarray) -> np.ndarray:
+        """The sign bits."""
+        return sign_bits(vector)
+
+    def decode(self, words: np.ndarray) -> np.ndarray:
+        """+1 / -1 per value."""
+        return signs_of(words, self.values)
+
+    def gathered(self, payloads: Sequence[np.ndarray]) -> np.ndarray:
+        """The majority vote: the sign of the sum of the ranks' signs (0 on a tie)."""
+        return np.sign(super().gathered(payloads)).astype(np.float32)
+
+    def finish(self, gathered: np.ndarray, workers: int) -> np.ndarray:
+        """The vote itself."""
+        return gathered
+
+
+class EFSignSGD(GatherCompressor):
+    """Scaled sign with error feedback: per layer, mean |value| x sign (the layer's scale as one float32 word before its
+    sign bits), the memory adding what it left out to the next gradient; the ranks' scaled signs averaged."""
+
+    options = NoCodecOptions
+    always_feedback = True
+    summary = ("EF-signSGD: per layer mean |value| x sign, 1 bit a value and a 4-byte scale, with error feedback; "
+               "gathered and averaged")
+
+    @classmethod
+    def words(cls, layer_sizes: Sequence[int], options=None) -> int:
+        """A scale word per layer, then one bit a value."""
+        return len(layer_sizes) + sign_words(sum(layer_sizes))
+
+    def encode(self, vector: np.ndarray) -> np.ndarray:
+        """Each layer's mean |value|, then the sign bits."""
+        scales = np.array([np.abs(vector[a:b]).mean() if b > a else 0.0
+                           for a, b in zip(self.bounds[:-1], self.bounds[1:])], dtype="<f4")
+        return np.concatenate([scales.view("<u4"), sign_bits(vector)])
+
+    def decode(self, words: np.ndarray) -> np.ndarray:
+        """Each layer's scale times its signs."""
+        layers = len(self.sizes)
+        signs = signs_of(words[layers:], self.values)
+        scales = words[:layers].view("<f4")
+        return signs * np.repeat(scales, self.sizes).astype(np.float32)
