@@ -2,55 +2,65 @@
 gathering codec), a 12.5 MB model. Per codec: the bytes the hosts' interfaces sent against the codec's size model
 (the engine's fp32-equivalent volume, fixed by the plan, times the flow model's wire fraction for the codec) in full
 frames of the MTU, the engine's own payload against the model, GST against the closed form, and the fidelity verdict.
-JSON report, exit 1 when a codec's interface bytes are off the model by more than 2% or its run is wrong or not
+JSON report, exit 1 when a codec's interface bytes are off its model by more than 2% (a model that is a bound, as
+TernGrad's widest partial sums: not passed, and the engine's own bytes met within 2%), or its run is wrong or not
 faithful.
 
 Usage: .venv/bin/python scripts/codecs.py [--out results/codecs] [--codecs none,fp16,...] [--iters 6]
 """
 
 import argparse
+import json
 import os
 import sys
 
-from case_runs import chosen, dmlbed, write_report
+from case_runs import chosen, dmlbed, provenance, write_report
 from emulation.core.tcp import DEFAULT_MTU, goodput
 from workloads.codecs import COMPRESSORS
 
 TOPO, ALGO, BW, MODEL = "star:8", "ring", "100", "mlp:12.5MB"
 WITHIN = 0.02  # interface bytes against the size model in full frames
-OPTIONS = {  # codec: its options, emulated and simulated alike
-    "topk": ("--k-ratio", "0.01", "--error-feedback"),
-    "randomk": ("--k-ratio", "0.01", "--error-feedback"),
-}
-DILATION = {"terngrad": "10"}  # as the benchmark's TernGrad rows: its packing costs 0.1 s of CPU a rank
+OPTIONS = {"topk": ("--k-ratio", "0.01"), "randomk": ("--k-ratio", "0.01")}  # emulated and simulated alike
+RUN_OPTIONS = {"topk": ("--error-feedback",), "randomk": ("--error-feedback",)}  # emulated only (no traffic of its own)
+# The codecs' CPU work, which the papers do on the accelerator, needs time dilation on 2 cores for 8 ranks: TernGrad
+# at the benchmark's 10 (its packing costs 0.1 s of CPU a rank and iteration); a gathering codec's ranks each decode
+# all 8 payloads every iteration, against a GST of tenths of a second
+DILATION = {"terngrad": "10", "topk": "4", "randomk": "4", "signsgd": "4", "efsignsgd": "4"}
 
 
 def case(codec: str, out: str, iters: str) -> dict:
     """One codec emulated and simulated: its bytes against its size model, timing and verdict."""
     common = ("--topo", TOPO, "--algo", ALGO, "--bw", BW, "--model", MODEL, "--codec", codec, *OPTIONS.get(codec, ()))
-    run = dmlbed("run", *common, "--dilation", DILATION.get(codec, "1"), "--iters", iters, "--wait", "--force",
-                 "--out", os.path.join(out, codec), timeout=3600)
+    run = dmlbed("run", *common, *RUN_OPTIONS.get(codec, ()), "--dilation", DILATION.get(codec, "1"), "--iters",
+                 iters, "--wait", "--force", "--out", os.path.join(out, codec), timeout=3600)
     if run.get("error"):
         return {"codec": codec, "ok": False, "error": run["error"]}
     sim = dmlbed("simulate", *common, "--force", "--out", os.path.join(out, codec + "-simulated"), timeout=900)
     if sim.get("error"):
         return {"codec": codec, "ok": False, "error": sim["error"]}
     model_bytes = run["payload_fp32_bytes"] * sim["wire_ratio"]
-    frames = model_bytes / goodput((run.get("config") or {}).get("mtu") or DEFAULT_MTU)
+    mtu = (run.get("config") or {}).get("mtu") or DEFAULT_MTU
+    frames = model_bytes / goodput(mtu)
     interfaces = sum((run.get("bytes_by_level") or {}).values())
     fidelity = run.get("fidelity") or {}
-    row = {"codec": codec, "options": list(OPTIONS.get(codec, ())), "summary": COMPRESSORS[codec].summary,
+    row = {"codec": codec, "options": list(OPTIONS.get(codec, ()) + RUN_OPTIONS.get(codec, ())),
+           "summary": COMPRESSORS[codec].summary, "size_model": "exact" if COMPRESSORS[codec].exact_size else "bound",
            "model_wire_fraction": sim["wire_ratio"], "measured_wire_fraction": run["wire_ratio"],
            "engine_over_model": run["payload_sent_bytes"] / model_bytes if model_bytes else None,
            "interface_bytes": interfaces, "model_bytes_in_frames": frames,
            "interfaces_over_model": interfaces / frames if frames else None,
+           "interfaces_over_engine": interfaces * goodput(mtu) / run["payload_sent_bytes"],
            "gst_s": run["gst_median_s"], "gst_theory_s": run["gst_theory_s"], "over_theory": run["gst_ratio"],
            "gst_simulated_s": sim["gst_median_s"], "over_flow_model": run["gst_median_s"] / sim["gst_median_s"],
            "residual_norm": (run.get("split_median_s") or {}).get("codec_residual_norm"),
            "correct": run["correct"], "fidelity": fidelity.get("verdict"), "fidelity_cause": fidelity.get("cause"),
            "dilation": (run.get("config") or {}).get("dilation")}
-    row["ok"] = bool(row["correct"] and row["fidelity"] == "faithful" and row["interfaces_over_model"] is not None
-                     and abs(row["interfaces_over_model"] - 1) <= WITHIN)
+    # an exact size model is met within 2% in full frames; a bound (TernGrad's widest partial sums) is not passed,
+    # and the bytes the codec did emit are on the interfaces within 2%
+    exact = row["size_model"] == "exact"
+    sizes_met = abs(row["interfaces_over_model"] - 1) <= WITHIN if exact else \
+        row["interfaces_over_model"] <= 1 + WITHIN and abs(row["interfaces_over_engine"] - 1) <= WITHIN
+    row["ok"] = bool(row["correct"] and row["fidelity"] == "faithful" and sizes_met)
     return row
 
 
@@ -63,7 +73,18 @@ def main() -> int:
     codecs = chosen(args.codecs, list(COMPRESSORS), "codec")
     os.makedirs(args.out, exist_ok=True)
     rows = [case(c, args.out, args.iters) for c in codecs]
-    return write_report(os.path.join(args.out, "codecs.json"),
+    here = provenance()
+    for row in rows:
+        row["measured"] = {k: here.get(k) for k in ("commit", "date", "command")}
+    path = os.path.join(args.out, "codecs.json")
+    if args.codecs and os.path.exists(path):  # the other codecs as an earlier run measured them (each says when)
+        with open(path) as f:
+            earlier = json.load(f)
+        rows = [dict(r, measured=r.get("measured") or {k: earlier["provenance"].get(k) for k in
+                                                      ("commit", "date", "command")})
+                for r in earlier.get("cases", []) if r["codec"] not in codecs] + rows
+        rows.sort(key=lambda r: list(COMPRESSORS).index(r["codec"]))
+    return write_report(path,
                         {"topology": TOPO, "algo": ALGO, "bw_mbps": float(BW), "model": MODEL,
                          "interfaces_within": WITHIN}, rows)
 

@@ -40,6 +40,7 @@ class NoCompression:
     stages = False  # no local work before the exchange
     gathers = False  # its values add on the way: it wraps the algorithm's all-reduce plan
     lossy = False
+    exact_size = True  # its size model is the bytes it sends (False: a bound, as TernGrad's widest partial sums)
     reduce = staticmethod(np.add)  # how the plan adds what it receives to what a rank holds
     check = "sum"  # the first iteration's sum is checked within fp32's rounding (workloads.verify)
     options = NoCodecOptions
@@ -85,6 +86,7 @@ class GatherCompressor:
     stages = False
     gathers = True
     lossy = True
+    exact_size = True
     always_feedback = False  # the method is defined with its memory (EF-signSGD)
     check = "sum"  # what gathered() returns, against the ranks' decoded contributions (workloads.verify)
     options = FeedbackOptions
@@ -163,7 +165,14 @@ def sign_bits(values: np.ndarray) -> np.ndarray:
     return as_words(np.packbits(values < 0, bitorder="little"))
 
 
+def set_bits(words: np.ndarray, count: int) -> np.ndarray:
+    """sign_bits' bits again, one uint8 (0 or 1) a value."""
+    return np.unpackbits(np.ascontiguousarray(words, dtype="<u4").view(np.uint8), bitorder="little")[:count]
+
+
 def signs_of(words: np.ndarray, count: int) -> np.ndarray:
     """+1 or -1 per value from sign_bits' words."""
-    bits = np.unpackbits(np.ascontiguousarray(words, dtype="<u4").view(np.uint8), bitorder="little")[:count]
-    return (1.0 - 2.0 * bits).astype(np.float32)
+    out = set_bits(words, count).astype(np.float32)
+    out *= -2.0
+    out += 1.0
+    return out

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from workloads.codecs.base import GatherCompressor, NoCodecOptions, sign_bits, signs_of
+from workloads.codecs.base import GatherCompressor, NoCodecOptions, set_bits, sign_bits, signs_of
 
 
 def sign_words(values: int) -> int:
@@ -38,8 +38,12 @@ class SignSGD(GatherCompressor):
         return signs_of(words, self.values)
 
     def gathered(self, payloads: Sequence[np.ndarray]) -> np.ndarray:
-        """The majority vote: the sign of the sum of the ranks' signs (0 on a tie)."""
-        return np.sign(super().gathered(payloads)).astype(np.float32)
+        """The majority vote: the sign of the sum of the ranks' signs (0 on a tie), counted in integers: the sum is
+        the ranks less twice the negative ones."""
+        negative = np.zeros(self.values, np.int32)
+        for words in payloads:
+            negative += set_bits(words, self.values)
+        return np.sign(len(payloads) - 2 * negative).astype(np.float32)
 
     def finish(self, gathered: np.ndarray, workers: int) -> np.ndarray:
         """The vote itself."""
