@@ -1,7 +1,8 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (results/benchmark/report.json,
 results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
 results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
-results/patterns/patterns.json, results/collectives/collectives.json), each section headed by
+results/patterns/patterns.json, results/collectives/collectives.json, results/codecs/codecs.json), each section
+headed by
 the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
 (headed by the run that measured it), or says so."""
 
@@ -19,7 +20,8 @@ SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/be
            "soak": "results/soak/soak.json", "scale": "results/scale/scale.json",
            "shared": "results/shared/shared.json", "events": "results/events/events.json",
            "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
-           "patterns": "results/patterns/patterns.json", "collectives": "results/collectives/collectives.json"}
+           "patterns": "results/patterns/patterns.json", "collectives": "results/collectives/collectives.json",
+           "codecs": "results/codecs/codecs.json"}
 
 
 MISSING = "is missing: run `make benchmark`."
@@ -115,6 +117,7 @@ def page() -> str:
     lines += shapes_section(load(SOURCES["shapes"]))
     lines += patterns_section(load(SOURCES["patterns"]))
     lines += collectives_section(load(SOURCES["collectives"]))
+    lines += codecs_section(load(SOURCES["codecs"]))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -391,6 +394,36 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
                      f"{number(c['over_theory'], '.2f')} | {number(c.get('over_calibrated'), '.2f')} | "
                      f"{c.get('judged', 'theory') or '-'} | {c.get('switch_port_drops', '-')} | {c['correct']} | "
                      f"{c['fidelity']} | {met} |")
+    return lines + [""]
+
+
+def codecs_section(codecs: Optional[dict]) -> List[str]:
+    """Every codec's bytes on the interfaces against its size model, its timing and verdict."""
+    lines = ["## Gradient codecs on the wire", ""]
+    if codecs is None:
+        return lines + [missing("codecs"), ""]
+    t = codecs.get("targets", {})
+    lines += [origin(codecs, SOURCES["codecs"]), "",
+              f"`dmlbed run --codec C` on {t.get('topology')} at {t.get('bw_mbps', 0):g} Mbit/s, --algo "
+              f"{t.get('algo')} (its all-reduce, or its all-gather for a gathering codec), --model {t.get('model')}. "
+              f"`model`: the codec's wire fraction in the flow model times the engine's fp32-equivalent volume (fixed "
+              f"by the plan), in full frames of the MTU; the bytes the hosts' interfaces sent are within "
+              f"{t.get('interfaces_within', 0):.0%} of it (`bound`: a model the codec may send less than, TernGrad's "
+              f"widest partial sums: not passed, and the engine's own bytes on the interfaces within "
+              f"{t.get('interfaces_within', 0):.0%}); every run correct and faithful (dilated where the codec's CPU "
+              f"work on 2 cores needs it). All met: **{codecs.get('ok')}**.", "",
+              "| codec | options | dilation | wire fraction | engine / model | interfaces / model | interfaces / "
+              "engine | GST (s) | / theory | / flow model | correct | verdict | met |", "|" + "---|" * 13]
+    for c in codecs.get("cases", []):
+        if "error" in c:
+            lines.append(f"| {c['codec']} | - | - | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
+            continue
+        lines.append(f"| {c['codec']} | {' '.join(c.get('options') or ()) or '-'} | {c.get('dilation') or 1:g} | "
+                     f"{number(c['model_wire_fraction'], '.4f')} | {number(c['engine_over_model'])} | "
+                     f"{number(c['interfaces_over_model'])} ({c.get('size_model', 'exact')}) | "
+                     f"{number(c.get('interfaces_over_engine'))} | {number(c['gst_s'])} | "
+                     f"{number(c['over_theory'], '.2f')} | {number(c['over_flow_model'], '.2f')} | {c['correct']} | "
+                     f"{c['fidelity']} | {'yes' if c.get('ok') else '**no**'} |")
     return lines + [""]
 
 
