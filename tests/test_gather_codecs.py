@@ -1,4 +1,4 @@
-"""Gathering codecs (top-k, random-k, signSGD, EF-signSGD): each by its own properties, error feedback's memory and
+"""Gathering codecs (top-k, random-k, QSGD, signSGD, EF-signSGD): each by its own properties, error feedback's memory and
 bound, every all-gather plan giving every rank the same result, signSGD failing and EF-signSGD converging on
 Karimireddy et al.'s counter-example, theory beside the flow model, loopback runs checked, bad input refused."""
 
@@ -7,6 +7,7 @@ import pytest
 
 from emulation.core.topology import parse
 from workloads.codecs import COMPRESSORS, GATHERING
+from workloads.codecs.qsgd import Qsgd, QsgdOptions, level_bits
 from workloads.codecs.sign import EFSignSGD, SignSGD
 from workloads.codecs.sparse import RandomK, SparseOptions, TopK, kept
 from workloads.collectives import get as get_collective
@@ -44,9 +45,30 @@ def test_random_k_is_unbiased_without_feedback_and_sends_values_as_they_are_with
     assert np.array_equal(out[out != 0], v[out != 0])
 
 
+@pytest.mark.parametrize("levels", [1, 4, 127])
+def test_qsgd_is_unbiased_within_its_variance_bound_in_fixed_width_levels(levels):
+    """Every value one of -s..s levels of its layer's norm, in ceil(log2(2s+1)) bits after a norm word per layer; the
+    mean of many draws is within 5 sigma of the vector (a coordinate's variance is at most (norm / 2s)^2), and the
+    variance within min(d/s^2, sqrt(d)/s) |v|^2."""
+    options = QsgdOptions(qsgd_levels=levels)
+    comp = Qsgd(SIZES, 2, options)
+    v = vector(4)
+    words = comp.encode(v)
+    width = level_bits(levels)
+    assert len(words) == Qsgd.words(SIZES, options) == len(SIZES) + -(-(-(-sum(SIZES) * width // 8)) // 4)
+    draws = np.array([comp.decode(comp.encode(v)) for _ in range(2000)])
+    bounds = np.cumsum([0] + SIZES)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        norm = float(np.linalg.norm(v[a:b]))
+        assert np.all(np.abs(np.rint(draws[:, a:b] * levels / norm)) <= levels)
+        assert np.all(np.abs(draws[:, a:b].mean(axis=0) - v[a:b]) <= 5 * norm / (2 * levels) / np.sqrt(len(draws)))
+        variance = np.mean(np.sum((draws[:, a:b] - v[a:b]) ** 2, axis=1)) / norm ** 2
+        assert variance <= min((b - a) / levels ** 2, np.sqrt(b - a) / levels) * 1.05
+
+
 @pytest.mark.parametrize("name,options", [("topk", SparseOptions(k_ratio=0.05, error_feedback=True)),
                                           ("randomk", SparseOptions(k_ratio=0.05, error_feedback=True)),
-                                          ("efsignsgd", None)])
+                                          ("qsgd", QsgdOptions(error_feedback=True)), ("efsignsgd", None)])
 def test_error_feedback_keeps_what_compression_left_out_within_the_compressors_bound(name, options):
     """memory = (gradient + old memory) - decoded, exactly; top-k leaves at most (1 - k/d) of |p|^2 (a contraction),
     the scaled sign at most 1 - |p|_1^2 / (d |p|_2^2) per layer (Karimireddy et al.'s delta)."""
@@ -141,13 +163,14 @@ def test_theory_and_the_flow_model_agree_and_the_wire_is_the_payload(tmp_path):
 @pytest.mark.parametrize("codec,algo,extra", [("topk", "ring", ("--k-ratio", "0.01", "--error-feedback")),
                                               ("randomk", "hd", ("--k-ratio", "0.05")),
                                               ("signsgd", "ring", ()),
+                                              ("qsgd", "ring", ("--qsgd-levels", "2", "--error-feedback")),
                                               ("efsignsgd", "ring", ("--overlap",))])
 def test_a_loopback_run_is_correct(codec, algo, extra, tmp_path):
     s = cli_json("run", "--topo", "star:4", "--algo", algo, "--local", "--iters", "3", "--codec", codec, *extra,
                  "--out", str(tmp_path / "run"), timeout=600)
     assert s["correct"] and s["replicas_identical"] and s["sum_verified"], s.get("checks")
     ratio = float(extra[1]) if extra[:1] == ("--k-ratio",) else 0.01
-    options = SparseOptions(k_ratio=ratio)
+    options = QsgdOptions(qsgd_levels=2) if codec == "qsgd" else SparseOptions(k_ratio=ratio)
     assert s["wire_ratio"] == pytest.approx(COMPRESSORS[codec].wire_fraction([s["parameters"]], options), rel=1e-3)
     if "--error-feedback" in extra or codec == "efsignsgd":
         assert s["split_median_s"]["codec_residual_norm"] > 0
@@ -155,6 +178,7 @@ def test_a_loopback_run_is_correct(codec, algo, extra, tmp_path):
 
 @pytest.mark.parametrize("args,says", [
     (("--algo", "ps", "--codec", "topk"), "gather every rank's payload: they run on ring, hd"),
+    (("--algo", "ring", "--codec", "qsgd", "--qsgd-levels", "128"), "--qsgd-levels 128 is out of range"),
     (("--algo", "ring", "--codec", "fp16", "--k-ratio", "0.1"), "--k-ratio applies to --codec topk, randomk only"),
     (("--algo", "ring", "--codec", "topk", "--k-ratio", "0"), "--k-ratio 0 is out of range"),
     (("--algo", "hd", "--codec", "signsgd", "--topo", "star:6"), "needs a power of two ranks"),
@@ -167,5 +191,5 @@ def test_bad_codec_input_is_refused_in_one_line(args, says):
 
 def test_error_feedback_without_a_codec_that_offers_it_is_refused():
     r = run_dmlbed("run", "--topo", "star:4", "--local", "--algo", "ring", "--codec", "signsgd", "--error-feedback")
-    assert r.returncode == 2 and "--error-feedback applies to --codec topk, randomk only" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--error-feedback applies to --codec topk, randomk, qsgd only" in r.stderr, r.stderr
     assert parse("star:4")  # nothing else needed

@@ -7,13 +7,14 @@ from typing import Dict
 
 from workloads.codecs.base import GatherCompressor, NoCompression
 from workloads.codecs.half import Bf16Compressor, HalfCompressor
+from workloads.codecs.qsgd import Qsgd
 from workloads.codecs.sign import EFSignSGD, SignSGD
 from workloads.codecs.sparse import RandomK, TopK
 from workloads.codecs.terngrad import TernGradCompressor
 
 COMPRESSORS: Dict[str, type] = {"none": NoCompression, "terngrad": TernGradCompressor, "fp16": HalfCompressor,
-                                 "bf16": Bf16Compressor, "topk": TopK, "randomk": RandomK, "signsgd": SignSGD,
-                                 "efsignsgd": EFSignSGD}
+                                 "bf16": Bf16Compressor, "topk": TopK, "randomk": RandomK, "qsgd": Qsgd,
+                                 "signsgd": SignSGD, "efsignsgd": EFSignSGD}
 SUMMING = tuple(name for name, c in COMPRESSORS.items() if not c.gathers)  # compose with any summing plan
 GATHERING = tuple(name for name, c in COMPRESSORS.items() if c.gathers)  # need an all-gather of their payloads
 
