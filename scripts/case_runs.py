@@ -36,6 +36,21 @@ def dmlbed(*args, timeout=1800) -> dict:
     return json.loads(r.stdout)
 
 
+def with_earlier(path: str, rows: list, name, some: bool) -> list:
+    """Rows measured now, each stamped with this checkout's provenance; when only some were asked for (some), the
+    report at path keeps the others as an earlier run measured them (each saying when). name: a row's identity."""
+    here = provenance()
+    stamp = lambda p: {k: p.get(k) for k in ("commit", "date", "command")}  # noqa: E731
+    rows = [dict(r, measured=stamp(here)) for r in rows]
+    if not some or not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        earlier = json.load(f)
+    named = {name(r) for r in rows}
+    return [dict(r, measured=r.get("measured") or stamp(earlier["provenance"]))
+            for r in earlier.get("cases", []) if name(r) not in named] + rows
+
+
 def write_report(path: str, targets: dict, rows: list) -> int:
     """The report (provenance, targets, every case, whether all were met) written to path and printed; the exit
     code: 1 when a case missed."""

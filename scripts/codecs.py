@@ -10,11 +10,10 @@ Usage: .venv/bin/python scripts/codecs.py [--out results/codecs] [--codecs none,
 """
 
 import argparse
-import json
 import os
 import sys
 
-from case_runs import chosen, dmlbed, provenance, write_report
+from case_runs import chosen, dmlbed, with_earlier, write_report
 from emulation.core.tcp import DEFAULT_MTU, goodput
 from workloads.codecs import COMPRESSORS
 
@@ -74,17 +73,9 @@ def main() -> int:
     codecs = chosen(args.codecs, list(COMPRESSORS), "codec")
     os.makedirs(args.out, exist_ok=True)
     rows = [case(c, args.out, args.iters) for c in codecs]
-    here = provenance()
-    for row in rows:
-        row["measured"] = {k: here.get(k) for k in ("commit", "date", "command")}
     path = os.path.join(args.out, "codecs.json")
-    if args.codecs and os.path.exists(path):  # the other codecs as an earlier run measured them (each says when)
-        with open(path) as f:
-            earlier = json.load(f)
-        rows = [dict(r, measured=r.get("measured") or {k: earlier["provenance"].get(k) for k in
-                                                      ("commit", "date", "command")})
-                for r in earlier.get("cases", []) if r["codec"] not in codecs] + rows
-        rows.sort(key=lambda r: list(COMPRESSORS).index(r["codec"]))
+    rows = sorted(with_earlier(path, rows, lambda r: r["codec"], bool(args.codecs)),
+                  key=lambda r: list(COMPRESSORS).index(r["codec"]))
     return write_report(path,
                         {"topology": TOPO, "algo": ALGO, "bw_mbps": float(BW), "model": MODEL,
                          "interfaces_within": WITHIN}, rows)

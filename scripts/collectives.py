@@ -14,11 +14,10 @@ Usage: .venv/bin/python scripts/collectives.py [--out results/collectives] [--re
 """
 
 import argparse
-import json
 import os
 import sys
 
-from case_runs import dmlbed, provenance, write_report
+from case_runs import dmlbed, with_earlier, write_report
 from workloads.collectives import get as get_collective
 
 BW = 100.0
@@ -183,17 +182,8 @@ def main() -> int:
         if args.cases and name not in args.cases.split(","):
             continue
         cases.append(training_case(name, algo, model, topo, more, judged, args.out))
-    here = provenance()
-    for case in cases:
-        case["measured"] = {k: here.get(k) for k in ("commit", "date", "command")}
     path = os.path.join(args.out, "collectives.json")
-    if args.cases and os.path.exists(path):  # the other cases as an earlier run measured them (each says when)
-        with open(path) as f:
-            earlier = json.load(f)
-        named = {c["case"].split(" ")[0] for c in cases}
-        cases = [dict(c, measured=c.get("measured") or {k: earlier["provenance"].get(k) for k in
-                                                        ("commit", "date", "command")})
-                 for c in earlier.get("cases", []) if c["case"].split(" ")[0] not in named] + cases
+    cases = with_earlier(path, cases, lambda c: c["case"].split(" ")[0], bool(args.cases))
     targets = {"busbw_of_link": BUSBW_OF_LINK, "theory_within": THEORY_WITHIN, "plan_over_gloo_at_most": 1.0,
                "flow_model_within": FLOW_MODEL_WITHIN, "bw_mbps": BW, "reps": args.reps}
     return write_report(path, targets, cases)
