@@ -1,8 +1,8 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (results/benchmark/report.json,
 results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
 results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
-results/patterns/patterns.json, results/collectives/collectives.json, results/codecs/codecs.json), each section
-headed by
+results/patterns/patterns.json, results/collectives/collectives.json, results/codecs/codecs.json,
+results/codecs-convergence/convergence.json), each section headed by
 the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
 (headed by the run that measured it), or says so."""
 
@@ -21,7 +21,7 @@ SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/be
            "shared": "results/shared/shared.json", "events": "results/events/events.json",
            "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
            "patterns": "results/patterns/patterns.json", "collectives": "results/collectives/collectives.json",
-           "codecs": "results/codecs/codecs.json"}
+           "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json"}
 
 
 MISSING = "is missing: run `make benchmark`."
@@ -424,6 +424,24 @@ def codecs_section(codecs: Optional[dict]) -> List[str]:
                      f"{number(c.get('interfaces_over_engine'))} | {number(c['gst_s'])} | "
                      f"{number(c['over_theory'], '.2f')} | {number(c['over_flow_model'], '.2f')} | {c['correct']} | "
                      f"{c['fidelity']} | {'yes' if c.get('ok') else '**no**'} |")
+    return lines + [""] + convergence_lines(load(SOURCES["convergence"]))
+
+
+def convergence_lines(report: Optional[dict]) -> List[str]:
+    """Every codec's held-out accuracy against fp32's with the same recipe."""
+    if report is None:
+        return [missing("convergence"), ""]
+    t = report.get("targets", {})
+    lines = [origin(report, SOURCES["convergence"]), "",
+             f"`{t.get('config')}` (loopback rows: the network does not change what is learnt): each codec's final "
+             f"held-out accuracy within {t.get('points_of_fp32', 0) * 100:g} points of fp32's "
+             f"({', '.join(t.get('unjudged') or []) or 'none'} reported, not judged). All met: **{report.get('ok')}**.",
+             "", "| codec | accuracy | fp32 | points over fp32 | correct | met |", "|---|---|---|---|---|---|"]
+    for c in report.get("cases", []):
+        met = "reported" if not c.get("judged") else "yes" if c.get("ok") else "**no**"
+        points = None if c.get("points_over_fp32") is None else 100 * c["points_over_fp32"]
+        lines.append(f"| {c['label']} | {number(c.get('accuracy'))} | {number(c.get('fp32_accuracy'))} | "
+                     f"{number(points, '+.1f')} | {c.get('correct')} | {met} |")
     return lines + [""]
 
 

@@ -6,10 +6,16 @@ JSON report, exit 1 when a codec's interface bytes are off its model by more tha
 TernGrad's widest partial sums: not passed, and the engine's own bytes met within 2%), or its run is wrong or not
 faithful.
 
+With --convergence FOLDER: configs/codecs-convergence.yaml (every codec against fp32, LeNet-5 on digits, 500
+iterations, loopback) into FOLDER, each codec's final held-out accuracy within 2 points of fp32's (signSGD, without
+error feedback by definition, reported).
+
 Usage: .venv/bin/python scripts/codecs.py [--out results/codecs] [--codecs none,fp16,...] [--iters 6]
+       .venv/bin/python scripts/codecs.py --convergence results/codecs-convergence [--judge-only]
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -64,12 +70,47 @@ def case(codec: str, out: str, iters: str) -> dict:
     return row
 
 
+CONVERGENCE = "configs/codecs-convergence.yaml"
+POINTS = 0.02  # every codec's held-out accuracy within 2 points of fp32's after the same recipe
+UNJUDGED = ("signSGD",)  # no error feedback by definition and a step of its own: reported beside the others
+
+
+def convergence(out: str, run: bool) -> int:
+    """The convergence config's rows (run with `dmlbed compare` unless run is False: judge the folder as it is): each
+    codec's final held-out accuracy against fp32's; a JSON report beside the folder, exit 1 when one misses."""
+    if run:
+        result = dmlbed("compare", CONVERGENCE, "--out", out, "--force", timeout=4 * 3600)
+        if result.get("error"):
+            print(result["error"], file=sys.stderr)
+            return 1
+    with open(os.path.join(out, "comparison.json")) as f:
+        rows = json.load(f)
+    fp32 = next(r for r in rows if r["label"] == "fp32")
+    cases = []
+    for r in rows:
+        if r["label"] == "fp32":
+            continue
+        judged = r["label"] not in UNJUDGED
+        points = None if r.get("accuracy") is None else r["accuracy"] - fp32["accuracy"]
+        cases.append({"label": r["label"], "codec": r.get("codec"), "accuracy": r.get("accuracy"),
+                      "fp32_accuracy": fp32["accuracy"], "points_over_fp32": points, "correct": r.get("correct"),
+                      "judged": judged, "ok": bool(r.get("correct")) and (not judged or (points is not None and
+                                                                                        points >= -POINTS))})
+    return write_report(os.path.join(out, "convergence.json"),
+                        {"config": CONVERGENCE, "points_of_fp32": POINTS, "unjudged": list(UNJUDGED)}, cases)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="results/codecs")
     parser.add_argument("--codecs", default="")
     parser.add_argument("--iters", default="6")
+    parser.add_argument("--convergence", metavar="FOLDER", help=f"instead: run {CONVERGENCE} into FOLDER and judge "
+                        f"every codec's accuracy against fp32's")
+    parser.add_argument("--judge-only", action="store_true", help="with --convergence: judge the folder as it is")
     args = parser.parse_args()
+    if args.convergence:
+        return convergence(args.convergence, not args.judge_only)
     codecs = chosen(args.codecs, list(COMPRESSORS), "codec")
     os.makedirs(args.out, exist_ok=True)
     rows = [case(c, args.out, args.iters) for c in codecs]
