@@ -1,6 +1,7 @@
 """All-reduce by a dmlbed plan (ps, ring, hd, bml, hier, blueconnect, twolevel, ...) on the one engine, with an
-optional compressor (TernGrad, fp16, bf16) wrapped around it: PlanSync sums any flat vector of layers; PlanAllReduce runs it on
-the whole gradient after backward; the DDP hook (workloads/comm_hook.py) runs it on each bucket during backward."""
+optional codec (workloads/codecs/) wrapped around it, or for a gathering codec the algorithm's all-gather of every
+rank's payload: PlanSync sums any flat vector of layers; PlanAllReduce runs it on the whole gradient after backward;
+the DDP hook (workloads/comm_hook.py) runs it on each bucket during backward."""
 
 from __future__ import annotations
 
