@@ -188,7 +188,7 @@ def test_a_loopback_run_is_correct(codec, algo, extra, tmp_path):
     assert s["correct"] and s["replicas_identical"] and s["sum_verified"], s.get("checks")
     ratio = float(extra[1]) if extra[:1] == ("--k-ratio",) else 0.01
     options = QsgdOptions(qsgd_levels=2) if codec == "qsgd" else SparseOptions(k_ratio=ratio)
-    assert s["wire_ratio"] == pytest.approx(COMPRESSORS[codec].wire_fraction([s["parameters"]], options), rel=1e-3)
+    assert s["wire_ratio"] == pytest.approx(COMPRESSORS[codec].payload_fraction([s["parameters"]], options), rel=1e-3)
     if "--error-feedback" in extra or codec == "efsignsgd":
         assert s["split_median_s"]["codec_residual_norm"] > 0
 

@@ -221,7 +221,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     theory_s = top.gst_theory_s
     sent = sum(result.host_tx_bytes.values())
-    ratio = codec.wire_fraction(tensor_sizes(cfg.model), typed_options(codec, checked.codec_options)) \
+    ratio = codec.payload_fraction(tensor_sizes(cfg.model), typed_options(codec, checked.codec_options)) \
         if codec.gathers else wire_ratio(phases, codec)
     simulation.model_settings = {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
                                  "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,

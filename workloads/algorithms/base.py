@@ -183,10 +183,14 @@ class Algorithm:
         compressor = COMPRESSORS[codec]
         if not compressor.gathers:
             return self.simulation_phases(topo, sizes, servers, options, bw)
-        from workloads.collectives import get as get_collective
         ranks = len(topo.hosts)
         words = compressor.words(list(sizes), typed_options(compressor, codec_options))
-        return ((get_collective("allgather").plan(self.gather, ranks), [words] * ranks),)
+        return ((self.gather_plan(ranks), [words] * ranks),)
+
+    def gather_plan(self, ranks: int) -> Plan:
+        """The all-gather a gathering codec's payloads travel over these ranks."""
+        from workloads.collectives import get as get_collective
+        return get_collective("allgather").plan(self.gather, ranks)
 
     def build_plan(self, topo: Topology, servers: int = 0, options=None,
                    bw: Optional[Sequence[float]] = None, gradient_bytes: Optional[float] = None,

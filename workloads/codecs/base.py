@@ -39,7 +39,6 @@ class NoCompression:
     codec = None
     stages = False  # no local work before the exchange
     gathers = False  # its values add on the way: it wraps the algorithm's all-reduce plan
-    lossy = False
     exact_size = True  # its size model is the bytes it sends (False: a bound, as TernGrad's widest partial sums)
     reduce = staticmethod(np.add)  # how the plan adds what it receives to what a rank holds
     check = "sum"  # the first iteration's sum is checked within fp32's rounding (workloads.verify)
@@ -85,7 +84,6 @@ class GatherCompressor:
     codec = None
     stages = False
     gathers = True
-    lossy = True
     exact_size = True
     always_feedback = False  # the method is defined with its memory (EF-signSGD)
     check = "sum"  # what gathered() returns, against the ranks' decoded contributions (workloads.verify)
@@ -142,8 +140,8 @@ class GatherCompressor:
         return self.finish(gathered, workers)
 
     @classmethod
-    def wire_fraction(cls, layer_sizes: Sequence[int], options=None) -> float:
-        """A rank's payload over its fp32 gradient."""
+    def payload_fraction(cls, layer_sizes: Sequence[int], options=None) -> float:
+        """A rank's payload over its fp32 gradient (a summing codec's wire_fraction is of a plan's transfers)."""
         return cls.words(layer_sizes, options) / max(1, sum(layer_sizes))
 
 

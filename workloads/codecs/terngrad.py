@@ -17,7 +17,6 @@ class TernGradCompressor(NoCompression):
 
     codec = PackedIntCodec()
     stages = True
-    lossy = True
     exact_size = False  # each message packs to the width its values need; the model counts the widest a sum can need
     summary = ("TernGrad: per-layer clip and shared scaler, stochastic ternaries, integer sums bit-packed on the wire "
                "(ceil(log2(2c+1)) bits for c gradients)")

@@ -13,7 +13,6 @@ import torch
 
 from workloads.codecs import COMPRESSORS
 from workloads.codecs.base import typed_options
-from workloads.collectives import get as get_collective
 from workloads.models import tensor_sizes
 from workloads.plan import PieceLayout
 from workloads.records import IterationRecord
@@ -37,7 +36,7 @@ class PlanSync:
         self.codec = COMPRESSORS[ctx.cfg.codec]
         self.codec_options = typed_options(self.codec, ctx.cfg.codec_options)
         if self.codec.gathers:  # every rank's payload to every rank: the algorithm's all-gather
-            self.plan = get_collective("allgather").plan(ctx.algorithm.gather, ctx.ranks)
+            self.plan = ctx.algorithm.gather_plan(ctx.ranks)
         else:
             self.plan = ctx.algorithm.build_plan(ctx.topo, ctx.servers, ctx.options, ctx.cfg.bw, 4 * sum(sizes), sizes)
         self.channel = ctx.channel(self.plan, PieceLayout([1], self.plan.pieces), port_offset)
