@@ -60,6 +60,15 @@ class TopK(GatherCompressor):
         out[words[:k].astype(np.int64)] = words[k:].view("<f4")
         return out
 
+    def gathered(self, payloads: Sequence[np.ndarray]) -> np.ndarray:
+        """The payloads' values added at their indices in rank order (what summing their decoded vectors gives, without
+        a dense vector for each)."""
+        total = np.zeros(self.values, np.float32)
+        for words in payloads:
+            k = len(words) // 2
+            total[words[:k].astype(np.int64)] += words[k:].view("<f4")  # a payload's indices are distinct
+        return total
+
 
 class RandomK(TopK):
     """Random-k: k indices drawn uniformly without replacement by each rank's own generator; without error feedback

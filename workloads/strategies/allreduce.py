@@ -103,10 +103,12 @@ class PlanSync:
         return buf
 
     def stage(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord):
-        """The compressor's local work on the device before any exchange (for sum(staged=...)); its CPU seconds
-        are recorded apart (codec_staged_s): they belong to the compute time, not the synchronization."""
+        """The compressor's local work on the device before any exchange (for sum(staged=...)): a gathering codec's
+        whole encoding; its CPU seconds are recorded apart (codec_staged_s): they belong to the compute time, not the
+        synchronization."""
         started = time.thread_time()
-        staged = self._compressor(tuple(sizes)).stage(flat)
+        comp = self._compressor(tuple(sizes))
+        staged = comp.contribution(np.ascontiguousarray(flat, dtype=np.float32)) if comp.gathers else comp.stage(flat)
         rec.split["codec_staged_s"] = rec.split.get("codec_staged_s", 0.0) + time.thread_time() - started
         return staged
 
@@ -118,7 +120,7 @@ class PlanSync:
         stage() made of flat already (else it is staged here)."""
         sizes = tuple(sizes)
         if self.codec.gathers:
-            return self._gather(flat, sizes, rec, check, tag)
+            return self._gather(flat, sizes, rec, check, tag, staged)
         layout, scalers, index, buf, summed = self._layouts(sizes)
         comp = self._compressor(sizes)
         started = time.thread_time()
@@ -141,12 +143,13 @@ class PlanSync:
         return summed.numpy(), comp, ctx
 
     def _gather(self, flat: np.ndarray, sizes: Tuple[int, ...], rec: IterationRecord, check: Optional[str],
-                tag: Optional[dict]) -> Tuple[np.ndarray, object, object]:
-        """A gathering codec: this rank's payload into its block, the all-gather, every block decoded and combined in
-        rank order (the same on every rank); (what they combine to, compressor, None)."""
+                tag: Optional[dict], staged=None) -> Tuple[np.ndarray, object, object]:
+        """A gathering codec: this rank's payload (staged: encoded on the device already) into its block, the
+        all-gather, every block decoded and combined in rank order (the same on every rank); (what they combine to,
+        compressor, None)."""
         comp = self._compressor(sizes)
         started = time.thread_time()
-        words, decoded = comp.contribution(np.ascontiguousarray(flat, dtype=np.float32))
+        words, decoded = staged if staged is not None else comp.contribution(np.ascontiguousarray(flat, np.float32))
         if sizes not in self.gather_buffers:
             self.gather_buffers[sizes] = np.zeros(len(words) * self.ctx.ranks, np.uint32)
         buf = self.gather_buffers[sizes]
@@ -194,9 +197,10 @@ class PlanAllReduce(Strategy):
 
     def backward(self, loss: torch.Tensor, clock: ComputeClock, rec: IterationRecord) -> None:
         """Backward, then the compressor's local work, both on the device (charged to --compute-time): the papers
-        ternarize on the accelerator before the exchange starts."""
+        ternarize, sparsify or quantize on the accelerator before the exchange starts."""
         super().backward(loss, clock, rec)
-        if COMPRESSORS[self.ctx.cfg.codec].stages:
+        codec = COMPRESSORS[self.ctx.cfg.codec]
+        if codec.stages or codec.gathers:
             with clock.segment():
                 self.staged = self.sync.stage(self.state.gradient().numpy(), self.state.sizes, rec)
 
