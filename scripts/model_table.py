@@ -30,7 +30,8 @@ def module_flops(module: torch.nn.Module, out: torch.Tensor) -> float:
 
 
 def measure(name: str) -> dict:
-    """The table entry of one model: input shape, tensor sizes, FLOPs per tensor (all on its first tensor)."""
+    """The table entry of one model: input shape, tensor sizes and shapes, FLOPs per tensor (all on its first
+    tensor)."""
     model, shape = build_model(name)
     model.eval()
     flops = {}
@@ -51,7 +52,7 @@ def measure(name: str) -> dict:
     model(torch.zeros((2,) + tuple(shape))).sum().backward()
     for h in handles:
         h.remove()
-    return {"input": list(shape), "tensors": [p.numel() for p in params],
+    return {"input": list(shape), "tensors": [p.numel() for p in params], "shapes": [list(p.shape) for p in params],
             "flops": [per_tensor.get(id(p), 0.0) for p in params], "ready_order": order}
 
 

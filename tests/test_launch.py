@@ -100,6 +100,23 @@ def test_the_opt_in_runs_bml_in_the_scripts_ddp_and_replicas_stay_identical(tmp_
     assert len({re.search(r"parameters (\w+)", o).group(1) for o in outputs}) == 1
 
 
+@pytest.mark.parametrize("codec", [("powersgd",), ("topk", "--k-ratio", "0.1", "--error-feedback"), ("fp16",)])
+def test_a_codec_runs_in_the_scripts_ddp_hook(tmp_path, codec):
+    r, s = launch(tmp_path, "--topo", "star:3", "--local", "--algo", "ring", "--codec", *codec,
+                  env={"DMLBED_TEST_REGISTER": "1", "EPOCHS": "2"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"with codec {codec[0]}" in s["synchronization"] and s["buckets"]["same_average_on_every_rank"]
+    assert s["checks"] and all(s["checks"].values())  # every all-reduce (PowerSGD: both factors) summed exactly
+    assert len({re.search(r"parameters (\w+)", o).group(1) for o in rank_outputs(tmp_path, 3)}) == 1
+
+
+def test_a_codec_without_an_algorithm_is_refused(tmp_path):
+    r = run_dmlbed("launch", "--topo", "star:2", "--local", "--codec", "fp16", "--out", str(tmp_path / "x"), "--",
+                   "true")
+    assert r.returncode == 2 and "give --algo too" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
 def readme_example():
     """The Python API example of the documentation (docs/how-to/python-api.md)."""
     text = open(os.path.join(ROOT, "docs", "how-to", "python-api.md")).read()

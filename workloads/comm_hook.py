@@ -60,7 +60,8 @@ class BucketHook:
             return state._default(bucket)
         fut = torch.futures.Future()
         sizes = [p.numel() for p in bucket.parameters()]
-        state.pending.put((state.iteration, bucket.index(), bucket.buffer(), sizes, time.time(), fut))
+        shapes = [tuple(p.shape) for p in bucket.parameters()]
+        state.pending.put((state.iteration, bucket.index(), bucket.buffer(), sizes, shapes, time.time(), fut))
         return fut
 
     def _default(self, bucket):
@@ -80,13 +81,13 @@ class BucketHook:
             item = self.pending.get()
             if item is None:
                 return
-            iteration, index, buf, sizes, ready, fut = item
+            iteration, index, buf, sizes, shapes, ready, fut = item
             rec = IterationRecord(self.ctx.rank, iteration, self.ctx.role)
             try:
                 start = time.time()
                 # DDP rebuilds its buckets after the first iteration: both layouts are checked
                 check = f"iteration{iteration}-bucket{index}" if iteration < CHECKED_ITERATIONS else None
-                average = self.sync.average(buf.numpy(), sizes, rec, check, tag={"bucket": index})
+                average = self.sync.average(buf.numpy(), sizes, rec, check, tag={"bucket": index}, shapes=shapes)
                 line = self._record(iteration, index, buf.numel(), len(sizes), ready, start, time.time(), rec)
                 fut.set_result(torch.from_numpy(average))  # DDP copies it into its bucket
                 # the digest shows a launch's replicas stay identical (a run compares the parameters at the end)

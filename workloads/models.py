@@ -172,7 +172,8 @@ def table() -> Dict[str, dict]:
 def user_model(name: str) -> dict:
     """A user model's entry, in the table's form, from building it once (ModelError when it cannot be built)."""
     model, shape = build_model(name)
-    return {"input": list(shape), "tensors": [p.numel() for p in model.parameters() if p.requires_grad],
+    params = [p for p in model.parameters() if p.requires_grad]
+    return {"input": list(shape), "tensors": [p.numel() for p in params], "shapes": [list(p.shape) for p in params],
             "flops": None, "ready_order": None}
 
 
@@ -181,7 +182,7 @@ def entry(name: str) -> dict:
     if name.startswith("mlp:"):
         layers, shape = layers_of(name)
         tensors = [n for l in layers for n in layer_tensors(l)]  # weight, bias of each linear layer
-        return {"input": list(shape), "tensors": tensors,
+        return {"input": list(shape), "tensors": tensors, "shapes": [s for l in layers for s in layer_shapes(l)],
                 "flops": [2.0 * n if i % 2 == 0 else 0.0 for i, n in enumerate(tensors)], "ready_order": None}
     if is_moe(name):
         return moe_entry(name)
@@ -195,6 +196,34 @@ def entry(name: str) -> dict:
 def input_shape(name: str) -> Tuple[int, ...]:
     """A model's input shape, validating the name (no torch for a named model)."""
     return tuple(entry(name)["input"])
+
+
+def layer_shapes(layer: Layer) -> List[List[int]]:
+    """The shapes of one layer's parameter tensors, as torch makes them: [weight, bias], or none."""
+    if layer[0] == "conv":
+        _, cin, cout, k = layer[:4]
+        return [[cout, cin, k, k], [cout]]
+    if layer[0] == "linear":
+        return [[layer[2], layer[1]], [layer[2]]]
+    return []
+
+
+def tensor_shapes(name: str) -> List[Tuple[int, ...]]:
+    """The shape of each parameter tensor in model.parameters() order (no torch for a named model)."""
+    found = entry(name).get("shapes")
+    return [tuple(s) for s in found] if found else [(n,) for n in tensor_sizes(name)]
+
+
+def shapes_for(name: str, sizes: Sequence[int]) -> List[Tuple[int, ...]]:
+    """The shapes of a run of the model's tensors with these sizes (the whole model or one DDP bucket, in either
+    order); vectors where no run matches."""
+    every, shapes, want = tensor_sizes(name), tensor_shapes(name), [int(n) for n in sizes]
+    for order in (1, -1):
+        ordered_sizes, ordered_shapes = every[::order], shapes[::order]
+        for start in range(len(every) - len(want) + 1):
+            if ordered_sizes[start:start + len(want)] == want:
+                return ordered_shapes[start:start + len(want)]
+    return [(n,) for n in want]
 
 
 def layer_tensors(layer: Layer) -> List[int]:

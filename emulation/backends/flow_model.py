@@ -31,7 +31,7 @@ from workloads.algorithms import names_with
 from workloads.codecs import COMPRESSORS
 from workloads.codecs.base import typed_options
 from workloads.engine import CHUNK_BYTES
-from workloads.models import layer_tensor_counts, tensor_flops, tensor_sizes
+from workloads.models import layer_tensor_counts, shapes_for, tensor_flops, tensor_shapes, tensor_sizes
 from workloads.overlap import FORWARD_SHARE
 from workloads.plan import PlanError
 from workloads.runfolder import RunFolder
@@ -73,7 +73,8 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = fla
     try:
         with cycle_collection_paused():
             phases = checked.algorithm.codec_phases(checked.topo, tensor_sizes(cfg.model), checked.servers,
-                                                    checked.options, checked.bw, cfg.codec, checked.codec_options)
+                                                    checked.options, checked.bw, cfg.codec, checked.codec_options,
+                                                    tensor_shapes(cfg.model))
     except PlanError as exc:
         raise OptionError(str(exc)) from None
     check_modelled_compute(checked, label)
@@ -172,7 +173,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
         """The phases' plans for layers of these sizes."""
         with cycle_collection_paused():
             return algorithm.codec_phases(topo, sizes, checked.servers, checked.options, bw, cfg.codec,
-                                          checked.codec_options)
+                                          checked.codec_options, shapes_for(cfg.model, sizes))
 
     background = persistent_flows(checked.network.background, router, cfg.seed,
                                   horizon_s(cfg.iters, checked.compute.mean, top.gst_theory_s))
@@ -221,8 +222,11 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
     theory_s = top.gst_theory_s
     sent = sum(result.host_tx_bytes.values())
-    ratio = codec.payload_fraction(tensor_sizes(cfg.model), typed_options(codec, checked.codec_options)) \
-        if codec.gathers else wire_ratio(phases, codec)
+    if codec.gathers or codec.lowrank:  # what a rank sends over its dense gradient
+        ratio = codec.payload_fraction((tensor_shapes if codec.lowrank else tensor_sizes)(cfg.model),
+                                       typed_options(codec, checked.codec_options))
+    else:
+        ratio = wire_ratio(phases, codec)
     simulation.model_settings = {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
                                  "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
                                  "link_delay_ms": list(checked.impairment.delay_ms), "calibration": cfg.calibration,

@@ -7,6 +7,7 @@ hosts' TCP counters and a fidelity verdict."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import shutil
@@ -20,8 +21,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from emulation.commands.base import Command
 from emulation.run import fidelity
 from emulation.run.lifecycle import Lifecycle
-from emulation.run.options import (CONTROLLER, LINKS, NETWORK, OUTPUT, RANKS, REPLACE, TOPOLOGY, WAIT, OptionError,
-                                   RunConfig, command_option, flag_label)
+from emulation.run.options import (COMMAND_OWN, CONTROLLER, LINKS, NETWORK, OUTPUT, RANKS, REPLACE, TOPOLOGY, WAIT,
+                                   Option, OptionError, RunConfig, command_option, described, flag_label)
 from emulation.run.outputs import clear, output_folder
 from emulation.run.progress import log
 from emulation.run.provenance import provenance
@@ -31,7 +32,7 @@ from emulation.run.sampling import CpuSampler, InterfaceSampler, counter_gains
 from emulation.run.summary import LaunchSummary, bw_value
 from emulation.run.trace import launch_trace
 from emulation.run.validation import check_network, check_overlap, check_synchronization, check_values
-from workloads.algorithms import ALGORITHMS
+from workloads.algorithms import ALGORITHMS, names_with
 from workloads.rankconfig import GLOO_PORT, RANK_CONFIG_ENV
 from workloads.runfolder import RunFolder
 from workloads.verify import verify
@@ -40,6 +41,17 @@ DEFAULT_ALGO = "gloo"  # without --algo a script's DDP synchronizes with its own
 RESULTS = RunFolder.RESULTS
 ABOVE_RATE = 1.10  # a link sending faster than this share of its shaped wire rate is not shaped
 MAX_TIME_LIMIT_S = 7 * 86400
+
+
+CODEC_FIELDS = ("codec",) + tuple(name for name, opt, _ in described() if opt.codec_option)
+
+
+def codec_options() -> Tuple[Option, ...]:
+    """--codec and the codecs' own options, as run takes them, for the hook dmlbed.ddp.register installs."""
+    return tuple(dataclasses.replace(opt, name=name, default=default, group=COMMAND_OWN, yaml=False,
+                                     help=opt.help + (" (with --algo: the codec runs in its DDP hook)"
+                                                      if name == "codec" else ""))
+                 for name, opt, default in described() if name in CODEC_FIELDS)
 
 
 class Launch(Command):
@@ -55,12 +67,17 @@ class Launch(Command):
                           metavar="KEY=VALUE"),
            command_option("time_limit", "seconds the command may run (0: no limit)", 0.0, kind=float, low=0,
                           high=MAX_TIME_LIMIT_S),
+           *codec_options(),
            command_option("argv", "-- then the command and its arguments", positional=True, nargs="...",
                           metavar="COMMAND"))
 
     def prepare(self, args):
         values = self.values(args)
-        cfg = self.config(args, algo=values["algo"])
+        codec = {name: values[name] for name in CODEC_FIELDS if values.get(name) is not None}
+        if codec.get("codec", "none") != "none" and values["algo"] is None:
+            raise OptionError(f"--codec {codec['codec']} runs in dmlbed's DDP hook: give --algo too (valid: "
+                              f"{', '.join(names_with(lambda a: a.overlaps))})")
+        cfg = self.config(args, algo=values["algo"], **codec)
         return prepare(cfg, values["argv"], values["cwd"], parse_env(values["env"]), values["time_limit"])
 
     def needs_root(self, job):
@@ -170,7 +187,8 @@ def execute(job: LaunchJob, log: Callable[[str], None] = lambda m: None) -> Laun
     summary = LaunchSummary(
         topology=topo.spec, command=shlex.join(job.command), cwd=job.cwd, ranks=ranks,
         algo=cfg.algo if job.hooked else None,
-        synchronization=(f"{cfg.algo} (DDP communication hook, dmlbed.ddp.register)" if job.hooked else
+        synchronization=(f"{cfg.algo}{'' if cfg.codec == 'none' else ' with codec ' + cfg.codec} (DDP communication "
+                         f"hook, dmlbed.ddp.register)" if job.hooked else
                          "the script's own (DDP's all-reduce over gloo unless it registers a hook)"),
         bw_mbps=bw_value(checked.bw), shaped_mbps=list(checked.shaped),
         config={"out": cfg.out, "topology": topo.spec, "bw": cfg.bw, "local": cfg.local}, provenance=provenance())

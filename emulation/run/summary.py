@@ -14,7 +14,7 @@ from emulation.run.provenance import provenance
 from emulation.run.resolution import Checked, link_goodput
 from emulation.simulation.background_model import varies as background_varies
 from emulation.simulation.calibrated import calibrated_fields, delay_fields
-from workloads.models import parameter_count_of, ready_order, tensor_flops, tensor_sizes
+from workloads.models import parameter_count_of, ready_order, shapes_for, tensor_flops, tensor_shapes, tensor_sizes
 from workloads.overlap import bucket_ready_fractions, ddp_buckets, model_fractions, timeline
 
 
@@ -286,7 +286,7 @@ def head(checked: Checked) -> Head:
 
     def closed_form(bw):
         return checked.algorithm.gst_theory(topo, parameters * 4, bw, checked.servers, cfg.codec, checked.options,
-                                            tensor_sizes(cfg.model), checked.codec_options)
+                                            tensor_sizes(cfg.model), checked.codec_options, tensor_shapes(cfg.model))
     bw = network.theory_bw
     theory = closed_form(bw)
     out = Head(topology=topo.spec, algo=cfg.algo, model=cfg.model, workers=len(checked.contributors),
@@ -351,7 +351,7 @@ def overlap_theory(checked: Checked) -> dict:
     def closed_form(sizes: Sequence[int]) -> float:
         return checked.algorithm.gst_theory(checked.topo, 4 * sum(sizes), checked.network.theory_bw,
                                             checked.servers, checked.cfg.codec, checked.options, sizes,
-                                            checked.codec_options).gst_s
+                                            checked.codec_options, shapes_for(checked.cfg.model, sizes)).gst_s
     model = overlap_model(checked, closed_form)
     return {"overlap_theory": model} if model else {}
 

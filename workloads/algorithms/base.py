@@ -176,11 +176,17 @@ class Algorithm:
 
     def codec_phases(self, topo: Topology, sizes: Sequence[int], servers: int = 0, options=None,
                      bw: Optional[Sequence[float]] = None, codec: str = "none",
-                     codec_options=None) -> Tuple[Tuple[Plan, List[int]], ...]:
-        """simulation_phases, or for a gathering codec its all-gather of every rank's payload (its words)."""
+                     codec_options=None, shapes: Optional[Sequence[Tuple[int, ...]]] = None
+                     ) -> Tuple[Tuple[Plan, List[int]], ...]:
+        """simulation_phases, or for a gathering codec its all-gather of every rank's payload (its words), or for a
+        low-rank codec its two all-reduces of factors (shapes: the layers' tensor shapes)."""
         from workloads.codecs import COMPRESSORS
         from workloads.codecs.base import typed_options
         compressor = COMPRESSORS[codec]
+        if compressor.lowrank:
+            return tuple(phase for part in compressor.phase_sizes(shapes or [(n,) for n in sizes],
+                                                                  typed_options(compressor, codec_options)) if part
+                         for phase in self.simulation_phases(topo, part, servers, options, bw))
         if not compressor.gathers:
             return self.simulation_phases(topo, sizes, servers, options, bw)
         ranks = len(topo.hosts)
@@ -235,7 +241,7 @@ class Algorithm:
 
     def gst_theory(self, topo: Topology, gradient_bytes: float, bw: Sequence[float], servers: int = 0,
                    codec: str = "none", options=None, layer_sizes: Optional[Sequence[int]] = None,
-                   codec_options=None) -> Theory:
+                   codec_options=None, layer_shapes: Optional[Sequence[Tuple[int, ...]]] = None) -> Theory:
         """The paper's GST for this algorithm (closed form: no plan is built); with a codec, as TernGrad's
         performance model has it (sec. 5, App. B: communication scales with the gradient size on the wire): the
         formula times the busiest sender's wire fraction under that codec, from the plan."""
@@ -247,6 +253,16 @@ class Algorithm:
         from workloads.codecs.base import typed_options
         compressor = COMPRESSORS[codec]
         sizes = list(layer_sizes) if layer_sizes is not None else [max(1, int(gradient_bytes // 4))]
+        if compressor.lowrank:  # the formula once for each all-reduce of factors, on its own values
+            parts = [p for p in compressor.phase_sizes(layer_shapes or [(n,) for n in sizes],
+                                                       typed_options(compressor, codec_options)) if p]
+            each = [self.theory(topo, 4 * sum(p), bw, self.resolve_servers(servers),
+                                **(self._keywords(options, layer_sizes=p) if self.plan or self.phases else {}))
+                    for p in parts]
+            values = sum(sum(p) for p in parts)
+            return Theory(sum(t.gst_s for t in each),
+                          f"{base.formula}, once for each of {len(parts)} all-reduces of {codec}'s factors "
+                          f"({values} values of {sum(sizes)})", base.tf_s)
         if compressor.gathers:  # every rank's payload C crosses every other rank's link once: (N-1) C over B
             payload = 4 * compressor.words(sizes, typed_options(compressor, codec_options))
             ranks = len(topo.hosts)

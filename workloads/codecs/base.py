@@ -39,6 +39,7 @@ class NoCompression:
     codec = None
     stages = False  # no local work before the exchange
     gathers = False  # its values add on the way: it wraps the algorithm's all-reduce plan
+    lowrank = False  # True: two all-reduces of factors (first, second, finish), which need the tensors' shapes
     exact_size = True  # its size model is the bytes it sends (False: a bound, as TernGrad's widest partial sums)
     reduce = staticmethod(np.add)  # how the plan adds what it receives to what a rank holds
     check = "sum"  # the first iteration's sum is checked within fp32's rounding (workloads.verify)
@@ -84,6 +85,7 @@ class GatherCompressor:
     codec = None
     stages = False
     gathers = True
+    lowrank = False
     exact_size = True
     always_feedback = False  # the method is defined with its memory (EF-signSGD)
     check = "sum"  # what gathered() returns, against the ranks' decoded contributions (workloads.verify)

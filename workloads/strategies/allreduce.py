@@ -57,7 +57,7 @@ class PlanSync:
         layout = self.plan.piece_layout(list(sizes))
         entry = (layout, self.plan.scaler_layout(len(sizes)), torch.from_numpy(layout.index),
                  torch.empty(layout.total), torch.empty(layout.total))
-        if self.expected is None or sizes in self.expected:
+        if self.expected is None or sizes in self.expected or self.codec.lowrank:  # (a low-rank codec's factors)
             self.layouts[sizes] = entry
         return entry
 
@@ -73,10 +73,11 @@ class PlanSync:
         for sizes in self.expected:
             self._layouts(sizes)
 
-    def _compressor(self, sizes: Tuple[int, ...]):
+    def _compressor(self, sizes: Tuple[int, ...], shapes: Optional[Sequence[Tuple[int, ...]]] = None):
         if sizes not in self.compressors:
             seed = self.ctx.cfg.seed * 1000 + self.ctx.rank + len(self.compressors)
-            self.compressors[sizes] = self.codec(list(sizes), seed, self.codec_options)
+            extra = {"shapes": shapes} if self.codec.lowrank else {}
+            self.compressors[sizes] = self.codec(list(sizes), seed, self.codec_options, **extra)
         return self.compressors[sizes]
 
     def _count(self, rec: IterationRecord, before, phase: Optional[str] = None, tag: Optional[dict] = None,
@@ -113,14 +114,18 @@ class PlanSync:
         return staged
 
     def sum(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord, check: Optional[str] = None,
-            tag: Optional[dict] = None, staged=None) -> Tuple[np.ndarray, object, object]:
+            tag: Optional[dict] = None, staged=None,
+            shapes: Optional[Sequence[Tuple[int, ...]]] = None) -> Tuple[np.ndarray, object, object]:
         """Compress, all-reduce in piece-major order; (summed compressed layer-major vector -- valid until the next
-        call with these sizes --, compressor, its context). check: the name under which this rank's inputs and outputs are saved for the exact-sum check
-        (None: not this time); tag: fields added to every traced transfer (a DDP bucket's index); staged: what
-        stage() made of flat already (else it is staged here)."""
+        call with these sizes --, compressor, its context). check: the name under which this rank's inputs and
+        outputs are saved for the exact-sum check (None: not this time); tag: fields added to every traced transfer
+        (a DDP bucket's index); staged: what stage() made of flat already (else it is staged here); shapes: the
+        layers' tensor shapes (a low-rank codec's matrices)."""
         sizes = tuple(sizes)
         if self.codec.gathers:
             return self._gather(flat, sizes, rec, check, tag, staged)
+        if self.codec.lowrank:
+            return self._lowrank(flat, sizes, rec, check, tag, shapes)
         layout, scalers, index, buf, summed = self._layouts(sizes)
         comp = self._compressor(sizes)
         started = time.thread_time()
@@ -170,14 +175,50 @@ class PlanSync:
             self.ctx.save_check(check, comp.check, "out", gathered, self.all_ranks)
         return gathered, comp, None
 
+    def _sum_phase(self, vector: np.ndarray, sizes: Tuple[int, ...], rec: IterationRecord, check: Optional[str],
+                   tag: Optional[dict], dense: float) -> np.ndarray:
+        """One plain fp32 all-reduce of a layer-major vector of these sizes through the plan (a copy of the sum);
+        dense: the gradient's values each value sent stands for."""
+        if not sizes:
+            return np.zeros(0, np.float32)
+        layout, _, index, buf, summed = self._layouts(sizes)
+        torch.index_select(torch.from_numpy(vector), 0, index, out=buf)
+        if check and not self.ctx.is_server:
+            self.ctx.save_check(check, "sum", "in", buf.numpy(), self.counts)
+        before = wire_snapshot(self.channel.executor)
+        self.channel.run(buf.numpy(), reduce=np.add, layout=layout)
+        self._count(rec, before, tag=tag, dense=dense)
+        if check and not self.ctx.is_server:
+            self.ctx.save_check(check, "sum", "out", buf.numpy(), self.counts)
+        summed.index_copy_(0, index, buf)
+        return summed.numpy().copy()
+
+    def _lowrank(self, flat: np.ndarray, sizes: Tuple[int, ...], rec: IterationRecord, check: Optional[str],
+                 tag: Optional[dict], shapes) -> Tuple[np.ndarray, object, object]:
+        """A low-rank codec: its first factors (and the tensors it leaves whole) summed by the plan, then its second
+        factors, made from the first sum, summed by the plan again; (the second sum, compressor, None)."""
+        comp = self._compressor(sizes, shapes)
+        dense = sum(sizes) / max(1, sum(comp.sizes[0]) + sum(comp.sizes[1]))
+        started = time.thread_time()
+        first = comp.first(flat)
+        coded = time.thread_time() - started
+        summed = self._sum_phase(first, tuple(comp.sizes[0]), rec, check and f"{check}-first", tag, dense)
+        started = time.thread_time()
+        second = comp.second(summed)
+        add_codec_time(rec, coded + time.thread_time() - started)
+        return self._sum_phase(second, tuple(comp.sizes[1]), rec, check and f"{check}-second", tag, dense), comp, None
+
     def average(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord, check: Optional[str] = None,
-                tag: Optional[dict] = None, staged=None) -> np.ndarray:
+                tag: Optional[dict] = None, staged=None,
+                shapes: Optional[Sequence[Tuple[int, ...]]] = None) -> np.ndarray:
         """The workers' averaged vector (decompressed)."""
-        summed, comp, ctx = self.sum(flat, sizes, rec, check, tag, staged)
+        summed, comp, ctx = self.sum(flat, sizes, rec, check, tag, staged, shapes)
         started = time.thread_time()
         average = np.ascontiguousarray(comp.decompress(summed, ctx, self.ctx.workers), dtype=np.float32)
-        if comp.codec is not None or comp.gathers:
+        if comp.codec is not None or comp.gathers or comp.lowrank:
             add_codec_time(rec, time.thread_time() - started)
+        if comp.lowrank:
+            rec.split["codec_residual_norm"] = rec.split.get("codec_residual_norm", 0.0) + comp.residual_norm
         return average
 
     def close(self) -> None:
@@ -210,7 +251,7 @@ class PlanAllReduce(Strategy):
         rec.sync_start = time.time()
         staged, self.staged = self.staged, None
         average = self.sync.average(gradient.numpy(), self.state.sizes, rec, check="allreduce" if it == 0 else None,
-                                    staged=staged)
+                                    staged=staged, shapes=self.state.shapes)
         rec.sync_end = time.time()
         self.state.set_gradient(torch.from_numpy(average))
         self.state.step()
@@ -219,7 +260,7 @@ class PlanAllReduce(Strategy):
         """A dedicated server aggregates what the workers push and sends it back; it does not train."""
         rec.sync_start = time.time()
         self.sync.sum(np.zeros(sum(self.state.sizes), np.float32), self.state.sizes, rec,
-                      check="allreduce" if it == 0 else None)
+                      check="allreduce" if it == 0 else None, shapes=self.state.shapes)
         rec.sync_end = time.time()
 
     def close(self) -> None:

@@ -76,6 +76,7 @@ class ModelState:
         self.model = model
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.sizes = [p.numel() for p in self.params]
+        self.shapes = [tuple(p.shape) for p in self.params]
         self.total = sum(self.sizes)
         self.optimizer = torch.optim.SGD(self.params, lr=lr, momentum=momentum, weight_decay=weight_decay)
         factor = factor_of(schedule)  # parsed once, not every iteration

@@ -1,0 +1,203 @@
+"""Where compression starts to pay (issue 41): configs/codecs-rates.yaml (every codec against fp32 on a ResNet-18-sized
+model, 10 Mbit/s to 25 Gbit/s; emulated up to 1 Gbit/s, simulated and in closed form at every rate) run with `dmlbed
+compare`, then per codec and rate the speed-up of an iteration over fp32's (emulated, flow model, closed form), the
+rate above which it gains less than 10% (from the closed form, interpolated on a log scale), each emulated iteration
+time against the closed form's, and rates.png/svg (iteration time and speed-up against rate; time to accuracy where
+the digits convergence run used the same codec options). JSON report (rates.json in the folder), exit 1 when an
+emulated row is wrong or not faithful, an emulated point is more than 15% off the closed form, or top-k or random-k
+misses >= 3x over fp32 at 10 Mbit/s or <= 1.3x at 1 Gbit/s.
+
+Usage: .venv/bin/python scripts/codec_rates.py FOLDER [--judge-only] [--convergence results/codecs-convergence]
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+
+from case_runs import dmlbed, write_report
+
+CONFIG = "configs/codecs-rates.yaml"
+BASELINE = "fp32"
+THEORY_WITHIN = 0.15  # an emulated iteration against the closed form's
+PAYS = 1.10  # a codec pays while it makes an iteration at least 10% faster than fp32
+TARGETS = {"topk": ((10, ">=", 3.0), (1000, "<=", 1.3)), "randomk": ((10, ">=", 3.0), (1000, "<=", 1.3))}
+MODES = {"emulate": "emulated", "simulate": "flow model", "theory": "closed form"}
+
+
+def label_of(row: dict) -> str:
+    """The codec's label in the config (the row label before ' @ RATE')."""
+    return row["label"].split(" @ ")[0]
+
+
+def table(rows: list) -> dict:
+    """{codec label: {mode: {rate: row}}}."""
+    out = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        out[label_of(r)][r["mode"]][r["bw_mbps"]] = r
+    return out
+
+
+def speedups(by_label: dict, mode: str) -> dict:
+    """{codec label: {rate: fp32's iteration time / the codec's}} for one mode."""
+    base = by_label[BASELINE][mode]
+    out = {}
+    for label, modes in by_label.items():
+        out[label] = {rate: base[rate]["iteration_median_s"] / r["iteration_median_s"]
+                      for rate, r in modes.get(mode, {}).items()
+                      if rate in base and r.get("iteration_median_s") and base[rate].get("iteration_median_s")}
+    return out
+
+
+def stops_paying(points: dict):
+    """The rate (Mbit/s) above which the speed-up falls below PAYS, interpolated in log rate and log speed-up; None when
+    it pays at every rate, 0 when at none."""
+    rates = sorted(points)
+    if not rates or points[rates[0]] < PAYS:
+        return 0 if rates else None
+    for low, high in zip(rates, rates[1:]):
+        if points[high] < PAYS:
+            a, b = math.log(points[low]), math.log(points[high])
+            share = (a - math.log(PAYS)) / (a - b) if a != b else 0.0
+            return math.exp(math.log(low) + share * (math.log(high) - math.log(low)))
+    return None
+
+
+def iterations_to(curve: list, target: float):
+    """The first evaluated iteration whose held-out accuracy reaches target (None: never)."""
+    return next((it for it, acc in curve if acc >= target), None)
+
+
+def accuracy_curves(folder: str) -> dict:
+    """{label: [(iteration, accuracy)]} of a convergence comparison, with each label's codec options."""
+    curves = defaultdict(list)
+    with open(os.path.join(folder, "accuracy.csv")) as f:
+        for r in csv.DictReader(f):
+            curves[r["label"]].append((int(r["iteration"]), float(r["accuracy"])))
+    return curves
+
+
+def plot(by_label: dict, ups: dict, tta: dict, path: str) -> None:
+    """Iteration time and speed-up against rate (and time to accuracy where known): PNG and SVG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    import matplotlib.pyplot as plt
+    panels = 3 if tta else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.2))
+    styles = {"theory": dict(ls="-", marker=None), "simulate": dict(ls=":", marker=None),
+              "emulate": dict(ls="none", marker="o")}
+    colors = {}
+    for label, modes in by_label.items():
+        for mode, style in styles.items():
+            rows = modes.get(mode, {})
+            rates = sorted(rows)
+            if not rates:
+                continue
+            kw = dict(color=colors.get(label), label=label if label not in colors else None, **style)
+            line, = axes[0].plot(rates, [rows[r]["iteration_median_s"] for r in rates], **kw)
+            colors.setdefault(label, line.get_color())
+            kw["color"] = colors[label]
+            points = ups[mode].get(label, {})
+            axes[1].plot(sorted(points), [points[r] for r in sorted(points)], **{**kw, "label": None})
+    for label, points in tta.items():
+        axes[2].plot(sorted(points), [points[r] for r in sorted(points)], color=colors.get(label), label=label)
+    axes[0].set_ylabel("iteration time (s)")
+    axes[1].set_ylabel("speed-up over fp32 (x)")
+    axes[1].axhline(1.0, color="grey", lw=0.8)
+    if tta:
+        axes[2].set_ylabel("time to fp32's accuracy - 2 points (s)")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("link rate (Mbit/s)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7, title="line: closed form, dotted: flow model, o: emulated", title_fontsize=7)
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(f"{path}.{ext}", dpi=120)
+    plt.close(fig)
+
+
+def judge(folder: str, convergence: str) -> int:
+    """The report of a finished comparison folder."""
+    with open(os.path.join(folder, "comparison.json")) as f:
+        rows = json.load(f)
+    by_label = table(rows)
+    ups = {mode: speedups(by_label, mode) for mode in MODES}
+    codec_of = {label_of(r): r.get("codec") or "none" for r in rows}
+    tta, curves = {}, accuracy_curves(convergence) if convergence and os.path.isdir(convergence) else {}
+    if curves:
+        with open(os.path.join(convergence, "comparison.json")) as f:
+            trained = {r["label"]: r for r in json.load(f)}
+        target = trained[BASELINE]["accuracy"] - 0.02
+        for label in by_label:
+            if label not in curves:  # the same label: the same codec and options in both configs
+                continue
+            needed = iterations_to(curves[label], target)
+            if needed is not None:
+                tta[label] = {rate: needed * r["iteration_median_s"]
+                              for rate, r in by_label[label]["theory"].items()}
+    cases = []
+    for label, modes in by_label.items():
+        for rate, r in sorted(modes.get("emulate", {}).items()):
+            theory = modes["theory"].get(rate, {}).get("iteration_median_s")
+            simulated = modes["simulate"].get(rate, {}).get("iteration_median_s")
+            over = r["iteration_median_s"] / theory if theory and r.get("iteration_median_s") else None
+            case = {"codec": label, "codec_name": codec_of[label], "rate_mbps": rate,
+                    "iteration_s": r.get("iteration_median_s"), "theory_s": theory, "simulated_s": simulated,
+                    "over_theory": over, "over_flow_model": r["iteration_median_s"] / simulated if simulated else None,
+                    "speedup": ups["emulate"].get(label, {}).get(rate),
+                    "speedup_theory": ups["theory"].get(label, {}).get(rate),
+                    "speedup_flow_model": ups["simulate"].get(label, {}).get(rate),
+                    "correct": r.get("correct"), "fidelity": r.get("fidelity"), "fidelity_cause": r.get("fidelity_cause"),
+                    "error": r.get("error")}
+            misses = []
+            if not (r.get("correct") and r.get("fidelity") == "faithful"):
+                misses.append("not correct and faithful")
+            if over is None or abs(over - 1) > THEORY_WITHIN:
+                misses.append(f"iteration {over} of the closed form's")
+            for at, sense, bound in TARGETS.get(codec_of[label], ()):
+                if at == rate:
+                    up = case["speedup"]
+                    if up is None or (up < bound if sense == ">=" else up > bound):
+                        misses.append(f"speed-up {up} at {rate} Mbit/s, target {sense} {bound}")
+            case["misses"], case["ok"] = misses, not misses
+            cases.append(case)
+    crossover = {label: stops_paying(points) for label, points in ups["theory"].items() if label != BASELINE}
+    plot(by_label, ups, tta, os.path.join(folder, "rates"))
+    summary = {"config": CONFIG, "pays_while_speedup_at_least": PAYS, "theory_within": THEORY_WITHIN,
+               "targets": {k: [list(t) for t in v] for k, v in TARGETS.items()},
+               "stops_paying_above_mbps": crossover,
+               "speedup": {MODES[m]: {label: {str(k): round(v, 3) for k, v in sorted(p.items())}
+                                      for label, p in ups[m].items()} for m in MODES},
+               "time_to_accuracy_s": {label: {str(k): round(v, 2) for k, v in sorted(p.items())}
+                                      for label, p in tta.items()},
+               "plot": os.path.join(folder, "rates.png")}
+    for label, rate in crossover.items():
+        where = "at every rate swept" if rate is None else ("at no rate swept" if rate == 0 else
+                                                            f"up to {rate:.0f} Mbit/s")
+        print(f"{label}: pays (>= {PAYS:g}x) {where}", file=sys.stderr)
+    return write_report(os.path.join(folder, "rates.json"), summary, cases)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder")
+    parser.add_argument("--judge-only", action="store_true", help="judge the folder as it is")
+    parser.add_argument("--convergence", default="results/codecs-convergence",
+                        help="a finished configs/codecs-convergence.yaml comparison, for time to accuracy")
+    args = parser.parse_args()
+    if not args.judge_only:
+        result = dmlbed("compare", CONFIG, "--out", args.folder, "--force", "--wait", timeout=6 * 3600)
+        if result.get("error"):
+            print(result["error"], file=sys.stderr)
+            return 1
+    return judge(args.folder, args.convergence)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
