@@ -2,7 +2,7 @@
 results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
 results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
 results/patterns/patterns.json, results/collectives/collectives.json, results/codecs/codecs.json,
-results/codecs-convergence/convergence.json), each section headed by
+results/codecs-convergence/convergence.json, results/codecs-rates/rates.json), each section headed by
 the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
 (headed by the run that measured it), or says so."""
 
@@ -21,7 +21,8 @@ SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/be
            "shared": "results/shared/shared.json", "events": "results/events/events.json",
            "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
            "patterns": "results/patterns/patterns.json", "collectives": "results/collectives/collectives.json",
-           "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json"}
+           "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json",
+           "rates": "results/codecs-rates/rates.json"}
 
 
 MISSING = "is missing: run `make benchmark`."
@@ -118,6 +119,7 @@ def page() -> str:
     lines += patterns_section(load(SOURCES["patterns"]))
     lines += collectives_section(load(SOURCES["collectives"]))
     lines += codecs_section(load(SOURCES["codecs"]))
+    lines += rates_section(load(SOURCES["rates"]))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -425,6 +427,51 @@ def codecs_section(codecs: Optional[dict]) -> List[str]:
                      f"{number(c['over_theory'], '.2f')} | {number(c['over_flow_model'], '.2f')} | {c['correct']} | "
                      f"{c['fidelity']} | {'yes' if c.get('ok') else '**no**'} |")
     return lines + [""] + convergence_lines(load(SOURCES["convergence"]))
+
+
+def rates_section(report: Optional[dict]) -> List[str]:
+    """Every codec's speed-up over fp32 per link rate, emulated beside the flow model and the closed form."""
+    lines = ["## Where compression pays", ""]
+    if report is None:
+        return lines + [missing("rates"), ""]
+    t = report.get("targets", {})
+    measured = t.get("comparison_provenance") or {}
+    lines += [origin(report, SOURCES["rates"]) + f" The rows were run by `{measured.get('command', '?')}` on "
+              f"{measured.get('date', '?')} at commit `{(measured.get('commit') or 'unknown')[:12]}`.", "",
+              f"`{t.get('config')}`: every codec against fp32 on a ResNet-18-sized model (its comment says how), "
+              f"each rank a device of {t.get('compute_s', '?')} s per iteration. Speed-up: fp32's iteration time over "
+              f"the codec's at the same rate (emulated / flow model / closed form). Each emulated iteration within "
+              f"{t.get('theory_within', 0):.0%} of the closed form's, every emulated row correct and faithful, and "
+              f"{'; '.join(f'{c} {s} {b:g}x at {r:g} Mbit/s' for c, v in t.get('targets', {}).items() for r, s, b in v)}"
+              f". All met: **{report.get('ok')}**.", "",
+              "| codec | Mbit/s | dilation | iteration (s) | / closed form | / flow model | speed-up (emulated / flow "
+              "model / closed form) | correct | verdict | met |", "|" + "---|" * 10]
+    for c in report.get("cases", []):
+        ups = " / ".join(number(c.get(k), ".2f") for k in ("speedup", "speedup_flow_model", "speedup_theory"))
+        lines.append(f"| {c['codec']} | {c['rate_mbps']:g} | {c.get('dilation') or 1:g} | {number(c['iteration_s'])} | "
+                     f"{number(c['over_theory'], '.2f')} | {number(c['over_flow_model'], '.2f')} | {ups} | "
+                     f"{c['correct']} | {c['fidelity']} | {'yes' if c.get('ok') else '**no**: ' + '; '.join(c['misses'])} |")
+    paying = t.get("stops_paying_above_mbps") or {}
+    speedups = (t.get("speedup") or {}).get("closed form") or {}
+    rates = sorted({float(r) for v in speedups.values() for r in v})
+    lines += ["", f"Closed form at every rate swept (speed-up over fp32), and the rate above which a codec gains less "
+              f"than {t.get('pays_while_speedup_at_least', 1.1) - 1:.0%}:", "",
+              "| codec | " + " | ".join(f"{r:g} Mbit/s" for r in rates) + " | pays up to |",
+              "|" + "---|" * (len(rates) + 2)]
+    for label, points in speedups.items():
+        if label == "fp32":
+            continue
+        edge = paying.get(label)
+        where = "every rate swept" if edge is None else "no rate swept" if edge == 0 else f"{edge:,.0f} Mbit/s"
+        lines.append(f"| {label} | " + " | ".join(number(points.get(k), ".2f") for k in
+                                                  (format(r, "g") if str(r) not in points else str(r) for r in rates))
+                     + f" | {where} |")
+    bounds = t.get("device_s_for_bound") or {}
+    if bounds:
+        lines += ["", "The upper bounds hold, in closed form, for a device of at least: " +
+                  "; ".join(f"{k}: {number(v, '.2f')} s per iteration" for k, v in bounds.items()) +
+                  f" (this sweep's: {t.get('compute_s', '?')} s)."]
+    return lines + ["", f"The plot: `{t.get('plot', 'results/codecs-rates/rates.png')}`.", ""]
 
 
 def convergence_lines(report: Optional[dict]) -> List[str]:

@@ -28,6 +28,12 @@ TARGETS = {"topk": ((10, ">=", 3.0), (1000, "<=", 1.3)), "randomk": ((10, ">=", 
 MODES = {"emulate": "emulated", "simulate": "flow model", "theory": "closed form"}
 
 
+def compute_of(rows: list):
+    """The device's seconds per iteration the rows ran with (None when they differ)."""
+    values = {r.get("compute_median_s") for r in rows if r.get("mode") == "theory"}
+    return values.pop() if len(values) == 1 else None
+
+
 def label_of(row: dict) -> str:
     """The codec's label in the config (the row label before ' @ RATE')."""
     return row["label"].split(" @ ")[0]
@@ -64,6 +70,16 @@ def stops_paying(points: dict):
             share = (a - math.log(PAYS)) / (a - b) if a != b else 0.0
             return math.exp(math.log(low) + share * (math.log(high) - math.log(low)))
     return None
+
+
+def slowest_device(by_label: dict, label: str, rate: float, bound: float):
+    """From the closed form at this rate: the device seconds per iteration from which the codec's speed-up over fp32
+    is at most bound ((c + G_fp32) / (c + G_codec) <= bound), None where the rows are missing."""
+    try:
+        base, mine = by_label[BASELINE]["theory"][rate], by_label[label]["theory"][rate]
+    except KeyError:
+        return None
+    return max(0.0, (base["gst_median_s"] - bound * mine["gst_median_s"]) / (bound - 1))
 
 
 def iterations_to(curve: list, target: float):
@@ -109,7 +125,7 @@ def plot(by_label: dict, ups: dict, tta: dict, path: str) -> None:
     axes[1].set_ylabel("speed-up over fp32 (x)")
     axes[1].axhline(1.0, color="grey", lw=0.8)
     if tta:
-        axes[2].set_ylabel("time to fp32's accuracy - 2 points (s)")
+        axes[2].set_ylabel("to fp32's digits accuracy - 2 points (s)")
     for ax in axes:
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -147,7 +163,7 @@ def judge(folder: str, convergence: str) -> int:
             theory = modes["theory"].get(rate, {}).get("iteration_median_s")
             simulated = modes["simulate"].get(rate, {}).get("iteration_median_s")
             over = r["iteration_median_s"] / theory if theory and r.get("iteration_median_s") else None
-            case = {"codec": label, "codec_name": codec_of[label], "rate_mbps": rate,
+            case = {"codec": label, "codec_name": codec_of[label], "rate_mbps": rate, "dilation": r.get("dilation"),
                     "iteration_s": r.get("iteration_median_s"), "theory_s": theory, "simulated_s": simulated,
                     "over_theory": over, "over_flow_model": r["iteration_median_s"] / simulated if simulated else None,
                     "speedup": ups["emulate"].get(label, {}).get(rate),
@@ -168,10 +184,18 @@ def judge(folder: str, convergence: str) -> int:
             case["misses"], case["ok"] = misses, not misses
             cases.append(case)
     crossover = {label: stops_paying(points) for label, points in ups["theory"].items() if label != BASELINE}
+    device = {f"{codec} at {rate:g} Mbit/s": slowest_device(by_label, label, rate, bound)
+              for label, codec in codec_of.items() for rate, sense, bound in TARGETS.get(codec, ()) if sense == "<="}
     plot(by_label, ups, tta, os.path.join(folder, "rates"))
+    measured = {}
+    if os.path.exists(os.path.join(folder, "provenance.json")):
+        with open(os.path.join(folder, "provenance.json")) as f:
+            data = json.load(f)
+        measured = {k: data.get(k) for k in ("command", "date", "commit")}
     summary = {"config": CONFIG, "pays_while_speedup_at_least": PAYS, "theory_within": THEORY_WITHIN,
+               "comparison_provenance": measured, "compute_s": compute_of(rows),
                "targets": {k: [list(t) for t in v] for k, v in TARGETS.items()},
-               "stops_paying_above_mbps": crossover,
+               "stops_paying_above_mbps": crossover, "device_s_for_bound": device,
                "speedup": {MODES[m]: {label: {str(k): round(v, 3) for k, v in sorted(p.items())}
                                       for label, p in ups[m].items()} for m in MODES},
                "time_to_accuracy_s": {label: {str(k): round(v, 2) for k, v in sorted(p.items())}

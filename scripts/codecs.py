@@ -31,7 +31,8 @@ RUN_OPTIONS = {"topk": ("--error-feedback",), "randomk": ("--error-feedback",)} 
 # at the benchmark's 10 (its packing costs 0.1 s of CPU a rank and iteration); a gathering codec's ranks each decode
 # all 8 payloads every iteration, against a GST of tenths of a second: at 4, top-k's selection took 26% of the GST
 # on the machine's cores and random-k's and EF-signSGD's ranks entered the all-gather 60-90 ms apart (degraded)
-DILATION = {"terngrad": "10", "topk": "10", "randomk": "10", "qsgd": "10", "signsgd": "4", "efsignsgd": "10"}
+DILATION = {"terngrad": "10", "topk": "10", "randomk": "10", "qsgd": "10", "signsgd": "4", "efsignsgd": "10",
+            "powersgd": "10"}  # PowerSGD: two all-reduces of small factors, 56 ring steps whose CPU latency adds up
 
 
 def case(codec: str, out: str, iters: str) -> dict:

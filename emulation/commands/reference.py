@@ -178,12 +178,14 @@ def algorithms_page() -> str:
         lines.append(f"| `{a.name}` | {cell(a.summary)} | {cell(a.paper)} | {', '.join(a.topologies)} | {servers} | "
                      f"{', '.join(a.codecs)} | {options} |")
     lines += ["", "## Codecs", "", "Every `--codec` in the registry (`workloads/codecs/`): a summing codec wraps any "
-              "algorithm's all-reduce plan; a gathering codec runs the all-gather of the algorithms that have one.", "",
+              "algorithm's all-reduce plan; a gathering codec runs the all-gather of the algorithms that have one; a "
+              "low-rank codec runs the all-reduce plan twice, on its two factors.", "",
               "| codec | kind | on the wire | own options | what it does |", "|---|---|---|---|---|"]
     for name, c in COMPRESSORS.items():
         options = ", ".join(f"`--{f.name.replace('_', '-')}`" for f in fields(c.options)) or "-"
         doc = " ".join((c.__doc__ or "-").strip().split(chr(10) * 2)[0].split())
-        lines.append(f"| `{name}` | {'gathering' if c.gathers else 'summing'} | {cell(c.summary)} | {options} | "
+        kind = "gathering" if c.gathers else "low-rank (summing, twice)" if c.lowrank else "summing"
+        lines.append(f"| `{name}` | {kind} | {cell(c.summary)} | {options} | "
                      f"{cell(doc)} |")
     return "\n".join(lines).rstrip() + "\n"
 
