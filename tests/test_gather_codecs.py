@@ -208,5 +208,6 @@ def test_bad_codec_input_is_refused_in_one_line(args, says):
 
 def test_error_feedback_without_a_codec_that_offers_it_is_refused():
     r = run_dmlbed("run", "--topo", "star:4", "--local", "--algo", "ring", "--codec", "signsgd", "--error-feedback")
-    assert r.returncode == 2 and "--error-feedback applies to --codec topk, randomk, qsgd only" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--error-feedback applies to --codec terngrad, fp16, bf16, topk, randomk, qsgd only" \
+        in r.stderr, r.stderr
     assert parse("star:4")  # nothing else needed

@@ -105,3 +105,29 @@ def test_a_loopback_run_is_correct_and_sends_half_of_fp32(fmt, overlap, tmp_path
                  *(["--overlap"] if overlap else []), "--out", str(tmp_path / "run"), timeout=600)
     assert s["correct"] and s["replicas_identical"] and s["sum_verified"]
     assert s["wire_ratio"] == pytest.approx(0.5, abs=1e-6)
+
+
+@pytest.mark.parametrize("codec", ["fp16", "bf16", "terngrad"])
+def test_error_feedback_of_a_summing_codec_keeps_what_its_payload_left_out(codec):
+    """Over iterations, what a rank's payloads decode to plus its memory is every gradient it fed (telescoping), and
+    the memory is bounded by one payload's error."""
+    from workloads.codecs import COMPRESSORS
+    from workloads.codecs.base import typed_options
+    cls = COMPRESSORS[codec]
+    sizes = [300, 40, 7]
+    comp = cls(sizes, seed=3, options=typed_options(cls, {"error_feedback": True}))
+    assert comp.feedback
+    rng = np.random.default_rng(7)
+    fed_total, decoded_total = np.zeros(347), np.zeros(347)
+    for _ in range(20):
+        g = (rng.standard_normal(347) * 1e-2).astype(np.float32)
+        staged = comp.stage(comp.fed(g))
+        ctx = comp.prepare(staged, lambda v: v)  # one rank: its own scalers are the shared ones
+        payload = np.array(comp.compress(staged, ctx), np.float32)
+        comp.remember(payload, ctx)
+        fed_total += g
+        decoded_total += comp.decompress(payload.copy(), ctx, 1)
+    assert np.allclose(decoded_total + comp.memory, fed_total, atol=1e-5)
+    assert comp.residual_norm == pytest.approx(float(np.linalg.norm(comp.memory)))
+    without = cls(sizes, seed=3, options=typed_options(cls, {}))
+    assert not without.feedback and without.memory is None

@@ -40,6 +40,7 @@ class NoCompression:
     stages = False  # no local work before the exchange
     gathers = False  # its values add on the way: it wraps the algorithm's all-reduce plan
     lowrank = False  # True: two all-reduces of factors (first, second, finish), which need the tensors' shapes
+    feedback = False  # error feedback (--error-feedback) where its options offer it
     exact_size = True  # its size model is the bytes it sends (False: a bound, as TernGrad's widest partial sums)
     reduce = staticmethod(np.add)  # how the plan adds what it receives to what a rank holds
     check = "sum"  # the first iteration's sum is checked within fp32's rounding (workloads.verify)
@@ -57,7 +58,20 @@ class NoCompression:
         return 1.0
 
     def __init__(self, layer_sizes: Sequence[int], seed: int, options=None):
-        pass
+        self.feedback = bool(getattr(options, "error_feedback", False))
+        self.memory: Optional[np.ndarray] = None  # with error feedback: what compression left out of the last vector
+        self.residual_norm = 0.0
+
+    def fed(self, flat: np.ndarray) -> np.ndarray:
+        """The gradient with error feedback's memory added (kept until remember())."""
+        self.vector = flat + self.memory if self.memory is not None else np.array(flat, np.float32)
+        return self.vector
+
+    def remember(self, payload: np.ndarray, ctx) -> None:
+        """Error feedback: keep what this rank's payload, decoded alone, left out of the vector fed()."""
+        own = self.decompress(np.array(payload, np.float32), ctx, 1)
+        self.memory = (self.vector - own).astype(np.float32)
+        self.residual_norm = float(np.linalg.norm(self.memory))
 
     @staticmethod
     def stage(flat: np.ndarray) -> np.ndarray:

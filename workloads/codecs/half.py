@@ -6,7 +6,7 @@ from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
-from workloads.codecs.base import NoCompression, transfer_keys
+from workloads.codecs.base import FeedbackOptions, NoCompression, transfer_keys
 from workloads.compression import CodecError
 
 
@@ -70,7 +70,10 @@ class HalfCompressor(NoCompression):
     check = "sum-fp16"
     summary = "IEEE half on the wire (each partial sum rounded to it): half of fp32's bytes"
 
+    options = FeedbackOptions
+
     def __init__(self, layer_sizes: Sequence[int], seed: int, options=None):
+        super().__init__(layer_sizes, seed, options)
         self.codec = HalfCodec(self.fmt)
 
     def reduce(self, mine: np.ndarray, incoming: np.ndarray, out: np.ndarray) -> np.ndarray:

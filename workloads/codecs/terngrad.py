@@ -7,7 +7,7 @@ from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
 
-from workloads.codecs.base import NoCompression
+from workloads.codecs.base import FeedbackOptions, NoCompression
 from workloads.compression import PackedIntCodec, Staged, TernGrad, terngrad_wire_fraction, terngrad_widths
 
 
@@ -21,7 +21,10 @@ class TernGradCompressor(NoCompression):
     summary = ("TernGrad: per-layer clip and shared scaler, stochastic ternaries, integer sums bit-packed on the wire "
                "(ceil(log2(2c+1)) bits for c gradients)")
 
+    options = FeedbackOptions
+
     def __init__(self, layer_sizes: Sequence[int], seed: int, options=None):
+        super().__init__(layer_sizes, seed, options)
         self.tern = TernGrad(layer_sizes, seed)
 
     @staticmethod

@@ -109,7 +109,8 @@ class PlanSync:
         synchronization."""
         started = time.thread_time()
         comp = self._compressor(tuple(sizes))
-        staged = comp.contribution(np.ascontiguousarray(flat, dtype=np.float32)) if comp.gathers else comp.stage(flat)
+        staged = comp.contribution(np.ascontiguousarray(flat, dtype=np.float32)) if comp.gathers else \
+            comp.stage(comp.fed(flat) if comp.feedback else flat)
         rec.split["codec_staged_s"] = rec.split.get("codec_staged_s", 0.0) + time.thread_time() - started
         return staged
 
@@ -129,9 +130,12 @@ class PlanSync:
         layout, scalers, index, buf, summed = self._layouts(sizes)
         comp = self._compressor(sizes)
         started = time.thread_time()
-        staged = comp.stage(flat) if staged is None else staged
+        if staged is None:
+            staged = comp.stage(comp.fed(flat) if comp.feedback else flat)
         ctx = comp.prepare(staged, lambda v: self._share_max(check, v, scalers, rec))
         payload = torch.from_numpy(np.ascontiguousarray(comp.compress(staged, ctx), dtype=np.float32))
+        if comp.feedback:
+            comp.remember(payload.numpy(), ctx)
         coded = time.thread_time() - started  # the scalers' exchange waits, it does not use the CPU
         torch.index_select(payload, 0, index, out=buf)
         contributor = not self.ctx.is_server
@@ -217,7 +221,7 @@ class PlanSync:
         average = np.ascontiguousarray(comp.decompress(summed, ctx, self.ctx.workers), dtype=np.float32)
         if comp.codec is not None or comp.gathers or comp.lowrank:
             add_codec_time(rec, time.thread_time() - started)
-        if comp.lowrank:
+        if comp.lowrank or (comp.feedback and not comp.gathers):
             rec.split["codec_residual_norm"] = rec.split.get("codec_residual_norm", 0.0) + comp.residual_norm
         return average
 
