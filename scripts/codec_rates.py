@@ -8,6 +8,7 @@ emulated row is wrong or not faithful, an emulated point is more than 15% off th
 misses >= 3x over fp32 at 10 Mbit/s or <= 1.3x at 1 Gbit/s.
 
 Usage: .venv/bin/python scripts/codec_rates.py FOLDER [--judge-only] [--convergence results/codecs-convergence]
+       .venv/bin/python scripts/codec_rates.py FOLDER --rerun "LABEL;LABEL"  (those rows again, then the judgement)
 """
 
 import argparse
@@ -17,6 +18,7 @@ import math
 import os
 import sys
 from collections import defaultdict
+from typing import Sequence
 
 from case_runs import dmlbed, write_report
 
@@ -138,10 +140,39 @@ def plot(by_label: dict, ups: dict, tta: dict, path: str) -> None:
     plt.close(fig)
 
 
-def judge(folder: str, convergence: str) -> int:
-    """The report of a finished comparison folder."""
-    with open(os.path.join(folder, "comparison.json")) as f:
-        rows = json.load(f)
+def dilation_of(row: dict):
+    """The time dilation an emulated row ran at (its summary's configuration), None where it is not there."""
+    path = os.path.join(row.get("out") or "", "summary.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return (json.load(f).get("config") or {}).get("dilation")
+
+
+def measured_by(folder: str) -> dict:
+    """The command, date and commit of the comparison that wrote a folder ({} where it says none)."""
+    path = os.path.join(folder, "provenance.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        data = json.load(f)
+    return {k: data.get(k) for k in ("command", "date", "commit")}
+
+
+def rows_of(folder: str, again: Sequence[str] = ()) -> list:
+    """The comparison's rows, each row of a later folder (rows run again, e.g. at another dilation) in place of the
+    row of the same label; every row says which run measured it."""
+    by_label = {}
+    for where in (folder, *again):
+        with open(os.path.join(where, "comparison.json")) as f:
+            for r in json.load(f):
+                by_label[r["label"]] = dict(r, measured=measured_by(where))
+    return list(by_label.values())
+
+
+def judge(folder: str, convergence: str, again: Sequence[str] = ()) -> int:
+    """The report of a finished comparison folder (and of folders with some of its rows run again)."""
+    rows = rows_of(folder, again)
     by_label = table(rows)
     ups = {mode: speedups(by_label, mode) for mode in MODES}
     codec_of = {label_of(r): r.get("codec") or "none" for r in rows}
@@ -163,14 +194,14 @@ def judge(folder: str, convergence: str) -> int:
             theory = modes["theory"].get(rate, {}).get("iteration_median_s")
             simulated = modes["simulate"].get(rate, {}).get("iteration_median_s")
             over = r["iteration_median_s"] / theory if theory and r.get("iteration_median_s") else None
-            case = {"codec": label, "codec_name": codec_of[label], "rate_mbps": rate, "dilation": r.get("dilation"),
+            case = {"codec": label, "codec_name": codec_of[label], "rate_mbps": rate, "dilation": dilation_of(r),
                     "iteration_s": r.get("iteration_median_s"), "theory_s": theory, "simulated_s": simulated,
                     "over_theory": over, "over_flow_model": r["iteration_median_s"] / simulated if simulated else None,
                     "speedup": ups["emulate"].get(label, {}).get(rate),
                     "speedup_theory": ups["theory"].get(label, {}).get(rate),
-                    "speedup_flow_model": ups["simulate"].get(label, {}).get(rate),
-                    "correct": r.get("correct"), "fidelity": r.get("fidelity"), "fidelity_cause": r.get("fidelity_cause"),
-                    "error": r.get("error")}
+                    "speedup_flow_model": ups["simulate"].get(label, {}).get(rate), "measured": r.get("measured"),
+                    "correct": r.get("correct"), "fidelity": r.get("fidelity"),
+                    "fidelity_cause": r.get("fidelity_cause"), "error": r.get("error")}
             misses = []
             if not (r.get("correct") and r.get("fidelity") == "faithful"):
                 misses.append("not correct and faithful")
@@ -187,13 +218,10 @@ def judge(folder: str, convergence: str) -> int:
     device = {f"{codec} at {rate:g} Mbit/s": slowest_device(by_label, label, rate, bound)
               for label, codec in codec_of.items() for rate, sense, bound in TARGETS.get(codec, ()) if sense == "<="}
     plot(by_label, ups, tta, os.path.join(folder, "rates"))
-    measured = {}
-    if os.path.exists(os.path.join(folder, "provenance.json")):
-        with open(os.path.join(folder, "provenance.json")) as f:
-            data = json.load(f)
-        measured = {k: data.get(k) for k in ("command", "date", "commit")}
+    measured = measured_by(folder)
     summary = {"config": CONFIG, "pays_while_speedup_at_least": PAYS, "theory_within": THEORY_WITHIN,
-               "comparison_provenance": measured, "compute_s": compute_of(rows),
+               "comparison_provenance": measured, "rows_run_again": [measured_by(f) for f in again],
+               "compute_s": compute_of(rows),
                "targets": {k: [list(t) for t in v] for k, v in TARGETS.items()},
                "stops_paying_above_mbps": crossover, "device_s_for_bound": device,
                "speedup": {MODES[m]: {label: {str(k): round(v, 3) for k, v in sorted(p.items())}
@@ -212,15 +240,47 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder")
     parser.add_argument("--judge-only", action="store_true", help="judge the folder as it is")
+    parser.add_argument("--again", action="append", default=[], metavar="FOLDER",
+                        help="a comparison of some of the rows run again (same labels): its rows replace the folder's")
+    parser.add_argument("--rerun", metavar="LABEL;LABEL", help="run these rows of the config again (as it now has "
+                        "them: another dilation) into FOLDER-again, then judge with them in place")
     parser.add_argument("--convergence", default="results/codecs-convergence",
                         help="a finished configs/codecs-convergence.yaml comparison, for time to accuracy")
     args = parser.parse_args()
+    if args.rerun:
+        again = rerun(args.folder, args.rerun.split(";"))
+        if again is None:
+            return 1
+        return judge(args.folder, args.convergence, args.again + [again])
     if not args.judge_only:
         result = dmlbed("compare", CONFIG, "--out", args.folder, "--force", "--wait", timeout=6 * 3600)
         if result.get("error"):
             print(result["error"], file=sys.stderr)
             return 1
-    return judge(args.folder, args.convergence)
+    return judge(args.folder, args.convergence, args.again)
+
+
+def rerun(folder: str, labels: Sequence[str]):
+    """Run these rows of the config again (as the config now has them) into FOLDER-again; that folder, or None."""
+    import yaml
+    with open(CONFIG) as f:
+        config = yaml.safe_load(f)
+    chosen = [r for r in config["runs"] if r["label"] in labels]
+    unknown = set(labels) - {r["label"] for r in chosen}
+    if unknown:
+        print(f"--rerun: no row labelled {', '.join(sorted(unknown))} in {CONFIG}", file=sys.stderr)
+        return None
+    again = folder.rstrip("/") + "-again"
+    os.makedirs(again, exist_ok=True)
+    path = os.path.join(again, "rows.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(dict(config, runs=chosen), f, sort_keys=False)
+    result = dmlbed("compare", os.path.abspath(path), "--out", os.path.join(again, "rows"), "--force", "--wait",
+                    timeout=6 * 3600)
+    if result.get("error"):
+        print(result["error"], file=sys.stderr)
+        return None
+    return os.path.join(again, "rows")
 
 
 if __name__ == "__main__":

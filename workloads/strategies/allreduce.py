@@ -103,14 +103,19 @@ class PlanSync:
             self.ctx.save_check(check, "max", "out", buf, self.all_ranks)
         return buf
 
-    def stage(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord):
+    def stage(self, flat: np.ndarray, sizes: Sequence[int], rec: IterationRecord,
+              shapes: Optional[Sequence[Tuple[int, ...]]] = None):
         """The compressor's local work on the device before any exchange (for sum(staged=...)): a gathering codec's
-        whole encoding; its CPU seconds are recorded apart (codec_staged_s): they belong to the compute time, not the
-        synchronization."""
+        whole encoding, a low-rank codec's first factors; its CPU seconds are recorded apart (codec_staged_s): they
+        belong to the compute time, not the synchronization."""
         started = time.thread_time()
-        comp = self._compressor(tuple(sizes))
-        staged = comp.contribution(np.ascontiguousarray(flat, dtype=np.float32)) if comp.gathers else \
-            comp.stage(comp.fed(flat) if comp.feedback else flat)
+        comp = self._compressor(tuple(sizes), shapes)
+        if comp.gathers:
+            staged = comp.contribution(np.ascontiguousarray(flat, dtype=np.float32))
+        elif comp.lowrank:
+            staged = comp.first(flat)
+        else:
+            staged = comp.stage(comp.fed(flat) if comp.feedback else flat)
         rec.split["codec_staged_s"] = rec.split.get("codec_staged_s", 0.0) + time.thread_time() - started
         return staged
 
@@ -126,7 +131,7 @@ class PlanSync:
         if self.codec.gathers:
             return self._gather(flat, sizes, rec, check, tag, staged)
         if self.codec.lowrank:
-            return self._lowrank(flat, sizes, rec, check, tag, shapes)
+            return self._lowrank(flat, sizes, rec, check, tag, shapes, staged)
         layout, scalers, index, buf, summed = self._layouts(sizes)
         comp = self._compressor(sizes)
         started = time.thread_time()
@@ -198,13 +203,14 @@ class PlanSync:
         return summed.numpy().copy()
 
     def _lowrank(self, flat: np.ndarray, sizes: Tuple[int, ...], rec: IterationRecord, check: Optional[str],
-                 tag: Optional[dict], shapes) -> Tuple[np.ndarray, object, object]:
-        """A low-rank codec: its first factors (and the tensors it leaves whole) summed by the plan, then its second
-        factors, made from the first sum, summed by the plan again; (the second sum, compressor, None)."""
+                 tag: Optional[dict], shapes, staged=None) -> Tuple[np.ndarray, object, object]:
+        """A low-rank codec: its first factors (staged: made on the device already) and the tensors it leaves whole
+        summed by the plan, then its second factors, made from the first sum, summed by the plan again; (the second
+        sum, compressor, None)."""
         comp = self._compressor(sizes, shapes)
         dense = sum(sizes) / max(1, sum(comp.sizes[0]) + sum(comp.sizes[1]))
         started = time.thread_time()
-        first = comp.first(flat)
+        first = comp.first(flat) if staged is None else staged
         coded = time.thread_time() - started
         summed = self._sum_phase(first, tuple(comp.sizes[0]), rec, check and f"{check}-first", tag, dense)
         started = time.thread_time()
@@ -242,12 +248,12 @@ class PlanAllReduce(Strategy):
 
     def backward(self, loss: torch.Tensor, clock: ComputeClock, rec: IterationRecord) -> None:
         """Backward, then the compressor's local work, both on the device (charged to --compute-time): the papers
-        ternarize, sparsify or quantize on the accelerator before the exchange starts."""
+        ternarize, sparsify, quantize or factor on the accelerator before the exchange starts."""
         super().backward(loss, clock, rec)
         codec = COMPRESSORS[self.ctx.cfg.codec]
-        if codec.stages or codec.gathers:
+        if codec.stages or codec.gathers or codec.lowrank:
             with clock.segment():
-                self.staged = self.sync.stage(self.state.gradient().numpy(), self.state.sizes, rec)
+                self.staged = self.sync.stage(self.state.gradient().numpy(), self.state.sizes, rec, self.state.shapes)
 
     def synchronize(self, it: int, rec: IterationRecord) -> None:
         """All-reduce the local gradient, average (decompress), SGD step."""
