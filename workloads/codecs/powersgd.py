@@ -88,11 +88,15 @@ class PowerSGD(NoCompression):
         self.matrices = [i for i, s in enumerate(self.shapes) if compressed(s, self.rank)]
         self.plain = [i for i, s in enumerate(self.shapes) if not compressed(s, self.rank)]
         self.sizes = phase_sizes(self.shapes, self.rank)
-        self.memory = np.zeros(int(self.bounds[-1]), np.float32)
+        total = int(self.bounds[-1])
+        self.memory = np.zeros(total, np.float32)
+        self.vector = np.zeros(total, np.float32)  # gradient + memory; buffers reused (fresh tens of MB fault pages)
+        self.out = np.zeros(total, np.float32)
         self.q = {i: np.random.default_rng([Q_SEED, i]).standard_normal((matrix_of(self.shapes[i])[1], self.rank))
                   .astype(np.float32) for i in self.matrices}
         self.m = {}  # this iteration's M of each matrix (gradient + memory)
         self.p = {}
+        self.mine = {}  # this rank's own Q = M^T P of each matrix
         self.residual_norm = 0.0
 
     @classmethod
@@ -117,7 +121,7 @@ class PowerSGD(NoCompression):
 
     def first(self, flat: np.ndarray) -> np.ndarray:
         """M = gradient + memory; the first all-reduce's vector: each matrix's P = M Q, then the plain tensors."""
-        vector = np.ascontiguousarray(flat, dtype=np.float32) + self.memory
+        vector = np.add(flat, self.memory, out=self.vector)
         self.m = {i: self._matrix(vector, i) for i in self.matrices}
         self.plain_values = [vector[self.bounds[i]:self.bounds[i + 1]] for i in self.plain]
         parts = [(self.m[i] @ self.q[i]).ravel() for i in self.matrices]
@@ -133,22 +137,23 @@ class PowerSGD(NoCompression):
             self.p[i] = orthogonalize(self.summed_first[at:at + rows * self.rank].reshape(rows, self.rank)
                                       .astype(np.float32))
             at += rows * self.rank
-            parts.append((self.m[i].T @ self.p[i]).ravel())
+            self.mine[i] = self.m[i].T @ self.p[i]
+            parts.append(self.mine[i].ravel())
         return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
 
     def finish(self, summed: np.ndarray, workers: int) -> np.ndarray:
         """The update every rank applies: P Q_sum^T / n for each matrix, the plain tensors' sum / n; the memory keeps
         M - P Q_mine^T (what this rank's approximation left out), Q_sum / n warm-starts the next iteration."""
-        out = np.empty(int(self.bounds[-1]), np.float32)
-        at, memory = 0, np.zeros_like(self.memory)
+        out, at = self.out, 0
         for i in self.matrices:
             cols = matrix_of(self.shapes[i])[1]
             q_sum = summed[at:at + cols * self.rank].reshape(cols, self.rank)
             at += cols * self.rank
-            mine = self.m[i].T @ self.p[i]
-            lo, hi = self.bounds[i], self.bounds[i + 1]
-            out[lo:hi] = (self.p[i] @ q_sum.T / np.float32(workers)).ravel()
-            memory[lo:hi] = (self.m[i] - self.p[i] @ mine.T).ravel()
+            update, memory = self._matrix(out, i), self._matrix(self.memory, i)
+            np.matmul(self.p[i], q_sum.T, out=update)
+            np.divide(update, np.float32(workers), out=update)
+            np.matmul(self.p[i], self.mine[i].T, out=memory)
+            np.subtract(self.m[i], memory, out=memory)
             if q_sum.any():  # a layer without gradient this time keeps its Q (a zero Q would stay zero)
                 self.q[i] = (q_sum / np.float32(workers)).astype(np.float32)
         at = sum(self.sizes[0][:len(self.matrices)])
@@ -156,8 +161,7 @@ class PowerSGD(NoCompression):
             n = self.bounds[i + 1] - self.bounds[i]
             out[self.bounds[i]:self.bounds[i + 1]] = self.summed_first[at:at + n] / np.float32(workers)
             at += n
-        self.memory = memory
-        self.residual_norm = float(np.linalg.norm(memory))
+        self.residual_norm = float(np.linalg.norm(self.memory))
         return out
 
     def decompress(self, summed: np.ndarray, ctx, workers: int) -> np.ndarray:
