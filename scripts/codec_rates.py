@@ -9,6 +9,8 @@ misses >= 3x over fp32 at 10 Mbit/s or <= 1.3x at 1 Gbit/s.
 
 Usage: .venv/bin/python scripts/codec_rates.py FOLDER [--judge-only] [--convergence results/codecs-convergence]
        .venv/bin/python scripts/codec_rates.py FOLDER --rerun "LABEL;LABEL"  (those rows again, then the judgement)
+Rows run again (FOLDER-again/rows-N, by --rerun) replace the folder's in --judge-only and --rerun; a full run does
+not read them (remove FOLDER-again when the whole config has run again).
 """
 
 import argparse
@@ -143,6 +145,8 @@ def plot(by_label: dict, ups: dict, tta: dict, path: str) -> None:
 def dilation_of(row: dict):
     """The time dilation an emulated row ran at (its summary's configuration), None where it is not there."""
     path = os.path.join(row.get("out") or "", "summary.json")
+    if not os.path.exists(path):  # the folder moved: its row folder beside its comparison.json
+        path = os.path.join(row.get("folder") or "", os.path.basename(row.get("out") or ""), "summary.json")
     if not os.path.exists(path):
         return None
     with open(path) as f:
@@ -166,7 +170,7 @@ def rows_of(folder: str, again: Sequence[str] = ()) -> list:
     for where in (folder, *again):
         with open(os.path.join(where, "comparison.json")) as f:
             for r in json.load(f):
-                by_label[r["label"]] = dict(r, measured=measured_by(where))
+                by_label[r["label"]] = dict(r, measured=measured_by(where), folder=where)
     return list(by_label.values())
 
 
@@ -248,16 +252,15 @@ def main() -> int:
                         help="a finished configs/codecs-convergence.yaml comparison, for time to accuracy")
     args = parser.parse_args()
     if args.rerun:
-        again = rerun(args.folder, args.rerun.split(";"))
-        if again is None:
+        if rerun(args.folder, args.rerun.split(";")) is None:
             return 1
-        return judge(args.folder, args.convergence, args.again + [again])
+        return judge(args.folder, args.convergence, reruns(args.folder) + args.again)
     if not args.judge_only:
         result = dmlbed("compare", CONFIG, "--out", args.folder, "--force", "--wait", timeout=6 * 3600)
         if result.get("error"):
             print(result["error"], file=sys.stderr)
             return 1
-    return judge(args.folder, args.convergence, args.again)
+    return judge(args.folder, args.convergence, ([] if not args.judge_only else reruns(args.folder)) + args.again)
 
 
 def rerun(folder: str, labels: Sequence[str]):
@@ -270,7 +273,7 @@ def rerun(folder: str, labels: Sequence[str]):
     if unknown:
         print(f"--rerun: no row labelled {', '.join(sorted(unknown))} in {CONFIG}", file=sys.stderr)
         return None
-    again = folder.rstrip("/") + "-again"
+    again = os.path.join(folder.rstrip("/") + "-again", f"rows-{len(reruns(folder)) + 1}")
     os.makedirs(again, exist_ok=True)
     path = os.path.join(again, "rows.yaml")
     with open(path, "w") as f:
@@ -281,6 +284,14 @@ def rerun(folder: str, labels: Sequence[str]):
         print(result["error"], file=sys.stderr)
         return None
     return os.path.join(again, "rows")
+
+
+def reruns(folder: str) -> list:
+    """The comparisons --rerun wrote for this folder (FOLDER-again/rows-N/rows), oldest first."""
+    again = folder.rstrip("/") + "-again"
+    found = [d for d in os.listdir(again) if d.startswith("rows-")] if os.path.isdir(again) else []
+    return [os.path.join(again, d, "rows") for d in sorted(found, key=lambda d: int(d.split("-")[1]))
+            if os.path.exists(os.path.join(again, d, "rows", "comparison.json"))]
 
 
 if __name__ == "__main__":
