@@ -207,15 +207,18 @@ def judge(folder: str, convergence: str, again: Sequence[str] = ()) -> int:
                     "correct": r.get("correct"), "fidelity": r.get("fidelity"),
                     "fidelity_cause": r.get("fidelity_cause"), "error": r.get("error")}
             misses = []
-            if not (r.get("correct") and r.get("fidelity") == "faithful"):
-                misses.append("not correct and faithful")
+            if not r.get("correct"):
+                misses.append("not correct")
+            elif r.get("fidelity") != "faithful":
+                misses.append(str(r.get("fidelity")))
             if over is None or abs(over - 1) > THEORY_WITHIN:
-                misses.append(f"iteration {over} of the closed form's")
+                misses.append("no closed form" if over is None else f"{over:.2f}x the closed form's iteration")
             for at, sense, bound in TARGETS.get(codec_of[label], ()):
                 if at == rate:
                     up = case["speedup"]
                     if up is None or (up < bound if sense == ">=" else up > bound):
-                        misses.append(f"speed-up {up} at {rate} Mbit/s, target {sense} {bound}")
+                        misses.append(f"speed-up {'-' if up is None else format(up, '.2f')}x at {rate:g} Mbit/s, "
+                                      f"target {sense} {bound:g}x")
             case["misses"], case["ok"] = misses, not misses
             cases.append(case)
     crossover = {label: stops_paying(points) for label, points in ups["theory"].items() if label != BASELINE}
