@@ -41,6 +41,15 @@ def nothing_shared(topo: Topology, servers: int, options) -> Dict[str, object]:
     return {}
 
 
+def factor_sizes(compressor, sizes: Sequence[int], shapes: Optional[Sequence[Tuple[int, ...]]],
+                 codec_options) -> List[List[int]]:
+    """A low-rank codec's all-reduces, each as its values' sizes (an empty one left out); tensors without shapes are
+    vectors."""
+    from workloads.codecs.base import typed_options
+    parts = compressor.phase_sizes(shapes or [(n,) for n in sizes], typed_options(compressor, codec_options))
+    return [p for p in parts if p]
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """One synchronization algorithm, described for every layer that needs to know about it.
@@ -184,8 +193,7 @@ class Algorithm:
         from workloads.codecs.base import typed_options
         compressor = COMPRESSORS[codec]
         if compressor.lowrank:
-            return tuple(phase for part in compressor.phase_sizes(shapes or [(n,) for n in sizes],
-                                                                  typed_options(compressor, codec_options)) if part
+            return tuple(phase for part in factor_sizes(compressor, sizes, shapes, codec_options)
                          for phase in self.simulation_phases(topo, part, servers, options, bw))
         if not compressor.gathers:
             return self.simulation_phases(topo, sizes, servers, options, bw)
@@ -254,8 +262,7 @@ class Algorithm:
         compressor = COMPRESSORS[codec]
         sizes = list(layer_sizes) if layer_sizes is not None else [max(1, int(gradient_bytes // 4))]
         if compressor.lowrank:  # the formula once for each all-reduce of factors, on its own values
-            parts = [p for p in compressor.phase_sizes(layer_shapes or [(n,) for n in sizes],
-                                                       typed_options(compressor, codec_options)) if p]
+            parts = factor_sizes(compressor, sizes, layer_shapes, codec_options)
             each = [self.theory(topo, 4 * sum(p), bw, self.resolve_servers(servers),
                                 **(self._keywords(options, layer_sizes=p) if self.plan or self.phases else {}))
                     for p in parts]

@@ -63,7 +63,9 @@ class NoCompression:
         self.residual_norm = 0.0
 
     def fed(self, flat: np.ndarray) -> np.ndarray:
-        """The gradient with error feedback's memory added (kept until remember())."""
+        """The gradient with error feedback's memory added (kept until remember()); without feedback, itself."""
+        if not self.feedback:
+            return flat
         self.vector = flat + self.memory if self.memory is not None else np.array(flat, np.float32)
         return self.vector
 

@@ -115,7 +115,7 @@ class PlanSync:
         elif comp.lowrank:
             staged = comp.first(flat)
         else:
-            staged = comp.stage(comp.fed(flat) if comp.feedback else flat)
+            staged = comp.stage(comp.fed(flat))
         rec.split["codec_staged_s"] = rec.split.get("codec_staged_s", 0.0) + time.thread_time() - started
         return staged
 
@@ -136,7 +136,7 @@ class PlanSync:
         comp = self._compressor(sizes)
         started = time.thread_time()
         if staged is None:
-            staged = comp.stage(comp.fed(flat) if comp.feedback else flat)
+            staged = comp.stage(comp.fed(flat))
         ctx = comp.prepare(staged, lambda v: self._share_max(check, v, scalers, rec))
         payload = torch.from_numpy(np.ascontiguousarray(comp.compress(staged, ctx), dtype=np.float32))
         if comp.feedback:
