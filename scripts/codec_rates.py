@@ -7,7 +7,7 @@ the digits convergence run used the same codec options). JSON report (rates.json
 emulated row is wrong or not faithful, an emulated point is more than 15% off the closed form, or top-k or random-k
 misses >= 3x over fp32 at 10 Mbit/s or <= 1.3x at 1 Gbit/s.
 
-Usage: .venv/bin/python scripts/codec_rates.py FOLDER [--judge-only] [--convergence results/codecs-convergence]
+Usage: .venv/bin/python scripts/codec_rates.py FOLDER [--config CONFIG] [--judge-only] [--convergence FOLDER]
        .venv/bin/python scripts/codec_rates.py FOLDER --rerun "LABEL;LABEL"  (those rows again, then the judgement)
 Rows run again (FOLDER-again/rows-N, by --rerun) replace the folder's in --judge-only and --rerun; a full run does
 not read them (remove FOLDER-again when the whole config has run again).
@@ -174,7 +174,7 @@ def rows_of(folder: str, again: Sequence[str] = ()) -> list:
     return list(by_label.values())
 
 
-def judge(folder: str, convergence: str, again: Sequence[str] = ()) -> int:
+def judge(folder: str, convergence: str, again: Sequence[str] = (), config: str = CONFIG) -> int:
     """The report of a finished comparison folder (and of folders with some of its rows run again)."""
     rows = rows_of(folder, again)
     by_label = table(rows)
@@ -226,7 +226,7 @@ def judge(folder: str, convergence: str, again: Sequence[str] = ()) -> int:
               for label, codec in codec_of.items() for rate, sense, bound in TARGETS.get(codec, ()) if sense == "<="}
     plot(by_label, ups, tta, os.path.join(folder, "rates"))
     measured = measured_by(folder)
-    summary = {"config": CONFIG, "pays_while_speedup_at_least": PAYS, "theory_within": THEORY_WITHIN,
+    summary = {"config": config, "pays_while_speedup_at_least": PAYS, "theory_within": THEORY_WITHIN,
                "comparison_provenance": measured, "rows_run_again": [measured_by(f) for f in again],
                "compute_s": compute_of(rows),
                "targets": {k: [list(t) for t in v] for k, v in TARGETS.items()},
@@ -246,6 +246,8 @@ def judge(folder: str, convergence: str, again: Sequence[str] = ()) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder")
+    parser.add_argument("--config", default=CONFIG, help=f"the sweep to run (default {CONFIG}; "
+                        "configs/codecs-rates-slow-device.yaml: the same on a device three times slower)")
     parser.add_argument("--judge-only", action="store_true", help="judge the folder as it is")
     parser.add_argument("--again", action="append", default=[], metavar="FOLDER",
                         help="a comparison of some of the rows run again (same labels): its rows replace the folder's")
@@ -255,26 +257,27 @@ def main() -> int:
                         help="a finished configs/codecs-convergence.yaml comparison, for time to accuracy")
     args = parser.parse_args()
     if args.rerun:
-        if rerun(args.folder, args.rerun.split(";")) is None:
+        if rerun(args.folder, args.rerun.split(";"), args.config) is None:
             return 1
-        return judge(args.folder, args.convergence, reruns(args.folder) + args.again)
+        return judge(args.folder, args.convergence, reruns(args.folder) + args.again, args.config)
     if not args.judge_only:
-        result = dmlbed("compare", CONFIG, "--out", args.folder, "--force", "--wait", timeout=6 * 3600)
+        result = dmlbed("compare", args.config, "--out", args.folder, "--force", "--wait", timeout=6 * 3600)
         if result.get("error"):
             print(result["error"], file=sys.stderr)
             return 1
-    return judge(args.folder, args.convergence, ([] if not args.judge_only else reruns(args.folder)) + args.again)
+    return judge(args.folder, args.convergence, ([] if not args.judge_only else reruns(args.folder)) + args.again,
+                 args.config)
 
 
-def rerun(folder: str, labels: Sequence[str]):
+def rerun(folder: str, labels: Sequence[str], config_path: str = CONFIG):
     """Run these rows of the config again (as the config now has them) into FOLDER-again; that folder, or None."""
     import yaml
-    with open(CONFIG) as f:
+    with open(config_path) as f:
         config = yaml.safe_load(f)
     chosen = [r for r in config["runs"] if r["label"] in labels]
     unknown = set(labels) - {r["label"] for r in chosen}
     if unknown:
-        print(f"--rerun: no row labelled {', '.join(sorted(unknown))} in {CONFIG}", file=sys.stderr)
+        print(f"--rerun: no row labelled {', '.join(sorted(unknown))} in {config_path}", file=sys.stderr)
         return None
     again = os.path.join(folder.rstrip("/") + "-again", f"rows-{len(reruns(folder)) + 1}")
     os.makedirs(again, exist_ok=True)
