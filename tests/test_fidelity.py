@@ -351,3 +351,29 @@ def test_counter_gains_count_what_each_port_gained_and_a_new_port_whole():
     from emulation.run.sampling import counter_gains
     assert counter_gains({"s1-eth1": 5, "s1-eth2": 0}, {"s1-eth1": 9, "s1-eth2": 0, "s2-eth1": 3}) == \
         {"s1-eth1": 4, "s1-eth2": 0, "s2-eth1": 3}
+
+
+def test_frames_are_counted_beside_bytes_per_level(tmp_path):
+    from emulation.run.results import per_iteration, summarize
+    from workloads.netstats import interface_bytes
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "dev").write_text(
+        "Inter-|   Receive                            |  Transmit\n"
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls\n"
+        "h0-eth0: 5000 7 0 0 0 0 0 0 151400 100 0 0 0 0 0 0\n")
+    assert interface_bytes(["h0-eth0"], proc=str(tmp_path)) == {"h0-eth0": {"rx": 5000, "tx": 151400,
+                                                                            "tx_frames": 100}}
+    rows = {r: [{"rank": r, "iteration": i, "role": "worker", "start": 0.0, "end": 2.0, "compute_s": 1.0,
+                 "sync_start": 1.0, "sync_end": 2.0, "loss": 1.0, "tx_bytes": {f"h{r}-eth0": 1514 * 10},
+                 "tx_frames": {f"h{r}-eth0": 10}} for i in range(2)] for r in range(2)}
+    iterations = per_iteration(rows, [0, 1], None)
+    # without a topology each interface is its own level
+    assert [it["tx_frames_by_level"] for it in iterations] == [{"h0-eth0": 10, "h1-eth0": 10}] * 2
+    finals = {r: {"checksum": 1.0} for r in range(2)}
+    measured = summarize(iterations, finals, [0, 1], {}, None)
+    assert measured["frames_by_level"] == {"h0-eth0": 20, "h1-eth0": 20}
+    assert measured["bytes_by_level"] == {"h0-eth0": 20 * 1514, "h1-eth0": 20 * 1514}
+    # records of an older run (no frames) still summarize, with none counted
+    for it in iterations:
+        del it["tx_frames_by_level"]
+    assert summarize(iterations, finals, [0, 1], {}, None)["frames_by_level"] == {}

@@ -43,8 +43,8 @@ def tcp_counters(proc: str = "/proc") -> Dict[str, int]:
 
 
 def interface_bytes(names, proc: str = "/proc") -> Dict[str, Dict[str, int]]:
-    """tx/rx byte counters of interfaces of this namespace (or of a process's, by its /proc/PID folder), from
-    net/dev, which is per namespace; names: which ones (None: all)."""
+    """tx/rx byte counters (and tx frames) of interfaces of this namespace (or of a process's, by its /proc/PID
+    folder), from net/dev, which is per namespace; names: which ones (None: all)."""
     out = {}
     try:
         with open(f"{proc}/net/dev") as f:
@@ -56,7 +56,7 @@ def interface_bytes(names, proc: str = "/proc") -> Dict[str, Dict[str, int]]:
         name = name.strip()
         if names is None or name in names:
             fields = rest.split()
-            out[name] = {"rx": int(fields[0]), "tx": int(fields[8])}
+            out[name] = {"rx": int(fields[0]), "tx": int(fields[8]), "tx_frames": int(fields[9])}
     return out
 
 

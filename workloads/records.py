@@ -20,7 +20,8 @@ class IterationRecord:
     payload: phase -> [fp32 bytes, bytes actually sent] (codecs and filters make them differ);
     split: strategy-specific per-rank quantities (seconds or fractions; reports average them over workers);
     marks: named [start, end] timestamps (reports take the global span over ranks);
-    tx_bytes / rx_bytes: bytes per interface of this rank's namespace since its previous record;
+    tx_bytes / rx_bytes: bytes per interface of this rank's namespace since its previous record (tx_frames: the
+    frames sent, each with its headers, so that the bytes less the headers are the payload on the wire);
     tcp: the namespace's TCP counters (retransmissions, timeouts, ...) since its previous record;
     transfers: the engine's transfers of this iteration (one per step, peer and direction), for traces.
     """
@@ -42,6 +43,7 @@ class IterationRecord:
     split: Dict[str, float] = field(default_factory=dict)
     marks: Dict[str, List[float]] = field(default_factory=dict)
     tx_bytes: Dict[str, int] = field(default_factory=dict)
+    tx_frames: Dict[str, int] = field(default_factory=dict)
     rx_bytes: Dict[str, int] = field(default_factory=dict)
     tcp: Dict[str, int] = field(default_factory=dict)
     transfers: List[dict] = field(default_factory=list, repr=False)  # written to the trace file
@@ -91,6 +93,7 @@ class Recorder:
             now = interface_bytes(self.interfaces) if self.interfaces else {}
             rec.tx_bytes = {k: now[k]["tx"] - self.counters.get(k, now[k])["tx"] for k in now}
             rec.rx_bytes = {k: now[k]["rx"] - self.counters.get(k, now[k])["rx"] for k in now}
+            rec.tx_frames = {k: now[k]["tx_frames"] - self.counters.get(k, now[k])["tx_frames"] for k in now}
             self.counters = now
             if self.interfaces:  # in an emulated host: this host's own TCP
                 tcp = tcp_counters()

@@ -173,6 +173,9 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
                       payload_fp32_bytes=measured.pop("payload_fp32_bytes"),
                       payload_sent_bytes=measured.pop("payload_sent_bytes"), wire_ratio=measured.pop("wire_ratio"),
                       duration_s=time.time() - state["started"])
+    frames = measured.pop("frames_by_level")
+    if frames:
+        traffic_out.frames_by_level = frames
     if checked.network.background:
         traffic_out.background = traffic.report(window)
         write_series(cfg.out, traffic.series())

@@ -54,10 +54,12 @@ def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topo
         its = [rows[r][i] for r in rows]
         workers = [rows[r][i] for r in rows if r in contributors]
         by_level: Dict[str, int] = {}
+        frames: Dict[str, int] = {}
         for row in its:
             for intf, n in row["tx_bytes"].items():
                 key = interface_level(topo, intf)
                 by_level[key] = by_level.get(key, 0) + n
+                frames[key] = frames.get(key, 0) + row.get("tx_frames", {}).get(intf, 0)
         losses = [w["loss"] for w in workers if w["loss"] is not None]
         phases: Dict[str, List[int]] = {}
         for row in its:
@@ -91,6 +93,7 @@ def per_iteration(rows: Dict[int, List[dict]], contributors, topo: Optional[Topo
                     "start": min(r["start"] for r in its), "end": max(r["end"] for r in its),
                     "sync_start": max(r["sync_start"] for r in its), "sync_end": max(r["sync_end"] for r in its),
                     "tx_bytes_by_level": dict(sorted(by_level.items())),
+                    "tx_frames_by_level": dict(sorted(frames.items())),
                     "payload_by_phase": dict(sorted(phases.items())), "split": split})
     return out
 
@@ -178,9 +181,12 @@ def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, che
     checksums = {finals[r]["checksum"] for r in contributors if r in finals}
     identical = len(checksums) == 1 and all(r in finals for r in contributors)
     by_level: Dict[str, int] = {}
+    frames: Dict[str, int] = {}
     for it in iterations:
         for k, v in it["tx_bytes_by_level"].items():
             by_level[k] = by_level.get(k, 0) + v
+        for k, v in it.get("tx_frames_by_level", {}).items():
+            frames[k] = frames.get(k, 0) + v
     accuracy = next((f["accuracy"] for f in finals.values() if f.get("accuracy") is not None), None)
     phases = phase_ratios(iterations)
     raw = sum(p["fp32_bytes"] for p in phases.values())
@@ -198,6 +204,7 @@ def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, che
         "iteration_median_s": median_after_warmup([it["iteration_s"] for it in iterations]),
         "jct_s": (iterations[-1]["end"] - iterations[0]["start"]) / dilation if iterations else None,
         "bytes_by_level": by_level,
+        "frames_by_level": frames,
         "payload_fp32_bytes": raw, "payload_sent_bytes": sent,
         "wire_ratio": sent / raw if raw else None,
         "first_step_wire_ratio": first["ratio"] if first else None,

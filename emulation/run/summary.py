@@ -120,6 +120,9 @@ class Traffic:
     payload_sent_bytes: Optional[float]
     wire_ratio: Optional[float]
     duration_s: float
+    frames_by_level: Dict[str, int] = optional("frames the hosts' interfaces sent per level (emulated): with "
+                                               "bytes_by_level, the headers (66 bytes a frame: Ethernet, IPv4, TCP "
+                                               "with timestamps) apart from the payload on the wire")
     background: List[Dict[str, Any]] = optional("flows injected beside the job (--background): each one's kind, path "
                                                 "and throughput")
 
