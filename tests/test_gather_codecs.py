@@ -211,3 +211,19 @@ def test_error_feedback_without_a_codec_that_offers_it_is_refused():
     assert r.returncode == 2 and "--error-feedback applies to --codec terngrad, fp16, bf16, topk, randomk, qsgd only" \
         in r.stderr, r.stderr
     assert parse("star:4")  # nothing else needed
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 8, 9])
+def test_ef_sign_sgd_gathers_by_table_exactly_as_decoding_every_payload(ranks):
+    """The per-layer code tables give, bit for bit, the rank-order float32 sum of every rank's decode (9 ranks: the
+    decode loop itself)."""
+    sizes = [5, 33, 1, 64, 70]
+    comp = EFSignSGD(sizes, 0)
+    rng = np.random.default_rng(ranks)
+    payloads = [comp.encode(rng.standard_normal(sum(sizes)).astype(np.float32) * rng.uniform(0.1, 10))
+                for _ in range(ranks)]
+    expected = np.zeros(sum(sizes), np.float32)
+    for words in payloads:
+        expected += comp.decode(words)
+    got = comp.gathered(payloads)
+    assert got.dtype == np.float32 and np.array_equal(got, expected)
