@@ -9,15 +9,16 @@ from typing import Any, Callable, Optional, Tuple
 
 def option(default, help: str, *, low: Optional[float] = None, high: Optional[float] = None,
            choices: Optional[Tuple[str, ...]] = None, parse: Optional[Callable[[str], object]] = None,
-           shapes_plan: bool = False) -> Any:
+           shapes_plan: bool = False, quantity=None) -> Any:
     """A field of an algorithm's options dataclass, described once for flags, YAML keys and checks.
 
     help: the flag's help text; low/high: inclusive range of a number; choices: the valid strings; parse: a format
     check of a string value (raises ValueError); shapes_plan: the plan or theory reads it, so theory and simulate
-    take it too.
+    take it too; quantity: a time or a size (emulation.core.units.Quantity), a plain number in its unit or one with a
+    unit.
     """
     return field(default=default, metadata={"help": help, "low": low, "high": high, "choices": choices,
-                                            "parse": parse, "shapes_plan": shapes_plan})
+                                            "parse": parse, "shapes_plan": shapes_plan, "quantity": quantity})
 
 
 @dataclass(frozen=True)

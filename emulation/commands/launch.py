@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Tuple
 
+from emulation.core.units import SECONDS
 from emulation.commands.base import Command
 from emulation.run import fidelity
 from emulation.run.lifecycle import Lifecycle
@@ -66,7 +67,7 @@ class Launch(Command):
            command_option("env", "set an environment variable for every rank (repeatable)", kind=list,
                           metavar="KEY=VALUE"),
            command_option("time_limit", "seconds the command may run (0: no limit)", 0.0, kind=float, low=0,
-                          high=MAX_TIME_LIMIT_S),
+                          high=MAX_TIME_LIMIT_S, quantity=SECONDS),
            *codec_options(),
            command_option("argv", "-- then the command and its arguments", positional=True, nargs="...",
                           metavar="COMMAND"))

@@ -18,6 +18,7 @@ from emulation.core.patterns import PATTERN_HELP, Pattern, parse_patterns
 from emulation.core.queue_samples import series_rows, summarize
 from emulation.core.tcp import ETHERNET_HEADER
 from emulation.core.topology import Topology
+from emulation.core.units import SECONDS
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (CONTROLLER, LINKS, NETWORK, OUTPUT, REPLACE, WAIT, OptionError, RunConfig,
                                    command_option)
@@ -67,7 +68,7 @@ class Net(Command):
            command_option("cli", "open the Mininet CLI", False, kind=bool, exclusive="mode", required=True),
            command_option("all_pairs", "BCube: also test relayed (multi-hop) pairs", False, kind=bool),
            command_option("duration", "iperf3 seconds per flow", 5.0, kind=float, low=0, low_open=True,
-                          high=MAX_DURATION_S),
+                          high=MAX_DURATION_S, quantity=SECONDS),
            command_option("incast", "then N hosts (h1..hN) send into h0 at once for --duration, h0's switch port "
                           "queue sampled (occupancy, ECN marks, drops) beside its closed form: the DCTCP experiment "
                           "with --aqm red-ecn:K --tcp-cc dctcp; a sweep as A-B or a list (1-15, 1,2,4,8): the "

@@ -11,6 +11,7 @@ import typing
 from dataclasses import fields
 from typing import Any, Dict, List
 
+from emulation.core.units import EXAMPLES
 from emulation.commands.base import Command
 from emulation.commands.registry import COMMANDS
 from emulation.run import claims
@@ -38,12 +39,13 @@ def value_text(opt: Option, default: Any) -> str:
         return f"{opt.metavar or 'VALUE'}, repeatable"
     if opt.choices:
         return " \\| ".join(f"`{c}`" for c in opt.choices)
+    units = f", or with a unit ({EXAMPLES[opt.quantity.kind]})" if opt.quantity is not None else ""
     if opt.kind in (int, float):
         kind = "integer" if opt.kind is int else "number"
         if opt.low is not None and opt.high is not None:
-            return f"{kind} in {'(' if opt.low_open else '['}{opt.low:g}, {opt.high:g}]"
-        return kind
-    return "text"
+            return f"{kind} in {'(' if opt.low_open else '['}{opt.low:g}, {opt.high:g}]" + units
+        return kind + units
+    return f"text or {opt.quantity.named}{units}" if units else "text"
 
 
 def default_text(opt: Option, default: Any) -> str:

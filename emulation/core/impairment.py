@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from emulation.core.topology import PERCENT_UNITS, TIME_UNITS, Topology, parse_per_level
+from emulation.core.topology import Topology, parse_per_level
+from emulation.core.units import PERCENT_UNITS, TIME_UNITS
 
 MAX_DELAY_MS = 10000.0
 

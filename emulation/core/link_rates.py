@@ -6,8 +6,8 @@ import math
 import re
 from typing import Dict, Optional, Sequence, Tuple
 
-from emulation.core.topology import (MAX_BW_MBPS, MIN_BW_MBPS, RATE_UNITS, Link, Topology, TopologyError,
-                                     parse_value)
+from emulation.core.topology import MAX_BW_MBPS, MIN_BW_MBPS, Link, Topology, TopologyError
+from emulation.core.units import RATE_UNITS, parse_value
 
 LinkKey = Tuple[str, str]  # (lower, upper) of a topology link
 Overrides = Dict[LinkKey, float]  # Mbit/s

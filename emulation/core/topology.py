@@ -12,6 +12,7 @@ from emulation.core.radix import from_digits, to_digits
 from emulation.core.topology_types import (MAX_HOSTS, PREFIX_LEN, ROLE_CODES, Host, Interface, Link, Switch,
                                            Topology, TopologyError, _check_hosts, from_json, host_address,
                                            make_host, make_switch)
+from emulation.core.units import RATE_UNITS, parse_value
 
 __all__ = ["MAX_HOSTS", "PREFIX_LEN", "ROLE_CODES", "Host", "Interface", "Link", "Switch", "Topology", "TopologyError",
            "from_json", "host_address", "make_host", "make_switch"]  # re-exported: importers name this module
@@ -342,21 +343,6 @@ MAX_BW_MBPS = 1000.0
 # handed a rate of 0 and the link is not shaped at all.
 MIN_BW_MBPS = 2.0
 MODEL_MAX_BW_MBPS = 1.6e6  # the closed forms and the flow model shape nothing: up to 1.6 Tbit/s (data centers: 10-400)
-
-
-RATE_UNITS = {"": 1.0, "bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}  # tc's names, in Mbit/s
-TIME_UNITS = {"": 1.0, "us": 1e-3, "usec": 1e-3, "ms": 1.0, "msec": 1.0, "s": 1e3, "sec": 1e3}  # in ms
-PERCENT_UNITS = {"": 1.0, "%": 1.0}
-VALUE_WITH_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%]*)\s*$")
-
-
-def parse_value(text: str, units: Dict[str, float]) -> float:
-    """'5ms', '1Gbit', '0.5%' or a plain number, in the quantity's base unit (ValueError if the unit is not in
-    units, matched without case)."""
-    m = VALUE_WITH_UNIT.match(text)
-    if not m or m.group(2).lower() not in units:
-        raise ValueError(text)
-    return float(m.group(1)) * units[m.group(2).lower()]
 
 
 def parse_per_level(text: str, topo: Topology, what: str, unit: str, high: float, low_open: bool = False,

@@ -28,6 +28,8 @@ def option_schema(opt: Option, default: Any) -> dict:
         schema = {"type": "array", "items": TEXT}
     elif opt.kind in (int, float):
         schema = {"type": "integer" if opt.kind is int else "number"}
+        if opt.quantity is not None:  # or a string with a unit (5ms, 16K): the bounds apply to numbers only
+            schema["type"] = [schema["type"], "string"]
         if opt.low is not None and math.isfinite(opt.low):  # JSON has no infinity: such a bound stays open
             schema["exclusiveMinimum" if opt.low_open else "minimum"] = opt.low
         if opt.high is not None and math.isfinite(opt.high):

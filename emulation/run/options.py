@@ -21,6 +21,7 @@ from emulation.core.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN
                                 TSQ_MAX_BYTES, TSQ_MIN_BYTES, TSQ_TIME_S, TcpSettings, rto_min_for_rate)
 from emulation.core.terngrad_model import SCALINGS
 from emulation.core.topology import HOSTS_HELP, MAX_HOSTS, TOPOLOGY_HELP, check_hosts_format
+from emulation.core.units import BYTES, EXAMPLES, MEBIBYTES, MICROSECONDS, MILLISECONDS, SECONDS, Quantity
 from emulation.simulation.flows import GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
 from workloads.algorithms import ALGORITHMS
@@ -71,7 +72,8 @@ class Option:
     algorithm_option: declared by algorithms' descriptors, and only those algorithms may change it from its default;
     codec_option: the same for codecs' descriptors (workloads/codecs/).
     A command's own option also has its name and default, and may be positional (nargs as argparse's), or one of a
-    set of flags of which exactly one is given (exclusive).
+    set of flags of which exactly one is given (exclusive). quantity: a time or a size, a plain number in its own unit
+    or one with a unit (5ms, 16K; emulation/core/units.py).
     """
 
     help: str
@@ -94,6 +96,7 @@ class Option:
     nargs: Optional[str] = None
     metavar: Optional[str] = None
     exclusive: Optional[str] = None
+    quantity: Optional[Quantity] = None
 
 
 def command_option(name: str, help: str, default: Any = None, **kwargs) -> Option:
@@ -101,18 +104,20 @@ def command_option(name: str, help: str, default: Any = None, **kwargs) -> Optio
     return Option(help=help, name=name, default=default, group=COMMAND_OWN, yaml=False, **kwargs)
 
 
-def auto_or_int(flag: str, low: int, high: int) -> Callable[[str], Optional[int]]:
-    """A parser of 'auto' (None: sized to the rate) or an integer in [low, high] (ValueError naming flag)."""
+def auto_or_int(flag: str, low: int, high: int, quantity: Quantity) -> Callable[[str], Optional[int]]:
+    """A parser of 'auto' (None: sized to the rate) or a whole number of the quantity's unit in [low, high], plain or
+    with a unit (ValueError naming flag)."""
     def parse(value: str) -> Optional[int]:
         if str(value) == "auto":
             return None
         try:
-            number = int(value)
+            number = quantity.parse(value)
         except ValueError:
             number = None
-        if number is None or not low <= number <= high:
-            raise ValueError(f"{flag} {value} is not valid: give auto or an integer in [{low}, {high}]")
-        return number
+        if number is None or number != int(number) or not low <= number <= high:
+            raise ValueError(f"{flag} {value} is not valid: give auto or a whole number of {quantity.named} in "
+                             f"[{low}, {high}], plain or with a unit ({EXAMPLES[quantity.kind]})")
+        return int(number)
     return parse
 
 
@@ -161,7 +166,7 @@ class CommonConfig:
     seed: int = run_option(0, "seed of weights, data and drawn compute times", kind=int, low=0, high=2 ** 31 - 1,
                            group=SEED)
     timeout: float = run_option(120.0, "seconds any blocking step may take", kind=float, low=1, high=3600,
-                     group=RANKS)
+                     group=RANKS, quantity=SECONDS)
     codec: str = run_option("none", "gradient compressor: " + "; ".join(f"{n} ({c.summary})" for n, c in
                                                                           COMPRESSORS.items() if n != "none"),
                         choices=tuple(COMPRESSORS), group=SYNCHRONIZATION)
@@ -173,7 +178,7 @@ class CommonConfig:
                            "synchronized by the algorithm's DDP communication hook as soon as it is ready", kind=bool,
                            group=SYNCHRONIZATION)
     bucket_mb: float = run_option(DDP_BUCKET_MB, "--overlap: DDP's bucket size, MiB (bucket_cap_mb)", kind=float,
-                              low=0, high=4096, low_open=True, group=SYNCHRONIZATION)
+                              low=0, high=4096, low_open=True, group=SYNCHRONIZATION, quantity=MEBIBYTES)
     delay: str = run_option("0", "one-way delay of every link, ms (or 5ms, 200us), or one value per link level (netem "
                         "under the shaping; theory and simulate add it as latency)",
                         group=LINKS)
@@ -188,15 +193,16 @@ class CommonConfig:
                           f"auto: {RTO_DRAINS:g} drains of a full switch port buffer at the slowest link's rate, "
                           f"at least {RTO_MIN_FLOOR_MS} ms: {rto_min_for_rate(25, TcpSettings.switch_queue_packets)} "
                           f"ms at 25 Mbit/s, {rto_min_for_rate(100, TcpSettings.switch_queue_packets)} at 100)",
-                          parse=auto_or_int("--rto-min", 0, 1000), group=NETWORK)
+                          parse=auto_or_int("--rto-min", 0, 1000, MILLISECONDS), group=NETWORK,
+                          quantity=MILLISECONDS)
     quickack: bool = run_option(TcpSettings.quickack, "hosts ACK every segment at once (no delayed ACKs) on their routes",
                             kind=bool, group=NETWORK)
     tsq: str = run_option("auto", "TCP Small Queues bytes per socket in a host's NIC queue (auto: "
                       f"{TSQ_TIME_S * 1000:g} ms of the host's NIC rate, {TSQ_MIN_BYTES}-{TSQ_MAX_BYTES} bytes)",
-                      parse=auto_or_int("--tsq", TSQ_MIN_BYTES, 64 << 20),
+                      parse=auto_or_int("--tsq", TSQ_MIN_BYTES, 64 << 20, BYTES), quantity=BYTES,
                       group=NETWORK)
     socket_buffer: int = run_option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
-                                kind=int, low=16384, high=64 << 20, group=DILATION)
+                                kind=int, low=16384, high=64 << 20, group=DILATION, quantity=BYTES)
     host_queue: int = run_option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
                              low=10, high=100000, group=NETWORK)
     queue: int = run_option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",
@@ -205,7 +211,7 @@ class CommonConfig:
                       "ECN (tcp_ecn=1); needs the kernel's sch_red", parse=parse_aqm, group=NETWORK)
     mtu: int = run_option(TcpSettings.mtu, "MTU of every emulated link, bytes (the userspace switch pays per packet: "
                       f"larger frames keep it faithful; at most {AFXDP_MAX_MTU} on its AF_XDP ports)", kind=int,
-                      low=MIN_MTU, high=MAX_MTU, group=LINKS)
+                      low=MIN_MTU, high=MAX_MTU, group=LINKS, quantity=BYTES)
     datapath: str = run_option("auto", "Open vSwitch datapath (auto: kernel where the module exists)",
                            choices=("auto", "kernel", "user"), group=NETWORK)
     controller: str = run_option("dmlbed", "the OpenFlow controller: dmlbed (its proactive Ryu app) or remote:IP:PORT "
@@ -232,13 +238,13 @@ class CommonConfig:
                           "machines)", kind=int, low=1, high=64, group=APP_B)
     tg_step_s: float = run_option(0.0, "theory --codec terngrad: T(1,1,K,|g|), one GPU's profiled time for a mini-batch "
                               "of --batch, seconds (default: --compute-time)", kind=float, low=0, high=3600,
-                              group=APP_B)
+                              group=APP_B, quantity=SECONDS)
     tg_gpu_gbps: float = run_option(100.0, "theory --codec terngrad: GPU-to-GPU bandwidth inside a machine C_gwd, Gbit/s",
                                 kind=float, low=0, high=10000, low_open=True, group=APP_B)
     tg_cpu_gbps: float = run_option(100.0, "theory --codec terngrad: CPU-GPU bandwidth C_cwd, Gbit/s", kind=float, low=0,
                                 high=10000, low_open=True, group=APP_B)
     tg_latency_us: float = run_option(0.0, "theory --codec terngrad: network latency C_ncost, microseconds", kind=float,
-                                  low=0, high=1e6, group=APP_B)
+                                  low=0, high=1e6, group=APP_B, quantity=MICROSECONDS)
     tg_scaling: str = run_option("weak", "theory --codec terngrad: weak (--batch per GPU, eq. 17-18) or strong (--batch "
                              "in all, eq. 15-16) scaling", choices=SCALINGS, group=APP_B)
     tg_ternarize_last: bool = run_option(False, "theory --codec terngrad: ternarize the last layer too (the paper "
@@ -247,7 +253,7 @@ class CommonConfig:
                        "closed forms; TernGrad's App. B where tg_step_s is given)",
                        choices=MODES, group=MATRIX)
     latency_us: float = run_option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
-                               high=1e6, group=FLOW_MODEL)
+                               high=1e6, group=FLOW_MODEL, quantity=MICROSECONDS)
     goodput: float = run_option(None, "simulate: share of a link's shaped rate that carries payload (default: full "
                             "frames of --mtu, TCP/IP and Ethernet headers taken off: 3448 of 3514 bytes at 3500)",
                             kind=float, low=0, high=1, low_open=True, group=FLOW_MODEL)
@@ -282,7 +288,8 @@ def algorithm_fields() -> List[Tuple[str, type, Any]]:
         for f in fields(options):
             meta = f.metadata
             opt = Option(help=meta["help"], kind=option_kind(f), choices=meta["choices"], low=meta["low"],
-                         high=meta["high"], parse=meta["parse"], algorithm_option=kind == "algorithm",
+                         high=meta["high"], parse=meta["parse"], quantity=meta["quantity"],
+                         algorithm_option=kind == "algorithm",
                          codec_option=kind == "codec", group=SYNCHRONIZATION if meta["shapes_plan"] else TRAINING)
             if seen.setdefault(f.name, (f.default, opt)) != (f.default, opt):
                 raise TypeError(f"option {f.name} is declared differently by {owner} and another {kind}")
@@ -336,6 +343,8 @@ def yaml_keys() -> List[str]:
 def argument_help(opt: Option, default: Any) -> str:
     """An option's help text as argparse shows it: the choices, and the default where there is one."""
     text = opt.help + (f" ({' | '.join(opt.choices)})" if opt.choices else "")
+    if opt.quantity is not None:
+        text += f" (or with a unit: {EXAMPLES[opt.quantity.kind]})"
     if default not in (None, False, "", []) and not opt.positional:
         text += f" [default: {default:g}]" if isinstance(default, float) else f" [default: {default}]"
     return text.replace("%", "%%")  # argparse formats help with %
@@ -400,6 +409,14 @@ def convert(value, opt: Option, label: str, strict: bool):
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return list(value)
         raise OptionError(f"{label} must be a list of strings, not {value!r}")
+    if opt.quantity is not None and kind in (int, float) and isinstance(value, str):
+        try:
+            number = opt.quantity.parse(value)
+        except ValueError:
+            raise OptionError(f"{label} must be {opt.quantity.valid()}, not {value!r}") from None
+        if kind is int and number != int(number):
+            raise OptionError(f"{label} {value} is not a whole number of {opt.quantity.named}")
+        return kind(number)
     if kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value

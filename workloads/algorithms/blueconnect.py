@@ -15,6 +15,7 @@ from emulation.core.formulas import (DECOMPOSITION_HELP, Theory, best_decomposit
                                    decomposition_time, host_tf, is_power_of_two, one_level_time, parse_decomposition,
                                    two_level_time)
 from emulation.core.topology import Topology
+from emulation.core.units import SECONDS
 from workloads.algorithms.base import Algorithm
 from workloads.option_fields import option
 from workloads.codecs import SUMMING
@@ -167,7 +168,8 @@ class BlueConnectOptions:
     decomposition: str = option("topology", "blueconnect: " + DECOMPOSITION_HELP + " (factors join consecutive "
                                 "levels, lowest first; '@' gives a stage order, e.g. 3,4@1,0)", shapes_plan=True)
     alpha: float = option(0.0, "blueconnect: per-message latency alpha in seconds (eq. 1-9) for its theory and "
-                          "--decomposition auto (0: bandwidth only)", low=0.0, high=1.0, shapes_plan=True)
+                          "--decomposition auto (0: bandwidth only)", low=0.0, high=1.0, shapes_plan=True,
+                          quantity=SECONDS)
 
 
 def check_options(topo: Topology, servers: int, options: BlueConnectOptions) -> None:
