@@ -16,7 +16,7 @@ from emulation.core.topology import TOPOLOGY_HELP
 # The groups of run options each kind of command takes.
 RUN_GROUPS = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
               SEED, TRAINING, OUTPUT, REPLACE, WAIT)
-JSON = command_option("json", "print the result as JSON", False, kind=bool)
+JSON = Option(help="print the result as JSON", name="json", default=False, kind=bool, group=OUTPUT, yaml=False)
 SPEC = command_option("spec", TOPOLOGY_HELP, positional=True)
 
 
@@ -47,6 +47,7 @@ class Command:
     name = ""
     help = ""
     description = ""                       # a paragraph for `dmlbed NAME --help` and the reference
+    examples: Tuple[Tuple[str, str], ...] = ()  # (what it does, the arguments after `dmlbed NAME`), two or more
     json_flag = True                       # the command takes --json (print its result as JSON)
     groups: Tuple[str, ...] = ()           # the option table's groups it takes
     own: Tuple[Option, ...] = ()           # its own options
@@ -57,8 +58,8 @@ class Command:
         return self.own + ((JSON,) if self.json_flag else ())
 
     def arguments(self, parser) -> None:
-        """Add the command's arguments: its groups' run options and its own."""
-        add_arguments(parser, self.groups, self.own)
+        """Add the command's arguments: its own (--json included) and its groups' run options, in --help's sections."""
+        add_arguments(parser, self.groups, self.options(), own_title=f"{self.name} options")
 
     def config(self, args, **overrides) -> RunConfig:
         """The RunConfig of its groups' values."""

@@ -57,6 +57,12 @@ class Bench(Command):
                    "each size: warm-up, then timed repetitions, each checked against the op's exact result; "
                    "bench.csv/json and busbw.png with the closed form and the flow model beside every size. "
                    "torch.distributed's own gloo collective is timed as --algo gloo.")
+    examples = (
+        ("ring, halving-doubling and gloo's all-reduce across message sizes, nccl-tests style",
+         "--topo star:8 --algo ring,hd,gloo --sizes 64K:64M:x4"),
+        ("all-gather and all-to-all of 64 hosts in the flow model",
+         "--topo star:64 --op allgather,alltoall --mode simulate"),
+    )
     groups = (TOPOLOGY, LINKS, NETWORK, RANKS, DILATION, PLAN_INPUTS, OUTPUT, REPLACE, WAIT)
     own = (command_option("op", f"comma-separated collectives ({', '.join(OPS)})", ALLREDUCE),
            command_option("algo", "comma-separated algorithms, e.g. ring,ps,gloo (all-reduce: required; other ops: "

@@ -42,6 +42,12 @@ class Calibrate(Command):
     description = ("Per link level, a ping-pong between two hosts and an exchange in which every host sends across "
                    "the level at once, through the engine and transport the algorithms use; fits one message's "
                    "time as alpha + bytes / rate and writes calibration.json for --calibration.")
+    examples = (
+        ("each BCube level's latency and rate, the model theory and simulate take with --calibration",
+         "--topo bcube:3,1 --bw 100"),
+        ("a 1 Gbit/s star, dilated 4 times, with more repetitions",
+         "--topo star:4 --bw 1000 --dilation 4 --reps 20"),
+    )
     groups = (TOPOLOGY, LINKS, NETWORK, RANKS, DILATION, OUTPUT, REPLACE, WAIT)
     own = (WARMUP, reps_option(7))
 

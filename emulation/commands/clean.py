@@ -13,6 +13,10 @@ class Clean(Command):
     description = ("Stops the processes, and removes the interfaces, bridges and namespaces, that dmlbed runs "
                    "recorded under /run/dmlbed and did not remove themselves (a crash, a kill -9). Use it instead "
                    "of `mn -c`, which stops every ryu-manager and bridge on the machine.")
+    examples = (
+        ("remove the namespaces, interfaces, bridges and processes a crashed run left (nothing else)",
+         ""),
+    )
 
     def needs_root(self, job):
         return True

@@ -48,16 +48,39 @@ class VersionAction(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = OneLineParser(prog="dmlbed", description="Network emulation testbed for distributed ML.")
+    parser = OneLineParser(prog="dmlbed", description="Network emulation testbed for distributed ML.",
+                           epilog=MAIN_EPILOG, formatter_class=ExamplesFormatter)
     parser.add_argument("--version", action=VersionAction, help="print dmlbed's version and what it runs on, then exit")
     sub = parser.add_subparsers(dest="name", parser_class=OneLineParser)
     for command in COMMANDS:
-        p = sub.add_parser(command.name, help=command.help, description=command.description or command.help)
+        p = sub.add_parser(command.name, help=command.help, description=command.description or command.help,
+                           epilog=examples_text(command), formatter_class=ExamplesFormatter)
         command.arguments(p)
-        if command.json_flag:
-            p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.set_defaults(command=command, json=False)
     return parser
+
+
+MAIN_EPILOG = ("examples:\n  dmlbed topo bcube:4,1\n  dmlbed run --topo bcube:4,1 --algo bml --bw 100\n"
+               "  dmlbed NAME --help   (a command's options in sections, their defaults, and examples)\n\n"
+               "The documentation is in docs/ (start at docs/index.md, or serve it with `mkdocs serve`); the labs, "
+               "with what students hand in and how it is graded, are in labs/.")
+
+
+def examples_text(command) -> str:
+    """The examples under a command's --help."""
+    lines = ["examples:"]
+    for what, arguments in command.examples:
+        lines += [f"  dmlbed {command.name} {arguments}".rstrip(), f"      {what}"]
+    return "\n".join(lines) if command.examples else ""
+
+
+class ExamplesFormatter(argparse.HelpFormatter):
+    """argparse's help, with the examples (and what follows them) kept line by line instead of refilled."""
+
+    def _fill_text(self, text, width, indent):
+        if text.startswith("examples:"):
+            return "".join(indent + line + "\n" for line in text.splitlines()).rstrip("\n")
+        return super()._fill_text(text, width, indent)
 
 
 def require_root(what: str) -> None:

@@ -17,6 +17,12 @@ class Compare(Command):
     description = ("A config's `runs` (each with a label), crossed with its `sweep` values, over its `defaults`; "
                    "every row is checked before the first one starts (see `dmlbed schema config` for its keys). "
                    "Rows with mode simulate or theory need no root.")
+    examples = (
+        ("the demo matrix over loopback (no root)",
+         "configs/demo.yaml --local"),
+        ("BML's Fig. 5 on the emulated network, waiting for the machine if another run has it",
+         "configs/bml-fig5.yaml --out results/bml-fig5 --wait"),
+    )
     own = (command_option("config", "YAML file: name, defaults, runs, sweep (see configs/)", positional=True),
            *matrix_flags("comparison"))
 

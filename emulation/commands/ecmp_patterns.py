@@ -16,6 +16,12 @@ class Patterns(Command):
                    "it (the same seed gives the same ports, so the same ECMP paths), at max-min fair rates on the "
                    "paths the controller's rules give those ports; the aggregate against a non-blocking switch's "
                    "(only the hosts' own links limit a flow), per seed and per pattern. No network is brought up.")
+    examples = (
+        ("Hedera's stride patterns on Fat-Tree(4): ECMP's throughput against a non-blocking switch",
+         "fattree:4 --pattern stride:4 --pattern stride:8 --seeds 5"),
+        ("random bijections on a leaf-spine, routed by destination instead of by hash",
+         "leafspine:4,4,2 --pattern randbij --seeds 3 --routing dmodk"),
+    )
     groups = (LINKS,)
     own = (SPEC,
            command_option("pattern", f"{PATTERN_HELP} (repeatable)", kind=list, metavar="stride:K|randbij|alltoall",

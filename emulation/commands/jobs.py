@@ -19,6 +19,13 @@ class Jobs(Command):
                    "the same hosts. Writes jobs.json (each job alone and together, its slowdown, the overlap of its "
                    "synchronizations with the other jobs' per iteration) and each job's own run folder. The run "
                    "options are every job's; a job's own keys override them.")
+    examples = (
+        ("two ring jobs on the two halves of Fat-Tree(4): each one's slowdown against itself alone",
+         "--topo fattree:4 --algo ring --model mlp:2MB --job 'name=a hosts=h0..h7' --job 'name=b hosts=h8..h15'"),
+        ("the same in the flow model",
+         "--topo fattree:4 --algo ring --model mlp:2MB --job 'name=a hosts=h0..h7' --job 'name=b hosts=h8..h15' "
+         "--mode simulate"),
+    )
     groups = tuple(g for g in RUN_GROUPS if g != EVENTS) + (FLOW_MODEL,)  # jobs do not change links yet
     own = (command_option("job", JOB_HELP, kind=list, metavar="'KEY=VALUE ...'"),
            command_option("mode", "emulate: real ranks on the emulated network; simulate: the flow model; theory: "

@@ -60,6 +60,12 @@ class Launch(Command):
     description = ("Starts COMMAND once per emulated host with torchrun's variables (RANK, WORLD_SIZE, "
                    "MASTER_ADDR, ...), so an unmodified DDP script with the gloo backend trains across the emulated "
                    "network; each rank's output, exit code, bytes per level and a fidelity verdict are recorded.")
+    examples = (
+        ("PyTorch's own FSDP script on every host of a star of 4 at 100 Mbit/s",
+         "--topo star:4 --bw 100 -- python examples/fsdp_train.py"),
+        ("any command: each rank gets RANK, WORLD_SIZE and MASTER_ADDR as torchrun gives them",
+         "--topo bcube:2,1 --bw 50 --time-limit 2min -- python -c 'import os; print(os.environ[\"RANK\"])'"),
+    )
     groups = (TOPOLOGY, LINKS, NETWORK, CONTROLLER, RANKS, OUTPUT, REPLACE, WAIT)
     own = (command_option("algo", "the algorithm whose DDP hook dmlbed.ddp.register(model) installs in your script "
                           "(default: none, the script's own synchronization)", choices=tuple(ALGORITHMS)),

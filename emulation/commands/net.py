@@ -61,6 +61,17 @@ class Net(Command):
     description = ("With --check: every host pair's reachability (ping) and concurrent iperf3 flows on every "
                    "level, each flow's measured rate against its shaped rate, CPU and switch-thread load, "
                    "bring-up and teardown times (net.json). With --cli: Mininet's CLI on the running network.")
+    examples = (
+        ("bring BCube(3,1) up at 100 Mbit/s, check reachability and every link's rate, tear it down",
+         "bcube:3,1 --bw 100 --check"),
+        ("Hedera's stride-4 pattern on Fat-Tree(4) at 10 Mbit/s against a non-blocking switch",
+         "fattree:4 --bw 10 --check --pattern stride:4"),
+        ("1 to 8 senders into one host at once: its switch port's queue and the goodput per sender count beside the "
+         "flow model (with --aqm red-ecn:20 --tcp-cc dctcp where the kernel has RED and DCTCP)",
+         "star:9 --bw 100 --check --incast 1-8"),
+        ("a star of 4 hosts in Mininet's CLI",
+         "star:4 --cli"),
+    )
     groups = (LINKS, NETWORK, CONTROLLER, OUTPUT, REPLACE, WAIT)
     own = (SPEC,
            command_option("check", "reachability + iperf3 fidelity test", False, kind=bool, exclusive="mode",

@@ -71,6 +71,9 @@ def option_rows(rows: List[tuple]) -> List[str]:
 def command_section(command: Command) -> List[str]:
     """One command: what it does, and its options by group."""
     lines = [f"## dmlbed {command.name}", "", command.description or command.help, ""]
+    if command.examples:
+        lines += ["```"] + [line for what, arguments in command.examples
+                            for line in (f"# {what}", f"dmlbed {command.name} {arguments}".rstrip())] + ["```", ""]
     own = [(o.name, o, o.default) for o in command.options()]
     if own:
         lines += ["**Its own options**", ""] + option_rows(own) + [""]

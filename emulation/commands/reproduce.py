@@ -28,6 +28,12 @@ class Reproduce(Command):
     name, help = "reproduce", "run a paper's config and print the paper's values beside ours"
     description = ("Runs one of the paper configs (configs/ with a `paper:` block) and prints each claim: the "
                    "paper's value and where it says so, ours and how it was obtained, and the verdict.")
+    examples = (
+        ("the papers' figures dmlbed reproduces, each with its config",
+         "--list"),
+        ("BML's Fig. 5 run again, the paper's values beside ours",
+         "bml-fig5 --out results/bml-fig5"),
+    )
     own = (command_option("name", f"{', '.join(matrix.reproducible(CONFIGS))} (see --list)", positional=True,
                           nargs="?"),
            command_option("list", "list the paper configs", False, kind=bool),

@@ -11,6 +11,12 @@ class Rules(Command):
     description = ("Every flow (priority, match, action) and group (select for ECMP; fast-failover backup paths, "
                    "as --failover fast installs them) the controller installs on each switch when it connects, grouped "
                    "by switch level; computed without a network (controllers/flow_rules.py).")
+    examples = (
+        ("the rules that pin each BCube host's traffic to the level whose link it must use",
+         "bcube:3,1"),
+        ("Fat-Tree(4)'s rules and ECMP select groups as JSON",
+         "fattree:4 --json"),
+    )
     own = (SPEC,)
 
     def prepare(self, args):

@@ -16,6 +16,14 @@ class Run(Command):
     description = ("Brings the topology up under dmlbed's controller, starts one training rank per host and "
                    "synchronizes their gradients with --algo every iteration; writes summary.json (GST beside the "
                    "papers' theory, correctness, a fidelity verdict), iterations.csv, workers.csv and trace.json.")
+    examples = (
+        ("BML on BCube(3,1) at 100 Mbit/s: GST beside the paper's theory, correctness and a fidelity verdict",
+         "--topo bcube:3,1 --algo bml --bw 100"),
+        ("the ring all-reduce of 4 workers over loopback (no root, no emulated network)",
+         "--topo star:4 --algo ring --local --iters 3"),
+        ("top-k with error feedback on a slow link, synchronized during backward as DDP does",
+         "--topo star:8 --algo ring --bw 25 --model mlp:12.5MB --codec topk --k-ratio 0.01 --error-feedback --overlap"),
+    )
     groups = RUN_GROUPS
 
     def prepare(self, args):

@@ -17,6 +17,12 @@ class Schema(Command):
     description = ("config: a compare config's keys; summary: summary.json of run and simulate (and the closed "
                    "forms' rows); launch: a launch's summary.json; flags:COMMAND: every flag of one command, "
                    "with its type, range, default and group.")
+    examples = (
+        ("a compare config's keys and types, for an editor's completion",
+         "config"),
+        ("run's flags as JSON Schema",
+         "flags:run"),
+    )
     own = (command_option("which", "config | summary | launch | flags:COMMAND", positional=True),)
 
     def names(self):

@@ -15,6 +15,12 @@ class Simulate(Command):
     name, help = "simulate", "the same plan in a flow-level model (no packets; any size)"
     description = ("Runs the algorithm's plans, chunk by chunk, over the topology's links shared max-min fairly; "
                    "writes a run's summary.json (mode simulate), iterations.csv, links.csv and a trace.json.")
+    examples = (
+        ("the ring of 8 workers in the flow model, with a trace for `dmlbed timeline`",
+         "--topo star:8 --algo ring --model mlp:12.5MB --bw 100 --out results/ring-star8"),
+        ("1,024 servers: BML on BCube(32,2) at 1 Gbit/s",
+         "--topo bcube:32,2 --algo bml --bw 1000"),
+    )
     groups = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, SYNCHRONIZATION, PLAN_INPUTS, ITERATIONS, SEED, FLOW_MODEL, OUTPUT, REPLACE)
 
     def prepare(self, args):

@@ -12,6 +12,14 @@ class Theory(Command):
     description = ("The algorithm's GST from its paper's formula (no plan is built); with --calibration or --delay "
                    "also the plan in the flow model under that model; with --overlap DDP's overlapped iteration; "
                    "with --codec terngrad TernGrad's App. B performance model.")
+    examples = (
+        ("BML's GST on BCube(3,1) for ResNet-50 at 1 Gbit/s, with its equation",
+         "--topo bcube:3,1 --algo bml --model resnet50 --bw 1000"),
+        ("the parameter server on Fat-Tree(16) at a data-center rate",
+         "--topo fattree:16 --algo ps --model vgg19 --bw 100Gbit"),
+        ("BlueConnect with a per-message latency",
+         "--topo tree:4,2 --algo blueconnect --bw 100,10 --alpha 5ms"),
+    )
     groups = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS, APP_B)
 
     def prepare(self, args):

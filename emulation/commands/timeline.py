@@ -14,6 +14,12 @@ class Timeline(Command):
     name, help, json_flag = "timeline", "draw a run's trace.json (compute and sends per rank) as a PNG", False
     description = ("Draws, per rank, each iteration's compute and every send of the synchronization, coloured by "
                    "the link level it crossed. The same trace.json opens in chrome://tracing or Perfetto.")
+    examples = (
+        ("draw a run's (or a simulation's) compute and sends per rank as a PNG in its folder",
+         "results/ring-star8"),
+        ("only the first 2 iterations, into a file of your choice",
+         "results/ring-star8 --iterations 2 --out ring-timeline.png"),
+    )
     own = (command_option("run_dir", "a run's --out folder", positional=True),
            command_option("out", "PNG path (default RUN_DIR/timeline.png)"),
            command_option("iterations", "only the first N iterations", kind=int, low=1, high=1_000_000))

@@ -17,6 +17,14 @@ class Topo(Command):
     description = ("Lists the hosts with their address and MAC on every link level, the switches with their level, "
                    "role and datapath id, and the links with their ports; --json gives the same as data; --export "
                    "writes a topology file to edit and give to --topo.")
+    examples = (
+        ("BCube(4,1): 16 hosts with two NICs each, 8 switches, every address and link",
+         "bcube:4,1"),
+        ("a leaf-spine of 4 leaves, 4 hosts a leaf and 2 spines, written to a file to edit and give to --topo",
+         "leafspine:4,4,2 --export leafspine.json"),
+        ("Fat-Tree(4) as data",
+         "fattree:4 --json"),
+    )
     own = (SPEC, EXPORT)
 
     def prepare(self, args):

@@ -350,19 +350,41 @@ def argument_help(opt: Option, default: Any) -> str:
     return text.replace("%", "%%")  # argparse formats help with %
 
 
-def add_arguments(parser, groups: Iterable[str] = (), own: Sequence[Option] = ()) -> None:
-    """argparse arguments of the RunConfig fields in these groups and of a command's own options (values are
-    converted and checked later, in one place)."""
-    for name, opt, default in in_groups(groups):
-        add_argument(parser, name, opt, default)
+# The sections of a command's --help, in order, and the option groups each one shows (a command's own options come
+# first, under its name; algorithms' and codecs' own options have a section of their own).
+HELP_SECTIONS = (("network", (TOPOLOGY, LINKS, BACKGROUND, EVENTS, NETWORK, CONTROLLER)),
+                 ("training and synchronization", (SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS, SEED, TRAINING)),
+                 ("algorithm- and codec-specific (each applies to the algorithms or codec it names)", ()),
+                 ("models (theory, simulate)", (FLOW_MODEL, APP_B, MATRIX)),
+                 ("machine", (RANKS, DILATION, WAIT)),
+                 ("output", (OUTPUT, REPLACE)))
+SPECIFIC = HELP_SECTIONS[2][0]
+
+
+def help_section(opt: Option, own_title: str) -> str:
+    """The --help section an option is shown in."""
+    if opt.algorithm_option or opt.codec_option:
+        return SPECIFIC
+    return next((title for title, groups in HELP_SECTIONS if opt.group in groups), own_title)
+
+
+def add_arguments(parser, groups: Iterable[str] = (), own: Sequence[Option] = (), own_title: str = "options") -> None:
+    """argparse arguments of the RunConfig fields in these groups and of a command's own options, in --help's
+    sections (values are converted and checked later, in one place)."""
+    entries = [(opt.name, opt, opt.default) for opt in own] + in_groups(groups)
+    titles = [own_title] + [title for title, _ in HELP_SECTIONS]
+    sections: Dict[str, Any] = {}
+    for title in titles:  # created in order, only those with options: argparse shows them so
+        if any(not opt.positional and help_section(opt, own_title) == title for _, opt, _ in entries):
+            sections[title] = parser.add_argument_group(title)
     exclusive: Dict[str, Any] = {}
-    for opt in own:
-        target = parser
+    for name, opt, default in entries:
+        target = parser if opt.positional else sections[help_section(opt, own_title)]
         if opt.exclusive:
             if opt.exclusive not in exclusive:
-                exclusive[opt.exclusive] = parser.add_mutually_exclusive_group(required=opt.required)
+                exclusive[opt.exclusive] = target.add_mutually_exclusive_group(required=opt.required)
             target = exclusive[opt.exclusive]
-        add_argument(target, opt.name, opt, opt.default)
+        add_argument(target, name, opt, default)
 
 
 def add_argument(parser, name: str, opt: Option, default: Any) -> None:
