@@ -402,7 +402,7 @@ def add_argument(parser, name: str, opt: Option, default: Any) -> None:
         required = opt.required and not opt.exclusive
         parser.add_argument(flag_of(name, opt), dest=name, required=required, help=text,
                             default=None if required else default,
-                            metavar=opt.metavar or (name.upper() if opt.choices is None else None))
+                            metavar=opt.metavar or name.upper())  # choices: listed once, in the help
 
 
 def from_args(args, groups: Iterable[str], **overrides) -> RunConfig:
