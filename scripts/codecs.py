@@ -33,8 +33,9 @@ RUN_OPTIONS = {"topk": ("--error-feedback",), "randomk": ("--error-feedback",)} 
 # all 8 payloads every iteration, against a GST of tenths of a second: at 4, top-k's selection took 26% of the GST
 # on the machine's cores and random-k's and EF-signSGD's ranks entered the all-gather 60-90 ms apart (degraded)
 DILATION = {"terngrad": "10", "topk": "10", "randomk": "10", "qsgd": "10", "signsgd": "4", "efsignsgd": "10",
-            "powersgd": "100"}  # PowerSGD: two all-reduces of small factors, 56 ring steps whose latency on this
-# machine's CPU adds up (at 10: 3 ms of real time a step, GST 1.54x the closed form, not faithful)
+            "powersgd": "50"}  # PowerSGD: two all-reduces of small factors, 56 ring steps whose latency on this
+# machine's CPU adds up (at 10: 3 ms of real time a step, GST 1.54x the closed form, not faithful); 50 shapes the
+# links at 2 Mbit/s, the least the shaper honours (emulation/core/topology.py's MIN_BW_MBPS)
 
 
 def case(codec: str, out: str, iters: str) -> dict:
