@@ -6,18 +6,21 @@ to script by hand.
 
     print(dmlbed.theory(topo="bcube:3,2", algo="bml", model="resnet50", bw=100)["gst_theory_s"])
     with dmlbed.Network("star:4", bw=100) as net:          # needs root, as `dmlbed net` does
-        print(net.addresses("h1"), net.run("h0", ["ping", "-c", "1", net.addresses("h1")["L0"]]).returncode)
+        print(net.ping_all(), net.iperf("h0", "h1")["measured_mbps"])   # as Mininet's pingAll and iperf
+        print(net.host("h0").cmd("ping", "-c", "1", net.host("h1").IP()))
         net.link("h1", "down"); net.link("h1", "up"); net.link("h1", "50")   # a link down, up, at 50 Mbit/s
     summary = dmlbed.run(topo="star:4", algo="ring", model="lenet5", iters=5, out="results/api")
     shared = dmlbed.jobs(["name=a hosts=h0..h3", "name=b hosts=h4..h7"], mode="simulate", topo="star:8", algo="ring")
 
 Keyword arguments are the keys of a compare config (the CLI's flags with underscores: topo, algo, model, bw,
-iters, overlap, bucket_mb, compute_time, ...), plus out, local, force and wait. Bad input raises ValueError with the
-same one-line message the CLI prints.
+iters, overlap, bucket_mb, compute_time, ...), plus out, local, force and wait; help(dmlbed.run) lists them with
+their types and defaults, generated from the option table. Bad input raises ValueError with the same one-line
+message the CLI prints.
 """
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -28,7 +31,8 @@ from emulation.run.options import CONTROLLER, LINKS, NETWORK, TOPOLOGY, WAIT, Ru
 from emulation.run.summary import LaunchSummary, Summary
 from emulation.run.validation import check_network, check_values
 
-__all__ = ["Network", "run", "launch", "simulate", "theory", "jobs", "compare", "config", "Summary", "LaunchSummary"]
+__all__ = ["Network", "Host", "run", "launch", "simulate", "theory", "jobs", "compare", "config", "Summary",
+           "LaunchSummary"]
 
 FLAGS_ONLY = ("out", "local", "force", "wait")  # run options that are not compare-config keys
 Log = Callable[[str], None]
@@ -82,6 +86,50 @@ def launch(command: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict
     return launching.execute(launching.prepare(cfg, list(command), cwd, env, time_limit), log)
 
 
+def _signed(function: Callable, before: Sequence[inspect.Parameter] = ()) -> Callable:
+    """The function with the option table's keys as its typed keyword parameters for help() and IDEs that read
+    signatures (it still takes them as **options: one table, checked in one place)."""
+    from emulation.run.options import MATRIX, described, yaml_key
+    own = inspect.signature(function).parameters
+    params = list(before) + [inspect.Parameter("log", inspect.Parameter.KEYWORD_ONLY, default=own[name].default,
+                                               annotation=Log) for name in own if name == "log"]
+    for name, opt, default in described():
+        if opt.yaml and opt.group != MATRIX:  # a matrix row's mode is the function's
+            params.append(inspect.Parameter(yaml_key(name, opt), inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=opt.kind if default is not None else Optional[opt.kind]))
+    for name, kind, default in (("out", str, None), ("local", bool, False), ("force", bool, False),
+                                ("wait", bool, False)):
+        if all(p.name != name for p in params):
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind))
+    function.__signature__ = inspect.Signature(params, return_annotation=inspect.signature(function).return_annotation)
+    return function
+
+
+for _function in (run, simulate, theory):
+    _signed(_function)
+_signed(jobs, [inspect.Parameter("jobs", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Sequence[str]),
+               inspect.Parameter("mode", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="emulate", annotation=str)])
+
+
+class Host:
+    """One host of a Network, as Mininet's: its name, its addresses and cmd()."""
+
+    def __init__(self, network: "Network", name: str):
+        self.network, self.name = network, name
+
+    def IP(self, level: int = 0) -> str:  # noqa: N802 (Mininet's name)
+        """Its address on a link level."""
+        return self.network.addresses(self.name)[f"L{level}"]
+
+    def cmd(self, *args: str, timeout: float = 60.0) -> str:
+        """Run a command in the host to completion; what it printed (stdout, then stderr), as Mininet's cmd."""
+        done = self.network.run(self.name, list(args), timeout)
+        return done.stdout + done.stderr
+
+    def __repr__(self) -> str:
+        return f"<Host {self.name}>"
+
+
 class Network:
     """An emulated network to script, as `dmlbed net --cli` gives one by hand: enter it (root), start processes in
     its hosts, leave it and everything is torn down."""
@@ -113,6 +161,29 @@ class Network:
     def hosts(self) -> List[str]:
         """The hosts' names, rank order."""
         return [h.name for h in self.network.topo.hosts]
+
+    def host(self, name: str) -> Host:
+        """One host (ValueError naming the valid ones)."""
+        if name not in self.hosts:
+            raise ValueError(f"Network.host: no host '{name}': valid are {', '.join(self.hosts)}")
+        return Host(self, name)
+
+    def ping_all(self, timeout: int = 2) -> float:
+        """Every host pings every other on each level they share (one ping each, as Mininet's pingAll); the
+        percentage that got no answer."""
+        from emulation.net.checks import reachability_pairs, run_reachability
+        pairs = reachability_pairs(self.network.topo)
+        found = run_reachability(self.emulated, pairs, timeout)
+        return 100.0 * len(found["unreachable"]) / max(1, found["pairs_tested"])
+
+    def iperf(self, a: str, b: str, seconds: float = 5.0, level: int = 0) -> dict:
+        """One iperf3 TCP flow from host a to host b on a link level for `seconds`: its goodput (measured_mbps), its
+        rate on the wire against the slowest shaped link of its path (fidelity) and its retransmissions."""
+        from emulation.net.checks import Flow, run_fidelity
+        src, dst = self.host(a), self.host(b)
+        shaped = min(self.network.bw[level], *(self.network.bw[i.level] for i in
+                                               self.network.topo.node(b).interfaces if i.level == level))
+        return run_fidelity(self.emulated, [Flow(a, src.IP(level), b, dst.IP(level), level, shaped)], seconds)[0]
 
     def addresses(self, host: str) -> Dict[str, str]:
         """A host's address on each link level ('L0', 'L1', ...)."""

@@ -189,12 +189,16 @@ def test_fast_failover_and_the_reroute_keep_a_fat_tree_connected(tmp_path):
 
 @pytest.mark.emulation
 def test_a_script_takes_a_link_down_and_up_through_the_python_api():
-    """dmlbed.Network.link: bcube:2,2 with h1's level-1 link down, h3 (its level-1 neighbour) still reaches h1's
-    level-1 address, relayed through h2 and h0; directly again once it is up; a link already up, or no link, is a
-    ValueError."""
+    """dmlbed.Network with Mininet's habits (ping_all, a host's cmd, iperf), and Network.link: bcube:2,2 with h1's
+    level-1 link down, h3 (its level-1 neighbour) still reaches h1's level-1 address, relayed through h2 and h0;
+    directly again once it is up; a link already up, or no link, is a ValueError."""
     import dmlbed
     from test_emulation import leftovers
     with dmlbed.Network("bcube:2,2", bw=100) as net:
+        assert net.ping_all() == 0.0  # Mininet's habits: every pair answers, a host's cmd, an iperf between two
+        assert "1 received" in net.host("h0").cmd("ping", "-c", "1", "-W", "2", net.host("h1").IP())
+        flow = net.iperf("h0", "h1", seconds=2)
+        assert flow["shaped_mbps"] == 100 and 0.7 < flow["fidelity"] < 1.15, flow
         target = net.addresses("h1")["L1"]
         net.link("h1:1", "down")
         assert net.run("h3", ["ping", "-c", "2", "-i", "0.2", "-W", "1", target]).returncode == 0

@@ -44,7 +44,7 @@ class Calibrate(Command):
                    "time as alpha + bytes / rate and writes calibration.json for --calibration.")
     examples = (
         ("each BCube level's latency and rate, the model theory and simulate take with --calibration",
-         "--topo bcube:3,1 --bw 100"),
+         "--topo bcube:3,2 --bw 100"),
         ("a 1 Gbit/s star, dilated 4 times, with more repetitions",
          "--topo star:4 --bw 1000 --dilation 4 --reps 20"),
     )

@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-MAIN_EPILOG = ("examples:\n  dmlbed topo bcube:4,1\n  dmlbed run --topo bcube:4,1 --algo bml --bw 100\n"
+MAIN_EPILOG = ("examples:\n  dmlbed topo bcube:4,2\n  dmlbed run --topo bcube:4,2 --algo bml --bw 100\n"
                "  dmlbed NAME --help   (a command's options in sections, their defaults, and examples)\n\n"
                "The documentation is in docs/ (start at docs/index.md, or serve it with `mkdocs serve`); the labs, "
                "with what students hand in and how it is graded, are in labs/.")

@@ -64,7 +64,7 @@ class Launch(Command):
         ("PyTorch's own FSDP script on every host of a star of 4 at 100 Mbit/s",
          "--topo star:4 --bw 100 -- python examples/fsdp_train.py"),
         ("any command: each rank gets RANK, WORLD_SIZE and MASTER_ADDR as torchrun gives them",
-         "--topo bcube:2,1 --bw 50 --time-limit 2min -- python -c 'import os; print(os.environ[\"RANK\"])'"),
+         "--topo bcube:2,2 --bw 50 --time-limit 2min -- python -c 'import os; print(os.environ[\"RANK\"])'"),
     )
     groups = (TOPOLOGY, LINKS, NETWORK, CONTROLLER, RANKS, OUTPUT, REPLACE, WAIT)
     own = (command_option("algo", "the algorithm whose DDP hook dmlbed.ddp.register(model) installs in your script "

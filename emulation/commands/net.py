@@ -62,8 +62,8 @@ class Net(Command):
                    "level, each flow's measured rate against its shaped rate, CPU and switch-thread load, "
                    "bring-up and teardown times (net.json). With --cli: Mininet's CLI on the running network.")
     examples = (
-        ("bring BCube(3,1) up at 100 Mbit/s, check reachability and every link's rate, tear it down",
-         "bcube:3,1 --bw 100 --check"),
+        ("bring BCube(3,2) up at 100 Mbit/s, check reachability and every link's rate, tear it down",
+         "bcube:3,2 --bw 100 --check"),
         ("Hedera's stride-4 pattern on Fat-Tree(4) at 10 Mbit/s against a non-blocking switch",
          "fattree:4 --bw 10 --check --pattern stride:4"),
         ("1 to 8 senders into one host at once: its switch port's queue and the goodput per sender count beside the "

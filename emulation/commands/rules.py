@@ -13,7 +13,7 @@ class Rules(Command):
                    "by switch level; computed without a network (controllers/flow_rules.py).")
     examples = (
         ("the rules that pin each BCube host's traffic to the level whose link it must use",
-         "bcube:3,1"),
+         "bcube:3,2"),
         ("Fat-Tree(4)'s rules and ECMP select groups as JSON",
          "fattree:4 --json"),
     )

@@ -17,8 +17,8 @@ class Run(Command):
                    "synchronizes their gradients with --algo every iteration; writes summary.json (GST beside the "
                    "papers' theory, correctness, a fidelity verdict), iterations.csv, workers.csv and trace.json.")
     examples = (
-        ("BML on BCube(3,1) at 100 Mbit/s: GST beside the paper's theory, correctness and a fidelity verdict",
-         "--topo bcube:3,1 --algo bml --bw 100"),
+        ("BML on BCube(3,2) at 100 Mbit/s: GST beside the paper's theory, correctness and a fidelity verdict",
+         "--topo bcube:3,2 --algo bml --bw 100"),
         ("the ring all-reduce of 4 workers over loopback (no root, no emulated network)",
          "--topo star:4 --algo ring --local --iters 3"),
         ("top-k with error feedback on a slow link, synchronized during backward as DDP does",

@@ -13,8 +13,8 @@ class Theory(Command):
                    "also the plan in the flow model under that model; with --overlap DDP's overlapped iteration; "
                    "with --codec terngrad TernGrad's App. B performance model.")
     examples = (
-        ("BML's GST on BCube(3,1) for ResNet-50 at 1 Gbit/s, with its equation",
-         "--topo bcube:3,1 --algo bml --model resnet50 --bw 1000"),
+        ("BML's GST on BCube(3,2) for ResNet-50 at 1 Gbit/s, with its equation",
+         "--topo bcube:3,2 --algo bml --model resnet50 --bw 1000"),
         ("the parameter server on Fat-Tree(16) at a data-center rate",
          "--topo fattree:16 --algo ps --model vgg19 --bw 100Gbit"),
         ("BlueConnect with a per-message latency",

@@ -18,8 +18,8 @@ class Topo(Command):
                    "role and datapath id, and the links with their ports; --json gives the same as data; --export "
                    "writes a topology file to edit and give to --topo.")
     examples = (
-        ("BCube(4,1): 16 hosts with two NICs each, 8 switches, every address and link",
-         "bcube:4,1"),
+        ("BCube(4,2): 16 hosts with two NICs each (one a level), 8 switches, every address and link",
+         "bcube:4,2"),
         ("a leaf-spine of 4 leaves, 4 hosts a leaf and 2 spines, written to a file to edit and give to --topo",
          "leafspine:4,4,2 --export leafspine.json"),
         ("Fat-Tree(4) as data",
