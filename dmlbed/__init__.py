@@ -21,6 +21,7 @@ message the CLI prints.
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -31,8 +32,8 @@ from emulation.run.options import CONTROLLER, LINKS, NETWORK, TOPOLOGY, WAIT, Ru
 from emulation.run.summary import LaunchSummary, Summary
 from emulation.run.validation import check_network, check_values
 
-__all__ = ["Network", "Host", "run", "launch", "simulate", "theory", "jobs", "compare", "config", "Summary",
-           "LaunchSummary"]
+__all__ = ["Network", "Host", "run", "launch", "simulate", "theory", "jobs", "compare", "bench", "calibrate",
+           "reproduce", "config", "Summary", "LaunchSummary"]
 
 FLAGS_ONLY = ("out", "local", "force", "wait")  # run options that are not compare-config keys
 Log = Callable[[str], None]
@@ -109,6 +110,42 @@ for _function in (run, simulate, theory):
     _signed(_function)
 _signed(jobs, [inspect.Parameter("jobs", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Sequence[str]),
                inspect.Parameter("mode", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="emulate", annotation=str)])
+
+
+def _as_command(name: str, summary: str) -> Callable:
+    """An API function doing what `dmlbed NAME` does, with its flags (underscores; the run options by their
+    compare-config keys) as typed keyword parameters; the command's result."""
+    import argparse
+    from emulation.commands.registry import COMMANDS
+    from emulation.run.options import in_groups, yaml_key
+    command = next(c for c in COMMANDS if c.name == name)
+    fields = {opt.name: (opt.name, opt, opt.default) for opt in command.own}
+    fields.update({yaml_key(n, o): (n, o, d) for n, o, d in in_groups(command.groups)})
+
+    def function(**options):
+        unknown = sorted(set(options) - set(fields))
+        if unknown:
+            raise ValueError(f"dmlbed.{name}: unknown key '{unknown[0]}': valid are {', '.join(sorted(fields))}")
+        values = {field: options.get(key, default) for key, (field, _, default) in fields.items()}
+        args = argparse.Namespace(**values, json=False)
+        job = command.prepare(args)
+        if command.needs_root(job) and os.geteuid() != 0:
+            raise PermissionError(f"dmlbed.{name} needs root (network namespaces and Open vSwitch)")
+        return command.execute(job, args)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"`dmlbed {name}`: {summary}."
+    function.__signature__ = inspect.Signature(
+        [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=default,
+                           annotation=opt.kind if default is not None else Optional[opt.kind])
+         for key, (_, opt, default) in fields.items()], return_annotation=dict)
+    return function
+
+
+bench = _as_command("bench", "a collective benchmark across message sizes (algbw/busbw, as nccl-tests); its report")
+calibrate = _as_command("calibrate", "each link level's latency and rate fitted from probes; its report")
+reproduce = _as_command("reproduce", "a paper's config run again with the paper's values beside ours (name=...), "
+                                     "or every one (all=True), or the list (list=True)")
 
 
 class Host:

@@ -38,3 +38,16 @@ def test_a_network_names_its_hosts_as_mininet_does_before_it_is_up():
     assert net.host("h1").IP(1) == net.addresses("h1")["L1"]
     with pytest.raises(ValueError, match="no host 'h9': valid are h0, h1, h2, h3"):
         net.host("h9")
+
+
+def test_bench_calibrate_and_reproduce_are_functions_with_their_commands_flags():
+    for function in (dmlbed.bench, dmlbed.calibrate, dmlbed.reproduce):
+        assert function.__name__ in dmlbed.__all__ and function.__doc__.startswith(f"`dmlbed {function.__name__}`")
+    assert {"op", "sizes", "reps", "mode", "topo", "bw"} <= set(inspect.signature(dmlbed.bench).parameters)
+    report = dmlbed.bench(topo="star:8", op="allgather", sizes="1M:4M:x4", mode="simulate")
+    assert report["mode"] == "simulate" and report["ops"] == ["allgather"]
+    assert "bml-fig5" in dmlbed.reproduce(list=True)["list"]
+    with pytest.raises(ValueError, match="^dmlbed.bench: unknown key 'ops': valid are algo, "):
+        dmlbed.bench(topo="star:8", ops="allgather")
+    with pytest.raises(ValueError, match="^--op 'nope' is invalid"):
+        dmlbed.bench(topo="star:8", op="nope", mode="simulate")
