@@ -1,5 +1,5 @@
 """Write the documentation's generated reference pages (docs/reference/: the command line, compare configs,
-summary.json, the algorithms, the layers) from the code; with --check, only say which differ (exit 1)."""
+summary.json, the algorithms, the layers, the Python API) from the code; with --check, only say which differ (exit 1)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from dmlbed.api_reference import page as api_page
 from emulation.commands.reference import pages
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,7 +19,7 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page is out of date")
     args = ap.parse_args()
     stale = []
-    for name, text in pages().items():
+    for name, text in dict(pages(), **{"python-api.md": api_page()}).items():
         path = os.path.join(REFERENCE, name)
         current = open(path).read() if os.path.exists(path) else None
         if current != text:

@@ -15,6 +15,7 @@ from helpers import ROOT
 DOCS = os.path.join(ROOT, "docs")
 MKDOCS = os.path.join(os.path.dirname(sys.executable), "mkdocs")
 GENERATED_FROM_CODE = ("cli.md", "config.md", "summary.md", "algorithms.md", "layers.md", "limits.md")
+API_PAGE = "python-api.md"  # generated from the dmlbed module (the api layer), by dmlbed/api_reference.py
 GENERATED_FROM_RESULTS = {"papers.md": "dmlbed reproduce --all --docs", "benchmark.md": "scripts/benchmark_page.py"}
 ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1")
 
@@ -54,6 +55,11 @@ def test_the_generated_reference_is_the_code():
         assert open(os.path.join(DOCS, "reference", name)).read() == text, f"docs/reference/{name}: run make docs"
 
 
+def test_the_python_api_reference_is_the_module():
+    from dmlbed.api_reference import page
+    assert open(os.path.join(DOCS, "reference", API_PAGE)).read() == page(), f"docs/reference/{API_PAGE}: run make docs"
+
+
 def test_the_cli_reference_names_every_flag_of_every_command():
     from emulation.commands.registry import COMMANDS
     from emulation.run.options import flag_of, in_groups
@@ -80,7 +86,7 @@ def hand_written_pages():
         for name in files:
             rel = os.path.relpath(os.path.join(folder, name), DOCS)
             if name.endswith(".md") and not (rel.startswith("reference" + os.sep) and
-                                             (name in GENERATED_FROM_CODE or name in GENERATED_FROM_RESULTS)):
+                                             (name in GENERATED_FROM_CODE + (API_PAGE,) or name in GENERATED_FROM_RESULTS)):
                 yield rel
 
 
