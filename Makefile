@@ -30,6 +30,7 @@ benchmark: setup
 	$(PY) scripts/codecs.py --out results/codecs
 	$(PY) scripts/codecs.py --convergence results/codecs-convergence
 	$(PY) scripts/codec_rates.py results/codecs-rates
+	$(PY) scripts/codec_rates.py results/codecs-rates-slow --config configs/codecs-rates-slow-device.yaml
 	$(PY) labs/handouts.py
 	$(DMLBED) bench --topo star:4 --algo ring,ps --sizes 1M:64M:x4 --bw 100 --out results/bench --force
 	$(PY) scripts/benchmark_page.py

@@ -2,7 +2,8 @@
 results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
 results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
 results/patterns/patterns.json, results/collectives/collectives.json, results/codecs/codecs.json,
-results/codecs-convergence/convergence.json, results/codecs-rates/rates.json), each section headed by
+results/codecs-convergence/convergence.json, results/codecs-rates/rates.json,
+results/codecs-rates-slow/rates.json), each section headed by
 the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
 (headed by the run that measured it), or says so."""
 
@@ -22,7 +23,7 @@ SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/be
            "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
            "patterns": "results/patterns/patterns.json", "collectives": "results/collectives/collectives.json",
            "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json",
-           "rates": "results/codecs-rates/rates.json"}
+           "rates": "results/codecs-rates/rates.json", "rates_slow": "results/codecs-rates-slow/rates.json"}
 
 
 MISSING = "is missing: run `make benchmark`."
@@ -120,6 +121,7 @@ def page() -> str:
     lines += collectives_section(load(SOURCES["collectives"]))
     lines += codecs_section(load(SOURCES["codecs"]))
     lines += rates_section(load(SOURCES["rates"]))
+    lines += rates_section(load(SOURCES["rates_slow"]), "rates_slow", "Where compression pays on a slower device")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -433,14 +435,14 @@ def codecs_section(codecs: Optional[dict]) -> List[str]:
     return lines + [""] + convergence_lines(load(SOURCES["convergence"]))
 
 
-def rates_section(report: Optional[dict]) -> List[str]:
+def rates_section(report: Optional[dict], key: str = "rates", title: str = "Where compression pays") -> List[str]:
     """Every codec's speed-up over fp32 per link rate, emulated beside the flow model and the closed form."""
-    lines = ["## Where compression pays", ""]
+    lines = [f"## {title}", ""]
     if report is None:
-        return lines + [missing("rates"), ""]
+        return lines + [missing(key), ""]
     t = report.get("targets", {})
     measured = t.get("comparison_provenance") or {}
-    lines += [origin(report, SOURCES["rates"]) + f" The rows were run by `{measured.get('command', '?')}` on "
+    lines += [origin(report, SOURCES[key]) + f" The rows were run by `{measured.get('command', '?')}` on "
               f"{measured.get('date', '?')} at commit `{(measured.get('commit') or 'unknown')[:12]}`.", "",
               f"`{t.get('config')}`: every codec against fp32 on a ResNet-18-sized model (its comment says how), "
               f"each rank a device of {t.get('compute_s', '?')} s per iteration. Speed-up: fp32's iteration time over "
