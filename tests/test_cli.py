@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from emulation.commands.reference import BAD_INPUTS
 from helpers import run_dmlbed
 
 
@@ -96,3 +97,14 @@ def test_the_models_take_data_center_rates_the_shaper_cannot():
         assert r.returncode == 0, r.stderr
         gst[bw] = json.loads(r.stdout)["gst_theory_s"]
     assert gst["100"] == pytest.approx(1000 * gst["100gbit"])
+
+
+@pytest.mark.parametrize("line", [line for line, _ in BAD_INPUTS])
+def test_the_error_reference_inputs_are_refused_in_one_line_with_exit_2(line, capsys):
+    """docs/reference/errors.md's bad inputs, through the CLI's own path: exit 2, one line, the line the page shows."""
+    import shlex
+    from emulation.commands.cli import main
+    from emulation.commands.reference import refusal
+    assert main(shlex.split(line)) == 2
+    out = capsys.readouterr()
+    assert out.err.strip().splitlines() == [refusal(line)] and out.out == ""

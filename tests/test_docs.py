@@ -14,7 +14,7 @@ from helpers import ROOT
 
 DOCS = os.path.join(ROOT, "docs")
 MKDOCS = os.path.join(os.path.dirname(sys.executable), "mkdocs")
-GENERATED_FROM_CODE = ("cli.md", "config.md", "summary.md", "algorithms.md", "layers.md", "limits.md")
+GENERATED_FROM_CODE = ("cli.md", "config.md", "summary.md", "algorithms.md", "layers.md", "limits.md", "errors.md")
 API_PAGE = "python-api.md"  # generated from the dmlbed module (the api layer), by dmlbed/api_reference.py
 GENERATED_FROM_RESULTS = {"papers.md": "dmlbed reproduce --all --docs", "benchmark.md": "scripts/benchmark_page.py"}
 ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1")

@@ -89,18 +89,23 @@ def require_root(what: str) -> None:
         raise UsageError(f"{what} needs root (network namespaces and Open vSwitch): run it with sudo")
 
 
+def checked(argv: Optional[List[str]]):
+    """The command, its checked job and the parsed arguments; UsageError (one line) for bad input. Starts nothing."""
+    args = build_parser().parse_args(argv)
+    command = getattr(args, "command", None)
+    if command is None:
+        raise UsageError(f"a command is required: {names()} (see dmlbed --help)")
+    try:
+        return command, command.prepare(args), args
+    except ValueError as exc:  # every validation error of every command: OptionError, TopologyError, ...
+        raise UsageError(str(exc)) from None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the `dmlbed` console script."""
     signals.install()
     try:
-        args = build_parser().parse_args(argv)
-        command = getattr(args, "command", None)
-        if command is None:
-            raise UsageError(f"a command is required: {names()} (see dmlbed --help)")
-        try:
-            job = command.prepare(args)
-        except ValueError as exc:  # every validation error of every command: OptionError, TopologyError, ...
-            raise UsageError(str(exc)) from None
+        command, job, args = checked(argv)
         if command.needs_root(job):
             require_root(f"dmlbed {command.name}")
         result = command.execute(job, args)

@@ -1,12 +1,14 @@
 """The reference pages of the documentation, generated from the code that defines what they describe, never written
 by hand: every command's flags (the option table and each command's own), a compare config's keys, summary.json's
-keys (the summary's types), the algorithms (the registry) and the layers (each folder's modules and docstrings).
+keys (the summary's types), the algorithms (the registry), the layers (each folder's modules and docstrings) and the
+errors (what dmlbed says to a newcomer's bad inputs).
 `scripts/docs.py` writes them into docs/reference/; a test fails when one differs from what the code gives."""
 
 from __future__ import annotations
 
 import ast
 import os
+import shlex
 import typing
 from dataclasses import fields
 from typing import Any, Dict, List
@@ -270,8 +272,91 @@ def limits_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# A newcomer's bad inputs: (the command line after `dmlbed`, what is wrong with it). Each is refused before anything
+# starts, in one line with exit code 2; docs/reference/errors.md shows what dmlbed says to each (generated).
+BAD_INPUTS = (
+    ("nosuchcmd", "no such command"),
+    ("run --algo ring", "no topology"),
+    ("run --topo star:4", "no algorithm"),
+    ("run --topo cube:3 --algo ring", "an unknown topology family"),
+    ("run --topo bcube:3 --algo bml", "a BCube without its level count"),
+    ("run --topo bcube:1,2 --algo bml", "a BCube of 1-port switches"),
+    ("topo fattree:3", "a Fat-Tree of odd k"),
+    ("run --topo star:4 --algo bml", "an algorithm on a topology it does not fit"),
+    ("run --topo star:4 --algo nosuch", "an unknown algorithm"),
+    ("run --topo star:4 --algo ring --bw 5000", "a rate beyond the emulated shaper (theory and simulate take it)"),
+    ("run --topo star:4 --algo ring --bw 1", "a rate below what the shaper honours"),
+    ("run --topo star:4 --algo ring --bw fast", "a rate that is not a number"),
+    ("run --topo star:4 --algo ring --model resnet9", "an unknown model"),
+    ("run --topo star:4 --algo ring --model mlp:1TB", "a model size beyond the range"),
+    ("run --topo star:4 --algo ring --iters 0", "no iterations"),
+    ("run --topo star:4 --algo ring --batch -1", "a negative batch"),
+    ("run --topo star:4 --algo ring --delay 5parsecs", "a delay with a unit that is not a time"),
+    ("run --topo star:4 --algo ring --loss 150", "a loss above 100%"),
+    ("run --topo star:4 --algo ring --mtu 100", "an MTU below IPv4's minimum"),
+    ("run --topo star:4 --algo ring --dilation 0.5", "a dilation that would speed time up"),
+    ("run --topo star:4 --algo ring --tcp-cc vegas", "a congestion control dmlbed does not set up"),
+    ("run --topo star:4 --algo ring --rto-min 1.5ms", "an RTO between whole milliseconds (routes take ms)"),
+    ("run --topo star:4 --algo ring --timeout soon", "a time that is not a number"),
+    ("run --topo star:4 --algo ring --codec zip", "an unknown codec"),
+    ("run --topo star:4 --algo ring --k-ratio 0.05", "a codec's option without the codec"),
+    ("run --topo star:4 --algo ring --codec topk --k-ratio 2", "top-k keeping more than everything"),
+    ("run --topo star:4 --algo ring --codec powersgd --powersgd-rank 0", "a rank-0 PowerSGD"),
+    ("run --topo star:4 --algo ps --codec topk", "a gathering codec on a plan that sums"),
+    ("run --topo star:4 --algo ring --alpha 5ms", "an algorithm's option on another algorithm"),
+    ("run --topo star:4 --algo ring --servers 9", "dedicated servers for an algorithm without servers"),
+    ("run --topo star:4 --algo ring --link-rate h9=50", "a link the topology does not have"),
+    ("run --topo star:4 --algo ring --event h1=down", "a link event without its time"),
+    ("run --topo star:4 --algo ring --background h0", "a background flow without its destination"),
+    ("run --topo star:4 --algo ring --compute-time slow", "a device time that is neither seconds nor a law"),
+    ("run --topo star:4 --algo ring --local --aqm red-ecn:20", "switch queue marking on loopback, which has no "
+                                                               "switches"),
+    ("theory --topo star:4 --algo ring --tg-gpus 2", "a TernGrad performance-model input without TernGrad"),
+    ("simulate --topo star:4 --algo ring --out /proc/dmlbed-out", "an output folder that cannot be written"),
+    ("compare configs/no-such.yaml", "a compare config that is not there"),
+    ("timeline /tmp", "a folder that is not a run's"),
+    ("reproduce no-such-paper", "a paper dmlbed does not reproduce"),
+    ("bench --topo star:4 --sizes 1M:64M:x4", "an all-reduce benchmark without algorithms"),
+    ("bench --topo star:4 --algo ring --op nosuch", "an unknown collective"),
+    ("jobs --topo star:8 --algo ring --job 'name=a hosts=h0..h9'", "a job on hosts the network does not have"),
+    ("schema nosuch", "an unknown schema"),
+    ("launch --topo star:4", "a launch without the command to launch"),
+    ("net star:4", "a network brought up for nothing (neither --check nor --cli)"),
+)
+
+
+def refusal(line: str) -> str:
+    """What dmlbed says to a bad input (ValueError when it takes the input: nothing is started either way)."""
+    from emulation.commands.cli import UsageError, checked
+    try:
+        checked(shlex.split(line))
+    except UsageError as exc:
+        return f"dmlbed: error: {exc}"
+    raise ValueError(f"`dmlbed {line}` is taken, not refused")
+
+
+def errors_page() -> str:
+    """docs/reference/errors.md: the exit codes, and what dmlbed says to each of a newcomer's bad inputs."""
+    lines = ["# Errors and exit codes", "", GENERATED.strip(), "",
+             "Every command checks all of its input before it starts anything. Its exit code says what happened:", "",
+             "| exit code | meaning |", "|---|---|",
+             "| 0 | done, and the result is good |",
+             "| 1 | it failed after it started (a rank died, the network could not come up, a run was wrong) |",
+             "| 2 | bad input: one line on stderr naming what is wrong and what is valid; nothing was started |",
+             "| 75 | the machine's one emulated network is in use by another run (EX_TEMPFAIL): try again, or give "
+             "`--wait` |",
+             "| 128+n | stopped by signal n (130: Ctrl-C); everything it started was stopped |", "",
+             f"The last line on stderr is the one that says why. {len(BAD_INPUTS)} inputs a newcomer gives, each "
+             "refused with exit code 2 (the test suite checks every one):", "",
+             "| you typed | what is wrong | dmlbed says |", "|---|---|---|"]
+    for line, wrong in BAD_INPUTS:
+        said = refusal(line).replace("dmlbed: error: ", "", 1)
+        lines.append(f"| `dmlbed {cell(line)}` | {cell(wrong)} | {cell(said)} |")
+    return "\n".join(lines) + "\n"
+
+
 PAGES = {"cli.md": cli_page, "config.md": config_page, "summary.md": summary_page, "algorithms.md": algorithms_page,
-         "layers.md": layers_page, "limits.md": limits_page}
+         "layers.md": layers_page, "limits.md": limits_page, "errors.md": errors_page}
 
 
 def pages() -> Dict[str, str]:
