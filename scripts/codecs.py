@@ -25,6 +25,11 @@ from emulation.core.tcp import DEFAULT_MTU, ETHERNET_HEADER, TCPIP_HEADERS, good
 from workloads.codecs import COMPRESSORS
 
 TOPO, ALGO, BW, MODEL = "star:8", "ring", "100", "mlp:12.5MB"
+# Each rank a device of 1 s an iteration (its real work, batch 4, well inside): the ranks reach the synchronization
+# together, as accelerators do. With real compute, 8 ranks on 2 cores arrived tens of ms apart: PowerSGD's small
+# factors, sent early to a neighbour still computing, then read as links at 0.60 of their rate (not faithful), and
+# signSGD's ring steps started 93 ms apart (degraded).
+DEVICE = ("--compute-time", "1", "--batch", "4")
 WITHIN = 0.02  # interface bytes less their frames' headers against the size model
 OPTIONS = {"topk": ("--k-ratio", "0.01"), "randomk": ("--k-ratio", "0.01")}  # emulated and simulated alike
 RUN_OPTIONS = {"topk": ("--error-feedback",), "randomk": ("--error-feedback",)}  # emulated only (no traffic of its own)
@@ -40,7 +45,8 @@ DILATION = {"terngrad": "10", "topk": "10", "randomk": "10", "qsgd": "10", "sign
 
 def case(codec: str, out: str, iters: str) -> dict:
     """One codec emulated and simulated: its bytes against its size model, timing and verdict."""
-    common = ("--topo", TOPO, "--algo", ALGO, "--bw", BW, "--model", MODEL, "--codec", codec, *OPTIONS.get(codec, ()))
+    common = ("--topo", TOPO, "--algo", ALGO, "--bw", BW, "--model", MODEL, "--codec", codec, *OPTIONS.get(codec, ()),
+              *DEVICE)
     run = dmlbed("run", *common, *RUN_OPTIONS.get(codec, ()), "--dilation", DILATION.get(codec, "1"), "--iters",
                  iters, "--wait", "--force", "--out", os.path.join(out, codec), timeout=3600)
     if run.get("error"):
