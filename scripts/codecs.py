@@ -11,7 +11,7 @@ With --convergence FOLDER: configs/codecs-convergence.yaml (every codec against 
 iterations, loopback) into FOLDER, each codec's final held-out accuracy within 2 points of fp32's (signSGD, without
 error feedback by definition, reported).
 
-Usage: .venv/bin/python scripts/codecs.py [--out results/codecs] [--codecs none,fp16,...] [--iters 6]
+Usage: .venv/bin/python scripts/codecs.py [--out results/codecs] [--codecs none,fp16,...] [--iters 6] [--reuse-runs]
        .venv/bin/python scripts/codecs.py --convergence results/codecs-convergence [--judge-only]
 """
 
@@ -29,7 +29,8 @@ TOPO, ALGO, BW, MODEL = "star:8", "ring", "100", "mlp:12.5MB"
 # together, as accelerators do. With real compute, 8 ranks on 2 cores arrived tens of ms apart: PowerSGD's small
 # factors, sent early to a neighbour still computing, then read as links at 0.60 of their rate (not faithful), and
 # signSGD's ring steps started 93 ms apart (degraded).
-DEVICE = ("--compute-time", "1", "--batch", "4")
+DEVICE = ("--compute-time", "1")
+RUN_DEVICE = ("--batch", "4")  # emulated only (the flow model has no compute of its own)
 WITHIN = 0.02  # interface bytes less their frames' headers against the size model
 OPTIONS = {"topk": ("--k-ratio", "0.01"), "randomk": ("--k-ratio", "0.01")}  # emulated and simulated alike
 RUN_OPTIONS = {"topk": ("--error-feedback",), "randomk": ("--error-feedback",)}  # emulated only (no traffic of its own)
@@ -43,12 +44,17 @@ DILATION = {"terngrad": "10", "topk": "10", "randomk": "10", "qsgd": "10", "sign
 # links at 2 Mbit/s, the least the shaper honours (emulation/core/topology.py's MIN_BW_MBPS)
 
 
-def case(codec: str, out: str, iters: str) -> dict:
+def case(codec: str, out: str, iters: str, reuse: bool = False) -> dict:
     """One codec emulated and simulated: its bytes against its size model, timing and verdict."""
     common = ("--topo", TOPO, "--algo", ALGO, "--bw", BW, "--model", MODEL, "--codec", codec, *OPTIONS.get(codec, ()),
               *DEVICE)
-    run = dmlbed("run", *common, *RUN_OPTIONS.get(codec, ()), "--dilation", DILATION.get(codec, "1"), "--iters",
-                 iters, "--wait", "--force", "--out", os.path.join(out, codec), timeout=3600)
+    earlier = os.path.join(out, codec, "summary.json")
+    if reuse and os.path.exists(earlier):  # this codec's emulated run, as an earlier invocation left it
+        with open(earlier) as f:
+            run = json.load(f)
+    else:
+        run = dmlbed("run", *common, *RUN_OPTIONS.get(codec, ()), *RUN_DEVICE, "--dilation", DILATION.get(codec, "1"),
+                     "--iters", iters, "--wait", "--force", "--out", os.path.join(out, codec), timeout=3600)
     if run.get("error"):
         return {"codec": codec, "ok": False, "error": run["error"]}
     sim = dmlbed("simulate", *common, "--force", "--out", os.path.join(out, codec + "-simulated"), timeout=900)
@@ -124,6 +130,8 @@ def main() -> int:
     parser.add_argument("--out", default="results/codecs")
     parser.add_argument("--codecs", default="")
     parser.add_argument("--iters", default="6")
+    parser.add_argument("--reuse-runs", action="store_true", help="take each codec's emulated run from OUT/CODEC where "
+                        "an earlier invocation left its summary.json (e.g. when only its simulation failed)")
     parser.add_argument("--convergence", metavar="FOLDER", help=f"instead: run {CONVERGENCE} into FOLDER and judge "
                         f"every codec's accuracy against fp32's")
     parser.add_argument("--judge-only", action="store_true", help="with --convergence: judge the folder as it is")
@@ -132,7 +140,7 @@ def main() -> int:
         return convergence(args.convergence, not args.judge_only)
     codecs = chosen(args.codecs, list(COMPRESSORS), "codec")
     os.makedirs(args.out, exist_ok=True)
-    rows = [case(c, args.out, args.iters) for c in codecs]
+    rows = [case(c, args.out, args.iters, args.reuse_runs) for c in codecs]
     path = os.path.join(args.out, "codecs.json")
     rows = sorted(with_earlier(path, rows, lambda r: r["codec"], bool(args.codecs)),
                   key=lambda r: list(COMPRESSORS).index(r["codec"]))
