@@ -43,10 +43,10 @@ class SignSGD(GatherCompressor):
     def gathered(self, payloads: Sequence[np.ndarray]) -> np.ndarray:
         """The majority vote: the sign of the sum of the ranks' signs (0 on a tie), counted in integers: the sum is
         the ranks less twice the negative ones."""
-        negative = np.zeros(self.values, np.int32)
+        negative = np.zeros(self.values, np.uint8 if len(payloads) < 256 else np.int32)  # a byte a count: 4x less
         for words in payloads:
             negative += set_bits(words, self.values)
-        return np.sign(len(payloads) - 2 * negative).astype(np.float32)
+        return np.sign(len(payloads) - 2 * negative.astype(np.int32)).astype(np.float32)
 
     def finish(self, gathered: np.ndarray, workers: int) -> np.ndarray:
         """The vote itself."""
