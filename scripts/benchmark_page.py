@@ -120,6 +120,7 @@ def page() -> str:
     lines += patterns_section(load(SOURCES["patterns"]))
     lines += collectives_section(load(SOURCES["collectives"]))
     lines += codecs_section(load(SOURCES["codecs"]))
+    lines += ["## Every codec's convergence", ""] + convergence_lines(load(SOURCES["convergence"]))
     lines += rates_section(load(SOURCES["rates"]))
     lines += rates_section(load(SOURCES["rates_slow"]), "rates_slow", "Where compression pays on a slower device")
     return "\n".join(lines).rstrip() + "\n"
@@ -432,7 +433,7 @@ def codecs_section(codecs: Optional[dict]) -> List[str]:
                      f"{number(c.get('payload_over_engine'))} | {number(c['gst_s'])} | "
                      f"{number(c['over_theory'], '.2f')} | {number(c['over_flow_model'], '.2f')} | {c['correct']} | "
                      f"{c['fidelity']} | {'yes' if c.get('ok') else '**no**'} |")
-    return lines + [""] + convergence_lines(load(SOURCES["convergence"]))
+    return lines + [""]
 
 
 def rates_section(report: Optional[dict], key: str = "rates", title: str = "Where compression pays") -> List[str]:
