@@ -236,8 +236,10 @@ def test_rto_min_and_tsq_options_take_auto_or_an_integer():
     assert tcp_settings(RunConfig(topology="star:4", algo="ps")) == TcpSettings()
     given = tcp_settings(RunConfig(topology="star:4", algo="ps", rto_min="250", tsq=16384, dilation=2.0))
     assert given.rto_min_ms == 500 and given.tsq_bytes == 16384  # --rto-min is in emulated time
+    with_units = tcp_settings(RunConfig(topology="star:4", algo="ps", rto_min="0.25s", tsq="16KiB"))
+    assert with_units.rto_min_ms == 250 and with_units.tsq_bytes == 16384
     for name, bad in (("rto_min", "soon"), ("rto_min", "1001"), ("tsq", "100")):
-        with pytest.raises(OptionError, match=f"--{name.replace('_', '-')} .* give auto or an integer"):
+        with pytest.raises(OptionError, match=f"--{name.replace('_', '-')} .* give auto or a whole number"):
             check_values(RunConfig(topology="star:4", algo="ps", **{name: bad}))
 
 
