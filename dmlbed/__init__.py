@@ -87,6 +87,12 @@ def launch(command: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict
     return launching.execute(launching.prepare(cfg, list(command), cwd, env, time_limit), log)
 
 
+def _keyword(key: str, opt, default) -> inspect.Parameter:
+    """A keyword-only parameter of an option, typed Optional where its default is None."""
+    return inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=opt.kind if default is not None else Optional[opt.kind])
+
+
 def _signed(function: Callable, before: Sequence[inspect.Parameter] = ()) -> Callable:
     """The function with the option table's keys as its typed keyword parameters for help() and IDEs that read
     signatures (it still takes them as **options: one table, checked in one place)."""
@@ -96,8 +102,7 @@ def _signed(function: Callable, before: Sequence[inspect.Parameter] = ()) -> Cal
                                                annotation=Log) for name in own if name == "log"]
     for name, opt, default in described():
         if opt.yaml and opt.group != MATRIX:  # a matrix row's mode is the function's
-            params.append(inspect.Parameter(yaml_key(name, opt), inspect.Parameter.KEYWORD_ONLY, default=default,
-                                            annotation=opt.kind if default is not None else Optional[opt.kind]))
+            params.append(_keyword(yaml_key(name, opt), opt, default))
     for name, kind, default in (("out", str, None), ("local", bool, False), ("force", bool, False),
                                 ("wait", bool, False)):
         if all(p.name != name for p in params):
@@ -135,10 +140,8 @@ def _as_command(name: str, summary: str) -> Callable:
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"`dmlbed {name}`: {summary}."
-    function.__signature__ = inspect.Signature(
-        [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=default,
-                           annotation=opt.kind if default is not None else Optional[opt.kind])
-         for key, (_, opt, default) in fields.items()], return_annotation=dict)
+    params = [_keyword(key, opt, default) for key, (_, opt, default) in fields.items()]
+    function.__signature__ = inspect.Signature(params, return_annotation=dict)
     return function
 
 
@@ -215,11 +218,10 @@ class Network:
 
     def iperf(self, a: str, b: str, seconds: float = 5.0, level: int = 0) -> dict:
         """One iperf3 TCP flow from host a to host b on a link level for `seconds`: its goodput (measured_mbps), its
-        rate on the wire against the slowest shaped link of its path (fidelity) and its retransmissions."""
+        rate on the wire against the level's shaped rate (fidelity) and its retransmissions."""
         from emulation.net.checks import Flow, run_fidelity
         src, dst = self.host(a), self.host(b)
-        shaped = min(self.network.bw[level], *(self.network.bw[i.level] for i in
-                                               self.network.topo.node(b).interfaces if i.level == level))
+        shaped = self.network.bw[level]
         return run_fidelity(self.emulated, [Flow(a, src.IP(level), b, dst.IP(level), level, shaped)], seconds)[0]
 
     def addresses(self, host: str) -> Dict[str, str]:
