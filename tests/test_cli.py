@@ -37,6 +37,7 @@ def test_topo_text_shows_addresses_by_level():
     (["net", "star:9", "--bw", "100"], "one of the arguments --check --cli is required"),
     (["net", "star:9", "--check", "--duration", "0"], "--duration"),
     (["net", "star:300", "--check"], "at most 256"),
+    (["simulate", "--topo", "leafspine:250,40,16", "--algo", "ring"], "dmlbed theory answers at this size"),
     (["theory", "--topo", "star:8", "--algo", "ring", "--tg-gpus", "2"], "is an input of TernGrad's App. B"),
     (["theory", "--topo", "star:8", "--algo", "ring", "--bw", "2e6"], "the models take any rate above 0 up to 1.6"),
     (["run", "--topo", "star:8", "--algo", "ring", "--bw", "10gbit"], "the shaper honours rates from 2 Mbit/s"),
@@ -108,3 +109,11 @@ def test_the_error_reference_inputs_are_refused_in_one_line_with_exit_2(line, ca
     assert main(shlex.split(line)) == 2
     out = capsys.readouterr()
     assert out.err.strip().splitlines() == [refusal(line)] and out.out == ""
+
+
+def test_theory_answers_at_ten_thousand_servers():
+    r = run_dmlbed("theory", "--topo", "leafspine:250,40,16", "--algo", "ring", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["workers"] == 10000
+    assert data["gst_theory_s"] == pytest.approx(2 * 9999 / 10000 * data["tf_s"])

@@ -39,6 +39,8 @@ from workloads.runfolder import RunFolder
 MODE = "simulate"
 Ports = Dict[Tuple[int, int, int], Tuple[int, int]]
 
+FLOW_MODEL_MAX_HOSTS = 4096  # past it a ring's or parameter server's rows no longer fit this machine's memory
+
 
 @dataclass(frozen=True)
 class SimulationJob(Job):
@@ -67,6 +69,11 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = fla
     algorithm, its codec's payloads, an emulated run of the same topology to take ECMP ports from (in a compare
     config, 'emulated': its emulated row of the same label, which has not run yet). Also the plans it built."""
     checked = validate(cfg, label, emulated=False, workers=False)
+    hosts = len(checked.topo.hosts)
+    if hosts > FLOW_MODEL_MAX_HOSTS:
+        raise OptionError(f"{checked.topo.spec} has {hosts} hosts: the flow model keeps every transfer as a row of its "
+                          f"arrays (a ring or parameter server over {hosts} ranks has about {2 * hosts * hosts:.1e}) "
+                          f"and takes at most {FLOW_MODEL_MAX_HOSTS} hosts; dmlbed theory answers at this size")
     if not checked.algorithm.simulable:
         raise OptionError(f"simulate runs the plan algorithms and those made of plans "
                           f"({', '.join(names_with(lambda a: a.simulable))}), not {cfg.algo}")
