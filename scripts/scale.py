@@ -50,7 +50,7 @@ def run_child(topo: str, algo: str, out: str) -> dict:
     it with its resource usage)."""
     t0 = time.time()
     proc = subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", "simulate", "--topo", topo, "--algo",
-                             algo, "--model", "lenet5", "--bw", "1000", "--json", "--force", "--out", out],
+                             algo, "--model", "lenet5", "--bw", "1000", "--json", "--force", "--no-report", "--out", out],
                             stdout=open(out + ".stdout", "w"), stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
     stderr = proc.stderr.read()

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES="mininet openvswitch-switch iperf3 ethtool iputils-ping iproute2 python3-venv python3-dev openssh-client openssh-server sudo"
+APT_PACKAGES="mininet openvswitch-switch iperf3 ethtool iputils-ping iproute2 python3-venv python3-dev openssh-client openssh-server sudo chromium"
 VENV=.venv
 TORCH_CPU_INDEX="${DMLBED_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
 say() { printf '[setup] %s\n' "$*"; }

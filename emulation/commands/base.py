@@ -17,6 +17,8 @@ from emulation.core.topology import TOPOLOGY_HELP
 RUN_GROUPS = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
               SEED, TRAINING, OUTPUT, REPLACE, WAIT)
 JSON = Option(help="print the result as JSON", name="json", default=False, kind=bool, group=OUTPUT, yaml=False)
+NO_REPORT = Option(help="write no report.html and figures/ (drawing them takes a few seconds)", name="no_report",
+                   default=False, kind=bool, group=OUTPUT, yaml=False)
 SPEC = command_option("spec", TOPOLOGY_HELP, positional=True)
 
 
@@ -49,13 +51,14 @@ class Command:
     description = ""                       # a paragraph for `dmlbed NAME --help` and the reference
     examples: Tuple[Tuple[str, str], ...] = ()  # (what it does, the arguments after `dmlbed NAME`), two or more
     json_flag = True                       # the command takes --json (print its result as JSON)
+    reports = False                        # it writes report.html after it ran (--no-report: it does not)
     groups: Tuple[str, ...] = ()           # the option table's groups it takes
     own: Tuple[Option, ...] = ()           # its own options
     registry: Sequence["Command"] = ()     # every command (set by the registry, for commands about commands)
 
     def options(self) -> Tuple[Option, ...]:
         """Its own options, --json included."""
-        return self.own + ((JSON,) if self.json_flag else ())
+        return self.own + ((JSON,) if self.json_flag else ()) + ((NO_REPORT,) if self.reports else ())
 
     def arguments(self, parser) -> None:
         """Add the command's arguments: its own (--json included) and its groups' run options, in --help's sections."""
@@ -83,6 +86,10 @@ class Command:
 
     def show(self, result) -> None:
         """Print the result for a person."""
+
+    def report(self, result) -> str:
+        """Write the result's report.html (commands with `reports`); its path."""
+        raise NotImplementedError
 
     def as_json(self, result):
         """What --json prints."""

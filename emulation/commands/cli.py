@@ -101,6 +101,16 @@ def checked(argv: Optional[List[str]]):
         raise UsageError(str(exc)) from None
 
 
+def written_report(command, result) -> Optional[str]:
+    """The command's report.html, or None with a warning on stderr when it could not be drawn (the results stand)."""
+    try:
+        return command.report(result)
+    except Exception as exc:  # a figure that fails must not hide the run's own results
+        print(f"dmlbed: warning: report.html not written ({type(exc).__name__}: {exc}); the results are in place",
+              file=sys.stderr)
+        return None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the `dmlbed` console script."""
     signals.install()
@@ -109,10 +119,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         if command.needs_root(job):
             require_root(f"dmlbed {command.name}")
         result = command.execute(job, args)
+        report = written_report(command, result) if command.reports and not args.no_report else None
         if args.json:
             print(json.dumps(command.as_json(result), indent=1, default=str))
         else:
             command.show(result)
+            if report:
+                print(f"report: {report}")
         return command.exit_code(result)
     except UsageError as exc:
         print(f"dmlbed: error: {exc}", file=sys.stderr)

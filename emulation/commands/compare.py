@@ -14,6 +14,7 @@ from emulation.run.progress import log
 
 class Compare(Command):
     name, help = "compare", "run a matrix of configurations from a YAML file"
+    reports = True
     description = ("A config's `runs` (each with a label), crossed with its `sweep` values, over its `defaults`; "
                    "every row is checked before the first one starts (see `dmlbed schema config` for its keys). "
                    "Rows with mode simulate or theory need no root.")
@@ -34,6 +35,10 @@ class Compare(Command):
 
     def execute(self, job, args):
         return matrix.execute(job, log=log, progress=not args.json)
+
+    def report(self, summary):
+        from emulation.run.report import compare_report
+        return compare_report(summary)
 
     def show(self, result):
         print_comparison(result)

@@ -13,6 +13,7 @@ from emulation.run.progress import log
 
 class Run(Command):
     name, help = "run", "train with real workers on an emulated network"
+    reports = True
     description = ("Brings the topology up under dmlbed's controller, starts one training rank per host and "
                    "synchronizes their gradients with --algo every iteration; writes summary.json (GST beside the "
                    "papers' theory, correctness, a fidelity verdict), iterations.csv, workers.csv and trace.json.")
@@ -34,6 +35,10 @@ class Run(Command):
 
     def execute(self, job, args):
         return emulator.execute(job, log=log, progress=not args.json)
+
+    def report(self, summary):
+        from emulation.run.report import run_report
+        return run_report(summary["config"]["out"])
 
     def show(self, summary):
         print_summary(summary)

@@ -13,6 +13,7 @@ from emulation.run.progress import log
 
 class Simulate(Command):
     name, help = "simulate", "the same plan in a flow-level model (no packets; any size)"
+    reports = True
     description = ("Runs the algorithm's plans, chunk by chunk, over the topology's links shared max-min fairly; "
                    "writes a run's summary.json (mode simulate), iterations.csv, links.csv and a trace.json.")
     examples = (
@@ -28,6 +29,10 @@ class Simulate(Command):
 
     def execute(self, job, args):
         return flow_model.execute(job, log=log)
+
+    def report(self, summary):
+        from emulation.run.report import run_report
+        return run_report(summary["config"]["out"])
 
     def show(self, summary):
         print_simulation(summary)

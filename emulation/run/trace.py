@@ -111,36 +111,49 @@ def write_trace(out_dir: str, records: RankRecords, hosts: List[str], dilation: 
 
 
 def plot_timeline(trace: dict, path: str, iterations: Optional[int] = None) -> str:
-    """A PNG of the trace: per rank, compute (grey) and every send coloured by link level."""
+    """A PNG of the trace: per rank, compute and every send, one lane per link level."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    x = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-    if iterations is not None:
-        x = [e for e in x if e["args"].get("iteration", 0) < iterations]  # iteration events: drawn by rank only
-    ranks = sorted({e["pid"] for e in x})
-    levels = sorted({e["args"]["level"] for e in x if e["tid"] >= 10})
-    colours = plt.get_cmap("tab10")
-    fig, ax = plt.subplots(figsize=(12, 1 + 0.5 * len(ranks)))
-    for row, rank in enumerate(ranks):
-        mine = [e for e in x if e["pid"] == rank]
-        ax.broken_barh([(e["ts"] / 1e6, e["dur"] / 1e6) for e in mine if e["tid"] == TRACK_COMPUTE],
-                       (row - 0.4, 0.25), color="0.6")
-        for level in levels:
-            sends = [(e["ts"] / 1e6, e["dur"] / 1e6) for e in mine
-                     if e["tid"] >= 10 and e["tid"] % 2 == 0 and e["args"]["level"] == level]
-            ax.broken_barh(sends, (row - 0.1, 0.5), color=colours(level), alpha=0.6)
-    ax.set_yticks(range(len(ranks)), [f"rank {r}" for r in ranks])
-    ax.invert_yaxis()
-    ax.set_xlabel("seconds since the first iteration started")
-    handles = [plt.Rectangle((0, 0), 1, 1, color="0.6", label="compute")]
-    handles += [plt.Rectangle((0, 0), 1, 1, color=colours(l), alpha=0.6, label=f"send on L{l}") for l in levels]
-    ax.legend(handles=handles, loc="upper right", fontsize="small")
-    ax.set_title("timeline: compute and sends per rank")
+    shown = None if iterations is None else list(range(iterations))
+    fig = timeline_figure(trace, plt, shown)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def timeline_figure(trace: dict, plt, iterations: Optional[List[int]] = None, max_ranks: Optional[int] = None):
+    """The trace drawn per rank in lanes: compute (grey), then the sends on each link level in a lane of their own
+    (a level's sends never hide another's); only the given iterations and the first max_ranks ranks when given."""
+    x = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["tid"] != TRACK_ITERATION]
+    if iterations is not None:
+        x = [e for e in x if e["args"].get("iteration", 0) in set(iterations)]
+    ranks = sorted({e["pid"] for e in x})[:max_ranks]
+    x = [e for e in x if e["pid"] in set(ranks)]
+    levels = sorted({e["args"]["level"] for e in x if e["tid"] >= 10})
+    lanes = 1 + len(levels)
+    colours = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(12, 1 + 0.22 * lanes * len(ranks) + 0.1 * len(ranks)))
+    origin = min((e["ts"] for e in x), default=0.0)
+    for row, rank in enumerate(ranks):
+        top = row * (lanes + 0.5)
+        mine = [e for e in x if e["pid"] == rank]
+        ax.broken_barh([((e["ts"] - origin) / 1e6, e["dur"] / 1e6) for e in mine if e["tid"] == TRACK_COMPUTE],
+                       (top, 0.8), color="0.6")
+        for lane, level in enumerate(levels, 1):
+            sends = [((e["ts"] - origin) / 1e6, e["dur"] / 1e6) for e in mine
+                     if e["tid"] >= 10 and e["tid"] % 2 == 0 and e["args"]["level"] == level]
+            ax.broken_barh(sends, (top + lane, 0.8), color=colours(level % 10), alpha=0.7)
+    ax.set_yticks([r * (lanes + 0.5) + lanes / 2 for r in range(len(ranks))], [f"rank {r}" for r in ranks])
+    ax.set_ylim(len(ranks) * (lanes + 0.5), -0.5)
+    ax.set_xlabel("seconds since the first event drawn")
+    handles = [plt.Rectangle((0, 0), 1, 1, color="0.6", label="compute (lane 1)")]
+    handles += [plt.Rectangle((0, 0), 1, 1, color=colours(l % 10), alpha=0.7, label=f"sends on L{l} (lane {n})")
+                for n, l in enumerate(levels, 2)]
+    ax.legend(handles=handles, loc="upper right", fontsize="small")
+    ax.set_title("timeline: per rank, compute and each link level's sends in lanes of their own", fontsize=10)
+    return fig
 
 
 def launch_trace(path: str, topo, started: float, ended: float, rates, level_of: Dict[str, int],
