@@ -16,7 +16,8 @@ class Run(Command):
     reports = True
     description = ("Brings the topology up under dmlbed's controller, starts one training rank per host and "
                    "synchronizes their gradients with --algo every iteration; writes summary.json (GST beside the "
-                   "papers' theory, correctness, a fidelity verdict), iterations.csv, workers.csv and trace.json.")
+                   "papers' theory, correctness, a fidelity verdict), iterations.csv, workers.csv, trace.json and "
+                   "report.html (the verdict first, then the figures).")
     examples = (
         ("BML on BCube(3,2) at 100 Mbit/s: GST beside the paper's theory, correctness and a fidelity verdict",
          "--topo bcube:3,2 --algo bml --bw 100"),

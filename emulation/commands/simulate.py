@@ -15,7 +15,8 @@ class Simulate(Command):
     name, help = "simulate", "the same plan in a flow-level model (no packets; any size)"
     reports = True
     description = ("Runs the algorithm's plans, chunk by chunk, over the topology's links shared max-min fairly; "
-                   "writes a run's summary.json (mode simulate), iterations.csv, links.csv and a trace.json.")
+                   "writes a run's summary.json (mode simulate), iterations.csv, links.csv, a trace.json and "
+                   "report.html.")
     examples = (
         ("the ring of 8 workers in the flow model, with a trace for `dmlbed timeline`",
          "--topo star:8 --algo ring --model mlp:12.5MB --bw 100 --out results/ring-star8"),

@@ -12,8 +12,9 @@ from workloads.runfolder import RunFolder
 
 class Timeline(Command):
     name, help, json_flag = "timeline", "draw a run's trace.json (compute and sends per rank) as a PNG", False
-    description = ("Draws, per rank, each iteration's compute and every send of the synchronization, coloured by "
-                   "the link level it crossed. The same trace.json opens in chrome://tracing or Perfetto.")
+    description = ("Draws, per rank, each iteration's compute and every send of the synchronization, the sends on "
+                   "each link level in a lane of their own. The same trace.json opens in chrome://tracing or "
+                   "Perfetto; the run's report.html has the first iterations after the warm-up.")
     examples = (
         ("draw a run's (or a simulation's) compute and sends per rank as a PNG in its folder",
          "results/ring-star8"),
