@@ -10,9 +10,15 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_dmlbed(*args, timeout=600, **kwargs):
+REPORTING = ("run", "simulate", "compare")  # the commands that draw report.html unless told --no-report
+
+
+def run_dmlbed(*args, timeout=600, report=False, **kwargs):
     """Run the dmlbed CLI as a user would, returning the CompletedProcess; every summary it wrote or printed is
-    checked against its generated JSON Schema (check_summaries)."""
+    checked against its generated JSON Schema (check_summaries). Without report=True a run, simulation or
+    comparison draws no report.html (about 2 s each: tests/test_report.py tests the report)."""
+    if not report and args and args[0] in REPORTING and "--help" not in args and "-h" not in args:
+        args = (*args, "--no-report")
     r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", *args], capture_output=True, text=True,
                        cwd=ROOT, timeout=timeout, **kwargs)
     check_summaries(list(args), r)

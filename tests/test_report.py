@@ -75,7 +75,7 @@ def test_the_browser_check_sees_a_broken_plot(tmp_path):
 def test_a_simulated_bml_run_writes_a_report_that_renders(tmp_path):
     out = tmp_path / "bml"
     r = run_dmlbed("simulate", "--topo", "bcube:3,2", "--algo", "bml", "--bw", "100", "--model", "mlp:2MB",
-                   "--compute-time", "0.2", "--iters", "4", "--out", str(out))
+                   "--compute-time", "0.2", "--iters", "4", "--out", str(out), report=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == f"report: {out / 'report.html'}"
     assert_renders(str(out / "report.html"), str(tmp_path / "shot.png"), 5)
@@ -113,7 +113,7 @@ def test_a_comparison_writes_a_report_with_lines_against_the_sweep(tmp_path):
                       '  - {label: ring-theory, topo: "star:8", algo: ring, mode: theory}\n'
                       'sweep: {bw: [10, 100, 1000]}\n')
     out = tmp_path / "out"
-    r = run_dmlbed("compare", str(config), "--out", str(out))
+    r = run_dmlbed("compare", str(config), "--out", str(out), report=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == f"report: {out / 'report.html'}"
     assert_renders(str(out / "report.html"), str(tmp_path / "shot.png"), 3)  # GST against bw, and the two spreads
@@ -126,7 +126,7 @@ def test_a_comparison_writes_a_report_with_lines_against_the_sweep(tmp_path):
 def test_an_emulated_bml_run_writes_a_report_that_renders(tmp_path):
     out = tmp_path / "bml"
     r = run_dmlbed("run", "--topo", "bcube:3,2", "--algo", "bml", "--bw", "100", "--model", "mlp:2MB",
-                   "--iters", "4", "--out", str(out), "--wait")
+                   "--iters", "4", "--out", str(out), "--wait", report=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == f"report: {out / 'report.html'}"
     assert_renders(str(out / "report.html"), str(tmp_path / "shot.png"), 5)
