@@ -5,6 +5,7 @@ from setuptools import find_packages, setup
 setup(
     name="dmlbed",
     version="0.1.0",
+    license="BSD-3-Clause",  # LICENSE; Mininet's licence is BSD-style and Ryu's Apache-2.0: both allow it
     description="Emulated data-center networks (BCube, Fat-Tree, trees) running real PyTorch "
                 "gradient synchronization under a Ryu controller",
     packages=find_packages(include=["dmlbed", "dmlbed.*", "emulation", "emulation.*", "controllers", "controllers.*",

@@ -110,3 +110,16 @@ def test_measured_pages_say_which_run_wrote_them(page, writer):
     text = open(os.path.join(DOCS, "reference", page)).read()
     assert "do not edit" in text.splitlines()[2]
     assert re.search(r"at commit `[0-9a-f]{7,12}", text) or "is missing: run" in text
+
+
+def test_the_licence_and_the_citation_agree_with_the_package():
+    import yaml
+    licence = open(os.path.join(ROOT, "LICENSE")).read()
+    assert licence.startswith("BSD 3-Clause License")
+    cff = yaml.safe_load(open(os.path.join(ROOT, "CITATION.cff")))
+    setup_py = open(os.path.join(ROOT, "setup.py")).read()
+    assert cff["cff-version"] == "1.2.0" and cff["license"] == "BSD-3-Clause"
+    assert f'version="{cff["version"]}"' in setup_py and 'license="BSD-3-Clause"' in setup_py
+    titles = " ".join(r["title"] for r in cff["references"])
+    for paper in ("BML", "BlueConnect", "TernGrad", "Batching Communication and Computation", "Parameter Flow"):
+        assert paper in titles
