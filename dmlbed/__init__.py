@@ -8,7 +8,7 @@ to script by hand.
     with dmlbed.Network("star:4", bw=100) as net:          # needs root, as `dmlbed net` does
         print(net.ping_all(), net.iperf("h0", "h1")["measured_mbps"])   # as Mininet's pingAll and iperf
         print(net.host("h0").cmd("ping", "-c", "1", net.host("h1").IP()))
-        net.link("h1", "down"); net.link("h1", "up"); net.link("h1", "50")   # a link down, up, at 50 Mbit/s
+        net.link("h1").down(); net.link("h1").up(); net.link("h1").rate(50)   # a link down, up, at 50 Mbit/s
     summary = dmlbed.run(topo="star:4", algo="ring", model="lenet5", iters=5, out="results/api")
     shared = dmlbed.jobs(["name=a hosts=h0..h3", "name=b hosts=h4..h7"], mode="simulate", topo="star:8", algo="ring")
 
@@ -170,6 +170,31 @@ class Host:
         return f"<Host {self.name}>"
 
 
+class Link:
+    """One link of a Network, as Mininet's: taken down, brought up or given another rate at once."""
+
+    def __init__(self, network: "Network", name: str):
+        self.network, self.name = network, name
+
+    def down(self) -> "Link":
+        """Take it down now (the switches take their backup paths; dmlbed's controller reroutes)."""
+        self.network.change_link(self.name, "down")
+        return self
+
+    def up(self) -> "Link":
+        """Bring it back up now."""
+        self.network.change_link(self.name, "up")
+        return self
+
+    def rate(self, rate) -> "Link":
+        """Shape it to another rate now: Mbit/s as a number, or with tc's units ('1Gbit')."""
+        self.network.change_link(self.name, str(rate))
+        return self
+
+    def __repr__(self) -> str:
+        return f"<Link {self.name}>"
+
+
 class Network:
     """An emulated network to script, as `dmlbed net --cli` gives one by hand: enter it (root), start processes in
     its hosts, leave it and everything is torn down."""
@@ -232,9 +257,23 @@ class Network:
         """Start a process in a host (stopped at teardown)."""
         return self.emulated.popen(host, list(args), **kwargs)
 
-    def link(self, name: str, change: str) -> None:
-        """Change a link now, as `--event NAME=CHANGE@...` does in a run: CHANGE 'down', 'up' or a rate ('50',
-        '1Gbit'); NAME as `--link-rate` names links (h3, h3:1, a0_0-c0). ValueError naming what is valid."""
+    def link(self, name: str, change: Optional[str] = None) -> "Link":
+        """A link, named as `--link-rate` names links (h3, h3:1, a0_0-c0), as Mininet's: `.down()`, `.up()`,
+        `.rate(50)`; with CHANGE ('down', 'up' or a rate: '50', '1Gbit') it is changed at once, as `--event
+        NAME=CHANGE@...` does in a run. ValueError naming what is valid."""
+        from emulation.core.link_rates import find_link
+        from emulation.core.topology import TopologyError
+        try:
+            find_link(self.network.topo, name, "Network.link")
+        except (TopologyError, ValueError) as exc:
+            raise ValueError(str(exc)) from None
+        handle = Link(self, name)
+        if change is not None:
+            self.change_link(name, change)
+        return handle
+
+    def change_link(self, name: str, change: str) -> None:
+        """Change a link now: CHANGE 'down', 'up' or a rate (see link())."""
         from emulation.core.events import DOWN, UP, LinkEvent
         from emulation.core.link_rates import find_link, shaper_rate
         from emulation.core.topology import TopologyError
