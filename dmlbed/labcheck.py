@@ -122,3 +122,85 @@ def check_run(c: Checker, run_dir: str) -> dict:
     c.expect(close(s["gst_ratio"], s["gst_median_s"] / s["gst_theory_s"]), f"{run_dir}: gst_ratio = measured/theory")
     c.expect(s["gradient_bytes"] == 4 * s["parameters"], f"{run_dir}: fp32 gradient size")
     return s
+
+
+# ---- a student's hand-in: answers graded from the student's own results ----
+
+ANSWERS = "answers.yaml"
+FIGURE = "figure.png"
+MIN_WHY_WORDS = 8
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class Expected:
+    """What one graded answer must be: a number within a relative tolerance, or one of some words."""
+
+    def __init__(self, value, rel: float = 0.05, absolute: float = 0.0):
+        self.value, self.rel, self.absolute = value, rel, absolute
+
+    def accepts(self, given) -> bool:
+        """Whether the student's answer is this one."""
+        if isinstance(self.value, str):
+            return str(given).strip().lower() == self.value.lower()
+        if isinstance(given, bool):
+            return False
+        try:
+            number = float(given)
+        except (TypeError, ValueError):
+            return False
+        return abs(number - self.value) <= max(self.rel * abs(self.value), self.absolute)
+
+    def __str__(self) -> str:
+        if isinstance(self.value, str):
+            return repr(self.value)
+        return f"{self.value:.6g} (within {self.rel:.0%}" + (f" or {self.absolute:g}" if self.absolute else "") + ")"
+
+
+def load_answers(folder: str):
+    """The student's answers.yaml in the results folder (None when there is none)."""
+    import yaml
+    path = os.path.join(folder, ANSWERS)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return yaml.safe_load(f) or {}
+
+
+def grade(c: Checker, folder: str, expected: dict, hand_in: bool, teacher: bool = False, lab: str = "") -> None:
+    """Grade answers.yaml: every graded value ('q3.faster') against what the student's own results give, every
+    'why' answered in words (the teacher reads them with the key); with hand_in, answers.yaml and figure.png must
+    be there. teacher: print the expected values too."""
+    if teacher:
+        for key, want in expected.items():
+            print(f"key {key}: {want}")
+    answers = load_answers(folder)
+    if answers is None:
+        c.expect(not hand_in, f"{ANSWERS}: missing (copy labs/{lab}/{ANSWERS} into {folder} and fill it in)")
+        if not hand_in:
+            print(f"note: no {ANSWERS} in {folder} yet: results checked, answers not graded")
+        return
+    for key, want in expected.items():
+        question, field = key.split(".")
+        given = (answers.get(question) or {}).get(field)
+        ok = given is not None and want.accepts(given)
+        c.expect(ok, f"{key}: {'no answer' if given is None else repr(given) + ' is not what your results give'}")
+    for question, fields in answers.items():
+        if isinstance(fields, dict) and "why" in fields:
+            words = len(str(fields.get("why") or "").split())
+            c.expect(words >= MIN_WHY_WORDS, f"{question}.why: answer in at least {MIN_WHY_WORDS} words")
+    if hand_in:
+        path = os.path.join(folder, FIGURE)
+        ok = os.path.isfile(path) and open(path, "rb").read(8) == PNG_MAGIC
+        c.expect(ok, f"{FIGURE}: your figure, as a PNG, in {folder}")
+        caption = str((answers.get("figure") or {}).get("caption") or "")
+        c.expect(len(caption.split()) >= MIN_WHY_WORDS, f"figure.caption: say what {FIGURE} shows")
+
+
+def arguments(default_folder: str):
+    """The checkers' command line: RESULTS_FOLDER [--hand-in] [--teacher]."""
+    import argparse
+    ap = argparse.ArgumentParser(description="Check a lab's results (and grade answers.yaml when it is there).")
+    ap.add_argument("folder", nargs="?", default=default_folder)
+    ap.add_argument("--hand-in", action="store_true", help="grade a hand-in: answers.yaml and figure.png required")
+    ap.add_argument("--teacher", action="store_true", help="also print what each graded answer must be")
+    return ap.parse_args()

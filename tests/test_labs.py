@@ -1,6 +1,7 @@
 """The labs' commands run as the handouts write them (here two labs with --iters cut to 2; `make benchmark` runs
 every lab exactly as written); the checker accepts their output and rejects a tampered results file."""
 
+import json
 import os
 import re
 import subprocess
@@ -21,13 +22,85 @@ SUITE_ITERS = 2
 SUITE_LABS = ("lab5-latency",)
 
 
-def test_handouts_have_goals_commands_output_questions_and_a_checker():
+def test_handouts_have_goals_time_hand_in_commands_output_questions_and_a_checker():
     for lab in LABS:
         text = open(os.path.join(ROOT, "labs", lab, "README.md")).read()
-        for section in ("## Goals", "## Commands", "## What the output looks like", "## Questions"):
+        for section in ("## Goals", "## Class time", "## You hand in", "## Commands", "## What the output looks like",
+                        "## Questions"):
             assert section in text, (lab, section)
         assert handout_commands(lab)[-1].startswith(".venv/bin/python labs/")
         assert os.path.exists(os.path.join(ROOT, "labs", lab, "check.py"))
+        assert "--hand-in" in text and "answers.yaml" in text and "figure.png" in text
+
+
+def graded_keys(lab):
+    """The answers a lab's checker grades ('q3.relay'), read from its source."""
+    return set(re.findall(r'"(q\d+\.\w+)"', open(os.path.join(ROOT, "labs", lab, "check.py")).read()))
+
+
+def test_every_graded_answer_has_a_field_in_the_students_file_and_a_model_answer():
+    import yaml
+    for lab in LABS:
+        template = yaml.safe_load(open(os.path.join(ROOT, "labs", lab, "answers.yaml")))
+        fields = {f"{q}.{f}" for q, v in template.items() for f in v if f not in ("why", "caption")}
+        assert fields == graded_keys(lab) and fields, lab
+        assert all(v is None for q, f in template.items() for k, v in f.items() if k not in ("why", "caption"))
+        assert "figure" in template and all("why" in f for q, f in template.items() if q != "figure")
+        number = lab[3]
+        key = open(os.path.join(ROOT, "labs", "teacher", f"lab{number}.md")).read()
+        handout = open(os.path.join(ROOT, "labs", lab, "README.md")).read()
+        for question in template:
+            if question != "figure":
+                assert f"\n{question[1:]}. " in key and f"\n{question[1:]}. " in handout, (lab, question)
+
+
+def test_the_key_is_kept_apart_from_the_handouts():
+    for lab in LABS:
+        for name in os.listdir(os.path.join(ROOT, "labs", lab)):
+            assert "solution" not in name and "key" not in name, (lab, name)
+    assert os.path.exists(os.path.join(ROOT, "labs", "teacher", "README.md"))
+
+
+def test_the_plan_lab_takes_the_solution_and_rejects_the_handed_out_plan_and_a_wrong_one(tmp_path):
+    r = run_lab("lab6-write-a-plan")
+    assert r["failed_command"] is None and r["checker_passes"], r.get("checker_output")
+    assert r["checker_rejects_tampering"] and r["answers_pass"] and r["wrong_answer_rejected"]
+    assert r["graded_answers"] == 3
+    wrong = tmp_path / "my_plan.py"
+    wrong.write_text("from workloads.plan import REDUCE, Plan, Transfer\n\n"
+                     "def plan(ranks):\n"
+                     "    up = tuple(Transfer(r, 0, 0, REDUCE) for r in range(1, ranks))\n"
+                     "    return Plan('no-broadcast', ranks, 1, ((up,),), tuple(range(ranks)))\n")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "labs", "lab6-write-a-plan", "check.py"), str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 1 and "FAIL 2 ranks: AssertionError: no-broadcast: rank 1 element 0" in out.stdout
+
+
+def test_the_capstone_checker_reads_the_write_up_against_the_students_own_numbers(tmp_path):
+    from handouts import WRITEUP_FILLER
+    config = tmp_path / "claim.yaml"
+    config.write_text('name: claim\ndefaults: {model: "mlp:1MB", bw: 100, iters: 3}\nruns:\n'
+                      '  - {label: ring, topo: "star:8", algo: ring, mode: simulate}\n'
+                      'paper:\n  source: "a test"\n  text: bml\n  claims:\n'
+                      '    - {what: "ring: GST / theory", row: ring, metric: gst_ratio, paper: 1.0, evidence: model,'
+                      ' from: "sec. 2", quote: "GST for P2P based PS algorithm in Fat-Tree is 2∗(N"}\n')
+    folder = tmp_path / "lab7"
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "compare", str(config), "--out",
+                        str(folder / "reproduction")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    row = json.load(open(folder / "reproduction" / "comparison.json"))[0]
+    sections = ["The claim", "How we reproduced it", "What we found", "Where we differ and why", "What could mislead"]
+    body = "".join(f"## {name}\n\n{WRITEUP_FILLER * 3}\n\n" for name in sections)
+    check = [sys.executable, os.path.join(ROOT, "labs", "lab7-capstone", "check.py"), str(folder)]
+    (folder / "writeup.md").write_text(body + f"GST {row['gst_median_s']:.4g} s, theory {row['gst_theory_s']:.4g} s.")
+    good = subprocess.run(check, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert good.returncode == 0, good.stdout
+    (folder / "writeup.md").write_text(body + "GST 123.4 s, theory 567.8 s.")  # numbers not in the results
+    made_up = subprocess.run(check, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert made_up.returncode == 1 and "0 numbers from your results" in made_up.stdout
+    (folder / "writeup.md").write_text(f"GST {row['gst_median_s']:.4g} s, theory {row['gst_theory_s']:.4g} s.")
+    short = subprocess.run(check, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert short.returncode == 1 and "a section '## The claim'" in short.stdout and "at least 300" in short.stdout
 
 
 def test_only_the_iteration_count_changes_in_the_suite():
@@ -50,6 +123,8 @@ def test_lab_runs_and_checker_rejects_tampering(lab):
     assert r["failed_command"] is None, f"{r['failed_command']}\n{r.get('error')}"
     assert r["checker_passes"], r["checker_output"]
     assert r["checker_rejects_tampering"]
+    assert r["graded_answers"] >= 4 and r["answers_pass"], r["answers_output"]
+    assert r["wrong_answer_rejected"]
 
 
 def test_every_labs_theory_lines_pass_its_checks(tmp_path):

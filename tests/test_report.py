@@ -135,3 +135,11 @@ def test_an_emulated_bml_run_writes_a_report_that_renders(tmp_path):
     verdict = json.loads((out / "summary.json").read_text())["fidelity"]["verdict"]
     page = (out / "report.html").read_text()
     assert page.index(verdict) < page.index("At a glance")
+
+
+def test_scaling_is_drawn_only_where_one_label_ran_at_several_worker_counts():
+    from emulation.run.report import scaling_groups
+    one_size_two_modes = [dict(label="PS", mode=m, workers=16, iteration_median_s=1.0) for m in ("emulate", "simulate")]
+    assert scaling_groups(one_size_two_modes) == {}  # emulated beside simulated is not scaling
+    swept = [dict(label="ring", mode="simulate", workers=w, iteration_median_s=1.0) for w in (4, 8, 16)]
+    assert list(scaling_groups(swept + one_size_two_modes)) == [("ring", "simulate")]

@@ -5,7 +5,7 @@ earns. A command module holds its plug-in, its work and its table."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from emulation.run.options import (BACKGROUND, EVENTS, BATCH, CONTROLLER, DILATION, ITERATIONS, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS,
                                    REPLACE, SEED, SYNCHRONIZATION, TOPOLOGY, TRAINING, WAIT, Option, RunConfig,
@@ -87,8 +87,8 @@ class Command:
     def show(self, result) -> None:
         """Print the result for a person."""
 
-    def report(self, result) -> str:
-        """Write the result's report.html (commands with `reports`); its path."""
+    def report(self, result) -> Optional[str]:
+        """Write the result's report.html (commands with `reports`); its path (None: this result has none)."""
         raise NotImplementedError
 
     def as_json(self, result):

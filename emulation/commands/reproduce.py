@@ -26,6 +26,7 @@ DOCS_PAGE = os.path.join(PROJECT, "docs", "reference", "papers.md")  # --docs: t
 
 class Reproduce(Command):
     name, help = "reproduce", "run a paper's config and print the paper's values beside ours"
+    reports = True
     description = ("Runs one of the paper configs (configs/ with a `paper:` block) and prints each claim: the "
                    "paper's value and where it says so, ours and how it was obtained, and the verdict.")
     examples = (
@@ -68,6 +69,12 @@ class Reproduce(Command):
         if isinstance(job, AllJob):
             return execute_all(job, log=log, progress=not args.json)
         return dict(matrix.execute(job, log=log, progress=not args.json), reproduced=args.name)
+
+    def report(self, result):
+        if "rows" not in result:  # --list, or --all (each config's rows are in its own folder)
+            return None
+        from emulation.run.report import compare_report
+        return compare_report(result)
 
     def show(self, result):
         if "list" in result:

@@ -266,7 +266,7 @@ def compare_report(result: dict) -> str:
     for key in keys:
         if len(numeric_values(rows, key)) >= 2:
             figures.append(against(rows, key, plt, folder))
-    if len({r.get("workers") for r in rows if r.get("workers")}) >= 2 and "workers" not in keys:
+    if scaling_groups(rows):
         figures.append(scaling(rows, plt, folder))
     curves = read_curves(os.path.join(out, "accuracy.csv"))
     if curves:
@@ -289,8 +289,15 @@ def compare_report(result: dict) -> str:
     grid = "<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "</tr>" + "".join(
         "<tr>" + "".join(f"<td>{html.escape(fmt(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows) + \
         "</table>"
+    sections = ["<h2>Rows</h2>" + grid]
+    if result.get("paper"):
+        claims = ["what", "paper", "ours", "ours_over_paper", "verdict", "evidence"]
+        sections.append(f"<h2>The paper's claims beside ours</h2><p>{html.escape(str(result.get('source') or ''))}"
+                        "</p><table><tr>" + "".join(f"<th>{c}</th>" for c in claims) + "</tr>" + "".join(
+                            "<tr>" + "".join(f"<td>{html.escape(fmt(r.get(c)))}</td>" for c in claims) + "</tr>"
+                            for r in result["paper"]) + "</table>")
     prov = read_json(os.path.join(out, "provenance.json")) or {}
-    html_page = page(f"Comparison {result.get('name', '')}", head, ["<h2>Rows</h2>" + grid],
+    html_page = page(f"Comparison {result.get('name', '')}", head, sections,
                      figures + spreads_in(out, folder, spreads), folder, prov)
     path = os.path.join(out, REPORT)
     write_atomic(path, html_page)
@@ -364,15 +371,23 @@ def is_number(value) -> bool:
         return False
 
 
+def scaling_groups(rows: List[dict]) -> Dict[Tuple[str, str], List[dict]]:
+    """Rows of one label and back end that ran at two or more worker counts (the ones scaling can be read from)."""
+    groups: Dict[Tuple[str, str], List[dict]] = {}
+    for r in rows:
+        if r.get("workers") and r.get("iteration_median_s"):
+            groups.setdefault((r["label"], r.get("mode") or "emulate"), []).append(r)
+    return {k: v for k, v in groups.items() if len({r["workers"] for r in v}) >= 2}
+
+
 def scaling(rows: List[dict], plt, folder: str) -> Figure:
-    """Throughput (samples/s) and scaling efficiency against the number of workers, per label."""
+    """Throughput (samples/s) and scaling efficiency against the number of workers, per label and back end that
+    ran at several worker counts."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for label in dict.fromkeys(r["label"] for r in rows):
+    for (label, mode), mine in scaling_groups(rows).items():
         points = sorted((r["workers"], r.get("throughput_sps") or r["workers"] * r.get("batch", 1) /
-                         r["iteration_median_s"]) for r in rows
-                        if r["label"] == label and r.get("workers") and r.get("iteration_median_s"))
-        if not points:
-            continue
+                         r["iteration_median_s"]) for r in mine)
+        label = f"{label} ({mode})"
         a.plot(*zip(*points), "o-", label=label)
         w0, t0 = points[0]
         b.plot([w for w, _ in points], [t / (t0 * w / w0) for w, t in points], "o-", label=label)

@@ -5,7 +5,11 @@ import re
 import sys
 
 
-from dmlbed.labcheck import Checker, check_net, check_topology
+from controllers.flow_rules import compute_rules
+from controllers.paths import follow_packet
+from dmlbed.labcheck import Checker, Expected, arguments, check_net, check_topology, grade
+from emulation.core.addressing import all_host_configs, bcube_route
+from emulation.core.topology import parse
 
 
 def check_rules(c: Checker, path: str, bcube: bool) -> None:
@@ -23,7 +27,23 @@ def check_rules(c: Checker, path: str, bcube: bool) -> None:
                      f"{path}: level-{level} switches forward only to level-{level} interfaces")
 
 
-def main(folder: str) -> int:
+def expected_answers(net: dict) -> dict:
+    """What each graded answer must be: the formulas, the routes dmlbed computes, your own measurements."""
+    bcube, fattree = parse("bcube:3,2"), parse("fattree:4")
+    relay = bcube.hosts[bcube_route(bcube, 0, 8, 0)[0][1]].name
+    h15 = fattree.node("h15").interfaces[0].ip
+    path = follow_packet(fattree, compute_rules(fattree), all_host_configs(fattree), "h0", h15, (40002, 7000)).paths[0]
+    core = next(n for n in path if n.startswith("c"))
+    flows = net["flows"]
+    return {"q1.bcube_4_2_switches": Expected(8, 0), "q1.bcube_8_3_switches": Expected(192, 0),
+            "q1.fattree_switches_16_servers": Expected(20, 0), "q1.fattree_switches_512_servers": Expected(320, 0),
+            "q3.relay": Expected(relay), "q3.pairs_all_pairs": Expected(net["pairs_tested"], 0),
+            "q4.core": Expected(core),
+            "q5.fidelity_min": Expected(net["fidelity_min"], 0.02),
+            "q5.aggregate_mbps": Expected(sum(f["wire_mbps"] for f in flows), 0.05)}
+
+
+def main(folder: str, hand_in: bool = False, teacher: bool = False) -> int:
     c = Checker("lab1")
     bcube = check_topology(c, os.path.join(folder, "bcube-topo.json"))
     fattree = check_topology(c, os.path.join(folder, "fattree-topo.json"))
@@ -35,8 +55,10 @@ def main(folder: str) -> int:
     c.expect(len(net["flows"]) == 18, "bcube-net.json: one flow per host and level")
     ft = check_net(c, os.path.join(folder, "fattree-net.json"))
     c.expect(ft["pairs_tested"] == 240 and len(ft["flows"]) == 16, "fattree-net.json: every ordered pair, 16 flows")
+    grade(c, folder, expected_answers(net), hand_in, teacher, "lab1-topologies")
     return c.close()
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "results/lab1"))
+    args = arguments("results/lab1")
+    sys.exit(main(args.folder, args.hand_in, args.teacher))

@@ -4,7 +4,7 @@ import os
 import sys
 
 
-from dmlbed.labcheck import Checker, check_run, close, load_json, rates
+from dmlbed.labcheck import Checker, Expected, arguments, check_run, close, grade, load_json, rates
 
 
 def check_theory(c: Checker, folder: str) -> dict:
@@ -19,7 +19,15 @@ def check_theory(c: Checker, folder: str) -> dict:
     return theory
 
 
-def main(folder: str) -> int:
+def expected_answers(runs: dict) -> dict:
+    """What each graded answer must be: BML's step count, and your own runs' numbers."""
+    levels = runs["bml"]["bytes_by_level"]
+    faster = min(("ps", "ring"), key=lambda a: runs[a]["gst_median_s"])
+    return {"q1.piece_times": Expected(16, 0), "q2.gst_ratio_bml": Expected(runs["bml"]["gst_ratio"], 0.02),
+            "q3.l1_over_l0": Expected(levels["L1"] / levels["L0"], 0.02), "q4.faster": Expected(faster)}
+
+
+def main(folder: str, hand_in: bool = False, teacher: bool = False) -> int:
     c = Checker("lab2")
     theory = check_theory(c, folder)
     runs = {a: check_run(c, os.path.join(folder, a)) for a in ("ps", "ring", "bml")}
@@ -29,8 +37,10 @@ def main(folder: str) -> int:
     levels = runs["bml"]["bytes_by_level"]
     c.expect(set(levels) == {"L0", "L1"} and close(levels["L0"], levels["L1"], rel=0.1),
              "bml: both BCube levels carry equal traffic")
+    grade(c, folder, expected_answers(runs), hand_in, teacher, "lab2-gradient-sync")
     return c.close()
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "results/lab2"))
+    args = arguments("results/lab2")
+    sys.exit(main(args.folder, args.hand_in, args.teacher))

@@ -4,10 +4,23 @@ import os
 import sys
 
 
-from dmlbed.labcheck import Checker, check_run, close
+import math
+
+from dmlbed.labcheck import Checker, Expected, arguments, check_run, close, grade
 
 
-def main(folder: str) -> int:
+def expected_answers(fp32: dict, tern: dict, plain: dict, pf: dict) -> dict:
+    """What each graded answer must be: TernGrad's widths, and your own runs' numbers."""
+    workers = tern["workers"]
+    return {"q1.push_ratio": Expected(tern["first_step_wire_ratio"], 0.02),
+            "q1.pull_bits": Expected(math.ceil(math.log2(2 * workers + 1)), 0),
+            "q2.accuracy_difference": Expected(fp32["accuracy"] - tern["accuracy"], 0.0, absolute=0.005),
+            "q3.dropped": Expected(pf["split_median_s"]["dropped"], 0.02),
+            "q4.broadcast_ratio": Expected(pf["split_median_s"]["broadcast_s"] / plain["split_median_s"]["broadcast_s"],
+                                           0.05)}
+
+
+def main(folder: str, hand_in: bool = False, teacher: bool = False) -> int:
     c = Checker("lab3")
     fp32 = check_run(c, os.path.join(folder, "ps-fp32"))
     tern = check_run(c, os.path.join(folder, "ps-terngrad"))
@@ -31,8 +44,10 @@ def main(folder: str) -> int:
              "tree overlay vs direct broadcast")
     parents = pf["pflow"]["overlay"]
     c.expect(max(sum(1 for p in parents if p == i) for i in range(len(parents))) <= 2, "overlay degree <= T = 2")
+    grade(c, folder, expected_answers(fp32, tern, plain, pf), hand_in, teacher, "lab3-compression")
     return c.close()
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "results/lab3"))
+    args = arguments("results/lab3")
+    sys.exit(main(args.folder, args.hand_in, args.teacher))

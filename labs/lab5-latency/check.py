@@ -6,7 +6,7 @@ import sys
 from collections import Counter
 
 
-from dmlbed.labcheck import Checker, check_run, close, load_json
+from dmlbed.labcheck import Checker, Expected, arguments, check_run, close, grade, load_json
 from emulation.simulation.calibrated import calibrated_gst, delay_fields
 from emulation.core.calibration import fit, load as load_calibration
 from emulation.core.impairment import parse_impairment
@@ -53,7 +53,28 @@ def check_trace(c: Checker, run_dir: str, algorithm, topo, iterations: int) -> N
     c.expect(os.path.getsize(os.path.join(run_dir, "timeline.png")) > 0, f"{run_dir}: timeline.png")
 
 
-def main(folder: str) -> int:
+def last_rank(run_dir: str, iteration: int) -> int:
+    """The rank whose synchronization of that iteration ended last (trace.json)."""
+    trace = load_json(os.path.join(run_dir, "trace.json"))
+    ends = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X" and e.get("name") == "sync" and e["args"].get("iteration") == iteration:
+            ends[e["pid"]] = max(ends.get(e["pid"], 0.0), e["ts"] + e["dur"])
+    return max(ends, key=ends.get)
+
+
+def expected_answers(cal, small_run: dict, large_run: dict, delay: dict, bml, topo, run_dir: str) -> dict:
+    """What each graded answer must be: your calibration, your runs, BML's plan on bcube:2,2."""
+    plan = bml.build_plan(topo, 0)
+    steps = len(plan.streams[0])
+    closer = min((("400KB", small_run), ("12MB", large_run)), key=lambda r: abs(r[1]["gst_ratio"] - 1))[0]
+    return {"q1.alpha_l0_us": Expected(next(f for f in cal.loaded if f.level == 0).alpha_s * 1e6, 0.05), "q1.steps": Expected(steps, 0),
+            "q2.closer_to_formula": Expected(closer),
+            "q3.last_rank": Expected(str(last_rank(run_dir, small_run["iterations"] - 1))),
+            "q4.delay_ms": Expected((delay["gst_theory_delay_s"] - delay["gst_theory_s"]) * 1e3, 0.05)}
+
+
+def main(folder: str, hand_in: bool = False, teacher: bool = False) -> int:
     c = Checker("lab5")
     topo, bml = parse(SPEC), get_algorithm("bml")
     cal = check_calibration(c, os.path.join(folder, "calibration", "calibration.json"))
@@ -74,8 +95,12 @@ def main(folder: str) -> int:
     again = delay_fields(parse_impairment("1", "0", topo), bml, topo, 0, tensor_sizes(d["model"]), BW)
     c.expect(close(d["gst_theory_delay_s"], again["gst_theory_delay_s"]), "theory-delay: delay model recomputed")
     c.expect(d["gst_theory_delay_s"] > d["gst_theory_s"], "theory-delay: delay adds time")
+    runs = {name: load_json(os.path.join(folder, name, "summary.json")) for name in ("bml-400KB", "bml-12MB")}
+    grade(c, folder, expected_answers(cal, runs["bml-400KB"], runs["bml-12MB"], d, bml, topo,
+                                      os.path.join(folder, "bml-400KB")), hand_in, teacher, "lab5-latency")
     return c.close()
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "results/lab5"))
+    args = arguments("results/lab5")
+    sys.exit(main(args.folder, args.hand_in, args.teacher))
