@@ -75,10 +75,13 @@ def handout_commands(lab: str, iters: Optional[int] = None) -> List[str]:
     return lines
 
 
+LINE_TIMEOUT_S = [900.0]  # --line-timeout (a software-emulated VM needs more)
+
+
 def run_line(line: str) -> subprocess.CompletedProcess:
     """Run one handout line from the project folder (as root already, so without the student's sudo)."""
     return subprocess.run(["bash", "-c", line.replace("sudo ", "")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+                          timeout=LINE_TIMEOUT_S[0])
 
 
 def run_lab(lab: str, iters: Optional[int] = None) -> Dict[str, object]:
@@ -171,7 +174,9 @@ def main() -> int:
     ap.add_argument("--iters", type=int, help="replace every --iters N in the handouts (default: as written)")
     ap.add_argument("--only", help="comma-separated labs")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--line-timeout", type=float, default=LINE_TIMEOUT_S[0], help="seconds one command may take")
     args = ap.parse_args()
+    LINE_TIMEOUT_S[0] = args.line_timeout
     labs = args.only.split(",") if args.only else list(LABS)
     unknown = [lab for lab in labs if lab not in LABS]
     if unknown:

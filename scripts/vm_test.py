@@ -28,6 +28,7 @@ HOST_PACKAGES = {"qemu-system-x86_64": "qemu-system-x86", "debootstrap": "deboot
 VAGRANT_MEMORY_MIB = 4096  # the Vagrantfile's size: the guest gets what a `vagrant up` VM gets
 GUEST_CPUS = 2
 GUEST_PROJECT = "/root/dmlbed"
+VM_LABS = ("lab1-topologies", "lab5-latency")  # issue 42: lab 1 and a training lab run in the VM
 MARK = "DMLBED-VM"
 UNIT = """[Unit]
 Description=dmlbed VM test
@@ -98,7 +99,27 @@ def parse_console(text: str) -> Dict[str, dict]:
     return steps
 
 
-def judge(steps: Dict[str, dict], demo: bool = False, incast_only: bool = False) -> List[str]:
+def judge_labs(steps: Dict[str, dict], labs: List[str]) -> List[str]:
+    """Every lab asked for ran its handout, its checker passed, graded a right hand-in and rejected tampering."""
+    if not labs:
+        return []
+    result = steps.get("labs") or {}
+    ran = {r["lab"]: r for r in ((result.get("json") or {}).get("labs") or [])}
+    problems = []
+    for lab in labs:
+        r = ran.get(lab)
+        if r is None:
+            problems.append(f"{lab} did not run in the guest ({result.get('stderr_tail') or 'no result'})")
+        elif r.get("failed_command"):
+            problems.append(f"{lab}: `{r['failed_command']}` failed: {(r.get('error') or '').strip()[-300:]}")
+        elif not (r.get("checker_passes") and r.get("checker_rejects_tampering") and r.get("answers_pass")
+                  and r.get("wrong_answer_rejected")):
+            problems.append(f"{lab}: its checker did not accept the handout's results and a right hand-in, or did "
+                            f"not reject a tampered file and a wrong answer: {(r.get('checker_output') or '')[-300:]}")
+    return problems
+
+
+def judge(steps: Dict[str, dict], demo: bool = False, incast_only: bool = False, labs: List[str] = ()) -> List[str]:
     """What failed, one line each (empty when the guest met every check; incast_only: the DCTCP experiment's)."""
     problems = []
     if "done" not in steps:
@@ -122,6 +143,7 @@ def judge(steps: Dict[str, dict], demo: bool = False, incast_only: bool = False)
         problems.append(f"dmlbed run used the {summary.get('datapath')} datapath, not the kernel's")
     if not steps.get("demo_memory", {}).get("ok"):
         problems.append(f"the demo's memory check refused: {steps.get('demo_memory', {}).get('error')}")
+    problems += judge_labs(steps, list(labs))
     problems += judge_dctcp(steps)
     if demo and steps.get("demo", {}).get("rc") != 0:
         problems.append(f"the demo exited {steps.get('demo', {}).get('rc')}")
@@ -321,7 +343,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--incast-only", action="store_true", help="only the DCTCP experiment (a quick look: the other "
                                                                   "checks are then missing)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the guest's base even if cached")
-    ap.add_argument("--timeout", type=float, default=3600, help="seconds the guest may take")
+    ap.add_argument("--labs", default=",".join(VM_LABS), help="labs whose handouts the guest runs (iterations cut "
+                                                                 "to 2), comma-separated; '' for none")
+    ap.add_argument("--timeout", type=float, default=3 * 3600, help="seconds the guest may take")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the guest and the chroot's mounts are cleaned up
     if os.geteuid() != 0:
@@ -337,7 +361,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             os.remove(old)
         build_base(rootfs, stamp)
     copy_project(rootfs)
-    configure_guest(rootfs, {"demo": args.demo, "iters": args.iters, "incast_only": args.incast_only})
+    configure_guest(rootfs, {"demo": args.demo, "iters": args.iters, "incast_only": args.incast_only,
+                             "labs": args.labs})
     image = os.path.join(CACHE, "disk.img")
     make_image(rootfs, image)
     built = time.monotonic() - started
@@ -347,7 +372,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.remove(image)
     with open(console, errors="replace") as f:
         steps = parse_console(f.read())
-    problems = judge(steps, args.demo, args.incast_only)
+    problems = judge(steps, args.demo, args.incast_only, [n for n in args.labs.split(",") if n])
     report = {"passed": not problems, "problems": problems, "build_seconds": round(built, 1),
               "guest_seconds": round(booted, 1), "memory_mib": VAGRANT_MEMORY_MIB, "cpus": GUEST_CPUS,
               "steps": steps}

@@ -93,3 +93,19 @@ def test_an_incast_only_guest_is_judged_on_the_dctcp_experiment_alone():
     steps = {k: v for k, v in vm_test.parse_console(console_of(GOOD)).items() if k in ("dctcp", "cubic", "done")}
     assert vm_test.judge(steps, incast_only=True) == []
     assert any("net --check exited None" in p for p in vm_test.judge(steps))
+
+
+def test_the_guest_runs_lab_1_and_a_training_lab_and_each_is_judged():
+    assert "lab1-topologies" in vm_test.VM_LABS and "lab5-latency" in vm_test.VM_LABS
+    passed = {"failed_command": None, "checker_passes": True, "checker_rejects_tampering": True,
+              "answers_pass": True, "wrong_answer_rejected": True, "graded_answers": 5}
+    labs = list(vm_test.VM_LABS)
+    good = dict(GOOD, labs={"rc": 0, "json": {"ok": True, "labs": [dict(passed, lab=n) for n in labs]}})
+    steps = vm_test.parse_console(console_of(good))
+    assert vm_test.judge(steps, labs=labs) == []
+    failed = dict(GOOD, labs={"rc": 1, "json": {"ok": False, "labs": [
+        dict(passed, lab=labs[0]), dict(passed, lab=labs[1], failed_command="dmlbed run ...", error="boom")]}})
+    problems = vm_test.judge(vm_test.parse_console(console_of(failed)), labs=labs)
+    assert problems == [f"{labs[1]}: `dmlbed run ...` failed: boom"]
+    assert any("did not run in the guest" in p for p in vm_test.judge(vm_test.parse_console(console_of(GOOD)),
+                                                                     labs=labs))
