@@ -25,7 +25,7 @@ CASES = [
     "--topo fattree:8 --algo hier",
     "--topo fattree:4 --algo ring --ecmp hash",
     "--topo fattree:4 --algo ring --granularity message",
-    "--topo star:8 --algo ring --latency-us 50",
+    "--topo star:8 --algo ring --latency 50",
     "--topo star:8 --algo hd --model resnet50",
     "--topo star:6 --algo ps --servers 2 --ps-placement tensor --model alexnet",
     "--topo star:4 --algo ps --codec terngrad",

@@ -85,7 +85,7 @@ def test_the_pacer_holds_each_gradient_until_the_device_would_have_it():
                                              ("hd", "star:3", []), ("gloo", "star:3", [])])
 def test_local_overlapped_runs_are_exact_per_bucket(tmp_path, algo, topo, extra):
     r = run_dmlbed("run", "--topo", topo, "--algo", algo, "--model", "lenet5", "--iters", "4", "--batch", "8",
-                   "--overlap", "--bucket-mb", "1", "--local", "--json", "--out", str(tmp_path), *extra, timeout=300)
+                   "--overlap", "--bucket", "1", "--local", "--json", "--out", str(tmp_path), *extra, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads(r.stdout)
     assert s["correct"] and s["replicas_identical"]
@@ -102,7 +102,7 @@ def test_local_overlapped_runs_are_exact_per_bucket(tmp_path, algo, topo, extra)
 
 @pytest.mark.parametrize("args,fragment", [(["--algo", "ibatch"], "--overlap runs DDP communication hooks"),
                                            (["--algo", "ps", "--servers", "2"], "needs every rank to train"),
-                                           (["--algo", "ring", "--bucket-mb", "0"], "--bucket-mb 0 is out of range")])
+                                           (["--algo", "ring", "--bucket", "0"], "--bucket 0 is out of range")])
 def test_overlap_refuses_what_it_cannot_run(tmp_path, args, fragment):
     r = run_dmlbed("run", "--topo", "star:4", "--overlap", *args, "--local", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and fragment in r.stderr, r.stderr

@@ -319,7 +319,7 @@ def test_cli_simulate_writes_a_run_summary(tmp_path):
 
 @pytest.mark.parametrize("args,needle", [
     (["--topo", "star:4", "--algo", "gloo"], "plan algorithms"),
-    (["--topo", "star:4", "--algo", "ring", "--latency-us", "-1"], "--latency-us"),
+    (["--topo", "star:4", "--algo", "ring", "--latency", "-1"], "--latency"),
     (["--topo", "star:4", "--algo", "ring", "--goodput", "0"], "--goodput"),
     (["--topo", "star:4", "--algo", "ring", "--ecmp", "random"], "--ecmp"),
     (["--topo", "star:4", "--algo", "ring", "--ecmp-ports", "/nonexistent"], "--ecmp-ports"),

@@ -43,7 +43,7 @@ def test_report_compares_fp32_with_terngrad():
 
 def test_theory_with_codec_terngrad_gives_app_b():
     r = run_dmlbed("theory", "--topo", "star:2", "--bw", "1000", "--algo", "ps", "--codec", "terngrad", "--model",
-                   "alexnet", "--batch", "128", "--tg-step-s", "0.3", "--tg-gpus", "4", "--tg-gpu-gbps", "80",
+                   "alexnet", "--batch", "128", "--tg-step", "0.3", "--tg-gpus", "4", "--tg-gpu-gbps", "80",
                    "--tg-cpu-gbps", "80", "--json")
     assert r.returncode == 0, r.stderr
     m = json.loads(r.stdout)["terngrad_model"]

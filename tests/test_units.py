@@ -11,7 +11,8 @@ from helpers import run_dmlbed
 
 
 def flag(name):
-    return "--" + name.replace("_", "-")
+    from emulation.run.options import flag_label
+    return flag_label(name)
 
 
 @pytest.mark.parametrize("quantity,text,value", [
@@ -46,7 +47,7 @@ def test_time_and_size_options_take_units(name, text, stored, parsed):
 @pytest.mark.parametrize("name,text,message", [
     ("timeout", "5xs", "--timeout must be a number of seconds or one with a unit (5ms, 200us, 1s), not '5xs'"),
     ("socket_buffer", "1.5", "--socket-buffer 1.5 is not a whole number of bytes"),
-    ("bucket_mb", "25ms", "--bucket-mb must be a number of MiB or one with a unit (16K, 25MB, 4MiB)")])
+    ("bucket_mb", "25ms", "--bucket must be a number of MiB or one with a unit (16K, 25MB, 4MiB)")])
 def test_a_bad_unit_names_what_is_valid(name, text, message):
     with pytest.raises(OptionError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         coerce({name: text}, flag)
@@ -73,6 +74,25 @@ def test_theory_takes_alpha_with_a_unit_and_rates_beyond_the_shaper():
     assert with_unit.returncode == 0 and plain.returncode == 0, with_unit.stderr + plain.stderr
     a, b = json.loads(with_unit.stdout), json.loads(plain.stdout)
     assert a["gst_theory_s"] == b["gst_theory_s"] and a["baselines_s"] == b["baselines_s"]
-    bad = run_dmlbed("simulate", "--topo", "star:4", "--algo", "ring", "--latency-us", "5xs")
+    bad = run_dmlbed("simulate", "--topo", "star:4", "--algo", "ring", "--latency", "5xs")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "dmlbed: error: --latency-us must be a number of microseconds or one with a unit (5ms, 200us, 1s), not '5xs'"]
+        "dmlbed: error: --latency must be a number of microseconds or one with a unit (5ms, 200us, 1s), not '5xs'"]
+
+
+@pytest.mark.parametrize("old, new, value", [("--latency-us", "--latency", "5"), ("--bucket-mb", "--bucket", "25MB"),
+                                             ("--tg-latency-us", "--tg-latency", "5ms"), ("--tg-step-s", "--tg-step", "1")])
+def test_a_flags_old_spelling_is_still_taken_and_says_so(old, new, value):
+    from emulation.commands.cli import build_parser
+    parser = build_parser()
+    command = "simulate" if new in ("--latency", "--bucket") else "theory"
+    args = ["--topo", "star:4", "--algo", "ring"]
+    with_new = parser.parse_args([command, *args, new, value])
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        with_old = parser.parse_args([command, *args, old, value])
+    assert vars(with_new) == vars(with_old)
+    assert err.getvalue().strip() == f"dmlbed: note: {old} is the old spelling of {new} (it takes units: see --help)"
+    help_text = parser._subparsers._group_actions[0].choices[command].format_help()
+    assert f"formerly {old}, still taken" in " ".join(help_text.split())

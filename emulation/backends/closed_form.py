@@ -1,6 +1,6 @@
 """The theory back end (`dmlbed theory`, a compare row's mode theory): the papers' closed-form GST of a configuration
 at any size (no plan is built for the formula), the calibrated, delay and overlap models where they apply, and
-TernGrad's App. B performance model with --codec terngrad (its numbers become the row's with --tg-step-s)."""
+TernGrad's App. B performance model with --codec terngrad (its numbers become the row's with --tg-step)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def prepare(cfg: RunConfig, label: Label = flag_label, in_matrix: bool = False) 
 
 
 def check_app_b_options(cfg: RunConfig, label: Label = flag_label) -> None:
-    """TernGrad App. B's inputs mean something only where its model runs (--codec terngrad or --tg-step-s): given
+    """TernGrad App. B's inputs mean something only where its model runs (--codec terngrad or --tg-step): given
     without it they would be ignored silently."""
     if cfg.codec == "terngrad" or cfg.tg_step_s:
         return
@@ -47,7 +47,7 @@ def check_app_b_options(cfg: RunConfig, label: Label = flag_label) -> None:
 
 
 def execute(job: TheoryJob, log: Log = quiet, progress: bool = True) -> Summary:
-    """The closed forms as a summary: GST from the algorithm's formula after --compute-time, or with --tg-step-s
+    """The closed forms as a summary: GST from the algorithm's formula after --compute-time, or with --tg-step
     TernGrad's App. B (the fp32 or the TernGrad row by --codec, its N = GPUs x machines workers)."""
     cfg, checked = job.cfg, job.checked
     top = head(checked)

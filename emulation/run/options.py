@@ -5,6 +5,9 @@ descriptor in workloads/algorithms); a command takes named groups of them plus o
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 import difflib
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -97,6 +100,7 @@ class Option:
     metavar: Optional[str] = None
     exclusive: Optional[str] = None
     quantity: Optional[Quantity] = None
+    alias: Optional[str] = None  # the flag's old spelling (with a unit in its name), still taken, with a note
 
 
 def command_option(name: str, help: str, default: Any = None, **kwargs) -> Option:
@@ -174,11 +178,12 @@ class CommonConfig:
                                + COMPUTE_HELP, parse=parse_compute, group=SYNCHRONIZATION)
     slow: str = run_option("", "persistent slow hosts: " + SLOW_HELP, parse=parse_slow, group=SYNCHRONIZATION)
     hosts: str = run_option("", HOSTS_HELP, parse=check_hosts_format, group=SYNCHRONIZATION)
-    overlap: bool = run_option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket-mb, each "
+    overlap: bool = run_option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket, each "
                            "synchronized by the algorithm's DDP communication hook as soon as it is ready", kind=bool,
                            group=SYNCHRONIZATION)
     bucket_mb: float = run_option(DDP_BUCKET_MB, "--overlap: DDP's bucket size, MiB (bucket_cap_mb)", kind=float,
-                              low=0, high=4096, low_open=True, group=SYNCHRONIZATION, quantity=MEBIBYTES)
+                              low=0, high=4096, low_open=True, group=SYNCHRONIZATION, quantity=MEBIBYTES, flag="--bucket",
+                              alias="--bucket-mb")
     delay: str = run_option("0", "one-way delay of every link, ms (or 5ms, 200us), or one value per link level (netem "
                         "under the shaping; theory and simulate add it as latency)",
                         group=LINKS)
@@ -238,13 +243,14 @@ class CommonConfig:
                           "machines)", kind=int, low=1, high=64, group=APP_B)
     tg_step_s: float = run_option(0.0, "theory --codec terngrad: T(1,1,K,|g|), one GPU's profiled time for a mini-batch "
                               "of --batch, seconds (default: --compute-time)", kind=float, low=0, high=3600,
-                              group=APP_B, quantity=SECONDS)
+                              group=APP_B, quantity=SECONDS, flag="--tg-step", alias="--tg-step-s")
     tg_gpu_gbps: float = run_option(100.0, "theory --codec terngrad: GPU-to-GPU bandwidth inside a machine C_gwd, Gbit/s",
                                 kind=float, low=0, high=10000, low_open=True, group=APP_B)
     tg_cpu_gbps: float = run_option(100.0, "theory --codec terngrad: CPU-GPU bandwidth C_cwd, Gbit/s", kind=float, low=0,
                                 high=10000, low_open=True, group=APP_B)
     tg_latency_us: float = run_option(0.0, "theory --codec terngrad: network latency C_ncost, microseconds", kind=float,
-                                  low=0, high=1e6, group=APP_B, quantity=MICROSECONDS)
+                                  low=0, high=1e6, group=APP_B, quantity=MICROSECONDS, flag="--tg-latency",
+                                  alias="--tg-latency-us")
     tg_scaling: str = run_option("weak", "theory --codec terngrad: weak (--batch per GPU, eq. 17-18) or strong (--batch "
                              "in all, eq. 15-16) scaling", choices=SCALINGS, group=APP_B)
     tg_ternarize_last: bool = run_option(False, "theory --codec terngrad: ternarize the last layer too (the paper "
@@ -253,7 +259,8 @@ class CommonConfig:
                        "closed forms; TernGrad's App. B where tg_step_s is given)",
                        choices=MODES, group=MATRIX)
     latency_us: float = run_option(0.0, "simulate: latency of every message, microseconds", kind=float, low=0,
-                               high=1e6, group=FLOW_MODEL, quantity=MICROSECONDS)
+                               high=1e6, group=FLOW_MODEL, quantity=MICROSECONDS, flag="--latency",
+                               alias="--latency-us")
     goodput: float = run_option(None, "simulate: share of a link's shaped rate that carries payload (default: full "
                             "frames of --mtu, TCP/IP and Ethernet headers taken off: 3448 of 3514 bytes at 3500)",
                             kind=float, low=0, high=1, low_open=True, group=FLOW_MODEL)
@@ -345,6 +352,8 @@ def argument_help(opt: Option, default: Any) -> str:
     text = opt.help + (f" ({' | '.join(opt.choices)})" if opt.choices else "")
     if opt.quantity is not None:
         text += f" (or with a unit: {EXAMPLES[opt.quantity.kind]})"
+    if opt.alias:
+        text += f" (formerly {opt.alias}, still taken)"
     if default not in (None, False, "", []) and not opt.positional:
         text += f" [default: {default:g}]" if isinstance(default, float) else f" [default: {default}]"
     return text.replace("%", "%%")  # argparse formats help with %
@@ -402,7 +411,22 @@ def add_argument(parser, name: str, opt: Option, default: Any) -> None:
         required = opt.required and not opt.exclusive
         parser.add_argument(flag_of(name, opt), dest=name, required=required, help=text,
                             default=None if required else default,
-                            metavar=opt.metavar or name.upper())  # choices: listed once, in the help
+                            metavar=opt.metavar or flag_of(name, opt)[2:].replace("-", "_").upper())  # choices once
+    if opt.alias:
+        parser.add_argument(opt.alias, dest=name, action=OldSpelling, help=argparse.SUPPRESS, new=flag_of(name, opt))
+
+
+class OldSpelling(argparse.Action):
+    """A flag's old spelling: takes the value as the new one does, and says which flag to use now (stderr)."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"dmlbed: note: {option_string} is the old spelling of {self.new} (it takes units: see --help)",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def from_args(args, groups: Iterable[str], **overrides) -> RunConfig:

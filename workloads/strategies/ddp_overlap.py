@@ -1,5 +1,5 @@
 """Synchronization overlapped with backward, as practitioners train: the model in PyTorch's
-DistributedDataParallel (buckets of --bucket-mb), each bucket synchronized by the algorithm's DDP communication
+DistributedDataParallel (buckets of --bucket), each bucket synchronized by the algorithm's DDP communication
 hook (workloads/comm_hook.py) as soon as backward produced it; with a device time, backward is paced gradient by
 gradient (workloads/pacing.py) so buckets become ready when that device would produce them."""
 
