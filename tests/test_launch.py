@@ -82,8 +82,8 @@ def test_a_failing_rank_ends_the_launch_in_one_line_and_leaves_nothing(tmp_path)
     summary = json.load(open(tmp_path / "out" / "summary.json"))
     assert summary["completed"] is False and summary["exit_codes"]["2"] == 3
     assert "rank 2 (h2) exited with code 3: rank two gives up" in summary["error"]
-    assert errors == [] or len(errors) == 1
-    assert "rank 2 (h2) exited with code 3" in r.stdout + r.stderr
+    assert len(errors) == 1 and r.stderr.strip().splitlines()[-1] == errors[0]  # the last line says why
+    assert "rank 2 (h2) exited with code 3: rank two gives up" in errors[0]
     assert leftovers("star:4") == []
 
 
@@ -140,6 +140,19 @@ def test_a_rank_aborting_at_teardown_is_diagnosed(tmp_path):
     r, s = launch(tmp_path, "--topo", "star:2", "--local", command=(PYTHON, "-c", aborts))
     assert r.returncode == 1 and not s["completed"]
     assert "exited with code -6" in s["error"] and "gc.collect() before destroy_process_group" in s["error"]
+    assert r.stderr.strip().splitlines()[-1] == f"dmlbed: error: {s['error']}"  # why, last on stderr
+
+
+def test_launch_says_when_every_rank_has_gone_idle(tmp_path):
+    waits = "import time; time.sleep(4)"  # a rank blocked as in a collective no peer joined: no CPU, no bytes
+    r, s = launch(tmp_path, "--topo", "star:2", "--local", "--idle-warning", "2", command=(PYTHON, "-c", waits))
+    assert r.returncode == 0 and s["completed"], r.stderr[-2000:]
+    said = [l for l in r.stderr.splitlines() if "every rank has been idle" in l]
+    assert len(said) == 1 and "may be hung" in said[0]
+    busy = "import time\nend = time.time() + 4\nwhile time.time() < end: pass"
+    r, s = launch(tmp_path, "--topo", "star:2", "--local", "--idle-warning", "2", "--force",
+                  command=(PYTHON, "-c", busy))
+    assert r.returncode == 0 and "every rank has been idle" not in r.stderr
 
 
 def test_torchs_own_fsdp_example_trains_sharded_with_identical_full_parameters(tmp_path):

@@ -99,6 +99,10 @@ class Command:
         """0 when the result is good."""
         return 0
 
+    def failure(self, result) -> Optional[str]:
+        """The one line that says why the command failed after it ran (None: it did not), printed last on stderr."""
+        return None
+
 
 def fmt(value, spec: str = ".3f") -> str:
     """A number for a table ('-' when there is none)."""

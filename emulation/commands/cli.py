@@ -126,6 +126,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             command.show(result)
             if report:
                 print(f"report: {report}")
+        failure = command.failure(result)
+        if failure:  # after the summary and the fidelity line: the last line on stderr says why it failed
+            print(f"dmlbed: error: {failure}", file=sys.stderr)
         return command.exit_code(result)
     except UsageError as exc:
         print(f"dmlbed: error: {exc}", file=sys.stderr)

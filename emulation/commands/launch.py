@@ -21,6 +21,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from emulation.core.units import SECONDS
 from emulation.commands.base import Command
 from emulation.run import fidelity
+from emulation.run.idle import IdleWatch, readers
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (COMMAND_OWN, CONTROLLER, LINKS, NETWORK, OUTPUT, RANKS, REPLACE, TOPOLOGY, WAIT,
                                    Option, OptionError, RunConfig, command_option, described, flag_label)
@@ -55,6 +56,9 @@ def codec_options() -> Tuple[Option, ...]:
                  for name, opt, default in described() if name in CODEC_FIELDS)
 
 
+IDLE_WARNING_S, IDLE_LOOK_S = 60.0, 1.0
+
+
 class Launch(Command):
     name, help = "launch", "run your own training command (e.g. a DDP script) on every emulated host"
     description = ("Starts COMMAND once per emulated host with torchrun's variables (RANK, WORLD_SIZE, "
@@ -74,6 +78,8 @@ class Launch(Command):
                           metavar="KEY=VALUE"),
            command_option("time_limit", "seconds the command may run (0: no limit)", 0.0, kind=float, low=0,
                           high=MAX_TIME_LIMIT_S, quantity=SECONDS),
+           command_option("idle_warning", "say so when every rank has been idle (no CPU, no bytes) this long "
+                          "(0: never)", IDLE_WARNING_S, kind=float, low=0, high=MAX_TIME_LIMIT_S, quantity=SECONDS),
            *codec_options(),
            command_option("argv", "-- then the command and its arguments", positional=True, nargs="...",
                           metavar="COMMAND"))
@@ -85,7 +91,8 @@ class Launch(Command):
             raise OptionError(f"--codec {codec['codec']} runs in dmlbed's DDP hook: give --algo too (valid: "
                               f"{', '.join(names_with(lambda a: a.overlaps))})")
         cfg = self.config(args, algo=values["algo"], **codec)
-        return prepare(cfg, values["argv"], values["cwd"], parse_env(values["env"]), values["time_limit"])
+        return replace(prepare(cfg, values["argv"], values["cwd"], parse_env(values["env"]), values["time_limit"]),
+                       idle_warning=values["idle_warning"])
 
     def needs_root(self, job):
         return not job.cfg.local
@@ -98,6 +105,9 @@ class Launch(Command):
 
     def exit_code(self, summary):
         return 0 if summary.completed else 1
+
+    def failure(self, summary):
+        return summary.error
 
 
 class RankFailed(RankError):
@@ -119,6 +129,7 @@ class LaunchJob:
     env: Dict[str, str] = field(default_factory=dict)
     hooked: bool = False       # --algo given: ranks get a RankConfig for dmlbed.ddp.register
     time_limit: float = 0.0    # seconds the command may run (0: no limit)
+    idle_warning: float = 0.0  # say when every rank has been idle this long (0: never)
 
 
 def parse_env(pairs: List[str]) -> Dict[str, str]:
@@ -222,7 +233,9 @@ def execute(job: LaunchJob, log: Callable[[str], None] = lambda m: None) -> Laun
                                                 env=env)
             log(f"started `{shlex.join(job.command)}` on {ranks} hosts of {topo.spec}")
             try:
-                state["exit_codes"] = watch(procs, files, topo, job.time_limit)
+                idle = IdleWatch(ranks, job.idle_warning, readers({r: p.pid for r, p in procs.items()})) \
+                    if job.idle_warning else None
+                state["exit_codes"] = watch(procs, files, topo, job.time_limit, idle, log)
             except RankFailed as exc:
                 state["exit_codes"] = exc.codes
                 raise
@@ -257,11 +270,18 @@ def teardown_hint(code: int, last_line: str) -> str:
             "gc.collect() before destroy_process_group; docs/how-to/your-own-script.md)")
 
 
-def watch(procs: Dict[int, subprocess.Popen], files, topo, time_limit: float) -> Dict[int, int]:
+def watch(procs: Dict[int, subprocess.Popen], files, topo, time_limit: float, idle: Optional[IdleWatch] = None,
+          log: Callable[[str], None] = lambda m: None) -> Dict[int, int]:
     """Wait for every rank; RankFailed naming the first that exits non-zero (with its last stderr line), or the ranks
-    still running when the time limit passes."""
+    still running when the time limit passes; says once when they have all been idle a while (idle)."""
     deadline = time.monotonic() + time_limit if time_limit else None
+    next_look = time.monotonic()
     while True:
+        if idle is not None and time.monotonic() >= next_look:
+            next_look += IDLE_LOOK_S
+            said = idle.look(time.monotonic())
+            if said:
+                log(said)
         codes = {r: p.poll() for r, p in procs.items()}
         failed = [r for r, c in codes.items() if c not in (None, 0)]
         if failed:

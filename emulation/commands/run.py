@@ -47,6 +47,9 @@ class Run(Command):
     def exit_code(self, summary):
         return 0 if summary["correct"] else 1
 
+    def failure(self, summary):
+        return summary["error"]
+
 
 def print_summary(s) -> None:
     """Human-readable run summary."""
