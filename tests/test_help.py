@@ -75,3 +75,16 @@ def test_dmlbed_help_points_at_the_docs_and_the_labs(capsys):
         build_parser().parse_args(["--help"])
     text = capsys.readouterr().out
     assert "docs/" in text and "labs/" in text and "dmlbed NAME --help" in text
+
+
+def test_a_shared_option_is_worded_for_each_command(capsys):
+    from emulation.commands.cli import main
+    texts = {}
+    for command in ("run", "simulate", "launch"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        texts[command] = " ".join(capsys.readouterr().out.split())
+    assert "(0 = real time)" in texts["run"] and "(0 = real time)" not in texts["simulate"]
+    assert "added to the modelled iteration (0: none)" in texts["simulate"]
+    assert "netem under the shaping" in texts["run"] and "netem" not in texts["simulate"].split("--delay")[1][:200]
+    assert "results/launch/latest" in texts["launch"] and "results/simulate/latest" in texts["simulate"]

@@ -62,7 +62,7 @@ class Command:
 
     def arguments(self, parser) -> None:
         """Add the command's arguments: its own (--json included) and its groups' run options, in --help's sections."""
-        add_arguments(parser, self.groups, self.options(), own_title=f"{self.name} options")
+        add_arguments(parser, self.groups, self.options(), own_title=f"{self.name} options", command=self.name)
 
     def config(self, args, **overrides) -> RunConfig:
         """The RunConfig of its groups' values."""

@@ -19,7 +19,7 @@ from emulation.commands.registry import COMMANDS
 from emulation.run import claims
 from emulation.run.limits import measured
 from emulation.run.resources import AFXDP_PORT_BYTES, RANK_BASE_BYTES, RANK_MODEL_COPIES
-from emulation.run.options import Option, described, flag_of, in_groups, yaml_key
+from emulation.run.options import Option, described, flag_of, help_for, in_groups, yaml_key
 from emulation.run.summary import MODE_SECTIONS, SECTIONS, LaunchSummary
 from workloads.algorithms import ALGORITHMS
 from workloads.codecs import COMPRESSORS
@@ -61,12 +61,13 @@ def default_text(opt: Option, default: Any) -> str:
     return f"`{default:g}`" if isinstance(default, float) else f"`{default}`"
 
 
-def option_rows(rows: List[tuple]) -> List[str]:
-    """A Markdown table of options: flag, value, default, meaning."""
+def option_rows(rows: List[tuple], command: str) -> List[str]:
+    """A Markdown table of options: flag, value, default, meaning (worded for the command)."""
     out = ["| flag | takes | default | meaning |", "|---|---|---|---|"]
     for name, opt, default in rows:
         flag = name.upper() if opt.positional else flag_of(name, opt)
-        out.append(f"| `{flag}` | {value_text(opt, default)} | {default_text(opt, default)} | {cell(opt.help)} |")
+        meaning = cell(help_for(opt, command))
+        out.append(f"| `{flag}` | {value_text(opt, default)} | {default_text(opt, default)} | {meaning} |")
     return out
 
 
@@ -78,13 +79,13 @@ def command_section(command: Command) -> List[str]:
                             for line in (f"# {what}", f"dmlbed {command.name} {arguments}".rstrip())] + ["```", ""]
     own = [(o.name, o, o.default) for o in command.options()]
     if own:
-        lines += ["**Its own options**", ""] + option_rows(own) + [""]
+        lines += ["**Its own options**", ""] + option_rows(own, command.name) + [""]
     by_group: Dict[str, List[tuple]] = {}
     for name, opt, default in in_groups(command.groups):
         by_group.setdefault(opt.group, []).append((name, opt, default))
     for group in command.groups:
         if group in by_group:
-            lines += [f"**{group.capitalize()}**", ""] + option_rows(by_group[group]) + [""]
+            lines += [f"**{group.capitalize()}**", ""] + option_rows(by_group[group], command.name) + [""]
     return lines
 
 

@@ -101,6 +101,8 @@ class Option:
     exclusive: Optional[str] = None
     quantity: Optional[Quantity] = None
     alias: Optional[str] = None  # the flag's old spelling (with a unit in its name), still taken, with a note
+    per_command: Tuple[Tuple[Tuple[str, ...], str], ...] = ()  # ((commands, help there), ...): its wording where
+    # the general one would be wrong; '{command}' in any help is the command's name
 
 
 def command_option(name: str, help: str, default: Any = None, **kwargs) -> Option:
@@ -175,7 +177,9 @@ class CommonConfig:
                                                                           COMPRESSORS.items() if n != "none"),
                         choices=tuple(COMPRESSORS), group=SYNCHRONIZATION)
     compute_time: str = run_option("0", "emulate a device: forward/backward takes this many seconds (0 = real time): "
-                               + COMPUTE_HELP, parse=parse_compute, group=SYNCHRONIZATION)
+                               + COMPUTE_HELP, parse=parse_compute, group=SYNCHRONIZATION,
+                               per_command=((("simulate", "theory"), "a device's forward/backward time per iteration, "
+                                             "seconds, added to the modelled iteration (0: none): " + COMPUTE_HELP),))
     slow: str = run_option("", "persistent slow hosts: " + SLOW_HELP, parse=parse_slow, group=SYNCHRONIZATION)
     hosts: str = run_option("", HOSTS_HELP, parse=check_hosts_format, group=SYNCHRONIZATION)
     overlap: bool = run_option(False, "synchronize during backward as PyTorch DDP does: buckets of --bucket, each "
@@ -185,8 +189,10 @@ class CommonConfig:
                               low=0, high=4096, low_open=True, group=SYNCHRONIZATION, quantity=MEBIBYTES, flag="--bucket",
                               alias="--bucket-mb")
     delay: str = run_option("0", "one-way delay of every link, ms (or 5ms, 200us), or one value per link level (netem "
-                        "under the shaping; theory and simulate add it as latency)",
-                        group=LINKS)
+                        "under the shaping; the kernel must have netem)",
+                        group=LINKS, per_command=((("simulate", "theory"), "one-way delay of every link, ms (or 5ms, "
+                                                   "200us), or one value per link level: every message takes it once "
+                                                   "per link its path crosses"),))
     loss: str = run_option("0", "packet loss of every link, percent (or 1%), or one value per link level (netem)",
                        group=NETWORK)
     dilation: float = run_option(1.0, "time dilation F: links shaped at bw/F, compute stretched by F, every time "
@@ -273,8 +279,8 @@ class CommonConfig:
     granularity: str = run_option("chunk", "simulate: data moves in the engine's chunks, each going on once its own "
                               "earlier steps are done (chunk), or in whole step messages, as the closed forms "
                               "assume (message)", choices=GRANULARITIES, group=FLOW_MODEL)
-    out: str = run_option(None, "output folder (default: a new results/COMMAND/DATE-TIME, with results/COMMAND/latest "
-                            "pointing at it)",
+    out: str = run_option(None, "output folder (default: a new results/{command}/DATE-TIME, with "
+                            "results/{command}/latest pointing at it)",
                       group=OUTPUT, yaml=False)
     local: bool = run_option(False, "run the workers on 127.0.0.1 without emulation (no root; in a compare config, "
                              "a row whose claims do not depend on the network)", kind=bool, group=RANKS)
@@ -347,9 +353,15 @@ def yaml_keys() -> List[str]:
     return [yaml_key(n, o) for n, o, _ in described() if o.yaml] + ["label"]
 
 
-def argument_help(opt: Option, default: Any) -> str:
+def help_for(opt: Option, command: Optional[str] = None) -> str:
+    """An option's help on one command: its wording there, '{command}' filled in."""
+    text = next((t for names, t in opt.per_command if command in names), opt.help)
+    return text.replace("{command}", command or "COMMAND")
+
+
+def argument_help(opt: Option, default: Any, command: Optional[str] = None) -> str:
     """An option's help text as argparse shows it: the choices, and the default where there is one."""
-    text = opt.help + (f" ({' | '.join(opt.choices)})" if opt.choices else "")
+    text = help_for(opt, command) + (f" ({' | '.join(opt.choices)})" if opt.choices else "")
     if opt.quantity is not None:
         text += f" (or with a unit: {EXAMPLES[opt.quantity.kind]})"
     if opt.alias:
@@ -377,7 +389,8 @@ def help_section(opt: Option, own_title: str) -> str:
     return next((title for title, groups in HELP_SECTIONS if opt.group in groups), own_title)
 
 
-def add_arguments(parser, groups: Iterable[str] = (), own: Sequence[Option] = (), own_title: str = "options") -> None:
+def add_arguments(parser, groups: Iterable[str] = (), own: Sequence[Option] = (), own_title: str = "options",
+                  command: Optional[str] = None) -> None:
     """argparse arguments of the RunConfig fields in these groups and of a command's own options, in --help's
     sections (values are converted and checked later, in one place)."""
     entries = [(opt.name, opt, opt.default) for opt in own] + in_groups(groups)
@@ -393,12 +406,12 @@ def add_arguments(parser, groups: Iterable[str] = (), own: Sequence[Option] = ()
             if opt.exclusive not in exclusive:
                 exclusive[opt.exclusive] = target.add_mutually_exclusive_group(required=opt.required)
             target = exclusive[opt.exclusive]
-        add_argument(target, name, opt, default)
+        add_argument(target, name, opt, default, command)
 
 
-def add_argument(parser, name: str, opt: Option, default: Any) -> None:
-    """One argparse argument of an option."""
-    text = argument_help(opt, default)
+def add_argument(parser, name: str, opt: Option, default: Any, command: Optional[str] = None) -> None:
+    """One argparse argument of an option (its help worded for the command)."""
+    text = argument_help(opt, default, command)
     if opt.positional:
         parser.add_argument(name, help=text, nargs=opt.nargs, metavar=opt.metavar,
                             **({"default": default} if opt.nargs in ("?", "*") else {}))
