@@ -116,7 +116,7 @@ def test_a_comparison_writes_a_report_with_lines_against_the_sweep(tmp_path):
     r = run_dmlbed("compare", str(config), "--out", str(out), report=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == f"report: {out / 'report.html'}"
-    assert_renders(str(out / "report.html"), str(tmp_path / "shot.png"), 3)  # GST against bw, and the two spreads
+    assert_renders(str(out / "report.html"), str(tmp_path / "shot.png"), 4)  # GST against bw, breakdown, 2 spreads
     svg = (out / "figures" / "gst-vs-bw.svg").read_text()
     assert "bw (Mbit/s)" in svg and "ring (simulated)" in svg and "ring closed form" in svg
 

@@ -55,7 +55,7 @@ def print_comparison(result: dict) -> None:
     for r in rows:
         print(f"{r['label']:<22} " + " ".join(f"{str(r.get(k)):>6}" for k in keys) +
               f" {fmt(r['gst_median_s']):>8} {fmt(r['gst_theory_s']):>8} {fmt(r['gst_ratio'], '.2f'):>6} "
-              f"{fmt(r['compute_median_s']):>8} {fmt(r['jct_s'], '.1f'):>8} {str(r['correct']):>7}")
+              f"{fmt(r['compute_median_s']):>8} {fmt(r['jct_s'], '.1f'):>8} {correct_text(r['correct']):>7}")
     labels = list(dict.fromkeys(r["label"] for r in rows))
     if len(labels) > 1:
         base = labels[0]
@@ -80,6 +80,11 @@ def print_comparison(result: dict) -> None:
     if result.get("paper"):
         print_paper(result)
     print(f"\nresults: {result['out']}/comparison.csv; plots: {', '.join(result['plots'])}")
+
+
+def correct_text(correct) -> str:
+    """A row's correctness: True or False where workers ran, '-' where a model gave the row (nothing to check)."""
+    return "-" if correct is None else str(correct)
 
 
 AGREEMENT = {True: "", False: "  differs", None: "  no value"}  # after a row that agrees, differs, has no value

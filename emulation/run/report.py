@@ -268,6 +268,8 @@ def compare_report(result: dict) -> str:
             figures.append(against(rows, key, plt, folder))
     if scaling_groups(rows):
         figures.append(scaling(rows, plt, folder))
+    if any(r.get("iteration_median_s") for r in rows):
+        figures.append(row_breakdown(rows, keys, plt, folder))
     curves = read_curves(os.path.join(out, "accuracy.csv"))
     if curves:
         figures.append(time_to_accuracy(rows, curves, keys, plt, folder))
@@ -400,6 +402,25 @@ def scaling(rows: List[dict], plt, folder: str) -> Figure:
     return save(fig, plt, folder, "scaling", "Scaling with the number of workers",
                 "Throughput from each run's median iteration; efficiency against linear scaling from the fewest "
                 "workers of the same label.")
+
+
+def row_breakdown(rows: List[dict], keys: List[str], plt, folder: str) -> Figure:
+    """Per row: the median iteration as compute and the communication left exposed (iteration - compute)."""
+    shown = [r for r in rows if r.get("iteration_median_s")]
+    names = [" ".join([r["label"], *(f"{k}={r.get(k)}" for k in keys)]) +
+             ("" if (r.get("mode") or "emulate") == "emulate" else f" ({r['mode']})") for r in shown]
+    compute = [r.get("compute_median_s") or 0.0 for r in shown]
+    exposed = [max(r["iteration_median_s"] - c, 0.0) for r, c in zip(shown, compute)]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(shown) + 3), 4.2))
+    x = range(len(shown))
+    ax.bar(x, compute, color="0.6", label="compute")
+    ax.bar(x, exposed, bottom=compute, color="tab:orange", label="communication not hidden")
+    ax.set_xticks(list(x), names, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("seconds per iteration (median)")
+    ax.legend(fontsize=7)
+    return save(fig, plt, folder, "breakdown", "Compute and exposed communication per row",
+                "Each row's median iteration split into the device's compute and the communication it did not "
+                "hide.")
 
 
 def read_curves(path: str) -> List[dict]:
