@@ -202,6 +202,18 @@ def test_a_claim_resting_on_an_unfaithful_run_is_not_judged():
     assert paper.table([claim], simulated, [])[0]["how"] == "simulated"
 
 
+def test_a_time_measured_on_loopback_is_not_judged_but_what_the_network_does_not_set_is():
+    claim = loaded(relative_to="b", paper=0.5)
+    rows = [{"label": "a", "mode": "emulate", "gst_median_s": 1.0, "fidelity": "not measured"},
+            {"label": "b", "mode": "emulate", "gst_median_s": 2.0, "fidelity": "not measured"}]
+    row, = paper.table([claim], rows, [])
+    assert row["verdict"] == paper.NOT_JUDGED_LOOPBACK and row["agrees"] is None
+    assert row["how"] == "measured (loopback)"
+    wire = dict(claim, metric="wire_ratio")
+    rows = [dict(r, wire_ratio=w) for r, w in zip(rows, (0.1, 0.2))]
+    assert paper.table([wire], rows, [])[0]["verdict"] == "agrees"  # bytes on the wire: loopback measures them
+
+
 def test_why_shows_on_every_row_and_derived_claims_say_so():
     claim = loaded(relative_to="b", paper=0.5, why="because", derived="follows from x")
     rows = [{"label": "a", "gst_median_s": 1.0, "mode": "simulate"}, {"label": "b", "gst_median_s": 2.0,

@@ -35,6 +35,9 @@ MAX_TOLERANCE = 0.5
 NO_EFFECT = {"ratio": 1.0, "reduction": 0.0}  # what a relation reads when the two rows do not differ
 OUT_OF_REACH = "out of reach here"
 NOT_JUDGED = "not judged (emulation not faithful)"
+NOT_JUDGED_LOOPBACK = "not judged (a time measured on loopback: no emulated network)"
+NETWORK_TIMES = ("gst_median_s", "gst_ratio", "iteration_median_s", "jct_s", "throughput_sps", "broadcast_s",
+                 "comm_over_compute")  # metrics the network sets: a loopback run's value says nothing of them
 UNFAITHFUL = ("degraded", "not faithful")  # fidelity verdicts a judged claim may not rest on
 FIDELITY_ORDER = {"faithful": 0, "degraded": 1, "not faithful": 2}
 
@@ -208,9 +211,16 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
             verdict_text = verdict(agrees)
             if worst in UNFAITHFUL:
                 agrees, verdict_text = None, NOT_JUDGED
+            elif c.get("metric") in NETWORK_TIMES and any(on_loopback(r) for r in used):
+                agrees, verdict_text = None, NOT_JUDGED_LOOPBACK
             out.append({**common, **group, "paper": shown, "ours": value, "ours_over_paper": over,
                         "agrees": agrees, "verdict": verdict_text, "how": how_obtained(used[0], worst)})
     return out
+
+
+def on_loopback(row: dict) -> bool:
+    """Whether a row's workers ran on loopback (an emulate row without an emulated network)."""
+    return row.get("mode", "emulate") == "emulate" and row.get("fidelity") in (None, "not measured")
 
 
 def how_obtained(row: dict, worst: Optional[str] = None) -> str:

@@ -286,8 +286,8 @@ def compare_report(result: dict) -> str:
     worst = next((verdict_class(v) for v in ("not faithful", "degraded", "faithful") if v in verdicts), "neutral")
     head = (f'<p class="verdict {worst}"><b>{len(rows)} rows</b>: ' +
             ", ".join(f"{n} {html.escape(v)}" for v, n in sorted(verdicts.items())) + "</p>")
-    columns = ["label", *keys, "mode", "gst_median_s", "gst_theory_s", "gst_ratio", "iteration_median_s", "correct",
-               "fidelity"]
+    columns = list(dict.fromkeys(["label", *keys, "mode", "gst_median_s", "gst_theory_s", "gst_ratio",
+                                  "iteration_median_s", "correct", "fidelity"]))
     grid = "<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "</tr>" + "".join(
         "<tr>" + "".join(f"<td>{html.escape(fmt(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows) + \
         "</table>"
@@ -296,7 +296,8 @@ def compare_report(result: dict) -> str:
         claims = ["what", "paper", "ours", "ours_over_paper", "verdict", "evidence"]
         sections.append(f"<h2>The paper's claims beside ours</h2><p>{html.escape(str(result.get('source') or ''))}"
                         "</p><table><tr>" + "".join(f"<th>{c}</th>" for c in claims) + "</tr>" + "".join(
-                            "<tr>" + "".join(f"<td>{html.escape(fmt(r.get(c)))}</td>" for c in claims) + "</tr>"
+                            "<tr>" + "".join(f"<td>{html.escape(fmt(as_number(r.get(c))))}</td>" for c in claims) +
+                            "</tr>"
                             for r in result["paper"]) + "</table>")
     prov = read_json(os.path.join(out, "provenance.json")) or {}
     html_page = page(f"Comparison {result.get('name', '')}", head, sections,
@@ -304,6 +305,14 @@ def compare_report(result: dict) -> str:
     path = os.path.join(out, REPORT)
     write_atomic(path, html_page)
     return path
+
+
+def as_number(value):
+    """A CSV cell as a float where it is one (so it prints to 4 digits), else as it is."""
+    try:
+        return float(value) if isinstance(value, str) and value.strip() else value
+    except ValueError:
+        return value
 
 
 def spreads_in(out: str, folder: str, spreads: List[Figure]) -> List[Figure]:
@@ -408,7 +417,8 @@ def row_breakdown(rows: List[dict], keys: List[str], plt, folder: str) -> Figure
     """Per row: the median iteration as compute and the communication left exposed (iteration - compute)."""
     shown = [r for r in rows if r.get("iteration_median_s")]
     names = [" ".join([r["label"], *(f"{k}={r.get(k)}" for k in keys)]) +
-             ("" if (r.get("mode") or "emulate") == "emulate" else f" ({r['mode']})") for r in shown]
+             ("" if (r.get("mode") or "emulate") == "emulate" or "mode" in keys else f" ({r['mode']})")
+             for r in shown]
     compute = [r.get("compute_median_s") or 0.0 for r in shown]
     exposed = [max(r["iteration_median_s"] - c, 0.0) for r, c in zip(shown, compute)]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(shown) + 3), 4.2))
