@@ -78,6 +78,27 @@ def handout_commands(lab: str, iters: Optional[int] = None) -> List[str]:
 LINE_TIMEOUT_S = [900.0]  # --line-timeout (a software-emulated VM needs more)
 
 
+SHOWN_KEYS = ("pairs_tested", "pairs_reachable", "unreachable", "packet_in", "verdict", "cause", "fidelity_min",
+              "error", "datapath")
+
+
+def written_json(line: str) -> Optional[dict]:
+    """What a failed `... --json > FILE` line wrote, the keys that say why (None without such a file)."""
+    m = re.search(r">\s*(\S+\.json)\s*$", line)
+    path = os.path.join(ROOT, m.group(1)) if m else None
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except ValueError:
+        return None
+    shown = {k: data[k] for k in SHOWN_KEYS if k in data}
+    if isinstance(shown.get("unreachable"), list):
+        shown["unreachable"] = shown["unreachable"][:5]
+    return shown
+
+
 def run_line(line: str) -> subprocess.CompletedProcess:
     """Run one handout line from the project folder (as root already, so without the student's sudo)."""
     return subprocess.run(["bash", "-c", line.replace("sudo ", "")], cwd=ROOT, capture_output=True, text=True,
@@ -94,7 +115,8 @@ def run_lab(lab: str, iters: Optional[int] = None) -> Dict[str, object]:
     for line in lines[:-1]:
         r = run_line(line)
         if r.returncode != 0:
-            result.update(failed_command=line, error=r.stderr[-2000:], duration_s=time.time() - started)
+            result.update(failed_command=line, error=r.stderr[-2000:], exit_code=r.returncode,
+                          output=written_json(line), duration_s=time.time() - started)
             return result
     student_work(lab, folder)
     check = run_line(lines[-1])
