@@ -65,21 +65,28 @@ def tamper(lab: str, path: str, key: Optional[str]) -> None:
         json.dump(data, f)
 
 
-def handout_commands(lab: str, iters: Optional[int] = None) -> List[str]:
-    """The handout's command block, one command per line (with `--iters N` replaced when iters is given)."""
+DILATED = re.compile(r"^(sudo \S*dmlbed (?:run|calibrate|bench) )")  # the emulated commands that take --dilation
+
+
+def handout_commands(lab: str, iters: Optional[int] = None, dilation: Optional[float] = None) -> List[str]:
+    """The handout's command block, one command per line (with `--iters N` replaced when iters is given; with
+    dilation, every emulated run, calibration and benchmark dilated: a machine slower than the handouts assume,
+    such as a software-emulated VM)."""
     text = open(os.path.join(ROOT, "labs", lab, "README.md")).read()
     block = re.search(r"```sh\n(.*?)```", text, re.S).group(1)
     lines = [line for line in block.splitlines() if line.strip()]
     if iters is not None:
         lines = [re.sub(r"--iters \d+", f"--iters {iters}", line) for line in lines]
+    if dilation is not None:
+        lines = [DILATED.sub(lambda m: f"{m.group(1)}--dilation {dilation:g} ", line) for line in lines]
     return lines
 
 
 LINE_TIMEOUT_S = [900.0]  # --line-timeout (a software-emulated VM needs more)
 
 
-SHOWN_KEYS = ("pairs_tested", "pairs_reachable", "unreachable", "packet_in", "verdict", "cause", "fidelity_min",
-              "error", "datapath")
+SHOWN_KEYS = ("pairs_tested", "pairs_reachable", "unreachable", "packet_in", "packet_in_samples", "verdict", "cause",
+              "fidelity_min", "error", "datapath")
 
 
 def written_json(line: str) -> Optional[dict]:
@@ -94,8 +101,9 @@ def written_json(line: str) -> Optional[dict]:
     except ValueError:
         return None
     shown = {k: data[k] for k in SHOWN_KEYS if k in data}
-    if isinstance(shown.get("unreachable"), list):
-        shown["unreachable"] = shown["unreachable"][:5]
+    for key in ("unreachable", "packet_in_samples"):
+        if isinstance(shown.get(key), list):
+            shown[key] = shown[key][:5]
     return shown
 
 
@@ -105,13 +113,14 @@ def run_line(line: str) -> subprocess.CompletedProcess:
                           timeout=LINE_TIMEOUT_S[0])
 
 
-def run_lab(lab: str, iters: Optional[int] = None) -> Dict[str, object]:
+def run_lab(lab: str, iters: Optional[int] = None, dilation: Optional[float] = None) -> Dict[str, object]:
     """Every command, the checker on the results, the checker on a tampered copy; what happened and how long."""
     folder, tamper_file, key = LABS[lab]
     started = time.time()
     shutil.rmtree(os.path.join(ROOT, folder), ignore_errors=True)
-    lines = handout_commands(lab, iters)
-    result: Dict[str, object] = {"lab": lab, "iters": iters or "as written", "failed_command": None}
+    lines = handout_commands(lab, iters, dilation)
+    result: Dict[str, object] = {"lab": lab, "iters": iters or "as written", "dilation": dilation or 1,
+                                 "failed_command": None}
     for line in lines[:-1]:
         r = run_line(line)
         if r.returncode != 0:
@@ -197,6 +206,8 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated labs")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--line-timeout", type=float, default=LINE_TIMEOUT_S[0], help="seconds one command may take")
+    ap.add_argument("--dilation", type=float, help="dilate every emulated run, calibration and benchmark (a slower "
+                                                   "machine than the handouts assume: a software-emulated VM)")
     args = ap.parse_args()
     LINE_TIMEOUT_S[0] = args.line_timeout
     labs = args.only.split(",") if args.only else list(LABS)
@@ -204,7 +215,7 @@ def main() -> int:
     if unknown:
         print(f"handouts: unknown lab {unknown[0]}: valid are {', '.join(LABS)}", file=sys.stderr)
         return 2
-    results = [run_lab(lab, args.iters) for lab in labs]
+    results = [run_lab(lab, args.iters, args.dilation) for lab in labs]
     ok = all(passed(r) for r in results)
     if args.json:
         print(json.dumps({"ok": ok, "labs": results}, indent=1))

@@ -153,8 +153,10 @@ class EmulatedNetwork:
         for link in self.net.links:
             if hasattr(getattr(link, "tunnel", None), "pid"):
                 self.state.add_pid(link.tunnel.pid, f"ssh tunnel {link.intf1}-{link.intf2}")
+        self._quiet_switch_ports()  # before the switches take their ports: a slow machine (a software-emulated VM)
+        # otherwise sends IPv6 router solicitations from switch-to-switch veths into them, each a PacketIn
         self.net.start()
-        self._quiet_switch_ports()
+        self._quiet_switch_ports()  # the bridges' own ports exist from here
         self._configure_hosts()
         if afxdp:
             self._configure_shapers()
