@@ -146,3 +146,11 @@ def test_every_labs_theory_lines_pass_its_checks(tmp_path):
     c = Checker("lab2")
     module.check_theory(c, str(tmp_path))
     assert c.failures == [] and c.passed == 6
+
+
+def test_a_slower_machine_dilates_only_the_emulated_runs_and_calibration():
+    written, dilated = handout_commands("lab5-latency", 2), handout_commands("lab5-latency", 2, 10)
+    changed = [(a, b) for a, b in zip(written, dilated) if a != b]
+    assert len(changed) == 3  # the calibration and the two runs; theory, timeline and the checker stay as written
+    assert all(b.replace("--dilation 10 ", "") == a for a, b in changed)
+    assert all(re.match(r"sudo \S+dmlbed (run|calibrate) --dilation 10 ", b) for _, b in changed)
