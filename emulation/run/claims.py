@@ -220,7 +220,7 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
 
 def on_loopback(row: dict) -> bool:
     """Whether a row's workers ran on loopback (an emulate row without an emulated network)."""
-    return row.get("mode", "emulate") == "emulate" and row.get("fidelity") in (None, "not measured")
+    return row.get("mode", "emulate") == "emulate" and row.get("fidelity") == "not measured"
 
 
 def how_obtained(row: dict, worst: Optional[str] = None) -> str:
