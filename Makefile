@@ -11,10 +11,10 @@ demo: setup
 	$(DMLBED) compare configs/demo.yaml --out results/demo --force
 
 test: setup
-	$(PY) -m pytest tests -v -rs
+	$(PY) tests/run.py
 
 test-fast: setup
-	$(PY) -m pytest tests -v -rs -m "not emulation"
+	$(PY) -m pytest tests -rs -m "not emulation" -n auto
 
 benchmark: setup
 	$(PY) scripts/benchmark.py --out results/benchmark

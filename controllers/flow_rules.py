@@ -241,58 +241,79 @@ def up_down_rules(topo: Topology, failed: Sequence[Link] = (), failover: bool = 
         lower = child[(sw, port)]
         return not topo.is_host(lower) and len(up_ports[lower]) > 1
 
-    ipv4 = (("eth_type", ETH_TYPE_IPV4),)
     for sw in topo.switches:
-        downs = sorted(below[sw.name])
-        bounce_ports = [p for p in downs if can_bounce(sw.name, p)]
-        for port in downs:
-            siblings = [p for p in bounce_ports if p != port] if failover and can_bounce(sw.name, port) else []
-            if siblings:
-                groups.append(ff_group(sw.dpid, DOWN_GROUP + port, [(p, p) for p in [port] + siblings]))
-            for name in below[sw.name][port]:
-                dst = (("ipv4_dst", topo.node(name).ip),)
-                flows.append(FlowRule(sw.dpid, PRIORITY_HOST, ipv4 + dst, None if siblings else port,
-                                      DOWN_GROUP + port if siblings else None))
-                for other in siblings:
-                    flows.append(FlowRule(sw.dpid, PRIORITY_BACK, (("in_port", other),) + ipv4 + dst,
-                                          group=BACK_GROUP + 256 * port + other))
-            for other in siblings:
-                groups.append(ff_group(sw.dpid, BACK_GROUP + 256 * port + other,
-                                       [(port, port), (other, OFPP_IN_PORT)]))
-        ups = sorted(up_ports[sw.name])
-        ports = [p for p, _ in ups]
-        everyone = topo.hosts + (topo.bystanders if topo.routing == "dmodk" else ())
-        elsewhere = sorted({h.name for h in everyone} - {h for hs in below[sw.name].values() for h in hs},
-                           key=lambda n: topo.node(n).index)
-        for name in elsewhere:
-            via = [p for p, u in ups if name in reach[u]]
-            if topo.routing == "dmodk" and len(via) > 1:
-                spare = failover and via == ports
-                flows.append(dmodk_rule(sw, via, topo.node(name), PRIORITY_ECMP if via == ports else PRIORITY_AVOID,
-                                        spare))
-            elif via and via != ports:
-                dst = (("ipv4_dst", topo.node(name).ip),)
-                if len(via) == 1:
-                    flows.append(FlowRule(sw.dpid, PRIORITY_AVOID, ipv4 + dst, via[0]))
-                else:
-                    flows += ecmp_rules(sw, via, priority=PRIORITY_AVOID, dst=dst)
-                    flows.append(FlowRule(sw.dpid, PRIORITY_AVOID - 1, ipv4 + dst, via[0]))
-        if len(ports) == 1:
-            flows.append(FlowRule(sw.dpid, PRIORITY_UP, ipv4, ports[0]))
-        elif len(ports) > 1:
-            if topo.routing != "dmodk":
-                flows += ecmp_rules(sw, ports, failover)
-            groups.append(GroupRule(sw.dpid, UP_GROUP, tuple(ports)))
-            flows.append(FlowRule(sw.dpid, PRIORITY_UP, ipv4, group=UP_GROUP))
-            if failover:
-                for port in ports:
-                    others = [p for p in ports if p != port]
-                    groups.append(ff_group(sw.dpid, ECMP_GROUP + port, [(p, p) for p in [port] + others]))
-                    groups.append(ff_group(sw.dpid, BOUNCE_GROUP + port, [(p, p) for p in others]))
-                    flows.append(FlowRule(sw.dpid, PRIORITY_BOUNCE, (("in_port", port),) + ipv4,
-                                          group=BOUNCE_GROUP + port))
-        flows.append(table_miss(sw.dpid))
+        flows_down, groups_down = down_rules(topo, sw, below[sw.name], failover, can_bounce)
+        flows_up, groups_up = up_rules(topo, sw, sorted(up_ports[sw.name]), below[sw.name], reach, failover)
+        flows += flows_down + flows_up + [table_miss(sw.dpid)]
+        groups += groups_down + groups_up
     return RuleSet(tuple(flows), tuple(groups))
+
+
+def down_rules(topo: Topology, sw, below: Dict[int, List[str]], failover: bool, can_bounce):
+    """A switch's rules towards the hosts below each of its down ports (with failover, through a sibling that
+    bounces up another way, or back where the packet came from): (flows, groups)."""
+    flows: List[FlowRule] = []
+    groups: List[GroupRule] = []
+    ipv4 = (("eth_type", ETH_TYPE_IPV4),)
+    downs = sorted(below)
+    bounce_ports = [p for p in downs if can_bounce(sw.name, p)]
+    for port in downs:
+        siblings = [p for p in bounce_ports if p != port] if failover and can_bounce(sw.name, port) else []
+        if siblings:
+            groups.append(ff_group(sw.dpid, DOWN_GROUP + port, [(p, p) for p in [port] + siblings]))
+        for name in below[port]:
+            dst = (("ipv4_dst", topo.node(name).ip),)
+            flows.append(FlowRule(sw.dpid, PRIORITY_HOST, ipv4 + dst, None if siblings else port,
+                                  DOWN_GROUP + port if siblings else None))
+            for other in siblings:
+                flows.append(FlowRule(sw.dpid, PRIORITY_BACK, (("in_port", other),) + ipv4 + dst,
+                                      group=BACK_GROUP + 256 * port + other))
+        for other in siblings:
+            groups.append(ff_group(sw.dpid, BACK_GROUP + 256 * port + other,
+                                   [(port, port), (other, OFPP_IN_PORT)]))
+    return flows, groups
+
+
+def up_rules(topo: Topology, sw, ups: List[Tuple[int, str]], below: Dict[int, List[str]],
+             reach: Dict[str, frozenset], failover: bool):
+    """A switch's rules up: hosts some up ports no longer reach go up the others, every other packet up any port
+    (ECMP by TCP/UDP ports, a select group, D-mod-k by destination; with failover, fast-failover groups):
+    (flows, groups)."""
+    flows: List[FlowRule] = []
+    groups: List[GroupRule] = []
+    ipv4 = (("eth_type", ETH_TYPE_IPV4),)
+    ports = [p for p, _ in ups]
+    everyone = topo.hosts + (topo.bystanders if topo.routing == "dmodk" else ())
+    elsewhere = sorted({h.name for h in everyone} - {h for hs in below.values() for h in hs},
+                       key=lambda n: topo.node(n).index)
+    for name in elsewhere:
+        via = [p for p, u in ups if name in reach[u]]
+        if topo.routing == "dmodk" and len(via) > 1:
+            spare = failover and via == ports
+            flows.append(dmodk_rule(sw, via, topo.node(name), PRIORITY_ECMP if via == ports else PRIORITY_AVOID,
+                                    spare))
+        elif via and via != ports:
+            dst = (("ipv4_dst", topo.node(name).ip),)
+            if len(via) == 1:
+                flows.append(FlowRule(sw.dpid, PRIORITY_AVOID, ipv4 + dst, via[0]))
+            else:
+                flows += ecmp_rules(sw, via, priority=PRIORITY_AVOID, dst=dst)
+                flows.append(FlowRule(sw.dpid, PRIORITY_AVOID - 1, ipv4 + dst, via[0]))
+    if len(ports) == 1:
+        flows.append(FlowRule(sw.dpid, PRIORITY_UP, ipv4, ports[0]))
+    elif len(ports) > 1:
+        if topo.routing != "dmodk":
+            flows += ecmp_rules(sw, ports, failover)
+        groups.append(GroupRule(sw.dpid, UP_GROUP, tuple(ports)))
+        flows.append(FlowRule(sw.dpid, PRIORITY_UP, ipv4, group=UP_GROUP))
+        if failover:
+            for port in ports:
+                others = [p for p in ports if p != port]
+                groups.append(ff_group(sw.dpid, ECMP_GROUP + port, [(p, p) for p in [port] + others]))
+                groups.append(ff_group(sw.dpid, BOUNCE_GROUP + port, [(p, p) for p in others]))
+                flows.append(FlowRule(sw.dpid, PRIORITY_BOUNCE, (("in_port", port),) + ipv4,
+                                      group=BOUNCE_GROUP + port))
+    return flows, groups
 
 
 def host_attachments(topo: Topology) -> Dict[str, Tuple[str, int]]:

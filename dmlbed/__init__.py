@@ -29,7 +29,7 @@ from emulation.backends import BACKENDS, matrix
 from emulation.commands import launch as launching
 from emulation.run.hosts import hosts_for, network_lock
 from emulation.run.options import CONTROLLER, LINKS, NETWORK, TOPOLOGY, WAIT, RunConfig, from_mapping
-from emulation.run.summary import LaunchSummary, Summary
+from emulation.results.summary import LaunchSummary, Summary
 from emulation.run.validation import check_network, check_values
 
 __all__ = ["Network", "Host", "run", "launch", "simulate", "theory", "jobs", "compare", "bench", "calibrate",

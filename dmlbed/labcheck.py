@@ -6,8 +6,6 @@ formulas; editing a number by hand (a tampered file) breaks one of these equalit
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 import statistics
 from typing import List
@@ -15,6 +13,8 @@ from typing import List
 
 from workloads.algorithms import get as get_algorithm
 from emulation.core.topology import parse, parse_bandwidth
+from emulation.results.files import read_json, read_table
+from workloads.runfolder import RunFolder
 
 REL = 1e-6
 
@@ -41,9 +41,11 @@ class Checker:
 
 
 def load_json(path: str):
-    """A JSON results file."""
-    with open(path) as f:
-        return json.load(f)
+    """A JSON results file (FileNotFoundError when it is missing or cut short)."""
+    data = read_json(path)
+    if data is None:
+        raise FileNotFoundError(f"{path}: missing or not valid JSON")
+    return data
 
 
 def rates(summary: dict) -> List[float]:
@@ -101,13 +103,12 @@ def check_net(c: Checker, path: str) -> dict:
 
 def iterations(run_dir: str) -> List[dict]:
     """Rows of a run's iterations.csv."""
-    with open(os.path.join(run_dir, "iterations.csv")) as f:
-        return list(csv.DictReader(f))
+    return read_table(RunFolder(run_dir).file(RunFolder.ITERATIONS))
 
 
 def check_run(c: Checker, run_dir: str) -> dict:
     """A `dmlbed run` folder: correctness, medians recomputed from iterations.csv, theory recomputed."""
-    s = load_json(os.path.join(run_dir, "summary.json"))
+    s = load_json(RunFolder(run_dir).file(RunFolder.SUMMARY))
     rows = iterations(run_dir)
     c.expect(s["correct"] is True and s["error"] is None, f"{run_dir}: run correct")
     c.expect(s["iterations"] == len(rows) == s["iterations_requested"], f"{run_dir}: iterations complete")

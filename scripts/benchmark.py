@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from emulation.backends.emulator import run
 from emulation.run.forkclient import RANK_START_ENV
 from emulation.run.options import RunConfig
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 
 # The emulated device's forward+backward of LeNet-5, sub-minibatch 32, in emulated seconds. Nine torch processes
 # on 2 cores need up to ~0.26 s of real time for it (0.04 s of CPU each), so a device time is only unbendable

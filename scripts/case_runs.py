@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def provenance() -> dict:
     """This checkout's provenance, read as its dmlbed commands run (from ROOT), whichever checkout an installed
     package points at."""
-    r = subprocess.run([sys.executable, "-c", "import json; from emulation.run.provenance import provenance; "
+    r = subprocess.run([sys.executable, "-c", "import json; from emulation.results.provenance import provenance; "
                         "print(json.dumps(provenance()))"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     return dict(json.loads(r.stdout), command=" ".join(sys.argv))
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

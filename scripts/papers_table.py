@@ -14,10 +14,10 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from emulation.backends import matrix as compare
-from emulation.run import claims as paper
-from emulation.run.outputs import write_atomic, write_table
+from emulation.results import claims as paper
+from emulation.results.files import write_atomic, write_table
 from emulation.commands.reproduce import DOCS_PAGE, TABLE_COLUMNS, claim_rows, docs_page, markdown
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 
 
 def results_of(folder: str, configs: str) -> list:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVERS_1K = {"seconds": 5.0, "mb": 1000.0}

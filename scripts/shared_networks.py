@@ -15,7 +15,7 @@ import sys
 import time
 
 from case_runs import dmlbed, write_report
-from emulation.run.results import WARMUP
+from emulation.results.iterations import WARMUP
 
 
 # Stragglers: a model whose synchronization is mostly bandwidth (1 MB at 100 Mbit/s: 0.15 s of link time at 8 ranks,

@@ -16,7 +16,7 @@ from emulation.net.runstate import STATE_ROOT, list_bridges
 from emulation.backends.emulator import run
 from emulation.run.sampling import switch_pid
 from emulation.run.options import RunConfig
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 
 MIX = [  # small runs that cover every kind of topology and strategy
     ("star:3", "ring", "50", {}),

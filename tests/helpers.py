@@ -47,7 +47,7 @@ def check_summaries(args, result):
     what theory printed with --json."""
     import json
     import jsonschema
-    from emulation.run.json_schemas import schema
+    from emulation.commands.schema import schema
     if not args:
         return
     if args[0] in SUMMARY_SCHEMAS and "--out" in args:

@@ -123,7 +123,7 @@ def test_on_off_flows_are_the_mean_over_their_states(tmp_path):
 
 
 def test_fidelity_judges_a_shared_link_by_the_job_and_the_flows_together():
-    from emulation.run.fidelity import iteration_links, merged, moved
+    from emulation.results.links import iteration_links, merged, moved
     assert moved([(0.0, 0), (1.0, 100), (2.0, 300)], 0.5, 1.5) == pytest.approx(150)
     assert merged([(0, 1), (0.5, 2), (3, 4)]) == [(0, 2), (3, 4)]
     topo, mb = parse("star:2"), 1_000_000

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from emulation.commands.bench import parse_sizes, table
-from emulation.run.results import rep_times
+from emulation.results.iterations import rep_times
 from emulation.run.options import OptionError
 from helpers import run_dmlbed
 from workloads.bench_worker import PATTERN_PERIOD, periodic_pattern
@@ -142,13 +142,13 @@ def bench_rows(ratio: float, faster: bool = False) -> list:
     ([1.0, 1.0, 1.0], True, {}, "not faithful"),
 ])
 def test_a_benchmarked_collective_gets_a_verdict_from_outside_its_ranks(times, faster, tcp, verdict):
-    from emulation.run.bench_fidelity import judge
+    from emulation.results.bench_fidelity import judge
     from emulation.run.sampling import CpuSampler
     records = [{"warmup": False, "start": 10.0 + i, "end": 10.5 + i} for i in range(3)]
-    fid = judge(bench_rows(1.05, faster), {4: times}, records, CpuSampler(), {"h1": tcp}, {}, emulated=True)
+    fid = judge(bench_rows(1.05, faster), {4: times}, records, CpuSampler().report, {"h1": tcp}, {}, emulated=True)
     assert fid["verdict"] == verdict and fid["gst_ratio"] == 1.05
     assert (fid["cause"] is None) == (verdict == "faithful")
-    assert judge(bench_rows(1.05), {4: times}, records, CpuSampler(), {}, {}, emulated=False)["verdict"] == \
+    assert judge(bench_rows(1.05), {4: times}, records, CpuSampler().report, {}, {}, emulated=False)["verdict"] == \
         "not measured"
 
 

@@ -105,7 +105,7 @@ def test_paper_block_errors(tmp_path, claims, fragment):
 
 
 def test_paper_table_relations():
-    from emulation.run.claims import table
+    from emulation.results.claims import table
     rows = [{"label": "A", "mode": m, "gst_median_s": g, "jct_s": j} for m, g, j in
             (("emulate", 2.0, 10.0), ("simulate", 1.0, 8.0))] + \
            [{"label": "B", "mode": m, "gst_median_s": g, "jct_s": j} for m, g, j in
@@ -171,7 +171,7 @@ def test_plots_include_the_accuracy_curves(tmp_path):
 def test_plots_show_every_iteration_of_every_run(tmp_path):
     """A box per run from its iterations.csv (warm-up left out), theory marked, SVG beside PNG, the axis named by
     what the sweep varies."""
-    from emulation.run.plots import iteration_values, plot
+    from emulation.results.figures import iteration_values, plot
     runs = []
     for label, gsts in (("a", [9.0, 9.0, 1.0, 2.0, 3.0]), ("b", [5.0, 5.0, 0.5, 0.5])):
         folder = tmp_path / label

@@ -10,7 +10,7 @@ import pytest
 
 from emulation.core.compute import (EXP, FIXED, ComputeModel, SlowRank, compute_model, harmonic, parse_compute,
                                     parse_slow)
-from emulation.run.stragglers import straggler_report
+from emulation.results.iterations import straggler_report
 from helpers import cli_json, run_dmlbed
 
 HOSTS = {f"h{i}": i for i in range(16)}
@@ -181,7 +181,7 @@ def test_emulated_stragglers_keep_their_draws_and_the_slow_rank_is_waited_for(tm
 
 def test_fidelity_leaves_transfers_that_waited_for_a_computing_receiver_to_the_scenario():
     from emulation.core.topology import parse
-    from emulation.run.fidelity import iteration_links
+    from emulation.results.links import iteration_links
     topo, mb = parse("star:2"), 1_000_000
 
     def traces(recv_start):

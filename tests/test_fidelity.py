@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from emulation.run.fidelity import (decompose, iteration_links, one_line, report, step_skew,
-                                              union_length, verdict_and_cause)
+from emulation.results.fidelity import Evidence, one_line, report, verdict_and_cause
+from emulation.results.links import decompose, iteration_links, step_skew, union_length
 from emulation.core.addressing import all_host_configs, config_commands
 from emulation.run.options import OptionError, RunConfig
 from emulation.run.resolution import tcp_settings
@@ -74,7 +74,7 @@ def test_a_two_phase_synchronization_chains_each_phases_bottleneck():
 def test_a_phase_is_judged_with_the_whole_iterations_wire_factor():
     """A worker that pushes 1 MB and relays 1 MB of the broadcast sent 2.04 MB on its interface: 2% overhead, not a
     push that took twice its bytes."""
-    from emulation.run.fidelity import wire_factors
+    from emulation.results.links import wire_factors
     topo = parse("star:3")
     mb = 1_000_000
     push = [dict(trace(1, 0, 10.0, 10.1, mb, peer=0), phase="push")]
@@ -100,9 +100,9 @@ def test_links_are_judged_against_the_fair_share_of_their_paths():
     host = links[next(k for k in links if k.startswith("h0>"))]
     assert host["need_s"] == pytest.approx(mb / share) == pytest.approx(host["busy_s"])
     assert len([l for l in links.values() if l["level"] == 0]) == 4  # two uplinks, two downlinks
-    fid = report(topo, (200.0, 25.0), mb / share, [{"iteration": 2, "gst_s": mb / share, "sync_start": 1.0,
-                                                    "sync_end": 1.0 + mb / share, "workers": 4}],
-                 {0: [{}] * 3, 1: [{}] * 3}, traces, {}, {"saturated_share": 0.0}, True)
+    fid = report(Evidence(topo, (200.0, 25.0), mb / share, [{"iteration": 2, "gst_s": mb / share, "sync_start": 1.0,
+                                                             "sync_end": 1.0 + mb / share, "workers": 4}],
+                          {0: [{}] * 3, 1: [{}] * 3}, traces, {}, {"saturated_share": 0.0}, True))
     assert fid["levels"]["L0"]["fidelity"] == pytest.approx(1.0) and fid["levels"]["L1"]["fidelity"] == pytest.approx(1.0)
     assert fid["verdict"] == "faithful"
 
@@ -172,7 +172,7 @@ def test_links_above_their_rate_or_a_gst_far_below_theory_are_not_faithful():
 
 
 def test_spurious_timeouts_are_counted_and_unsteady_timings_are_degraded():
-    from emulation.run.fidelity import spurious_timeouts
+    from emulation.results.fidelity import spurious_timeouts
     assert spurious_timeouts({"rto_timeouts": 10, "retrans_segs": 20, "dsack_received": 20}) == 10
     assert spurious_timeouts({"rto_timeouts": 10, "retrans_segs": 20, "dsack_received": 5}) == 2.5
     assert spurious_timeouts({"rto_timeouts": 0, "retrans_segs": 20, "dsack_received": 20}) == 0
@@ -191,12 +191,12 @@ def test_spurious_timeouts_are_counted_and_unsteady_timings_are_degraded():
 
 def test_a_run_that_finished_no_iteration_gets_no_verdict():
     """A run that failed at bring-up measured nothing: no verdict may vouch for it (it said faithful)."""
-    fid = report(parse("star:4"), (100.0,), 1.0, [], {}, [], {}, {"busy_mean": 0.5}, True)
+    fid = report(Evidence(parse("star:4"), (100.0,), 1.0, [], {}, [], {}, {"busy_mean": 0.5}, True))
     assert fid["verdict"] == "not measured" and "no iteration finished" in fid["cause"]
 
 
 def test_loopback_runs_are_not_measured():
-    fid = report(None, (100.0,), 1.0, [{"iteration": 0, "gst_s": 1.0}], {}, [], {}, {"busy_mean": 0.5}, False)
+    fid = report(Evidence(None, (100.0,), 1.0, [{"iteration": 0, "gst_s": 1.0}], {}, [], {}, {"busy_mean": 0.5}, False))
     assert fid["verdict"] == "not measured"
     assert "fidelity: not measured" in one_line(fid)
 
@@ -291,7 +291,7 @@ def test_switch_queue_drops_are_reported_as_the_networks_not_judged():
 
 
 def test_cpu_saturation_is_judged_over_the_measured_iterations_not_the_start_up():
-    from emulation.run.fidelity import measured_window
+    from emulation.results.links import measured_window
     from emulation.run.sampling import CpuSampler
     cpu = CpuSampler()
     # start-up (torch imports) saturates the machine; the measured iterations leave it half idle
@@ -334,7 +334,7 @@ def test_two_phases_steps_of_one_number_do_not_share_a_link():
     its path to itself, so each needs its bytes at the full rate (counted as one step, the reduce-scatter's links
     above h0 were judged at half h0's rate)."""
     from emulation.core.topology import parse
-    from emulation.run.fidelity import iteration_links
+    from emulation.results.links import iteration_links
     topo, mb = parse("tree:2,2"), 1_000_000
     traces = []
     for n, (phase, far) in enumerate((("reduce_scatter", 3), ("all_gather", 1))):
@@ -356,7 +356,8 @@ def test_counter_gains_count_what_each_port_gained_and_a_new_port_whole():
 
 
 def test_frames_are_counted_beside_bytes_per_level(tmp_path):
-    from emulation.run.results import per_iteration, summarize
+    from emulation.results.iterations import per_iteration
+    from emulation.results.summary import measured as summarize
     from workloads.netstats import interface_bytes
     (tmp_path / "net").mkdir()
     (tmp_path / "net" / "dev").write_text(
@@ -373,9 +374,9 @@ def test_frames_are_counted_beside_bytes_per_level(tmp_path):
     assert [it["tx_frames_by_level"] for it in iterations] == [{"h0-eth0": 10, "h1-eth0": 10}] * 2
     finals = {r: {"checksum": 1.0} for r in range(2)}
     measured = summarize(iterations, finals, [0, 1], {}, None)
-    assert measured["frames_by_level"] == {"h0-eth0": 20, "h1-eth0": 20}
-    assert measured["bytes_by_level"] == {"h0-eth0": 20 * 1514, "h1-eth0": 20 * 1514}
+    assert measured.frames_by_level == {"h0-eth0": 20, "h1-eth0": 20}
+    assert measured.bytes_by_level == {"h0-eth0": 20 * 1514, "h1-eth0": 20 * 1514}
     # records of an older run (no frames) still summarize, with none counted
     for it in iterations:
         del it["tx_frames_by_level"]
-    assert summarize(iterations, finals, [0, 1], {}, None)["frames_by_level"] == {}
+    assert summarize(iterations, finals, [0, 1], {}, None).frames_by_level == {}

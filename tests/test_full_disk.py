@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from emulation.run.outputs import OutputError, write_atomic, write_atomic_csv
+from emulation.results.files import OutputError, write_atomic, write_atomic_csv
 from helpers import ROOT
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")

@@ -9,7 +9,8 @@ import pytest
 
 from emulation.commands.cli import build_parser, main
 from emulation.commands.registry import COMMANDS
-from emulation.run.options import HELP_SECTIONS, argument_help, described, help_section, in_groups
+from emulation.run.flags import HELP_SECTIONS, argument_help, help_section
+from emulation.run.options import described, in_groups
 from helpers import ROOT
 
 RUNS = {"topo", "rules", "theory", "simulate", "patterns", "schema", "timeline"}  # cheap, no network: run them

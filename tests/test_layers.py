@@ -1,7 +1,8 @@
 """Folder = layer: every project module's layer is the folder it lives in, and layers only import downward (every
 import statement counts, function-level ones included):
 
-    core  <-  rules, workloads  <-  simulation, net, ryu-app  <-  run (plumbing)  <-  backends  <-  commands  <-  api
+    core  <-  rules, workloads  <-  simulation, net, ryu-app  <-  results  <-  run (plumbing)  <-  backends  <-  commands
+          <-  api
 
 Inside commands/, a command module never imports another command module nor the harness; only the harness
 (registry, cli, reference, __main__) imports command modules, and nothing outside commands/ imports one."""
@@ -23,15 +24,17 @@ LAYERS = {
     "simulation": ({"core", "rules", "workloads", "simulation"}, {"scipy"}),
     "net": ({"core", "rules", "net"}, {"mininet"}),
     "ryu-app": ({"core", "rules", "ryu-app"}, {"ryu", "eventlet"}),
-    "run": ({"core", "rules", "workloads", "simulation", "net", "run"}, {"yaml", "matplotlib", "tqdm"}),
-    "backends": ({"core", "rules", "workloads", "simulation", "net", "run", "backends"}, {"yaml", "matplotlib"}),
-    "commands": ({"core", "rules", "workloads", "simulation", "net", "run", "backends", "commands"},
+    "results": ({"core", "rules", "workloads", "simulation", "results"}, {"matplotlib"}),
+    "run": ({"core", "rules", "workloads", "simulation", "net", "results", "run"}, {"yaml", "matplotlib", "tqdm"}),
+    "backends": ({"core", "rules", "workloads", "simulation", "net", "results", "run", "backends"},
                  {"yaml", "matplotlib"}),
-    "api": ({"core", "rules", "workloads", "simulation", "net", "run", "backends", "commands", "api"},
+    "commands": ({"core", "rules", "workloads", "simulation", "net", "results", "run", "backends", "commands"},
+                 {"yaml", "matplotlib"}),
+    "api": ({"core", "rules", "workloads", "simulation", "net", "results", "run", "backends", "commands", "api"},
             {"torch", "yaml"}),  # yaml: the labs' checker reads a student's answers.yaml
 }
 THIRD_PARTY_WATCHED = {"torch", "scipy", "lz4", "sklearn", "mininet", "ryu", "eventlet", "yaml", "matplotlib", "tqdm"}
-FOLDERS = {"core", "simulation", "net", "run", "backends", "commands"}  # emulation/<folder> is its own layer
+FOLDERS = {"core", "simulation", "net", "results", "run", "backends", "commands"}  # emulation/<folder> is its own layer
 HARNESS = {"registry", "cli", "reference", "__main__", "base"}  # commands/ modules that are not commands
 
 
@@ -252,3 +255,55 @@ def test_the_cli_starts_without_torch():
                         "emulation.commands.cli; print('torch' in sys.modules)"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stdout + r.stderr
+
+
+RESULT_FILES = ("summary.json", "iterations.csv", "workers.csv", "trace.json", "links.csv", "background.csv",
+                "comparison.csv", "comparison.json", "accuracy.csv", "paper.csv", "papers.csv", "sim_vs_emu.csv",
+                "jobs.json", "bench.json", "bench.csv", "calibration.json", "report.html", "provenance.json",
+                "RunFolder.SUMMARY", "RunFolder.ITERATIONS", "RunFolder.WORKERS_CSV", "RunFolder.LINKS",
+                "RunFolder.TRACE", "RunFolder.BACKGROUND", "RunFolder.TIMELINE")
+
+
+def opened_paths(node):
+    """The path arguments of the file opens in a function: open(X) and os.open(X)."""
+    for c in ast.walk(node):
+        if isinstance(c, ast.Call) and c.args and (isinstance(c.func, ast.Name) and c.func.id == "open" or
+                                                   isinstance(c.func, ast.Attribute) and c.func.attr == "open"):
+            yield c.args[0]
+
+
+def openers_of_result_files(path: str):
+    """(function, line) of every function that opens a result file itself: the path it opens names one, directly
+    or through a variable the function assigned from an expression that names one."""
+    source = open(path).read()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        assigned = {}
+        for a in ast.walk(node):
+            if isinstance(a, ast.Assign):
+                for t in a.targets:
+                    if isinstance(t, ast.Name):
+                        assigned[t.id] = assigned.get(t.id, "") + (ast.get_source_segment(source, a.value) or "")
+        for arg in opened_paths(node):
+            text = ast.get_source_segment(source, arg) or ""
+            text += "".join(assigned.get(n.id, "") for n in ast.walk(arg) if isinstance(n, ast.Name))
+            if any(name in text for name in RESULT_FILES):
+                yield node.name, node.lineno
+                break
+
+
+def test_only_the_results_files_module_opens_a_result_file():
+    """Every result file of a results folder is written and read through emulation/results/files.py (the rank side
+    writes its own records through workloads/runfolder.py, the process boundary's contract)."""
+    found = [f"{module}.{name} (line {line})" for module, path in MODULES
+             if module not in ("emulation.results.files", "workloads.runfolder")
+             for name, line in openers_of_result_files(path)]
+    assert found == []
+
+
+def test_the_result_file_check_catches_an_open(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('import json, os\n\ndef f(out):\n    """Read it."""\n'
+                   '    return json.load(open(os.path.join(out, "summary.json")))\n')
+    assert list(openers_of_result_files(str(bad))) == [("f", 3)]

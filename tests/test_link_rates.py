@@ -103,7 +103,7 @@ def test_the_override_reaches_validation_and_the_summary_head():
 
 
 def test_fidelity_judges_a_slow_link_against_its_own_rate():
-    from emulation.run.fidelity import iteration_links
+    from emulation.results.links import iteration_links
     topo = parse("star:2")
     mb = 1_000_000
     traces = [{"iteration": 0, "dir": "send", "rank": 0, "peer": 1, "level": 0, "stream": 0, "step": 0,
@@ -111,7 +111,7 @@ def test_fidelity_judges_a_slow_link_against_its_own_rate():
               {"iteration": 0, "dir": "recv", "rank": 1, "peer": 0, "level": 0, "stream": 0, "step": 0,
                "start": 0.0, "end": 0.4, "wire_bytes": mb, "ports": None}]
     rows = {0: [{"tx_bytes": {"h0-eth0": mb}}], 1: [{}]}
-    from emulation.run.fidelity import Paths
+    from emulation.results.links import Paths
     links = {l["link"]: l for l in iteration_links(topo, rows, traces, 0, (100.0,),
                                                    Paths(topo, {("h0", "s0"): 20.0}))}
     assert links["h0>s0"]["need_s"] == pytest.approx(mb * 8 / 20e6)  # 0.4 s at 20 Mbit/s: its own rate

@@ -151,7 +151,7 @@ def test_the_compute_clock_leaves_a_pause_out():
 
 
 def test_sync_marks_count_in_the_gst():
-    from emulation.run.results import per_iteration
+    from emulation.results.iterations import per_iteration
     rows = {r: [{"rank": r, "iteration": 0, "role": "worker", "start": 0.0, "end": 10.0, "compute_s": 1.0,
                  "sync_start": 8.0 + r * 0.1, "sync_end": 9.0, "tx_bytes": {}, "loss": 1.0,
                  "marks": {"sync:dispatch": [1.0 + r * 0.1, 2.0 + r * 0.2]}}] for r in range(2)}

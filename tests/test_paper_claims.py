@@ -11,7 +11,7 @@ import yaml
 
 from helpers import ROOT
 
-from emulation.run import claims as paper
+from emulation.results import claims as paper
 
 PAPERS_DIR = os.environ.get("DMLBED_PAPERS", os.path.join(ROOT, "..", "shared", "papers"))
 CONFIGS = sorted(p for p in glob.glob(os.path.join(ROOT, "configs", "*.yaml"))

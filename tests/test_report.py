@@ -8,8 +8,8 @@ import pytest
 
 from browser import Page, browser
 from emulation.commands.cli import written_report
-from emulation.run.report import pyplot
-from emulation.run.trace import timeline_figure
+from emulation.results.report import pyplot
+from emulation.results.trace import timeline_figure
 from helpers import run_dmlbed
 
 needs_browser = pytest.mark.skipif(browser() is None, reason="no headless Chromium (make setup installs it)")
@@ -138,7 +138,7 @@ def test_an_emulated_bml_run_writes_a_report_that_renders(tmp_path):
 
 
 def test_scaling_is_drawn_only_where_one_label_ran_at_several_worker_counts():
-    from emulation.run.report import scaling_groups
+    from emulation.results.report import scaling_groups
     one_size_two_modes = [dict(label="PS", mode=m, workers=16, iteration_median_s=1.0) for m in ("emulate", "simulate")]
     assert scaling_groups(one_size_two_modes) == {}  # emulated beside simulated is not scaling
     swept = [dict(label="ring", mode="simulate", workers=w, iteration_median_s=1.0) for w in (4, 8, 16)]

@@ -4,7 +4,7 @@ import csv
 
 import pytest
 
-from emulation.run.claims import how_obtained
+from emulation.results.claims import how_obtained
 from emulation.commands.reproduce import claim_rows, execute_all, markdown, prepare_all
 from emulation.run.options import OptionError
 from helpers import run_dmlbed

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from emulation.run.options import OptionError, yaml_keys
-from emulation.run.json_schemas import schema
+from emulation.commands.schema import schema
 from helpers import ROOT, run_dmlbed
 
 HEAD = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -103,8 +103,8 @@ def test_every_flag_of_every_command_is_in_its_flags_schema():
     import argparse
     from emulation.commands.cli import build_parser
     from emulation.commands.registry import COMMANDS
-    from emulation.run.json_schemas import flags_schema
-    from emulation.run.options import OldSpelling
+    from emulation.commands.schema import flags_schema
+    from emulation.run.flags import OldSpelling
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for command in COMMANDS:
         parser = subparsers.choices[command.name]

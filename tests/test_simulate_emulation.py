@@ -37,12 +37,13 @@ def test_simulated_gst_within_ten_percent_of_emulated(tmp_path):
 def test_fat_tree_simulation_replays_the_emulated_connections_ports(tmp_path):
     """Fat-Tree ECMP: the simulated row takes the TCP ports the emulated workers' connections used, so both put
     every connection on the same core path; GSTs then agree within a third when the emulation was faithful (median of
-    three measured iterations: TCP's unequal shares of the colliding flows move one iteration by up to a quarter, 5.50,
-    5.55 and 4.83 s in one run here and 4.12 s in a CI run, against a replayed simulation of 5.34 s; the flow model's
-    max-min shares finish the colliding flows no sooner than TCP's, so it sits at or above the emulated median)."""
+    the measured iterations: TCP's unequal shares of the colliding flows move one iteration by up to a quarter (LeNet-5
+    here once: 5.50, 5.55 and 4.83 s, and 4.12 s in a CI run, against a replayed simulation of 5.34 s); the flow
+    model's max-min shares finish the colliding flows no sooner than TCP's, so it sits at or above the emulated
+    median). A 2 MB model keeps the emulated row short (LeNet-5's 12.5 MB took 176 s of the suite)."""
     config = tmp_path / "ft.yaml"
     config.write_text(
-        "name: ft\ndefaults: {model: lenet5, bw: 50, iters: 5, batch: 8, compute_time: 0.3, topo: 'fattree:4', "
+        "name: ft\ndefaults: {model: 'mlp:2MB', bw: 50, iters: 5, batch: 8, compute_time: 0.3, topo: 'fattree:4', "
         "algo: ps}\nsweep: {mode: [emulate, simulate]}\nruns:\n"
         "  - {label: ps, sweep: {mode: [emulate]}, dilation: 5}\n"
         "  - {label: ps, sweep: {mode: [simulate]}, ecmp: hash, ecmp_ports: emulated}\n")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from emulation.run.trace import LINKS_PID, TRACK_COMPUTE, TRACK_SYNC, chrome_trace, transfer_track
+from emulation.results.trace import LINKS_PID, TRACK_COMPUTE, TRACK_SYNC, chrome_trace, transfer_track
 from helpers import run_dmlbed
 
 ROWS = {0: [{"iteration": 0, "start": 100.0, "end": 101.0, "compute_s": 0.2, "sync_start": 100.2,

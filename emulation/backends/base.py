@@ -9,7 +9,7 @@ from typing import Callable, Protocol
 
 from emulation.run.options import Label, RunConfig, flag_label
 from emulation.run.resolution import Checked
-from emulation.run.summary import Summary
+from emulation.results.summary import Summary
 
 Log = Callable[[str], None]
 

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from emulation.backends.base import Job, Log, quiet
 from emulation.core import terngrad_model
-from emulation.run.events_report import event_rows, theory_timeline, took_effect
+from emulation.backends.events_report import event_rows, theory_timeline, took_effect
 from emulation.run.options import APP_B, Label, OptionError, RunConfig, flag_label, in_groups
 from emulation.run.resolution import Checked
-from emulation.run.results import WARMUP
-from emulation.run.summary import ClosedForm, Outcome, Summary, head, models
+from emulation.results.iterations import WARMUP
+from emulation.results.summary import ClosedForm, Outcome, Summary
+from emulation.backends.heads import head, models
 from emulation.run.validation import check_modelled_compute, validate
 from emulation.simulation.background_model import varies as background_varies
 from workloads.models import tensor_sizes

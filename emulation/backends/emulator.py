@@ -10,22 +10,23 @@ from dataclasses import dataclass, replace
 
 from emulation.backends.base import Job, Log, quiet
 from emulation.core.background import horizon_s
-from emulation.run import fidelity
+from emulation.results import fidelity, links
 from emulation.run.background_traffic import BackgroundTraffic, write_series
 from emulation.run.event_schedule import EventSchedule, apply_event
 from emulation.core.events import DOWN, with_events
-from emulation.run.events_report import event_rows, flows_across, measured_schedule, recovery
+from emulation.backends.events_report import event_rows, flows_across, measured_schedule, recovery
 from emulation.run.link_probes import LinkProbes
 from emulation.run.forkclient import rank_start
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import Label, RunConfig, flag_label
 from emulation.run.outputs import check_space, clear, default_parent, output_folder
 from emulation.run.ranks import memory_of, rank_configs, start_ranks, watch_training
-from emulation.run.results import WARMUP, dilate, mean_after_warmup, per_iteration, summarize, write_csvs
+from emulation.results.iterations import WARMUP, dilate, mean_after_warmup, per_iteration, straggler_report
+from emulation.results.files import write_iterations, write_workers
 from emulation.run.sampling import counter_gains, first_iteration_s
-from emulation.run.stragglers import straggler_report
-from emulation.run.summary import Emulation, Outcome, Summary, Traffic, head, models
-from emulation.run.trace import write_trace
+from emulation.results.summary import Emulation, Summary, measured
+from emulation.backends.heads import head, models
+from emulation.results.trace import write_trace
 from emulation.run.validation import validate
 from emulation.simulation.background_model import varies as background_varies
 from emulation.simulation.calibrated import calibrated_ratio
@@ -83,12 +84,8 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
 
     def body(life: Lifecycle) -> None:
         hosts = life.hosts
-        emulation.datapath, emulation.shaping = hosts.datapath, hosts.shaping
-        emulation.controller, emulation.tcp = hosts.controller_summary(), hosts.tcp_summary()
-        emulation.impairment = hosts.impairment_summary()
+        describe_hosts(hosts, emulation)
         state["placement"] = hosts.placement
-        if hosts.placement:
-            emulation.cluster = hosts.cluster_summary()
         traffic.start(hosts, lambda name: topo.node(name).ip)
         probes.start(hosts, lambda name: checked.network.topo.node(name).ip)
         state["spawned"] = time.time()
@@ -127,6 +124,16 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
     return Lifecycle(network, log, folder.file(RunFolder.SUMMARY), fork_server=files).run(body, finish, start)
 
 
+def describe_hosts(hosts, emulation: Emulation) -> None:
+    """What the hosts came up as, into the emulation section: datapath, shaping, controller, TCP, impairment and,
+    across machines, the cluster."""
+    emulation.datapath, emulation.shaping = hosts.datapath, hosts.shaping
+    emulation.controller, emulation.tcp = hosts.controller_summary(), hosts.tcp_summary()
+    emulation.impairment = hosts.impairment_summary()
+    if hosts.placement:
+        emulation.cluster = hosts.cluster_summary()
+
+
 def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, emulation: Emulation,
                state: dict) -> Summary:
     """A finished (or failed) run's summary from its ranks' records, read once; also its CSVs and trace.json."""
@@ -135,47 +142,32 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     emulated_topo = None if cfg.local else topo
     raw = per_iteration(records.rows, checked.contributors, emulated_topo)
     iterations = dilate(raw, cfg.dilation)
-    write_csvs(cfg.out, records.rows, iterations, emulated_topo)
+    write_iterations(cfg.out, iterations)
+    write_workers(cfg.out, records.rows, emulated_topo)
     write_trace(cfg.out, records, [h.name for h in topo.hosts], cfg.dilation, shaped)
     checks = verify(RunFolder(cfg.out).ranks().checks) if error is None else {}
-    measured = summarize(iterations, records.finals, checked.contributors, checks, error, cfg.dilation)
+    m = measured(iterations, records.finals, checked.contributors, checks, error, cfg.dilation)
     theory_s = top.gst_theory_s
-    gst = measured.pop("gst_median_s")
     traffic = state["traffic"]
-    window = fidelity.measured_window(records.rows, WARMUP)
+    window = links.measured_window(records.rows, WARMUP)
     events = checked.network.events
     schedule = state.get("events")
     effect, applied, in_force = measured_schedule(checked, raw, records.rows, [
         schedule.applied.get(n) if schedule else None for n in range(len(events))], cfg.dilation) if events else \
         ((), (), None)
-    verdict = fidelity.report(topo, shaped, theory_s * cfg.dilation, raw, records.rows, records.transfers,
-                              records.finals, life.cpu.report(window), not cfg.local, state["port_drops"],
-                              state["placement"], checked.network.shaped_link_rates, checked.compute.varies,
-                              traffic.foreign(), checked.network.topo, in_force)
-    log_verdict = fidelity.one_line(verdict)
-    life.log(log_verdict)
-    for key in ("compute_real_median_s", "compute_cpu_median_s", "compute_over_budget", "first_step_wire_ratio",
-                "loss_first", "loss_last", "accuracy", "accuracy_curve", "checks", "wire_by_phase"):
-        setattr(emulation, key, measured.pop(key))
-    emulation.later_steps_wire_ratio = (emulation.wire_by_phase.get("later_steps") or {}).get("ratio")
+    verdict = fidelity.report(fidelity.Evidence(
+        topo, shaped, theory_s * cfg.dilation, raw, records.rows, records.transfers, records.finals,
+        life.cpu.report(window), not cfg.local, switch_port_drops=state["port_drops"], placement=state["placement"],
+        link_rates=checked.network.shaped_link_rates, stragglers=checked.compute.varies, background=traffic.foreign(),
+        network=checked.network.topo, schedule=in_force))
+    life.log(fidelity.one_line(verdict))
+    m.fill(emulation)
     emulation.rank_start = dict(state["startup"], first_iteration_s=first_iteration_s(records.rows, state["spawned"]))
     emulation.hosts_up = life.hosts is not None
-    outcome = Outcome(mode=MODE, iterations=measured.pop("iterations"), gst_median_s=gst,
-                      gst_ratio=gst / theory_s if gst else None, compute_median_s=measured.pop("compute_median_s"),
-                      iteration_median_s=measured.pop("iteration_median_s"), jct_s=measured.pop("jct_s"),
-                      correct=measured.pop("correct"), replicas_identical=measured.pop("replicas_identical"),
-                      sum_verified=measured.pop("sum_verified"), error=measured.pop("error"), completed=False,
-                      fidelity=verdict, split_median_s=measured.pop("split_median_s"))
-    outcome.completed = error is None and outcome.iterations == cfg.iters
+    outcome = m.outcome(MODE, theory_s, verdict, cfg.iters)
     if checked.compute.varies:
         outcome.stragglers = measured_stragglers(records.rows, checked, cfg.dilation)
-    traffic_out = Traffic(shaped_mbps=shaped, bytes_by_level=measured.pop("bytes_by_level"),
-                      payload_fp32_bytes=measured.pop("payload_fp32_bytes"),
-                      payload_sent_bytes=measured.pop("payload_sent_bytes"), wire_ratio=measured.pop("wire_ratio"),
-                      duration_s=time.time() - state["started"])
-    frames = measured.pop("frames_by_level")
-    if frames:
-        traffic_out.frames_by_level = frames
+    traffic_out = m.traffic(shaped, time.time() - state["started"])
     if checked.network.background:
         traffic_out.background = traffic.report(window)
         write_series(cfg.out, traffic.series())
@@ -187,7 +179,7 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
         for n, row in enumerate(outcome.link_events):
             if walls[n] is not None:
                 row.update(failure_fields(checked, events[n], walls, n, raw, records.transfers, state, cfg.dilation))
-    summary = Summary(top, beside, outcome, traffic=traffic_out, emulation=emulation, extras=measured)
+    summary = Summary(top, beside, outcome, traffic=traffic_out, emulation=emulation, extras=m.extras)
     if cfg.calibration:
         emulation.gst_ratio_calibrated = calibrated_ratio(summary)
     return summary
@@ -203,7 +195,7 @@ def failure_fields(checked, event, walls, n: int, raw, transfers, state: dict, d
     hit = out.get("affected_iteration")
     if hit:  # routed as the links were then (a link down before it: around it)
         earlier = [e for e, w in zip(checked.network.events, walls) if w is not None and w < at]
-        paths = fidelity.Paths(checked.topo, with_events(checked.network.link_rates, earlier), checked.network.topo)
+        paths = links.Paths(checked.topo, with_events(checked.network.link_rates, earlier), checked.network.topo)
         out["connections_across_before"] = flows_across(paths, transfers, event.link, hit - 1)
     took = state["events"].took.get(n) if state.get("events") else None
     if took is not None:

@@ -3,7 +3,6 @@ flow-level model, with a run's summary."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -13,14 +12,16 @@ from emulation.backends.base import Job, Log, quiet
 from emulation.core.background import horizon_s
 from emulation.core.events import rates_in_force
 from emulation.core.link_rates import factors as link_factors, rates_key
-from emulation.run.events_report import event_rows, took_effect
+from emulation.backends.events_report import event_rows, took_effect
 from emulation.run.options import Label, OptionError, RunConfig, flag_label
-from emulation.run.outputs import clear, output_folder, write_atomic, write_atomic_csv
+from emulation.run.outputs import clear, output_folder
+from emulation.results.files import read_summary, write_atomic_csv, write_iterations, write_json, write_summary
 from emulation.run.resolution import Checked, link_goodput, payload_rates
-from emulation.run.results import WARMUP, mean_after_warmup, median_after_warmup
-from emulation.run.stragglers import straggler_report
-from emulation.run.summary import Models, Outcome, Simulation, Summary, Traffic, head, overlap_model, overlap_theory
-from emulation.run.trace import chrome_trace
+from emulation.results.iterations import WARMUP, mean_after_warmup, median_after_warmup
+from emulation.results.iterations import straggler_report
+from emulation.results.summary import Models, Outcome, Simulation, Summary, Traffic
+from emulation.backends.heads import head, overlap_model, overlap_theory
+from emulation.results.trace import chrome_trace
 from emulation.run.validation import check_modelled_compute, validate
 from emulation.simulation.background_model import persistent_flows, varies as background_varies
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, in_sequence, simulate_plan
@@ -98,12 +99,11 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = fla
 
 def check_emulated_run(run_dir: str, topology: str) -> None:
     """Refuse a folder that holds no finished run of this topology (for --ecmp-ports)."""
-    try:
-        with open(RunFolder(run_dir).file(RunFolder.SUMMARY)) as f:
-            ran = json.load(f).get("topology")
-    except (OSError, ValueError):
+    summary = read_summary(run_dir)
+    if summary is None:
         raise OptionError(f"--ecmp-ports {run_dir}: no summary.json there (give a finished emulated run's "
-                          f"folder)") from None
+                          f"folder)")
+    ran = summary.get("topology")
     if ran != topology:
         raise OptionError(f"--ecmp-ports {run_dir}: that run emulated {ran}, this simulation is of {topology}")
 
@@ -146,6 +146,71 @@ def simulate(cfg: RunConfig, log: Log = quiet) -> Summary:
     return execute(prepare(cfg), log)
 
 
+class FlowRun:
+    """One configuration on the flow model: its router (one per set of link rates), payload rates, latency, chunks,
+    codec and background flows, and the synchronizations it simulates."""
+
+    def __init__(self, job: SimulationJob, ports: Optional[Ports], theory_s: float):
+        cfg, checked = job.cfg, job.checked
+        self.cfg, self.checked, self.ports = cfg, checked, ports
+        self.topo, self.bw = checked.topo, checked.bw
+        self.rates = payload_rates(cfg, self.bw)
+        self.latency = cfg.latency_us * 1e-6
+        if cfg.calibration:  # the fitted model replaces goodput and latency
+            self.rates, self.latency = load_calibration(cfg.calibration, self.topo.spec, self.bw).link_model(
+                len(self.bw))
+        self.routers: Dict[Tuple, Router] = {}
+        self.router = self.router_for(checked.network.link_rates)
+        self.chunk = CHUNK_BYTES if cfg.granularity == "chunk" else None
+        self.codec = COMPRESSORS[cfg.codec]
+        self.background = persistent_flows(checked.network.background, self.router, cfg.seed,
+                                           horizon_s(cfg.iters, checked.compute.mean, theory_s))
+
+    def router_for(self, link_rates) -> Router:
+        """The router with these links off their level's rate (one per set of rates: events change them)."""
+        key = rates_key(link_rates)
+        if key not in self.routers:
+            self.routers[key] = Router(self.topo, "hash" if self.ports else self.cfg.ecmp, self.ports,
+                                       link_factors(self.topo, self.bw, link_rates))
+        return self.routers[key]
+
+    def plans_of(self, sizes):
+        """The phases' plans for layers of these sizes."""
+        c = self.checked
+        with cycle_collection_paused():
+            return c.algorithm.codec_phases(self.topo, sizes, c.servers, c.options, self.bw, self.cfg.codec,
+                                            c.codec_options, shapes_for(self.cfg.model, sizes))
+
+    def plan(self, plan, pieces, router: Router, **extra) -> FlowResult:
+        """One plan's synchronization on a router's links."""
+        return simulate_plan(plan, [n * 4 for n in pieces], router, self.rates, latency_s=self.latency,
+                             chunk_bytes=self.chunk, link_delay_s=self.checked.impairment.link_delay_s(), **extra)
+
+    def phases(self, phases, start_s: float = 0.0, on: Optional[Router] = None) -> FlowResult:
+        """One synchronization starting at run time start_s: every phase's plan in turn, beside the background (on
+        the network's links, or on those of `on`)."""
+        done = []
+        for plan, pieces in phases:
+            done.append(self.plan(plan, pieces, on or self.router,
+                                  wire_bits=None if self.codec.gathers else self.codec.wire_bits(plan),
+                                  background=self.background, start_s=start_s + sum(r.gst_s for r in done)))
+        return in_sequence(done)
+
+    def synchronize(self, sizes) -> FlowResult:
+        """One synchronization of layers of these sizes."""
+        return self.phases(self.plans_of(sizes))
+
+    def settings(self, share: float) -> Dict[str, object]:
+        """The model's settings, for the summary."""
+        cfg = self.cfg
+        return {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us, "ecmp": self.router.ecmp,
+                "ecmp_ports": cfg.ecmp_ports, "link_delay_ms": list(self.checked.impairment.delay_ms),
+                "calibration": cfg.calibration, "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in self.rates.items()},
+                "granularity": cfg.granularity,
+                "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
+                "one message per connection and step", "sharing": "max-min fair"}
+
+
 def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summary:
     """Simulate a checked configuration; writes summary.json, iterations.csv and links.csv to its --out."""
     cfg, checked = job.cfg, job.checked
@@ -156,150 +221,132 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
         except OptionError as exc:
             raise RuntimeError(str(exc)) from None
     started = time.time()
-    topo, bw, algorithm = checked.topo, checked.bw, checked.algorithm
     top = head(checked)
-    log(f"building the {cfg.algo} plan on {topo.spec} ({len(topo.hosts)} hosts)")
-    share = link_goodput(cfg)
-    rates = payload_rates(cfg, bw)
-    latency = cfg.latency_us * 1e-6
-    if cfg.calibration:  # the fitted model replaces goodput and latency
-        rates, latency = load_calibration(cfg.calibration, topo.spec, bw).link_model(len(bw))
-    routers: Dict[Tuple, Router] = {}
-
-    def router_for(link_rates) -> Router:
-        """The router with these links off their level's rate (one per set of rates: events change them)."""
-        key = rates_key(link_rates)
-        if key not in routers:
-            routers[key] = Router(topo, "hash" if ports else cfg.ecmp, ports, link_factors(topo, bw, link_rates))
-        return routers[key]
-    router = router_for(checked.network.link_rates)
-    chunk = CHUNK_BYTES if cfg.granularity == "chunk" else None
-    codec = COMPRESSORS[cfg.codec]
-
-    def plans_of(sizes):
-        """The phases' plans for layers of these sizes."""
-        with cycle_collection_paused():
-            return algorithm.codec_phases(topo, sizes, checked.servers, checked.options, bw, cfg.codec,
-                                          checked.codec_options, shapes_for(cfg.model, sizes))
-
-    background = persistent_flows(checked.network.background, router, cfg.seed,
-                                  horizon_s(cfg.iters, checked.compute.mean, top.gst_theory_s))
-
-    def run_phases(phases, start_s: float = 0.0, on: Optional[Router] = None) -> FlowResult:
-        """One synchronization starting at run time start_s: every phase's plan in turn, beside the background (on
-        the network's links, or on those of `on`)."""
-        done = []
-        for plan, pieces in phases:
-            done.append(simulate_plan(plan, [n * 4 for n in pieces], on or router, rates, latency_s=latency,
-                                      chunk_bytes=chunk, link_delay_s=checked.impairment.link_delay_s(),
-                                      wire_bits=None if codec.gathers else codec.wire_bits(plan),
-                                      background=background,
-                                      start_s=start_s + sum(r.gst_s for r in done)))
-        return in_sequence(done)
-
-    def synchronize(sizes) -> FlowResult:
-        """One synchronization of layers of these sizes."""
-        return run_phases(plans_of(sizes))
-
-    phases = job.phases or plans_of(tensor_sizes(cfg.model))
+    log(f"building the {cfg.algo} plan on {checked.topo.spec} ({len(checked.topo.hosts)} hosts)")
+    run = FlowRun(job, ports, top.gst_theory_s)
+    phases = job.phases or run.plans_of(tensor_sizes(cfg.model))
     log(f"simulating {len(phases)} plan(s), {sum(len(p.streams) for p, _ in phases)} stream(s) of "
         f"{sum(len(s) for p, _ in phases for s in p.streams)} steps")
-    result = run_phases(phases)
-    gst, iteration_s, split = result.gst_s, checked.compute.mean + result.gst_s, {}
-    simulation = Simulation(model_settings={}, link_utilization={}, messages=result.messages, events=result.events,
+    result = run.phases(phases)
+    simulation = Simulation(model_settings=run.settings(link_goodput(cfg)), link_utilization={},
+                            messages=result.messages, events=result.events,
                             rank_done_s={"min": min(result.rank_done_s), "max": max(result.rank_done_s)},
                             warmup=WARMUP, trace="")
-    if algorithm.forward_phase is not None:  # the forward pass waits for what it pulls (iBatch)
-        forward = simulated_forward(cfg, checked, lambda plan, pieces: simulate_plan(
-            plan, [n * 4 for n in pieces], router, rates, latency_s=latency, chunk_bytes=chunk,
-            link_delay_s=checked.impairment.link_delay_s()).gst_s)
+    gst, iteration_s, split, beside = iteration_model(run, result, simulation)
+    links = link_rows(run.router, result, {l: b * 1e6 / 8 for l, b in enumerate(run.bw)})
+    simulation.link_utilization = level_utilization(links)
+    # compute drawn per rank and iteration (or slow ranks): each training rank's times, drawn once
+    table = checked.compute.table(checked.contributors, cfg.iters, cfg.seed) if checked.compute.varies else None
+    gsts, background_bytes, syncs = iteration_gsts(run, phases, result, table, gst)
+    computes, iterations = drawn_iterations(checked, table, gsts, iteration_s - gst)
+    outcome = simulated_outcome(checked, gsts, computes, iterations, top.gst_theory_s, split, table, syncs)
+    if checked.network.events:
+        simulation.model_settings["events"] = ("each synchronization simulated on the link rates in force when it "
+                                               "begins")
+    traffic = simulated_traffic(run, phases, result, gsts, background_bytes)
+    write_outputs(cfg.out, gsts, computes, iterations, links)
+    if result.units is not None:
+        write_json(RunFolder(cfg.out).file(RunFolder.TRACE),
+                   simulated_trace(result, run.topo, cfg, run.bw, checked.compute.mean), indent=None)
+        simulation.trace = "trace.json: one synchronization, simulated"
+    else:
+        simulation.trace = f"omitted: {result.messages} transfers (a timeline keeps up to {TRACE_UNITS})"
+    traffic.duration_s = time.time() - started
+    summary = Summary(top, beside, outcome, traffic=traffic, simulation=simulation)
+    write_summary(cfg.out, summary.to_dict())
+    return summary
+
+
+def iteration_model(run: FlowRun, result: FlowResult, simulation: Simulation):
+    """The GST, the iteration time and its split, and the models beside: one synchronization after the compute,
+    the forward pass waiting for what it pulls (iBatch), or DDP's buckets as backward makes them ready (overlap)."""
+    cfg, checked = run.cfg, run.checked
+    gst, iteration_s, split, beside = result.gst_s, checked.compute.mean + result.gst_s, {}, Models()
+    if checked.algorithm.forward_phase is not None:  # the forward pass waits for what it pulls (iBatch)
+        forward = simulated_forward(cfg, checked, lambda plan, pieces: run.plan(plan, pieces, run.router).gst_s)
         iteration_s = forward["total_s"] + checked.compute.mean * (1 - FORWARD_SHARE) + gst
         split = {"forward_phase_s": forward["total_s"], **{k: forward[k] for k in
                                                             ("overlapped_s", "comm_exposed_s", "compute_exposed_s")}}
         simulation.forward_phase = forward
-    beside = Models()
-    overlap = overlap_model(checked, lambda sizes: synchronize(sizes).gst_s)
+    overlap = overlap_model(checked, lambda sizes: run.synchronize(sizes).gst_s)
     if overlap:  # buckets synchronized one after another as backward makes them ready
         gst, iteration_s, split = overlap["gst_s"], overlap["iteration_s"], {"exposed_s": overlap["exposed_s"]}
         simulation.overlap = overlap
         beside = Models(**overlap_theory(checked))
-    by_level: Dict[str, float] = {}
-    for (_, level), sent in result.host_tx_bytes.items():
-        by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / share * cfg.iters
-    links = link_rows(router, result, {l: b * 1e6 / 8 for l, b in enumerate(bw)})
-    theory_s = top.gst_theory_s
-    sent = sum(result.host_tx_bytes.values())
-    if codec.gathers or codec.lowrank:  # what a rank sends over its dense gradient
-        ratio = codec.payload_fraction((tensor_shapes if codec.lowrank else tensor_sizes)(cfg.model),
-                                       typed_options(codec, checked.codec_options))
-    else:
-        ratio = wire_ratio(phases, codec)
-    simulation.model_settings = {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us,
-                                 "ecmp": router.ecmp, "ecmp_ports": cfg.ecmp_ports,
-                                 "link_delay_ms": list(checked.impairment.delay_ms), "calibration": cfg.calibration,
-                                 "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in rates.items()},
-                                 "granularity": cfg.granularity,
-                                 "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
-                                 "one message per connection and step", "sharing": "max-min fair"}
-    simulation.link_utilization = level_utilization(links)
-    # compute drawn per rank and iteration (or slow ranks): each training rank's times, drawn once
-    table = checked.compute.table(checked.contributors, cfg.iters, cfg.seed) if checked.compute.varies else None
-    gsts = [gst] * cfg.iters
-    events = checked.network.events
-    if events:  # each iteration on the links in force when it begins (the same synchronization for the same links)
-        varies, same = background_varies(checked.network.background), {}
+    return gst, iteration_s, split, beside
+
+
+def iteration_gsts(run: FlowRun, phases, result: FlowResult, table, gst: float):
+    """Each iteration's GST, the background flows' bytes and (with link events) each iteration's synchronization:
+    each iteration on the links in force when it begins (the same synchronization for the same links), or meeting
+    the on/off flows at its time; else every iteration the one synchronization."""
+    checked = run.checked
+    events, varies = checked.network.events, background_varies(checked.network.background)
+    if events:
+        same: Dict[Tuple, FlowResult] = {}
 
         def synchronize_at(t: float, i: int) -> FlowResult:
             link_rates = rates_in_force(checked.network.link_rates, events, i, t)
             key = rates_key(link_rates)
             if varies or key not in same:
-                same[key] = run_phases(phases, t, router_for(link_rates))
+                same[key] = run.phases(phases, t, run.router_for(link_rates))
             return same[key]
-        gsts, background_bytes, syncs = timed_synchronizations(checked, table, synchronize_at)
-    elif background_varies(checked.network.background):  # each synchronization meets the flows on or off at its time
-        gsts, background_bytes, _ = timed_synchronizations(checked, table, lambda t, i: run_phases(phases, t))
-    else:
-        background_bytes = [b * cfg.iters for b in result.background_bytes or []]
-    computes, iterations = drawn_iterations(checked, table, gsts, iteration_s - gst)
+        return timed_synchronizations(checked, table, synchronize_at)
+    if varies:  # each synchronization meets the flows on or off at its time
+        return timed_synchronizations(checked, table, lambda t, i: run.phases(phases, t))
+    return [gst] * run.cfg.iters, [b * run.cfg.iters for b in result.background_bytes or []], None
+
+
+def simulated_outcome(checked: Checked, gsts, computes, iterations, theory_s: float, split, table, syncs) -> Outcome:
+    """The outcome section of a simulation."""
     gst = median_after_warmup(gsts)
-    outcome = Outcome(mode=MODE, iterations=cfg.iters, gst_median_s=gst, gst_ratio=gst / theory_s if theory_s else None,
+    outcome = Outcome(mode=MODE, iterations=len(gsts), gst_median_s=gst, gst_ratio=gst / theory_s if theory_s else None,
                       compute_median_s=median_after_warmup(computes),
                       iteration_median_s=median_after_warmup(iterations),
                       jct_s=sum(iterations), correct=None, replicas_identical=None, sum_verified=None,
                       error=None, completed=True,
                       fidelity={"verdict": "simulated", "cause": "flow-level model: no packets moved"},
                       split_median_s=split)
+    events = checked.network.events
     if table is not None or background_varies(checked.network.background) or events:
         outcome.iteration_mean_s = mean_after_warmup(iterations)
     if events:
         outcome.link_events = event_rows(checked, gsts, [took_effect(e, syncs) for e in events])
-        simulation.model_settings["events"] = ("each synchronization simulated on the link rates in force when it "
-                                               "begins")
     if table is not None:
-        outcome.stragglers = straggler_report(table, table, [h.name for h in topo.hosts], WARMUP)
-    traffic = Traffic(shaped_mbps=list(bw), bytes_by_level=by_level, payload_fp32_bytes=sent / ratio * cfg.iters,
+        outcome.stragglers = straggler_report(table, table, [h.name for h in checked.topo.hosts], WARMUP)
+    return outcome
+
+
+def simulated_traffic(run: FlowRun, phases, result: FlowResult, gsts, background_bytes) -> Traffic:
+    """The traffic section of a simulation: bytes by level over the run, the payload against fp32."""
+    cfg, share = run.cfg, link_goodput(run.cfg)
+    by_level: Dict[str, float] = {}
+    for (_, level), sent in result.host_tx_bytes.items():
+        by_level[f"L{level}"] = by_level.get(f"L{level}", 0.0) + sent / share * cfg.iters
+    sent = sum(result.host_tx_bytes.values())
+    if run.codec.gathers or run.codec.lowrank:  # what a rank sends over its dense gradient
+        ratio = run.codec.payload_fraction((tensor_shapes if run.codec.lowrank else tensor_sizes)(cfg.model),
+                                           typed_options(run.codec, run.checked.codec_options))
+    else:
+        ratio = wire_ratio(phases, run.codec)
+    traffic = Traffic(shaped_mbps=list(run.bw), bytes_by_level=by_level, payload_fp32_bytes=sent / ratio * cfg.iters,
                       payload_sent_bytes=sent * cfg.iters, wire_ratio=ratio, duration_s=0.0)
-    if background:
-        traffic.background = simulated_background(checked.network.background, background, background_bytes, gsts)
-    folder = RunFolder(cfg.out)
-    os.makedirs(cfg.out, exist_ok=True)
-    clear(cfg.out, RunFolder.RESULTS)
-    write_atomic_csv(folder.file(RunFolder.ITERATIONS), ["iteration", "gst_s", "compute_s", "iteration_s"],
-                     ([i, f"{gsts[i]:.9f}", f"{computes[i]:.6f}", f"{iterations[i]:.9f}"] for i in range(cfg.iters)))
-    write_atomic_csv(folder.file(RunFolder.LINKS), ["link", "level", "links", "payload_bytes", "busy_s",
-                                                    "utilization"],
+    if run.background:
+        traffic.background = simulated_background(run.checked.network.background, run.background, background_bytes,
+                                                  gsts)
+    return traffic
+
+
+def write_outputs(out: str, gsts, computes, iterations, links) -> None:
+    """A simulation's iterations.csv and links.csv (earlier results in the folder removed first)."""
+    os.makedirs(out, exist_ok=True)
+    clear(out, RunFolder.RESULTS)
+    write_iterations(out, [{"iteration": i, "gst_s": gsts[i], "compute_s": computes[i],
+                            "iteration_s": iterations[i]} for i in range(len(gsts))], decimals=9)
+    write_atomic_csv(RunFolder(out).file(RunFolder.LINKS), ["link", "level", "links", "payload_bytes", "busy_s",
+                                                            "utilization"],
                      ([r["link"], r["level"], r["links"], f"{r['payload_bytes']:.0f}", f"{r['busy_s']:.9f}",
                        "" if r["utilization"] is None else f"{r['utilization']:.4f}"] for r in links))
-    if result.units is not None:
-        trace = simulated_trace(result, topo, cfg, bw, checked.compute.mean)
-        write_atomic(folder.file(RunFolder.TRACE), json.dumps(trace))
-        simulation.trace = "trace.json: one synchronization, simulated"
-    else:
-        simulation.trace = f"omitted: {result.messages} transfers (a timeline keeps up to {TRACE_UNITS})"
-    traffic.duration_s = time.time() - started
-    summary = Summary(top, beside, outcome, traffic=traffic, simulation=simulation)
-    write_atomic(folder.file(RunFolder.SUMMARY), json.dumps(summary.to_dict(), indent=1))
-    return summary
 
 
 def drawn_iterations(checked: Checked, table: Optional[Dict[int, List[float]]], gsts: Sequence[float],

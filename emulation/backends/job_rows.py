@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from emulation.core.job_specs import JobSpec, gaps, overlap_share
 from emulation.run.resolution import Checked
-from emulation.run.results import after_warmup, mean_after_warmup, median_after_warmup
+from emulation.results.iterations import after_warmup, mean_after_warmup, median_after_warmup
 
 
 def job_row(spec: JobSpec, checked: Checked, hosts: Tuple[str, ...]) -> dict:

@@ -13,12 +13,12 @@ from typing import Callable, Dict, List
 import yaml
 
 from emulation.backends import BACKENDS
-from emulation.run import claims as paper
+from emulation.results import claims as paper
 from emulation.run.options import OptionError, from_mapping, option_of, yaml_key
-from emulation.run.outputs import (check_output, claim_folder, default_parent, planned_folder, write_atomic,
-                                            write_table)
-from emulation.run.plots import plot
-from emulation.run.provenance import provenance
+from emulation.run.outputs import check_output, claim_folder, default_parent, planned_folder
+from emulation.results.files import write_atomic, write_table
+from emulation.results.figures import plot
+from emulation.results.provenance import provenance
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "iteration_mean_s",

@@ -16,11 +16,12 @@ from emulation.core.job_specs import JobSpec, holds
 from emulation.core.link_rates import factors as link_factors
 from emulation.run.jobs_check import CheckedJobs, check_jobs
 from emulation.run.options import RunConfig
-from emulation.run.outputs import output_folder, write_atomic
-from emulation.run.provenance import provenance
+from emulation.run.outputs import output_folder
+from emulation.results.files import write_atomic
+from emulation.results.provenance import provenance
 from emulation.run.resolution import Checked, link_goodput
-from emulation.run.results import WARMUP, median_after_warmup
-from emulation.run.summary import head
+from emulation.results.iterations import WARMUP, median_after_warmup
+from emulation.backends.heads import head
 from workloads.models import tensor_sizes
 
 EMULATE = "emulate"

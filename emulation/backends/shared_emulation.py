@@ -5,7 +5,6 @@ and its synchronizations' overlap with theirs."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -25,9 +24,11 @@ from emulation.run.jobs_check import CheckedJobs
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.outputs import clear
 from emulation.run.ranks import rank_configs, start_ranks, watch_training
-from emulation.run.results import mean_after_warmup, median_after_warmup, per_iteration
+from emulation.results.iterations import mean_after_warmup, median_after_warmup, per_iteration
 from emulation.run.sampling import counter_gains
-from emulation.run.summary import Emulation, head, models
+from emulation.results.files import read_iterations, write_summary
+from emulation.results.summary import Emulation
+from emulation.backends.heads import head, models
 from emulation.run.validation import validate
 from workloads.rankconfig import starts_file
 from workloads.runfolder import RunFolder
@@ -92,8 +93,7 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
 
 def iteration_times(summary: dict) -> List[float]:
     """A summary's iteration times, from its iterations.csv."""
-    with open(os.path.join(summary["config"]["out"], RunFolder.ITERATIONS)) as f:
-        return [float(r["iteration_s"]) for r in csv.DictReader(f)]
+    return [r["iteration_s"] for r in read_iterations(summary["config"]["out"])]
 
 
 def brief(summary: dict) -> dict:
@@ -133,30 +133,14 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, L
             configs = [replace(rc, start_gate=gates[name], holds=held)
                        for rc in rank_configs(c, os.path.abspath(files.path))]
             procs[name] = start_ranks(hosts, files, configs, server=life.server)
-            e = emulations[name]
-            e.datapath, e.shaping = hosts.datapath, hosts.shaping
-            e.controller, e.tcp, e.impairment = hosts.controller_summary(), hosts.tcp_summary(), \
-                hosts.impairment_summary()
+            emulator.describe_hosts(hosts, emulations[name])
         log(f"started {sum(len(p) for p in procs.values())} ranks of {len(procs)} jobs; releasing them together")
         release(checks, folders, starts, cfg.dilation, actual, cfg.timeout * cfg.dilation, procs)
         state["spawned"] = time.time()
-        errors: List[BaseException] = []
-
-        def watch(name: str) -> None:
-            c = checks[name]
-            try:
-                watch_training(procs[name], folders[name].ranks(), c.topo, c.cfg.iters,
-                               stall_s=(c.cfg.timeout + 3 * head(c).gst_theory_s) * cfg.dilation)
-            except BaseException as exc:  # reported after every job's watch ends
-                errors.append(exc)
-        threads = [threading.Thread(target=watch, args=(n,), daemon=True) for n in checks]
         drops_before = hosts.port_drops()
         try:
             with life.sampling():
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
+                errors = watch_jobs(checks, procs, folders, cfg.dilation)
         finally:
             traffic.stop(hosts)
         state["port_drops"] = counter_gains(drops_before, hosts.port_drops())
@@ -164,22 +148,8 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, L
             raise errors[0]
 
     def finish(life: Lifecycle) -> dict:
-        records = {n: folders[n].ranks().read_all(len(c.topo.hosts)) for n, c in checks.items()}
-        syncs = {n: [(it["sync_start"], it["sync_end"]) for it in per_iteration(records[n].rows, c.contributors,
-                                                                                 c.topo)]
-                 for n, c in checks.items()}
-        out = {"summaries": {}, "overlap": {}, "starts": {n: actual.get(n) for n in checks}}
-        for n, c in checks.items():
-            others = [x for m, o in checks.items() if m != n
-                      for x in transfers_as_traffic(m, o.topo, records[m].transfers)]
-            job_state = dict(state, traffic=BesideTraffic(traffic, others))
-            summary = emulator.summary_of(emulator.RunJob(c.cfg, c), records[n], life, head(c), models(c),
-                                          emulations[n], job_state)
-            out["summaries"][n] = summary.to_dict()
-            with open(folders[n].file(RunFolder.SUMMARY), "w") as f:
-                json.dump(out["summaries"][n], f, indent=1, default=str)
-            theirs = [iv for m, ivs in syncs.items() if m != n for iv in ivs]
-            out["overlap"][n] = overlap_fields(syncs[n], theirs)
+        out = job_summaries(checks, folders, life, emulations, dict(state, traffic=traffic))
+        out["starts"] = {n: actual.get(n) for n in checks}
         return out
 
     def start() -> None:
@@ -190,6 +160,44 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, L
             os.makedirs(folder.ranks().path)
 
     return Lifecycle(network, log, None, fork_server=folders[jobs.specs[0].name].ranks()).run(body, finish, start)
+
+
+def job_summaries(checks, folders, life: Lifecycle, emulations, state: dict) -> dict:
+    """Each job's summary (written to its folder), judged with the others' transfers as traffic beside it, and how
+    much its synchronizations overlapped theirs."""
+    records = {n: folders[n].ranks().read_all(len(c.topo.hosts)) for n, c in checks.items()}
+    syncs = {n: [(it["sync_start"], it["sync_end"]) for it in per_iteration(records[n].rows, c.contributors, c.topo)]
+             for n, c in checks.items()}
+    out = {"summaries": {}, "overlap": {}}
+    for n, c in checks.items():
+        others = [x for m, o in checks.items() if m != n for x in transfers_as_traffic(m, o.topo, records[m].transfers)]
+        job_state = dict(state, traffic=BesideTraffic(state["traffic"], others))
+        summary = emulator.summary_of(emulator.RunJob(c.cfg, c), records[n], life, head(c), models(c), emulations[n],
+                                      job_state)
+        out["summaries"][n] = summary.to_dict()
+        write_summary(folders[n].root, out["summaries"][n])
+        theirs = [iv for m, ivs in syncs.items() if m != n for iv in ivs]
+        out["overlap"][n] = overlap_fields(syncs[n], theirs)
+    return out
+
+
+def watch_jobs(checks, procs, folders, dilation: float) -> List[BaseException]:
+    """Watch every job's ranks train, each in a thread of its own, until all have ended; what went wrong."""
+    errors: List[BaseException] = []
+
+    def watch(name: str) -> None:
+        c = checks[name]
+        try:
+            watch_training(procs[name], folders[name].ranks(), c.topo, c.cfg.iters,
+                           stall_s=(c.cfg.timeout + 3 * head(c).gst_theory_s) * dilation)
+        except BaseException as exc:  # reported after every job's watch ends
+            errors.append(exc)
+    threads = [threading.Thread(target=watch, args=(n,), daemon=True) for n in checks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
 
 
 def release(checks, folders, starts: Dict[str, float], dilation: float, actual: Dict[str, float],

@@ -9,7 +9,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from emulation.run.options import (BACKGROUND, EVENTS, BATCH, CONTROLLER, DILATION, ITERATIONS, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS,
                                    REPLACE, SEED, SYNCHRONIZATION, TOPOLOGY, TRAINING, WAIT, Option, RunConfig,
-                                   add_arguments, command_option, from_args)
+                                   command_option, from_args)
+from emulation.run.flags import add_arguments
 from emulation.run.validation import check_command_options
 from emulation.core.topology import TOPOLOGY_HELP
 

@@ -14,17 +14,18 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from emulation.commands.base import WARMUP, Command, reps_option
 from emulation.core.addressing import PLAN_PORT
 from emulation.core.calibration import load as load_calibration
-from emulation.run.bench_fidelity import host_tcp, judge
-from emulation.run.fidelity import one_line
+from emulation.results.bench_fidelity import host_tcp, judge
+from emulation.results.fidelity import one_line
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (DILATION, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS, REPLACE, TOPOLOGY, WAIT,
                                    OptionError, RunConfig, command_option)
-from emulation.run.outputs import output_folder, write_atomic, write_table
+from emulation.run.outputs import output_folder
+from emulation.results.files import write_atomic, write_table
 from emulation.run.progress import log
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 from emulation.run.ranks import PORT_STRIDE, run_bench_ranks
 from emulation.run.resolution import Checked, NetworkSettings, payload_rates
-from emulation.run.results import rep_times
+from emulation.results.iterations import rep_times
 from emulation.run.sampling import counter_gains, gains
 from emulation.run.validation import (check_calibration, check_network, check_synchronization, check_values,
                                       check_workers)
@@ -348,7 +349,7 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
                 mine = table(run.algo, records, ranks, theory, calibrated, base.dilation, run.op, simulated)
                 for row in mine if base.local else ():  # loopback shapes nothing: no timing is judged against links
                     row["faster_than_links"] = None
-                verdict = judge(mine, rep_times(records, base.dilation), records, life.cpu, tcp, drops,
+                verdict = judge(mine, rep_times(records, base.dilation), records, life.cpu.report, tcp, drops,
                                 not base.local)
                 report["fidelity"][run.label] = verdict
                 log(f"{run.label}: {one_line(verdict)}")

@@ -23,10 +23,10 @@ from emulation.run.options import (DILATION, LINKS, NETWORK, OUTPUT, RANKS, REPL
                                    RunConfig)
 from emulation.run.outputs import output_folder
 from emulation.run.progress import log
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 from emulation.run.ranks import PORT_STRIDE, run_bench_ranks
 from emulation.run.resolution import Checked
-from emulation.run.results import rep_times
+from emulation.results.iterations import rep_times
 from emulation.run.validation import check_network, check_values
 from workloads.calibration_probes import build, probe_levels
 from workloads.engine import CHUNK_BYTES

@@ -41,7 +41,7 @@ class VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from emulation.run.provenance import version_text
+        from emulation.results.provenance import version_text
         print(version_text())
         parser.exit()
 

@@ -7,7 +7,7 @@ from typing import List
 
 from emulation.backends import matrix
 from emulation.commands.base import Command, fmt, matrix_flags, matrix_passed
-from emulation.run.claim_table import print_paper
+from emulation.results.claims import print_paper
 from emulation.run.options import command_option
 from emulation.run.progress import log
 
@@ -37,7 +37,7 @@ class Compare(Command):
         return matrix.execute(job, log=log, progress=not args.json)
 
     def report(self, summary):
-        from emulation.run.report import compare_report
+        from emulation.results.report import compare_report
         return compare_report(summary)
 
     def show(self, result):

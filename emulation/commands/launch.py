@@ -20,19 +20,19 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from emulation.core.units import SECONDS
 from emulation.commands.base import Command
-from emulation.run import fidelity
+from emulation.results import fidelity
 from emulation.run.idle import IdleWatch, readers
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (COMMAND_OWN, CONTROLLER, LINKS, NETWORK, OUTPUT, RANKS, REPLACE, TOPOLOGY, WAIT,
                                    Option, OptionError, RunConfig, command_option, described, flag_label)
 from emulation.run.outputs import clear, output_folder
 from emulation.run.progress import log
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 from emulation.run.ranks import PROJECT, RankError, rank_configs
 from emulation.run.resolution import Checked
 from emulation.run.sampling import CpuSampler, InterfaceSampler, counter_gains
-from emulation.run.summary import LaunchSummary, bw_value
-from emulation.run.trace import launch_trace
+from emulation.results.summary import LaunchSummary, bw_value
+from emulation.results.trace import launch_trace
 from emulation.run.validation import check_network, check_overlap, check_synchronization, check_values
 from workloads.algorithms import ALGORITHMS, names_with
 from workloads.rankconfig import GLOO_PORT, RANK_CONFIG_ENV

@@ -22,10 +22,11 @@ from emulation.core.units import SECONDS
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (CONTROLLER, LINKS, NETWORK, OUTPUT, REPLACE, WAIT, OptionError, RunConfig,
                                    command_option)
-from emulation.run.outputs import output_folder, write_atomic_csv
+from emulation.run.outputs import output_folder
+from emulation.results.files import write_atomic_csv
 from emulation.run.pattern_traffic import fair_rates, run_patterns, summarize_patterns
 from emulation.run.progress import log
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 from emulation.run.queue_sampler import QueueSampler
 from emulation.run.resolution import NetworkSettings
 from emulation.run.sampling import CpuSampler, switch_pid

@@ -16,11 +16,12 @@ from typing import Any, Dict, List
 from emulation.core.units import EXAMPLES
 from emulation.commands.base import Command
 from emulation.commands.registry import COMMANDS
-from emulation.run import claims
+from emulation.results import claims
 from emulation.run.limits import measured
 from emulation.run.resources import AFXDP_PORT_BYTES, RANK_BASE_BYTES, RANK_MODEL_COPIES
-from emulation.run.options import Option, described, flag_of, help_for, in_groups, yaml_key
-from emulation.run.summary import MODE_SECTIONS, SECTIONS, LaunchSummary
+from emulation.run.flags import help_for
+from emulation.run.options import Option, described, flag_of, in_groups, yaml_key
+from emulation.results.summary import MODE_SECTIONS, SECTIONS, LaunchSummary
 from workloads.algorithms import ALGORITHMS
 from workloads.codecs import COMPRESSORS
 
@@ -200,7 +201,9 @@ def algorithms_page() -> str:
 
 LAYER_FOLDERS = (("emulation/core", "the pure description layer"), ("controllers", "the controller"),
                  ("workloads", "the torch side"), ("emulation/simulation", "the flow model"),
-                 ("emulation/net", "the emulated network (Mininet)"), ("emulation/run", "plumbing"),
+                 ("emulation/net", "the emulated network (Mininet)"),
+                 ("emulation/results", "results: tables, summaries, verdicts, claims, figures, reports"),
+                 ("emulation/run", "plumbing"),
                  ("emulation/backends", "the three back ends"), ("emulation/commands", "the commands"),
                  ("dmlbed", "the Python API"))
 

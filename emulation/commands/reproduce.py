@@ -12,12 +12,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from emulation.backends import matrix
 from emulation.commands.base import Command, matrix_flags, matrix_passed
-from emulation.run.claim_table import print_paper
+from emulation.results.claims import print_paper
 from emulation.run.options import OptionError, command_option
-from emulation.run.outputs import (check_output, claim_folder, default_parent, planned_folder, write_atomic,
-                                   write_table)
+from emulation.run.outputs import check_output, claim_folder, default_parent, planned_folder
+from emulation.results.files import write_atomic, write_table
 from emulation.run.progress import log
-from emulation.run.provenance import provenance
+from emulation.results.provenance import provenance
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(PROJECT, "configs")
@@ -73,7 +73,7 @@ class Reproduce(Command):
     def report(self, result):
         if "rows" not in result:  # --list, or --all (each config's rows are in its own folder)
             return None
-        from emulation.run.report import compare_report
+        from emulation.results.report import compare_report
         return compare_report(result)
 
     def show(self, result):

@@ -7,7 +7,7 @@ import os
 
 from emulation.backends import emulator
 from emulation.commands.base import RUN_GROUPS, Command, fmt, print_link_events
-from emulation.run.fidelity import one_line
+from emulation.results.fidelity import one_line
 from emulation.run.progress import log
 
 
@@ -38,7 +38,7 @@ class Run(Command):
         return emulator.execute(job, log=log, progress=not args.json)
 
     def report(self, summary):
-        from emulation.run.report import run_report
+        from emulation.results.report import run_report
         return run_report(summary["config"]["out"])
 
     def show(self, summary):

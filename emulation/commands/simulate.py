@@ -32,7 +32,7 @@ class Simulate(Command):
         return flow_model.execute(job, log=log)
 
     def report(self, summary):
-        from emulation.run.report import run_report
+        from emulation.results.report import run_report
         return run_report(summary["config"]["out"])
 
     def show(self, summary):

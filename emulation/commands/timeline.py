@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from emulation.commands.base import Command
+from emulation.results.files import read_json
 from emulation.run.options import OptionError, command_option
 from workloads.runfolder import RunFolder
 
@@ -32,15 +32,13 @@ class Timeline(Command):
         if not os.path.isfile(path):
             raise OptionError(f"{values['run_dir']} has no trace.json: give the --out folder of a `dmlbed run` "
                               f"(every run writes one)")
-        with open(path) as f:
-            try:
-                trace = json.load(f)
-            except json.JSONDecodeError:
-                raise OptionError(f"{path} is not valid JSON: was the run interrupted while writing it?") from None
+        trace = read_json(path)
+        if trace is None:
+            raise OptionError(f"{path} is not valid JSON: was the run interrupted while writing it?")
         return trace, values["out"] or folder.file(RunFolder.TIMELINE), values["iterations"]
 
     def execute(self, job, args):
-        from emulation.run.trace import plot_timeline
+        from emulation.results.trace import plot_timeline
         return plot_timeline(*job)
 
     def show(self, path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -19,17 +18,17 @@ from mininet.net import Mininet
 
 from emulation.net.controller_process import ControllerProcess, RemoteController, make_controller, stop_process_group
 from emulation.net.nodes import DmlSwitch, ListeningController, QuietHost, ShapedLink, switch_side_interfaces
+from emulation.net.link_control import LinkControl
 from emulation.net.kernel_probes import (NetworkError, available_congestion_controls, choose_datapath, ecn_marking_qdisc,
                                   ensure_ovs, leaf_drops, leaf_marks, netem_available, ovs_setting,
                                   red_available)
 from emulation.net.runstate import RunState, clean as clean_stale
 from emulation.net.topos import SpecTopo, shaper_name
-from emulation.core.addressing import all_host_configs, command_batches, config_commands, route_changes
+from emulation.core.addressing import all_host_configs, command_batches, config_commands
 from emulation.core.controller_choice import ControllerChoice
 from emulation.core.impairment import Impairment
 from emulation.core.link_rates import Overrides, rate_of, slowest_per_level
-from emulation.core.shaping import (bridge_commands, gso_bytes, ingress_netem_commands, offloads_off_command,
-                                    shared_nic_commands, shared_nic_rate_commands)
+from emulation.core.shaping import bridge_commands, gso_bytes, ingress_netem_commands, offloads_off_command
 from emulation.core.tcp import TcpSettings, route_rto_min_ms
 from emulation.core.topology import Topology
 
@@ -44,7 +43,7 @@ KILL_NAMESPACE_PROCESSES = ('me=$(readlink /proc/$$/ns/net); for p in /proc/[0-9
                             'done; true')
 
 
-class EmulatedNetwork:
+class EmulatedNetwork(LinkControl):
     """Context manager: Mininet network for a Topology, shaped links, Ryu controller; torn down on exit."""
 
     def __init__(self, topo: Topology, bw: Sequence[float], datapath: str = "auto",
@@ -74,6 +73,7 @@ class EmulatedNetwork:
         self.controller: Optional[ControllerProcess | RemoteController] = None
         self.state: Optional[RunState] = None
         self.workdir: Optional[str] = None
+        self.listen = "127.0.0.1"  # where the controller listens (this machine's address to the cluster's servers)
         self.procs: List[subprocess.Popen] = []
         self.bring_up_s = 0.0
         self.teardown_s = 0.0
@@ -92,12 +92,22 @@ class EmulatedNetwork:
         self._teardown()
 
     def _bring_up(self) -> None:
+        """Machine, controller, kernel checks, Mininet's nodes, then wait until every switch is programmed."""
+        self._prepare_machine()
+        self._start_controller()
+        self._check_kernel()
+        afxdp = self.datapath == "user"
+        self._build(afxdp)
+        self._start(afxdp)
+
+    def _prepare_machine(self) -> None:
+        """Clean up after crashed runs, start Open vSwitch, choose the datapath, record this run's state."""
         for action in clean_stale():
             self.log(f"clean: {action}")
         ensure_ovs()
         self.datapath = choose_datapath(self.requested_datapath)
         # every server must be ready before anything starts
-        listen = self.cluster.prepare(PROJECT) if self.cluster else "127.0.0.1"
+        self.listen = self.cluster.prepare(PROJECT) if self.cluster else "127.0.0.1"
         self.state = RunState().create()
         self.workdir = tempfile.mkdtemp(prefix="dmlbed-")
         self.state.add_folders([self.workdir])
@@ -105,16 +115,20 @@ class EmulatedNetwork:
             self.state.add_ovs_settings(["pmd-maxsleep"])
             subprocess.run(["ovs-vsctl", "set", "open_vswitch", ".",
                             f"other_config:pmd-maxsleep={PMD_MAX_SLEEP_US}"], capture_output=True, check=True)
+
+    def _start_controller(self) -> None:
+        """Start (or reach) the controller the switches will connect to."""
         choice = self.controller_choice
         which = {"remote": f"the controller at {choice.host}:{choice.port}", "app": f"your controller app {choice.app}"}
         self.log(f"{'using' if choice.kind == 'remote' else 'starting'} {which.get(choice.kind, 'controller')} "
                  f"({self.topo.spec}, datapath {self.datapath})")
-        self.controller = make_controller(choice, self.topo, self.workdir, listen)
+        self.controller = make_controller(choice, self.topo, self.workdir, self.listen)
         pid = self.controller.start()
         if pid is not None:
             self.state.add_pid(pid, "ryu-manager")
-        setLogLevel(os.environ.get("DMLBED_MININET_LOG", "warning"))
-        afxdp = self.datapath == "user"
+
+    def _check_kernel(self) -> None:
+        """Refuse settings this kernel cannot emulate, naming what it lacks."""
         if self.tcp.congestion_control not in available_congestion_controls(load=self.tcp.congestion_control):
             raise NetworkError(f"congestion control {self.tcp.congestion_control} is not in this kernel: "
                                f"valid are {', '.join(available_congestion_controls())}")
@@ -122,6 +136,10 @@ class EmulatedNetwork:
             raise NetworkError("link delay/loss needs the kernel's netem qdisc (sch_netem), which this kernel lacks")
         if self.tcp.ecn_mark_packets and not red_available():
             raise NetworkError("--aqm red-ecn needs the kernel's RED qdisc (sch_red), which this kernel lacks")
+
+    def _build(self, afxdp: bool) -> None:
+        """Mininet's hosts, switches and shaped links for the topology, recorded for `dmlbed clean`."""
+        setLogLevel(os.environ.get("DMLBED_MININET_LOG", "warning"))
         link, host, switch = ShapedLink, QuietHost, DmlSwitch
         if self.cluster:
             boxes = {shaper_name(i): l.lower for i, l in enumerate(self.topo.links) if afxdp and self._boxed(l)}
@@ -145,6 +163,9 @@ class EmulatedNetwork:
         self.log(f"building {len(self.topo.hosts)} hosts, {len(self.topo.switches)} switches, "
                  f"{len(self.topo.links)} links{self._plain_note}")
         self.net.build()
+
+    def _start(self, afxdp: bool) -> None:
+        """Start the nodes, configure hosts and shapers, and wait until every switch is programmed."""
         for host in self.net.hosts:
             if getattr(host, "isRemote", False):  # its pid is on the server; the local end is the ssh client
                 self.state.add_pid(host.shell.pid, f"ssh shell of {host.name} on {host.server}")
@@ -160,7 +181,7 @@ class EmulatedNetwork:
         self._configure_hosts()
         if afxdp:
             self._configure_shapers()
-        self.log("waiting for every switch to be programmed" if choice.own else
+        self.log("waiting for every switch to be programmed" if self.controller_choice.own else
                  "waiting for every switch to connect to the controller")
         self.controller.wait_installed(self.install_timeout)
 
@@ -250,82 +271,6 @@ class EmulatedNetwork:
             if self._boxed(link):
                 box = shaper_name(i)
                 self._run_in(box, bridge_commands([f"{box}-eth0", f"{box}-eth1"]))
-
-    def _mininet_links(self, key: Tuple[str, str]) -> list:
-        """The Mininet links a topology link is made of: two through its shaping namespace, else one."""
-        index = next(i for i, l in enumerate(self.topo.links) if (l.lower, l.upper) == key)
-        link = self.topo.links[index]
-        hops = [(link.lower, shaper_name(index)), (shaper_name(index), link.upper)] if self._boxed(link) else \
-            [(link.lower, link.upper)]
-        return [mn_link for a, b in hops for mn_link in self.net.linksBetween(self.net.get(a), self.net.get(b))]
-
-    def set_link_rate(self, key: Tuple[str, str], mbps: float) -> int:
-        """Shape a link at a new rate from now on (shaped Mbit/s): every HTB class that shapes either direction of
-        it changed in place, queues kept; returns how many were changed."""
-        changed = 0
-        for mn_link in self._mininet_links(key):
-            for intf in (mn_link.intf1, mn_link.intf2):
-                if intf.params.get("plain_port"):  # a switch's plain port: its link's shaping namespace shapes
-                    continue
-                if intf.name in self.shared_nics:
-                    self._run_in(intf.node.name, shared_nic_rate_commands(intf.name, mbps,
-                                                                          self.shared_nics[intf.name]))
-                    changed += 1
-                    continue
-                out = intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 htb rate {mbps:g}Mbit burst 15k")
-                if out.strip():
-                    raise NetworkError(f"changing {key[0]}-{key[1]} to {mbps:g} Mbit/s on {intf.name} failed: "
-                                       f"{out.strip().splitlines()[0]}")
-                changed += 1
-        return changed
-
-    def set_link_state(self, key: Tuple[str, str], up: bool) -> List[str]:
-        """Take a link down or bring it up again the way a cable fails: the interfaces between its two ends go
-        down (a shaping namespace's both, else the switch's end), so the switches see their ports lose carrier;
-        returns the interfaces changed."""
-        switches = {s.name for s in self.topo.switches}
-        changed, before = [], self.failed
-        for mn_link in self._mininet_links(key):
-            pair = (mn_link.intf1, mn_link.intf2)
-            ends = [i for i in pair if i.node.name not in switches and not self.topo.is_host(i.node.name)] or \
-                   [i for i in pair if i.node.name in switches][:1]
-            for intf in ends:
-                out = intf.node.cmd(f"ip link set {intf.name} {'up' if up else 'down'}")
-                if out.strip():
-                    raise NetworkError(f"taking {key[0]}-{key[1]} {'up' if up else 'down'} on {intf.name} "
-                                       f"failed: {out.strip().splitlines()[0]}")
-                changed.append(intf.name)
-        self.failed = self.failed - {key} if up else self.failed | {key}
-        self._reroute_hosts(before)
-        return changed
-
-    def _reroute_hosts(self, failed_before) -> None:
-        """Hosts that route (BCube's relay) move their routes around the links down now, as BCube's source routing
-        would (at once: no probing delay); elsewhere the hosts' routes stay."""
-        before, after = all_host_configs(self.topo, tuple(failed_before)), all_host_configs(self.topo, tuple(self.failed))
-        for host in self.topo.hosts:
-            cmds = route_changes(before[host.name], after[host.name], self.host_tcp(host.name).route_options())
-            if cmds:
-                self._run_in(host.name, cmds)
-
-    def share_nic(self, host: str, flows: List[Tuple[str, int]]) -> List[str]:
-        """Background flows (destination address, port) leaving a host: its egress split evenly between the job's
-        traffic and each flow (shared_nic_commands); the interfaces split. Not with delay or loss on the links (their
-        leaf is netem): then the one FIFO stays."""
-        if self.impairment.active:
-            return []
-        node, by_dev = self.net.get(host), {}
-        for address, port in flows:
-            found = re.search(r"\bdev (\S+)", node.cmd(f"ip route get {address}"))
-            if found:
-                by_dev.setdefault(found.group(1), []).append(port)
-        intfs = {i.name: i for i in self.topo.node(host).interfaces}
-        for dev, ports in by_dev.items():
-            link = next(l for l in self.topo.links if l.lower == host and l.level == intfs[dev].level)
-            mbps = rate_of(link.lower, link.upper, link.level, self.bw, self.link_rates)
-            self._run_in(host, shared_nic_commands(dev, mbps, self.tcp.host_queue_packets, ports))
-            self.shared_nics[dev] = len(ports) + 1
-        return sorted(by_dev)
 
     def _run_in(self, node: str, cmds: List[str]) -> None:
         """Run configuration commands in a node, in lines its shell reads whole; raise NetworkError on the first

@@ -45,14 +45,7 @@ class SpecTopo(Topo):
         ecn_mark: switch-side queues are RED marking ECN from this many packets (0: FIFOs);
         plain_links: (lower, upper) of switch-to-switch links whose switch ends are plain (AF_PACKET) ports, not
         AF_XDP ones."""
-        configs = all_host_configs(spec) if configure_hosts else {}
-        for host in spec.hosts:
-            opts = {}
-            if configure_hosts:
-                cmds = config_commands(configs[host.name])
-                cmds += [offloads_off_command(i.name) for i in host.interfaces]
-                opts = {"cls": ConfiguredHost, "dmlbed_cmds": cmds}
-            self.addHost(host.name, ip=f"{host.ip}/16", mac=host.interfaces[0].mac, **opts)
+        self.add_hosts(spec, configure_hosts)
         for sw in spec.switches:
             self.addSwitch(sw.name, dpid=sw.dpid_hex)
         host_q = {"leaf_packets": host_queue} if host_queue else {}
@@ -90,6 +83,17 @@ class SpecTopo(Topo):
             else:
                 self.addLink(link.lower, link.upper, port1=link.lower_port, port2=link.upper_port,
                              params1=sq, params2=sq, **opts)
+
+    def add_hosts(self, spec: Topology, configure_hosts: bool) -> None:
+        """The topology's hosts (with configure_hosts, each configuring its own addresses, routes and offloads)."""
+        configs = all_host_configs(spec) if configure_hosts else {}
+        for host in spec.hosts:
+            opts = {}
+            if configure_hosts:
+                cmds = config_commands(configs[host.name])
+                cmds += [offloads_off_command(i.name) for i in host.interfaces]
+                opts = {"cls": ConfiguredHost, "dmlbed_cmds": cmds}
+            self.addHost(host.name, ip=f"{host.ip}/16", mac=host.interfaces[0].mac, **opts)
 
 
 def shaper_name(link_index: int) -> str:

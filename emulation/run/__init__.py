@@ -1,1 +1,2 @@
-"""Plumbing every command shares: options, validation, hosts, ranks, results, fidelity, the run lifecycle; never imports a command."""
+"""Plumbing every command shares: options, validation, hosts, ranks, the live samplers, the run lifecycle; never imports a
+command."""

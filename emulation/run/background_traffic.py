@@ -13,7 +13,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from emulation.core.background import BACKGROUND_PORT, ONOFF, BackgroundFlow, schedule
-from emulation.run.outputs import write_atomic_csv
+from emulation.results.files import write_atomic_csv
 from workloads.runfolder import RunFolder
 
 FOLDER = "background"

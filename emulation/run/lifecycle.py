@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 from emulation.run import signals
 from emulation.run.hosts import Hosts, hosts_for, network_lock
-from emulation.run.outputs import write_atomic
+from emulation.results.files import write_atomic
 from emulation.run.ranks import fork_server_ahead
 from emulation.run.resolution import NetworkSettings
 from emulation.run.sampling import CpuSampler, InterfaceSampler, switch_pid

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import contextlib
-import csv
 import os
 import tempfile
 import time
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from emulation.run.options import OptionError
 
@@ -101,61 +100,6 @@ def clear(out: str, files: Iterable[str]) -> None:
     for name in files:
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(out, name))
-
-
-class OutputError(RuntimeError):
-    """Results could not be written (a full disk, a folder that became unwritable): the message names the folder
-    and the cause."""
-
-
-def output_error(path: str, exc: OSError) -> OutputError:
-    """The one-line error for a result file that could not be written."""
-    folder = os.path.dirname(os.path.abspath(path))
-    return OutputError(f"cannot write results to {folder}: {exc.strerror or exc} ({os.path.basename(path)})")
-
-
-@contextlib.contextmanager
-def atomic_file(path: str, newline: Optional[str] = None):
-    """Open a temporary file beside path and rename it into place when the block ends (readers never see half a
-    file); if writing fails, the temporary file is removed and OutputError names the folder and the cause."""
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "w", newline=newline) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise output_error(path, exc) from None
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write a text file through a temporary file and a rename."""
-    with atomic_file(path) as f:
-        f.write(text)
-
-
-def write_atomic_csv(path: str, header: List[str], rows) -> None:
-    """Write a CSV through a temporary file and a rename."""
-    with atomic_file(path, newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        for row in rows:
-            w.writerow(row)
-
-
-def write_table(path: str, rows: List[dict], columns: Sequence[str], first: Sequence[str] = ()) -> None:
-    """A CSV of dict rows: columns (the keys in `first` right after the first column), then any other key the
-    rows carry, sorted."""
-    cols = list(columns[:1]) + list(first) + [c for c in columns[1:] if c not in first]
-    cols += sorted({k for r in rows for k in r} - set(cols))
-    with atomic_file(path, newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
 
 
 def nearest_existing(folder: str) -> str:

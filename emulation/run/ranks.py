@@ -19,7 +19,7 @@ from emulation.run.forkclient import ForkedRank, ForkServer, rank_start
 from emulation.run.hosts import Hosts
 from emulation.run.progress import Progress
 from emulation.run.resolution import Checked
-from emulation.run.results import per_iteration
+from emulation.results.iterations import per_iteration
 from emulation.run.sampling import rank_memory
 from workloads.models import is_user_model
 from workloads.rankconfig import GLOO_PORT, BenchJob, RankConfig

@@ -1,4 +1,4 @@
-"""Live sampling while a run goes on: the machine's CPU busy share (/proc/stat) and the software switch's busiest
+"""Live sampling while a run goes on: the machine's CPU busy share (/proc/stat; niced work counts as free) and the software switch's busiest
 thread (/proc/PID/task), in a background thread; fidelity.py judges the samples after the run."""
 
 from __future__ import annotations
@@ -54,10 +54,12 @@ class CpuSampler:
 
     @staticmethod
     def _read() -> Tuple[int, int]:
+        """(all ticks, ticks the emulation could have had): idle, waiting for I/O, and the user time of niced
+        processes, which yield the cores to the emulation's normal-priority ones at once."""
         with open("/proc/stat") as f:
             fields = [int(v) for v in f.readline().split()[1:]]
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-        return sum(fields[:8]), idle
+        available = fields[1] + fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return sum(fields[:8]), available
 
     def _loop(self) -> None:
         total0, idle0 = self._read()

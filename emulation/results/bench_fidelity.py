@@ -6,10 +6,9 @@ transfers, so a link's rate while it had data to send (the run's decomposition) 
 from __future__ import annotations
 
 import statistics
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from emulation.run.fidelity import verdict_and_cause
-from emulation.run.sampling import CpuSampler
+from emulation.results.fidelity import verdict_and_cause
 from workloads.netstats import tcp_counters
 
 TCP_TOTALS = ("retrans_segs", "rto_timeouts", "loss_probes", "dsack_received", "out_segs")
@@ -28,14 +27,15 @@ def timed_window(records: List[dict]) -> Optional[Tuple[float, float]]:
     return (min(r["start"] for r in timed), max(r["end"] for r in timed)) if timed else None
 
 
-def judge(rows: List[dict], times: Dict[int, List[float]], records: List[dict], cpu: CpuSampler,
+def judge(rows: List[dict], times: Dict[int, List[float]], records: List[dict],
+          cpu: Callable[[Optional[Tuple[float, float]]], Dict[str, object]],
           tcp: Dict[str, Dict[str, int]], port_drops: Dict[str, int], emulated: bool) -> Dict[str, object]:
     """The verdict of one (op, algorithm): rows are its table rows, times its repetitions' times per size. Its
     time against theory and its spread are read at the largest size, where the links, not latency, set it."""
     largest = max(rows, key=lambda r: r["size_bytes"]) if rows else None
     reps = times.get(largest["size_bytes"], []) if largest else []
     fid: Dict[str, object] = {
-        "scope": SCOPE, "cpu": cpu.report(timed_window(records)),
+        "scope": SCOPE, "cpu": cpu(timed_window(records)),
         "gst_ratio": largest["ratio"] if largest else None,
         "gst_cv": statistics.pstdev(reps) / statistics.mean(reps) if len(reps) > 1 and statistics.mean(reps) else None}
     if not emulated:

@@ -10,12 +10,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from emulation.core.events import LinkEvent, rates_in_force, with_events
 from emulation.core.link_rates import Overrides, link_name, rates_key
 from emulation.run.resolution import Checked
-from emulation.run.results import WARMUP
+from emulation.results.iterations import WARMUP
 
 
 def closed_forms(checked: Checked) -> Callable[[Overrides], float]:
     """The closed-form GST with a set of links off their level's rate, worked out once per set."""
-    from emulation.run.summary import head
+    from emulation.backends.heads import head
     cache: Dict[Tuple, float] = {}
 
     def gst(link_rates: Overrides) -> float:
@@ -141,7 +141,7 @@ def recovery(iterations: Sequence[dict], at: float, until: Optional[float], dila
 
 def flows_across(paths, transfers: Sequence[dict], link: Tuple[str, str], iteration: int) -> int:
     """How many of the job's connections sent across a link (either way) in one iteration, by their traced
-    paths (fidelity.Paths at the rates in force then)."""
+    paths (links.Paths at the rates in force then)."""
     used = set()
     for t in transfers:
         if t["iteration"] == iteration and t["dir"] == "send" and t.get("ports"):

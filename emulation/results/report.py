@@ -3,17 +3,16 @@ so the file opens from anywhere (no script, no network); each figure also writte
 
 from __future__ import annotations
 
-import base64
-import csv
 import html
 import json
 import math
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from emulation.run.outputs import write_atomic
-from emulation.run.results import WARMUP
-from emulation.run.trace import LINKS_PID, timeline_figure
+from emulation.results.files import figure_uri, read_iterations, read_json, read_summary, read_table, write_atomic
+from workloads.runfolder import RunFolder
+from emulation.results.iterations import WARMUP
+from emulation.results.trace import LINKS_PID, timeline_figure
 
 REPORT = "report.html"
 FIGURES = "figures"
@@ -36,10 +35,11 @@ def pyplot():
 
 def run_report(out_dir: str) -> str:
     """Write OUT/report.html (and OUT/figures/*) for a run's or a simulation's folder; returns its path."""
-    with open(os.path.join(out_dir, "summary.json")) as f:
-        summary = json.load(f)
-    rows = read_iterations(os.path.join(out_dir, "iterations.csv"))
-    trace = read_json(os.path.join(out_dir, "trace.json"))
+    summary = read_summary(out_dir)
+    if summary is None:
+        raise FileNotFoundError(f"no summary.json in {out_dir}")
+    rows = read_iterations(out_dir)
+    trace = read_json(RunFolder(out_dir).file(RunFolder.TRACE))
     plt = pyplot()
     figures: List[Figure] = []
     folder = os.path.join(out_dir, FIGURES)
@@ -63,23 +63,6 @@ def run_report(out_dir: str) -> str:
     path = os.path.join(out_dir, REPORT)
     write_atomic(path, page)
     return path
-
-
-def read_iterations(path: str) -> List[Dict[str, float]]:
-    """iterations.csv as rows of floats (empty cells left out); [] without the file."""
-    if not os.path.isfile(path):
-        return []
-    with open(path) as f:
-        return [{k: float(v) for k, v in r.items() if v not in (None, "")} for r in csv.DictReader(f)]
-
-
-def read_json(path: str) -> Optional[dict]:
-    """A JSON file, or None when it is missing or cut short."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 def shown_iterations(trace: dict) -> List[int]:
@@ -186,12 +169,6 @@ def breakdown(rows: List[Dict[str, float]], plt, folder: str) -> Figure:
                 "with --overlap part of the GST hides under the backward pass.")
 
 
-def embedded(folder: str, stem: str) -> str:
-    """A PNG figure as a data: URI."""
-    with open(os.path.join(folder, f"{stem}.png"), "rb") as f:
-        return "data:image/png;base64," + base64.b64encode(f.read()).decode()
-
-
 def fmt(value, spec: str = ".4g", unit: str = "") -> str:
     """A number for the page ('-' when missing)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -217,7 +194,7 @@ def page(title: str, head: str, sections: Sequence[str], figures: Sequence[Figur
     body = [f"<h1>{html.escape(title)}</h1>", head, *sections]
     for stem, name, caption in figures:
         body.append(f'<figure id="{stem}"><h2>{html.escape(name)}</h2><img class="plot" alt="{html.escape(name)}" '
-                    f'src="{embedded(folder, stem)}"><figcaption>{html.escape(caption)} Files: {FIGURES}/{stem}.png, '
+                    f'src="{figure_uri(folder, stem)}"><figcaption>{html.escape(caption)} Files: {FIGURES}/{stem}.png, '
                     f'{FIGURES}/{stem}.svg</figcaption></figure>')
     body.append("<h2>Provenance</h2>" + table([(k, fmt(v) if not isinstance(v, dict) else json.dumps(v))
                                                for k, v in provenance.items()]))
@@ -270,7 +247,7 @@ def compare_report(result: dict) -> str:
         figures.append(scaling(rows, plt, folder))
     if any(r.get("iteration_median_s") for r in rows):
         figures.append(row_breakdown(rows, keys, plt, folder))
-    curves = read_curves(os.path.join(out, "accuracy.csv"))
+    curves = read_table(os.path.join(out, "accuracy.csv"))
     if curves:
         figures.append(time_to_accuracy(rows, curves, keys, plt, folder))
     spreads = [(stem, title, caption) for stem, title, caption in (
@@ -431,14 +408,6 @@ def row_breakdown(rows: List[dict], keys: List[str], plt, folder: str) -> Figure
     return save(fig, plt, folder, "breakdown", "Compute and exposed communication per row",
                 "Each row's median iteration split into the device's compute and the communication it did not "
                 "hide.")
-
-
-def read_curves(path: str) -> List[dict]:
-    """accuracy.csv's rows ([] without it)."""
-    if not os.path.isfile(path):
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
 
 
 def time_to_accuracy(rows: List[dict], curves: List[dict], keys: List[str], plt, folder: str) -> Figure:

@@ -3,11 +3,11 @@ what the sweep varies; each written as PNG and SVG."""
 
 from __future__ import annotations
 
-import csv
 import os
 from typing import Dict, List, Optional, Sequence
 
-from emulation.run.results import after_warmup
+from emulation.results.files import read_iterations
+from emulation.results.iterations import after_warmup
 
 FORMATS = ("png", "svg")
 
@@ -15,12 +15,8 @@ FORMATS = ("png", "svg")
 def iteration_values(row: dict, column: str, fallback: str) -> List[float]:
     """A run's per-iteration values of an iterations.csv column after the warm-up (its folder is row['out']), or
     its one summary value when the folder has none."""
-    path = os.path.join(row.get("out") or "", "iterations.csv")
-    values: List[float] = []
-    if row.get("out") and os.path.exists(path):
-        with open(path) as f:
-            values = [float(r[column]) for r in csv.DictReader(f) if r.get(column) not in (None, "")]
-    values = after_warmup(values)
+    rows = read_iterations(row["out"]) if row.get("out") else []
+    values = after_warmup([r[column] for r in rows if column in r])
     if not values and row.get(fallback) is not None:
         values = [float(row[fallback])]
     return values

@@ -4,11 +4,9 @@ of a run; per-repetition times of a bench or calibration."""
 from __future__ import annotations
 
 import statistics
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from emulation.run.outputs import write_atomic_csv
 from emulation.core.topology import Topology
-from workloads.runfolder import RunFolder
 
 WARMUP = 2  # iterations the medians leave out (start-up: connections, first-touch allocations)
 
@@ -143,87 +141,6 @@ def mean_after_warmup(values: List[float]) -> Optional[float]:
     return statistics.mean(kept) if kept else None
 
 
-def write_csvs(out_dir: str, rows: Dict[int, List[dict]], iterations: List[dict], topo: Optional[Topology]) -> None:
-    """iterations.csv (one global row per iteration) and workers.csv (one row per rank and iteration)."""
-    levels = sorted({k for it in iterations for k in it["tx_bytes_by_level"]})
-    folder = RunFolder(out_dir)
-    write_atomic_csv(folder.file(RunFolder.ITERATIONS),
-                     ["iteration", "gst_s", "compute_s", "compute_real_s", "compute_cpu_s", "iteration_s", "loss"]
-                     + [f"tx_bytes_{l}" for l in levels],
-                     ([it["iteration"], f"{it['gst_s']:.6f}", f"{it['compute_s']:.6f}", f"{it['compute_real_s']:.6f}",
-                       f"{it['compute_cpu_s']:.6f}", f"{it['iteration_s']:.6f}",
-                       "" if it["loss"] is None else f"{it['loss']:.6f}"] +
-                      [it["tx_bytes_by_level"].get(l, 0) for l in levels] for it in iterations))
-    write_atomic_csv(folder.file(RunFolder.WORKERS_CSV),
-                     ["rank", "host", "role", "iteration", "compute_s", "compute_real_s", "compute_cpu_s", "gst_s",
-                      "iteration_s", "loss", "tx_bytes", "rx_bytes"],
-                     ([r, topo.hosts[r].name if topo is not None else f"rank{r}", row["role"], row["iteration"],
-                       f"{row['compute_s']:.6f}", f"{row['compute_real_s']:.6f}", f"{row['compute_cpu_s']:.6f}",
-                       f"{row['gst_s']:.6f}", f"{row['iteration_s']:.6f}",
-                       "" if row["loss"] is None else f"{row['loss']:.6f}",
-                       sum(row["tx_bytes"].values()), sum(row["rx_bytes"].values())]
-                      for r, rank_rows in sorted(rows.items()) for row in rank_rows))
-
-
-def extras(finals: Dict[int, dict], contributors) -> Dict[str, object]:
-    """Strategy extras of the final records (e.g. the iBatch schedule, the PF overlay): a worker's when it has one."""
-    out: Dict[str, object] = {}
-    for r, final in sorted(finals.items(), key=lambda kv: (kv[0] not in contributors, kv[0])):
-        for key, value in (final.get("extras") or {}).items():
-            out.setdefault(key, value)
-    return out
-
-
-def summarize(iterations: List[dict], finals: Dict[int, dict], contributors, checks: Dict[str, Optional[bool]],
-              error: Optional[str], dilation: float = 1.0) -> dict:
-    """The measured part of summary.json."""
-    from workloads.verify import overall
-    checksums = {finals[r]["checksum"] for r in contributors if r in finals}
-    identical = len(checksums) == 1 and all(r in finals for r in contributors)
-    by_level: Dict[str, int] = {}
-    frames: Dict[str, int] = {}
-    for it in iterations:
-        for k, v in it["tx_bytes_by_level"].items():
-            by_level[k] = by_level.get(k, 0) + v
-        for k, v in it.get("tx_frames_by_level", {}).items():
-            frames[k] = frames.get(k, 0) + v
-    accuracy = next((f["accuracy"] for f in finals.values() if f.get("accuracy") is not None), None)
-    phases = phase_ratios(iterations)
-    raw = sum(p["fp32_bytes"] for p in phases.values())
-    sent = sum(p["sent_bytes"] for p in phases.values())
-    first = phases.get("first_step")
-    losses = [it["loss"] for it in iterations if it["loss"] is not None]
-    verified = overall(checks)
-    return {
-        "iterations": len(iterations),
-        "gst_median_s": median_after_warmup([it["gst_s"] for it in iterations]),
-        "compute_median_s": median_after_warmup([it["compute_s"] for it in iterations]),
-        "compute_real_median_s": median_after_warmup([it["compute_real_s"] for it in iterations]),
-        "compute_cpu_median_s": median_after_warmup([it["compute_cpu_s"] for it in iterations]),
-        "compute_over_budget": sum(it["compute_over_budget"] for it in iterations),
-        "iteration_median_s": median_after_warmup([it["iteration_s"] for it in iterations]),
-        "jct_s": (iterations[-1]["end"] - iterations[0]["start"]) / dilation if iterations else None,
-        "bytes_by_level": by_level,
-        "frames_by_level": frames,
-        "payload_fp32_bytes": raw, "payload_sent_bytes": sent,
-        "wire_ratio": sent / raw if raw else None,
-        "first_step_wire_ratio": first["ratio"] if first else None,
-        "loss_first": losses[0] if losses else None,
-        "loss_last": losses[-1] if losses else None,
-        "accuracy": accuracy,
-        "accuracy_curve": [[it["iteration"] + 1, it["accuracy"]] for it in iterations if it["accuracy"] is not None],
-        "replicas_identical": identical,
-        "checks": checks,
-        "sum_verified": verified,
-        "correct": bool(identical and verified is not False and error is None),
-        "split_median_s": {k: median_after_warmup([it["split"][k] for it in iterations if k in it["split"]])
-                           for k in sorted({k for it in iterations for k in it["split"]})},
-        "wire_by_phase": phases,
-        **extras(finals, contributors),
-        "error": error,
-    }
-
-
 def rep_times(records: List[dict], dilation: float = 1.0) -> Dict[int, List[float]]:
     """Per size, each timed repetition's time of a bench or calibration: from the last rank starting it to the
     last rank finishing it (in emulated time: divided by the time dilation)."""
@@ -235,3 +152,28 @@ def rep_times(records: List[dict], dilation: float = 1.0) -> Dict[int, List[floa
     for (size, _), rs in sorted(by_rep.items()):
         out.setdefault(size, []).append((max(r["end"] for r in rs) - max(r["start"] for r in rs)) / dilation)
     return out
+
+
+def straggler_report(compute_end: Dict[int, Sequence[float]], compute_s: Dict[int, Sequence[float]],
+                     names: Sequence[str], skip: int = 0) -> dict:
+    """compute_end / compute_s: per training rank, each iteration's compute end (any common clock) and compute
+    seconds; the first `skip` iterations (warm-up) are left out when there are more."""
+    ranks = sorted(compute_end)
+    count = min((len(compute_end[r]) for r in ranks), default=0)
+    first = skip if count > skip else 0
+    waited: Dict[int, int] = {r: 0 for r in ranks}
+    waits: Dict[int, List[float]] = {r: [] for r in ranks}
+    for i in range(first, count):
+        last = max(ranks, key=lambda r: compute_end[r][i])
+        waited[last] += 1
+        for r in ranks:
+            waits[r].append(compute_end[last][i] - compute_end[r][i])
+    iterations = count - first
+    if not ranks or iterations <= 0:
+        return {}
+    most = max(ranks, key=lambda r: waited[r])
+    return {"iterations": iterations,
+            "most_waited_for": names[most], "most_waited_for_share": waited[most] / iterations,
+            "waited_for": {names[r]: waited[r] for r in ranks if waited[r]},
+            "ranks": [{"host": names[r], "compute_mean_s": statistics.mean(compute_s[r][first:count]),
+                       "wait_mean_s": statistics.mean(waits[r]), "waited_for": waited[r]} for r in ranks]}

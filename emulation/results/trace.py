@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Optional
 
-from emulation.run.outputs import write_atomic
+from emulation.results.files import write_atomic
 from workloads.runfolder import RankRecords, RunFolder
 
 TRACK_ITERATION, TRACK_COMPUTE, TRACK_SYNC = 0, 1, 2

@@ -1,21 +1,16 @@
 """The typed summary of a run-shaped job (a run's summary.json, a simulated run's, the closed forms'), in sections
 each back end fills: the head every one starts with (the question and the papers' answer), the models beside the
 formula, the outcome, and what emulation, simulation or theory adds. It flattens to the JSON keys summary.json has
-always had; its JSON Schema is generated from these classes (json_schemas.py). Also the launch summary's type."""
+always had; its JSON Schema is generated from these classes (`dmlbed schema`, emulation/commands/schema.py). Also the launch summary's type."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
-from emulation.core.link_rates import described
-from emulation.run.provenance import provenance
-from emulation.run.resolution import Checked, link_goodput
-from emulation.simulation.background_model import varies as background_varies
-from emulation.simulation.calibrated import calibrated_fields, delay_fields
-from workloads.models import parameter_count_of, ready_order, shapes_for, tensor_flops, tensor_shapes, tensor_sizes
-from workloads.overlap import bucket_ready_fractions, ddp_buckets, model_fractions, timeline
+from emulation.results.iterations import median_after_warmup, phase_ratios
+
 
 
 class _Absent:
@@ -282,81 +277,122 @@ def bw_value(bw: Sequence[float]) -> Rates:
     return bw[0] if len(set(bw)) == 1 else list(bw)
 
 
-def head(checked: Checked) -> Head:
-    """Configuration, model size and the paper's GST (no plan is built for the closed form)."""
-    cfg, topo, network = checked.cfg, checked.topo, checked.network
-    parameters = parameter_count_of(cfg.model)
+@dataclass
+class Measured:
+    """What the ranks' records give a run's summary, worked out once: the headline medians, the traffic, the training
+    outcome and the checks; each section takes its part (outcome, traffic, fill)."""
 
-    def closed_form(bw):
-        return checked.algorithm.gst_theory(topo, parameters * 4, bw, checked.servers, cfg.codec, checked.options,
-                                            tensor_sizes(cfg.model), checked.codec_options, tensor_shapes(cfg.model))
-    bw = network.theory_bw
-    theory = closed_form(bw)
-    out = Head(topology=topo.spec, algo=cfg.algo, model=cfg.model, workers=len(checked.contributors),
-               ranks=len(topo.hosts), servers=checked.servers, parameters=parameters, gradient_bytes=parameters * 4,
-               bw_mbps=bw_value(checked.bw), batch=cfg.batch, codec=cfg.codec, iterations_requested=cfg.iters,
-               gst_theory_s=theory.gst_s, gst_formula=theory.formula, tf_s=theory.tf_s,
-               switch_ratio_fat_tree=len(topo.switches) / topo.fat_tree_switches_for_same_hosts(),
-               config=asdict(cfg), provenance=provenance())
-    if theory.baselines:
-        out.gst_baselines_s = dict(theory.baselines)
-    if network.link_rates:
-        out.link_rates_mbps = described(network.link_rates)
-    if network.link_rates or network.background:
-        beside = " and its fair share beside the background flows" if network.background else ""
-        out.gst_formula += (f" at each level's slowest link{beside} ({bw_value(bw)} Mbit/s): " +
-                            (f"exact, every step of {cfg.algo} is paced by its slowest link"
-                             if checked.algorithm.uniform_links else
-                             f"an upper bound, {cfg.algo} does not cross every link in every step (simulate gives "
-                             f"the shared-link figure)"))
-    if background_varies(network.background):  # a state holding share p of the time holds p/(C + G) of the iterations
-        states = network.theory_states()
-        gsts = [(p, closed_form(rates).gst_s) for p, rates in states]
-        weights = [p / (checked.compute.mean + g) for p, g in gsts]
-        out.gst_theory_s = sum(w * g for w, (_, g) in zip(weights, gsts)) / sum(weights)
-        out.gst_formula += (f"; the mean over the on/off flows' {len(states)} states, each state's GST G weighted by "
-                            f"p/(C + G) (p: its share of the time, each flow on for ON/(ON+OFF); C: the compute): "
-                            f"exact when a synchronization is short against the on and off times")
+    iterations: int
+    gst_median_s: Optional[float]
+    compute_median_s: Optional[float]
+    compute_real_median_s: Optional[float]
+    compute_cpu_median_s: Optional[float]
+    compute_over_budget: int
+    iteration_median_s: Optional[float]
+    jct_s: Optional[float]
+    bytes_by_level: Dict[str, int]
+    frames_by_level: Dict[str, int]
+    payload_fp32_bytes: int
+    payload_sent_bytes: int
+    wire_ratio: Optional[float]
+    first_step_wire_ratio: Optional[float]
+    loss_first: Optional[float]
+    loss_last: Optional[float]
+    accuracy: Optional[float]
+    accuracy_curve: List[List[float]]
+    replicas_identical: bool
+    checks: Dict[str, Optional[bool]]
+    sum_verified: Optional[bool]
+    correct: bool
+    split_median_s: Dict[str, Optional[float]]
+    wire_by_phase: Dict[str, dict]
+    extras: Dict[str, Any]
+    error: Optional[str]
+
+    def outcome(self, mode: str, theory_s: float, fidelity: Dict[str, Any], requested: int) -> Outcome:
+        """The outcome section: headline numbers, correctness, whether every requested iteration ran."""
+        gst = self.gst_median_s
+        return Outcome(mode=mode, iterations=self.iterations, gst_median_s=gst,
+                       gst_ratio=gst / theory_s if gst else None, compute_median_s=self.compute_median_s,
+                       iteration_median_s=self.iteration_median_s, jct_s=self.jct_s, correct=self.correct,
+                       replicas_identical=self.replicas_identical, sum_verified=self.sum_verified, error=self.error,
+                       completed=self.error is None and self.iterations == requested, fidelity=fidelity,
+                       split_median_s=self.split_median_s)
+
+    def traffic(self, shaped_mbps: List[float], duration_s: float) -> Traffic:
+        """The traffic section: bytes by level, the payload against fp32, frames where counted."""
+        out = Traffic(shaped_mbps=shaped_mbps, bytes_by_level=self.bytes_by_level,
+                      payload_fp32_bytes=self.payload_fp32_bytes, payload_sent_bytes=self.payload_sent_bytes,
+                      wire_ratio=self.wire_ratio, duration_s=duration_s)
+        if self.frames_by_level:
+            out.frames_by_level = self.frames_by_level
+        return out
+
+    def fill(self, emulation: Emulation) -> None:
+        """What the ranks measured into the emulation section."""
+        for key in ("compute_real_median_s", "compute_cpu_median_s", "compute_over_budget", "first_step_wire_ratio",
+                    "loss_first", "loss_last", "accuracy", "accuracy_curve", "checks", "wire_by_phase"):
+            setattr(emulation, key, getattr(self, key))
+        emulation.later_steps_wire_ratio = (self.wire_by_phase.get("later_steps") or {}).get("ratio")
+
+
+def extras(finals: Dict[int, dict], contributors) -> Dict[str, object]:
+    """Strategy extras of the final records (e.g. the iBatch schedule, the PF overlay): a worker's when it has one."""
+    out: Dict[str, object] = {}
+    for r, final in sorted(finals.items(), key=lambda kv: (kv[0] not in contributors, kv[0])):
+        for key, value in (final.get("extras") or {}).items():
+            out.setdefault(key, value)
     return out
 
 
-def models(checked: Checked) -> Models:
-    """The calibrated theory (with --calibration), the delay model (with a link delay) and DDP's overlapped
-    iteration (with --overlap), each where it applies."""
-    cfg, sizes, bw = checked.cfg, tensor_sizes(checked.cfg.model), checked.network.theory_bw
-    keys = {**calibrated_fields(cfg.calibration, checked.algorithm, checked.topo, checked.servers, sizes, bw,
-                                checked.options),
-            **delay_fields(checked.impairment, checked.algorithm, checked.topo, checked.servers, sizes, bw,
-                           checked.options, link_goodput(cfg)),
-            **overlap_theory(checked)}
-    return Models(**keys)
-
-
-def overlap_model(checked: Checked, bucket_gst: Callable[[List[int]], float]) -> dict:
-    """With --overlap, one iteration as DDP runs it: the model's buckets, when a device of --compute-time has each
-    ready (forward, then backward by each layer's FLOPs), and their synchronizations one after another, each
-    taking bucket_gst(its parameter sizes); {} without --overlap."""
-    cfg = checked.cfg
-    if not cfg.overlap:
-        return {}
-    sizes, order = tensor_sizes(cfg.model), ready_order(cfg.model)
-    indices = ddp_buckets(sizes, cfg.bucket_mb, order)
-    buckets = [[sizes[i] for i in b] for b in indices]
-    ready = bucket_ready_fractions(indices, model_fractions(sizes, tensor_flops(cfg.model), order))
-    t = timeline(checked.compute.mean, ready, [bucket_gst(b) for b in buckets])
-    return {"bucket_mb": cfg.bucket_mb, "buckets": len(buckets), "bucket_bytes": [4 * sum(b) for b in buckets],
-            "ready_fractions": ready, "bucket_gst_s": [e - s for s, e in t["buckets"]], "gst_s": t["gst_s"],
-            "exposed_s": t["exposed_s"], "iteration_s": t["iteration_s"]}
-
-
-def overlap_theory(checked: Checked) -> dict:
-    """overlap_model with the paper's closed form for every bucket ({} without --overlap)."""
-    def closed_form(sizes: Sequence[int]) -> float:
-        return checked.algorithm.gst_theory(checked.topo, 4 * sum(sizes), checked.network.theory_bw,
-                                            checked.servers, checked.cfg.codec, checked.options, sizes,
-                                            checked.codec_options, shapes_for(checked.cfg.model, sizes)).gst_s
-    model = overlap_model(checked, closed_form)
-    return {"overlap_theory": model} if model else {}
+def measured(iterations: List[dict], finals: Dict[int, dict], contributors, checks: Dict[str, Optional[bool]],
+             error: Optional[str], dilation: float = 1.0) -> Measured:
+    """What the ranks' records give the summary (iterations: per_iteration's rows, in emulated time)."""
+    from workloads.verify import overall
+    checksums = {finals[r]["checksum"] for r in contributors if r in finals}
+    identical = len(checksums) == 1 and all(r in finals for r in contributors)
+    by_level: Dict[str, int] = {}
+    frames: Dict[str, int] = {}
+    for it in iterations:
+        for k, v in it["tx_bytes_by_level"].items():
+            by_level[k] = by_level.get(k, 0) + v
+        for k, v in it.get("tx_frames_by_level", {}).items():
+            frames[k] = frames.get(k, 0) + v
+    accuracy = next((f["accuracy"] for f in finals.values() if f.get("accuracy") is not None), None)
+    phases = phase_ratios(iterations)
+    raw = sum(p["fp32_bytes"] for p in phases.values())
+    sent = sum(p["sent_bytes"] for p in phases.values())
+    first = phases.get("first_step")
+    losses = [it["loss"] for it in iterations if it["loss"] is not None]
+    verified = overall(checks)
+    return Measured(**{
+        "iterations": len(iterations),
+        "gst_median_s": median_after_warmup([it["gst_s"] for it in iterations]),
+        "compute_median_s": median_after_warmup([it["compute_s"] for it in iterations]),
+        "compute_real_median_s": median_after_warmup([it["compute_real_s"] for it in iterations]),
+        "compute_cpu_median_s": median_after_warmup([it["compute_cpu_s"] for it in iterations]),
+        "compute_over_budget": sum(it["compute_over_budget"] for it in iterations),
+        "iteration_median_s": median_after_warmup([it["iteration_s"] for it in iterations]),
+        "jct_s": (iterations[-1]["end"] - iterations[0]["start"]) / dilation if iterations else None,
+        "bytes_by_level": by_level,
+        "frames_by_level": frames,
+        "payload_fp32_bytes": raw, "payload_sent_bytes": sent,
+        "wire_ratio": sent / raw if raw else None,
+        "first_step_wire_ratio": first["ratio"] if first else None,
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+        "accuracy": accuracy,
+        "accuracy_curve": [[it["iteration"] + 1, it["accuracy"]] for it in iterations if it["accuracy"] is not None],
+        "replicas_identical": identical,
+        "checks": checks,
+        "sum_verified": verified,
+        "correct": bool(identical and verified is not False and error is None),
+        "split_median_s": {k: median_after_warmup([it["split"][k] for it in iterations if k in it["split"]])
+                           for k in sorted({k for it in iterations for k in it["split"]})},
+        "wire_by_phase": phases,
+        "extras": extras(finals, contributors),
+        "error": error,
+    })
 
 
 def typed_fields(kind: type) -> List[Any]:
