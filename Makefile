@@ -17,6 +17,7 @@ test-fast: setup
 	$(PY) -m pytest tests -rs -m "not emulation" -n auto
 
 benchmark: setup
+	$(PY) -m pytest tests -m benchmark -rs
 	$(PY) scripts/benchmark.py --out results/benchmark
 	$(PY) scripts/benchmark.py --low-rate-only --out results/benchmark-low-rate
 	$(PY) scripts/soak.py --runs 20 --out results/soak

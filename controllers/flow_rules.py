@@ -206,11 +206,15 @@ def reachable(topo: Topology, failed: Sequence[Link] = (),
         if not topo.is_host(link.lower):
             ups[link.lower].append(link.upper)
     reach: Dict[str, FrozenSet[str]] = {}
+    above: Dict[Tuple[str, ...], FrozenSet[str]] = {}  # the union of some switches' reach, once per set of them
 
     def reaches(name: str) -> FrozenSet[str]:
         if name not in reach:
+            key = tuple(sorted(ups[name]))
+            if key not in above:
+                above[key] = frozenset().union(*(reaches(u) for u in key))
             here = {h for hosts in below[name].values() for h in hosts}
-            reach[name] = frozenset(here.union(*(reaches(u) for u in ups[name])))
+            reach[name] = above[key] if here <= above[key] else above[key] | here
         return reach[name]
     for sw in topo.switches:
         reaches(sw.name)

@@ -131,15 +131,20 @@ def scale_section(scale: dict) -> List[str]:
     lines = [origin(scale, SOURCES["scale"]), "",
              f"Each case in its own process, {scale.get('repeats', 1)} runs (the median's time; a refused case runs "
              f"once); peak memory is the child's own. All met: **{scale.get('ok')}**.", "",
-             "| case | servers | messages | seconds (runs) | peak MB | target | met |", "|---|---|---|---|---|---|---|"]
+             "| case | servers | messages | answered | GST / closed form at goodput | seconds (runs) | peak MB | "
+             "target | met |", "|---|---|---|---|---|---|---|---|---|"]
     for c in scale.get("cases", []):
         runs = ", ".join(number(w, ".1f") for w in c.get("wall_all_s") or [])
-        target = f"{number(c.get('target_s'), '.0f')} s" + (f", {number(c.get('target_mb'), '.0f')} MB"
-                                                            if c.get("target_mb") else "")
+        target = (f"{number(c.get('target_s'), '.0f')} s" if c.get("target_s") is not None else "recorded") + \
+            (f", {number(c.get('target_mb'), '.0f')} MB" if c.get("target_mb") else "") + \
+            (f", within {c['target_closed_form']:.0%} of the closed form" if c.get("target_closed_form") else "")
         what = c.get("messages") if c.get("returncode") == 0 else "; ".join(c.get("error") or []) or "-"
-        lines.append(f"| {c.get('algo')} on {c.get('topology')} | {c.get('ranks', '-')} | {what} | "
-                     f"{number(c.get('wall_s'), '.1f')} ({runs}) | {number(c.get('peak_rss_mb'), '.0f')} | {target} | "
-                     f"{'yes' if c.get('met') else 'no'} |")
+        answered = c.get("answered") or {}
+        how = f"{answered.get('method')} ({answered.get('steps', answered.get('events'))} " \
+              f"{'steps' if 'steps' in answered else 'events'})" if answered else "-"
+        lines.append(f"| {c.get('algo')} on {c.get('topology')} {c.get('flags', '')} | {c.get('ranks', '-')} | {what} | "
+                     f"{how} | {number(c.get('closed_form_at_goodput'), '.4f')} | {number(c.get('wall_s'), '.1f')} "
+                     f"({runs}) | {number(c.get('peak_rss_mb'), '.0f')} | {target} | {'yes' if c.get('met') else 'no'} |")
     return lines + [""]
 
 

@@ -72,6 +72,7 @@ def test_bench_refuses_bad_input_in_one_line(tmp_path):
 
 
 @pytest.mark.emulation
+@pytest.mark.benchmark  # 32 s of timing: make benchmark runs it beside its own bench sweep on star:4
 def test_emulated_bench_ring_reaches_the_link_rate(tmp_path):
     # the short form of the sweep (1M:64M:x4, ring and ps: `make benchmark`)
     r = run_dmlbed("bench", "--topo", "star:4", "--algo", "ring", "--sizes", "1M,64M", "--bw", "100",

@@ -12,6 +12,7 @@ from helpers import ROOT
 pytestmark = pytest.mark.emulation
 
 
+@pytest.mark.benchmark  # the benchmark's own quick form: make benchmark runs it beside the full one
 def test_quick_benchmark_measures_every_target(tmp_path):
     out = tmp_path / "bench"
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--quick", "--out", str(out)],

@@ -117,6 +117,7 @@ def test_the_suites_labs_are_labs():
 
 
 @pytest.mark.emulation
+@pytest.mark.benchmark  # 38 s: make benchmark runs it beside every lab as written (labs/handouts.py)
 @pytest.mark.parametrize("lab", SUITE_LABS)
 def test_lab_runs_and_checker_rejects_tampering(lab):
     r = run_lab(lab, SUITE_ITERS)

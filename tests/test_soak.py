@@ -12,6 +12,7 @@ from helpers import ROOT
 pytestmark = pytest.mark.emulation
 
 
+@pytest.mark.benchmark  # make benchmark runs it beside the 20-run soak
 def test_short_soak_leaves_nothing_behind(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "soak.py"), "--runs", "4", "--out",
                         str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=1200)

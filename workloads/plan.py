@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 REDUCE = "reduce"
 COPY = "copy"
-EVEN = "even"        # a plan's piece p is the p-th share of every layer (balanced whatever the layers' sizes)
-TENSORS = "tensors"  # a plan's piece p is the whole tensor (layer) p, in order: pieces = the model's tensors
+LAYOUT_SHARES = "even"        # a plan's piece p is the p-th share of every layer (balanced whatever the layers' sizes)
+LAYOUT_TENSORS = "tensors"  # a plan's piece p is the whole tensor (layer) p, in order: pieces = the model's tensors
 
 
 class PlanError(ValueError):
@@ -44,27 +44,27 @@ class Plan:
     streams: Tuple[Tuple[Step, ...], ...]
     contributors: Tuple[int, ...]
     meta: Dict[str, object] = field(default_factory=dict, compare=False, hash=False)
-    layout: str = EVEN  # how a vector of layers is cut into its pieces (EVEN or TENSORS)
+    layout: str = LAYOUT_SHARES  # how a vector of layers is cut into its pieces (LAYOUT_SHARES or LAYOUT_TENSORS)
     table: Optional["TransferTable"] = field(default=None, compare=False, hash=False, repr=False)  # built as arrays
 
     def piece_layout(self, layer_sizes: Sequence[int]) -> "PieceLayout":
-        """The layout of a vector of these layers in this plan's pieces (PlanError when a TENSORS plan was built for
-        another number of tensors)."""
-        if self.layout == TENSORS:
+        """The layout of a vector of these layers in this plan's pieces (PlanError when a LAYOUT_TENSORS plan was built
+        for another number of tensors)."""
+        if self.layout == LAYOUT_TENSORS:
             self._check_tensors(layer_sizes)
             return PieceLayout.per_layer(layer_sizes)
         return PieceLayout(layer_sizes, self.pieces)
 
     def piece_sizes(self, layer_sizes: Sequence[int]) -> List[int]:
         """Elements per piece of piece_layout(layer_sizes), without building its index."""
-        if self.layout == TENSORS:
+        if self.layout == LAYOUT_TENSORS:
             self._check_tensors(layer_sizes)
             return [int(s) for s in layer_sizes]
         return piece_sizes(layer_sizes, self.pieces)
 
     def scaler_layout(self, layers: int) -> "PieceLayout":
         """The layout of one value per layer (a compressor's per-layer scalers) in this plan's pieces."""
-        return self.piece_layout([1] * layers) if self.layout == TENSORS else PieceLayout([layers], self.pieces)
+        return self.piece_layout([1] * layers) if self.layout == LAYOUT_TENSORS else PieceLayout([layers], self.pieces)
 
     def _check_tensors(self, layer_sizes: Sequence[int]) -> None:
         if len(layer_sizes) != self.pieces:

@@ -17,6 +17,7 @@ from emulation.run.options import Label, OptionError, RunConfig, flag_label
 from emulation.run.outputs import clear, output_folder
 from emulation.results.files import read_summary, write_atomic_csv, write_iterations, write_json, write_summary
 from emulation.run.resolution import Checked, link_goodput, payload_rates
+from emulation.run.resources import available_memory, gib
 from emulation.results.iterations import WARMUP, mean_after_warmup, median_after_warmup
 from emulation.results.iterations import straggler_report
 from emulation.results.summary import Models, Outcome, Simulation, Summary, Traffic
@@ -40,7 +41,8 @@ from workloads.runfolder import RunFolder
 MODE = "simulate"
 Ports = Dict[Tuple[int, int, int], Tuple[int, int]]
 
-FLOW_MODEL_MAX_HOSTS = 4096  # past it a ring's or parameter server's rows no longer fit this machine's memory
+TRANSFER_BYTES = 450  # the flow model's memory per transfer (table and graph): PS on fattree:16, 2.1e6 in 848 MB
+MEMORY_SHARE = 0.8  # of the memory available, what a simulation may plan to take
 
 
 @dataclass(frozen=True)
@@ -65,16 +67,28 @@ def prepare(cfg: RunConfig, label: Label = flag_label, in_matrix: bool = False) 
     return SimulationJob(cfg, replace(checked, cfg=cfg), ports, None if in_matrix else phases)
 
 
+def check_size(checked: Checked, available: Optional[int] = None) -> None:
+    """Refuse, before anything is built, a plan whose transfers, as rows of the flow model's arrays, would take more
+    than this machine has (OptionError with the estimate); a plan made step by step (a ring's) is answered by steps
+    and keeps no rows."""
+    topo, algorithm, cfg = checked.topo, checked.algorithm, checked.cfg
+    ranks = len(topo.hosts)
+    if algorithm.generated_plan:
+        return
+    rows = algorithm.transfers(topo, checked.servers) if algorithm.transfers else 2 * ranks * (ranks - 1)
+    need, have = rows * TRANSFER_BYTES, available if available is not None else available_memory()
+    if have is not None and need > have * MEMORY_SHARE:
+        raise OptionError(f"{topo.spec}: {cfg.algo} over {ranks} ranks is {rows:.2e} transfers, {gib(need)} as rows of "
+                          f"the flow model's arrays (about {TRANSFER_BYTES} bytes each), over the {gib(have)} this "
+                          f"machine has available; dmlbed theory answers at this size")
+
+
 def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = flag_label) -> Tuple[Checked, tuple]:
     """Validation for a simulated run: the run's own checks (no host cap, no memory for workers), a plan
     algorithm, its codec's payloads, an emulated run of the same topology to take ECMP ports from (in a compare
     config, 'emulated': its emulated row of the same label, which has not run yet). Also the plans it built."""
     checked = validate(cfg, label, emulated=False, workers=False)
-    hosts = len(checked.topo.hosts)
-    if hosts > FLOW_MODEL_MAX_HOSTS:
-        raise OptionError(f"{checked.topo.spec} has {hosts} hosts: the flow model keeps every transfer as a row of its "
-                          f"arrays (a ring or parameter server over {hosts} ranks has about {2 * hosts * hosts:.1e}) "
-                          f"and takes at most {FLOW_MODEL_MAX_HOSTS} hosts; dmlbed theory answers at this size")
+    check_size(checked)
     if not checked.algorithm.simulable:
         raise OptionError(f"simulate runs the plan algorithms and those made of plans "
                           f"({', '.join(names_with(lambda a: a.simulable))}), not {cfg.algo}")
@@ -193,7 +207,8 @@ class FlowRun:
         for plan, pieces in phases:
             done.append(self.plan(plan, pieces, on or self.router,
                                   wire_bits=None if self.codec.gathers else self.codec.wire_bits(plan),
-                                  background=self.background, start_s=start_s + sum(r.gst_s for r in done)))
+                                  background=self.background, start_s=start_s + sum(r.gst_s for r in done),
+                                  method=self.cfg.flow_method))
         return in_sequence(done)
 
     def synchronize(self, sizes) -> FlowResult:
@@ -206,7 +221,7 @@ class FlowRun:
         return {"goodput": share, "mtu": cfg.mtu, "latency_us": cfg.latency_us, "ecmp": self.router.ecmp,
                 "ecmp_ports": cfg.ecmp_ports, "link_delay_ms": list(self.checked.impairment.delay_ms),
                 "calibration": cfg.calibration, "rates_mbps": {f"L{l}": r * 8 / 1e6 for l, r in self.rates.items()},
-                "granularity": cfg.granularity,
+                "granularity": cfg.granularity, "flow_method": cfg.flow_method,
                 "unit": f"{CHUNK_BYTES >> 10} KiB chunks" if cfg.granularity == "chunk" else
                 "one message per connection and step", "sharing": "max-min fair"}
 
@@ -231,7 +246,7 @@ def execute(job: SimulationJob, log: Log = quiet, progress: bool = True) -> Summ
     simulation = Simulation(model_settings=run.settings(link_goodput(cfg)), link_utilization={},
                             messages=result.messages, events=result.events,
                             rank_done_s={"min": min(result.rank_done_s), "max": max(result.rank_done_s)},
-                            warmup=WARMUP, trace="")
+                            warmup=WARMUP, trace="", answered=result.answered())
     gst, iteration_s, split, beside = iteration_model(run, result, simulation)
     links = link_rows(run.router, result, {l: b * 1e6 / 8 for l, b in enumerate(run.bw)})
     simulation.link_utilization = level_utilization(links)

@@ -316,7 +316,7 @@ BAD_INPUTS = (
     ("run --topo star:4 --algo ring --local --aqm red-ecn:20", "switch queue marking on loopback, which has no "
                                                                "switches"),
     ("theory --topo star:4 --algo ring --tg-gpus 2", "a TernGrad performance-model input without TernGrad"),
-    ("simulate --topo leafspine:250,40,16 --algo ring", "a flow model past its size (dmlbed theory answers)"),
+    ("simulate --topo fattree:82 --algo ring", "a network past the flow model's size"),
     ("simulate --topo star:4 --algo ring --out /proc/dmlbed-out", "an output folder that cannot be written"),
     ("compare configs/no-such.yaml", "a compare config that is not there"),
     ("timeline /tmp", "a folder that is not a run's"),

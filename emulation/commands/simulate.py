@@ -50,7 +50,11 @@ def print_simulation(s) -> None:
     print("  links used    " + ", ".join(f"{k}: mean {v['mean']:.2f}, max {v['max']:.2f} of the shaped rate"
                                          for k, v in s["link_utilization"].items()))
     print_link_events(s)
-    print(f"  {s['messages']} messages, {s['events']} rate changes, {s['duration_s']:.1f} s to simulate")
+    answered = s.get("answered") or {}
+    counted = (f"{answered['steps']} steps ({answered.get('distinct_steps')} distinct)" if "steps" in answered
+               else f"{s['events']} {'rounds' if answered.get('method') == 'recurrence' else 'events'}")
+    print(f"  answered {answered.get('method', 'by events')}: {s['messages']} messages, {counted}, "
+          f"{s['duration_s']:.1f} s to simulate")
     print(f"results: {os.path.join(s['config']['out'], 'summary.json')}, iterations.csv, links.csv")
 
 

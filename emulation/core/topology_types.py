@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-MAX_HOSTS = 16384
+MAX_HOSTS = 131072  # the flow model and theory answer at this size; the emulated network has its own limits
 PREFIX_LEN = 16
 
 # The top byte of a dpid says which kind of switch it is, so dpids stay unique

@@ -207,10 +207,10 @@ def scenario_notes(e: Evidence, tally: LinkTally, foreign, changed_under: List[i
     if foreign:
         crossed = sorted({b.get("label") or b["src"] + "-" + b["dst"] for b, (links_, _) in zip(e.background, foreign)
                           if links_ & tally.used_links})
-        notes.append(f"traffic beside the job: {', '.join(crossed) or 'no flow'} shared the job's links (the bottleneck "
-                     f"in {tally.shared_bottleneck} of {len(tally.parts)} iterations); a link is judged by the job's "
-                     f"bytes and theirs together, so the share TCP gave them, and how it varied, is the scenario's, "
-                     f"not the emulator's")
+        notes.append(f"traffic beside the job: {', '.join(crossed) or 'no flow'} shared the job's links (the "
+                     f"bottleneck in {tally.shared_bottleneck} of {len(tally.parts)} iterations); a link is judged by "
+                     f"the job's bytes and theirs together, so the share TCP gave them, and how it varied, is the "
+                     f"scenario's, not the emulator's")
     if e.schedule:
         many = len(changed_under) > 1
         notes.append("link events: each iteration judged at the link rates in force"
@@ -434,7 +434,8 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     verdict = max((f.makes for f in found if f.makes), key=SEVERITY.get, default=Verdict.FAITHFUL)
     causes = [(f.weight, f.text) for f in found if f.text]
     cause = max(causes)[1] if causes and verdict != Verdict.FAITHFUL else None
-    out = {"verdict": verdict.value, "cause": cause, "emulator_share": round(r.share, 4) if r.share is not None else None}
+    out = {"verdict": verdict.value, "cause": cause,
+           "emulator_share": round(r.share, 4) if r.share is not None else None}
     if r.spurious > SPURIOUS_RTO_PER_WORKER_ITERATION and not unsteady(r):  # counted; judged by what it did to timings
         out["timer_note"] = (f"{r.spurious:.1f} spurious TCP retransmission timeouts per worker and iteration (ACKs "
                              f"later than --rto-min, nothing lost); the timings held steady (CV "

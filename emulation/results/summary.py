@@ -1,7 +1,8 @@
 """The typed summary of a run-shaped job (a run's summary.json, a simulated run's, the closed forms'), in sections
 each back end fills: the head every one starts with (the question and the papers' answer), the models beside the
 formula, the outcome, and what emulation, simulation or theory adds. It flattens to the JSON keys summary.json has
-always had; its JSON Schema is generated from these classes (`dmlbed schema`, emulation/commands/schema.py). Also the launch summary's type."""
+always had; its JSON Schema is generated from these classes (`dmlbed schema`, emulation/commands/schema.py). Also the
+launch summary's type."""
 
 from __future__ import annotations
 
@@ -162,6 +163,10 @@ class Simulation:
     rank_done_s: Dict[str, float]
     warmup: int
     trace: str
+    answered: Dict[str, Any] = optional("how the flow model answered: by steps or by the recurrence (no link ever "
+                                        "shared, every flow at its path's slowest link: exact), or by events (max-min "
+                                        "sharing recomputed as flows start and finish), with the messages and steps or "
+                                        "events it took")
     forward_phase: Dict[str, Any] = optional("the forward pass with the pulls it waits for (iBatch)")
     overlap: Dict[str, Any] = optional("DDP's buckets synchronized as backward makes them ready (--overlap)")
 

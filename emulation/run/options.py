@@ -22,7 +22,7 @@ from emulation.core.tcp import (AFXDP_MAX_MTU, CONGESTION_CONTROLS, MAX_MTU, MIN
 from emulation.core.terngrad_model import SCALINGS
 from emulation.core.topology import HOSTS_HELP, MAX_HOSTS, TOPOLOGY_HELP, check_hosts_format
 from emulation.core.units import BYTES, EXAMPLES, MEBIBYTES, MICROSECONDS, MILLISECONDS, SECONDS, Quantity
-from emulation.simulation.flows import GRANULARITIES
+from emulation.simulation.flows import FLOW_METHODS, GRANULARITIES
 from emulation.simulation.routes import ECMP_MODES
 from workloads.algorithms import ALGORITHMS
 from workloads.option_fields import option_kind
@@ -276,6 +276,10 @@ class CommonConfig:
     granularity: str = run_option("chunk", "simulate: data moves in the engine's chunks, each going on once its own "
                               "earlier steps are done (chunk), or in whole step messages, as the closed forms "
                               "assume (message)", choices=GRANULARITIES, group=FLOW_MODEL)
+    flow_method: str = run_option("auto", "simulate: auto answers by steps (or by the recurrence over the plan's "
+                                  "graph) where no link can ever be shared, exact and without one event per finish "
+                                  "time, else by events; events answers by events whatever the plan (the model the "
+                                  "others are checked against)", choices=FLOW_METHODS, group=FLOW_MODEL)
     out: str = run_option(None, "output folder (default: a new results/{command}/DATE-TIME, with "
                             "results/{command}/latest pointing at it)",
                       group=OUTPUT, yaml=False)

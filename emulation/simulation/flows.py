@@ -25,13 +25,17 @@ import numpy as np
 
 from emulation.simulation.fairshare import max_min_rates
 from emulation.simulation.gcpause import cycle_collection_paused
-from emulation.simulation.flow_graph import WireBits, build, gather_index
+from emulation.simulation.flow_graph import FlowGraph, WireBits, build, gather_index
+from emulation.simulation.recurrence import durations, links_unshared, longest_paths, unfinished, unit_rates
+from emulation.simulation.stepwise import Declined, simulate_stepwise
 from emulation.simulation.routes import Router
 from workloads.plan import Plan
 
 TIME_TOLERANCE = 1e-9
 GRANULARITIES = ("chunk", "message")
+FLOW_METHODS = ("auto", "events")
 TRACE_UNITS = 200_000  # a simulation keeps its transfers for a timeline up to this many
+GRAPH_ROWS = 40_000_000  # transfers the graph of the event model (about 450 bytes each) may hold: 18 GB
 Step = Tuple[int, int]  # (stream, step) of a plan
 
 
@@ -51,6 +55,24 @@ class FlowResult:
     units: Optional[List[Tuple[int, int, int, int, float, float, float, int]]] = None
     background_bytes: Optional[List[float]] = None  # per background flow: bytes it moved while the plan ran
     arrived_s: Optional[List[float]] = None  # per unit (beside units): when its last byte landed
+    method: str = "events"  # how it was answered: "stepwise" or "recurrence" (no link ever shared), or "events"
+    distinct_steps: Optional[int] = None  # stepwise: the steps of distinct shape, each solved once
+
+    def answered(self) -> Dict[str, object]:
+        """How it was answered, in words and counts, for the summary."""
+        words = {"stepwise": "by steps: no link is ever shared, so every flow runs at its path's slowest link (exact); "
+                             "a step with the same messages as an earlier one reuses its paths and rates",
+                 "recurrence": "by the recurrence over the plan's graph: no link is ever shared, so every flow runs at "
+                               "its path's slowest link (exact)",
+                 "events": "by events: flows share links max-min fairly, the shares recomputed whenever a flow starts "
+                           "or finishes"}
+        out: Dict[str, object] = {"method": self.method, "how": "; then ".join(words.get(m, m) for m in
+                                                                              self.method.split("+")),
+                                  "messages": self.messages}
+        out["steps" if self.method == "stepwise" else "events"] = self.events
+        if self.distinct_steps is not None:
+            out["distinct_steps"] = self.distinct_steps
+        return out
 
 
 @dataclass(frozen=True)
@@ -78,8 +100,8 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
                   link_delay_s: Optional[Dict[int, float]] = None,
                   wire_bits: Optional[WireBits] = None, background: Sequence[Persistent] = (),
                   start_s: float = 0.0, step_delays: Optional[Dict[Tuple[int, int], float]] = None,
-                  keep_units: bool = False, step_gates: Optional[Dict[Step, List[Tuple[Step, float]]]] = None
-                  ) -> FlowResult:
+                  keep_units: bool = False, step_gates: Optional[Dict[Step, List[Tuple[Step, float]]]] = None,
+                  method: str = "auto") -> FlowResult:
     """One synchronization of `plan`; rates: payload bytes/s of a directed link per link level; latency_s: one
     value, or per link level (a unit takes the latency of the highest level its path crosses); link_delay_s:
     propagation delay of a directed link per level, added for every link a unit's path crosses; chunk_bytes:
@@ -90,10 +112,11 @@ def simulate_plan(plan: Plan, piece_bytes: Sequence[int], router: Router, rates:
     starts (on the background flows' clock); step_delays: (stream, step) -> seconds every unit of that step takes
     on top of its latency (a compute phase as a delay); keep_units: keep every unit for the result, however many;
     step_gates: (stream, step) -> [((stream, step), lag)]: a unit of that step begins no earlier than each named
-    step's first unit began plus its lag (a held offset between jobs)."""
+    step's first unit began plus its lag (a held offset between jobs); method: "auto" (the recurrence where no link
+    can be shared, else events), or "events" (the event model whatever the plan)."""
     with cycle_collection_paused():
         return _simulate(plan, piece_bytes, router, rates, latency_s, chunk_bytes, link_delay_s, wire_bits,
-                         background, start_s, step_delays or {}, keep_units, step_gates or {})
+                         background, start_s, step_delays or {}, keep_units, step_gates or {}, method)
 
 
 def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
@@ -101,195 +124,298 @@ def _simulate(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dic
               link_delay_s: Optional[Dict[int, float]], wire_bits: Optional[WireBits],
               background: Sequence[Persistent] = (), start_s: float = 0.0,
               step_delays: Optional[Dict[Tuple[int, int], float]] = None, keep_units: bool = False,
-              step_gates: Optional[Dict[Step, List[Tuple[Step, float]]]] = None) -> FlowResult:
-    """simulate_plan's work: every node that becomes ready at one time is handled with the others (arrays)."""
+              step_gates: Optional[Dict[Step, List[Tuple[Step, float]]]] = None, method: str = "auto") -> FlowResult:
+    """simulate_plan's work: the graph and its paths, then the recurrence where no link can be shared (and nothing
+    beside the plan shares one), else the events."""
+    if method == "auto" and not background and not step_gates and not wire_bits:
+        try:
+            return by_steps(plan, piece_bytes, router, rates, latency_s, link_delay_s, chunk_bytes, step_delays or {},
+                            keep_units)
+        except Declined as why:
+            declined = f"it cannot be answered by steps ({why})"
+    else:
+        declined = "events were asked for" if method == "events" else "something beside the plan shares its links"
+    rows = sum(len(step) for stream in plan.streams for step in stream)
+    if rows > GRAPH_ROWS:
+        raise RuntimeError(f"{plan.name}: {declined}, and its {rows:.2e} transfers are too many for the event model "
+                           f"(at most {GRAPH_ROWS:.0e})")
     g = build(plan, piece_bytes, chunk_bytes, wire_bits)
-    count, sides = len(g.src), g.sides
-    lengths, flat_links, hops_by_id = router.paths(g.src, g.dst, g.level, g.stream)
-    path_start = np.cumsum(lengths) - lengths  # unit m's links: flat_links[path_start[m]:][:lengths[m]]
-    plan_link_count = len(hops_by_id)
-    link_ids = {h: n for n, h in enumerate(hops_by_id)}
-    bg_links = [[link_ids.setdefault(h, len(link_ids)) for h in b.hops] for b in background]
-    hops_by_id = list(link_ids)
-    orders = [(s, n) for s, stream in enumerate(plan.streams) for n in range(len(stream))]
-    latency = unit_latency(router, hops_by_id, lengths, flat_links, latency_s, link_delay_s)
-    if step_delays:
-        latency = latency + np.array([step_delays.get(k, 0.0) for k in orders])[g.order]
-    capacity = np.array([router.capacity(h, rates) for h in hops_by_id], dtype=float)
-    for n, b in enumerate(background):  # a capped flow crosses a link of its own at its cap
-        if b.cap is not None:
-            bg_links[n] = bg_links[n] + [len(capacity)]
-            capacity = np.append(capacity, b.cap)
-    bg_bytes = [0.0] * len(background)
-    idx = np.zeros(0, dtype=np.int64)  # the units sending, ascending
-    started: List[np.ndarray] = []  # units that began sending since idx was last brought up to date
-    link_bytes = np.zeros(len(hops_by_id))
-    busy = np.zeros(len(hops_by_id))
-    remaining = g.bytes.astype(float).copy()
-    pending = g.pending
-    side_rank = np.empty(sides, dtype=np.int64)
-    side_rank[0::2], side_rank[1::2] = g.src, g.dst
-    arrived = np.zeros(count, dtype=bool)
-    recv_ready = np.zeros(count, dtype=bool)
-    rank_done = np.zeros(plan.ranks)
-    arrivals: List[Tuple[float, int, np.ndarray]] = []  # (time, tie-break, units landing then)
-    tie = itertools.count()
-    started_at = np.zeros(count)
-    sent_at = np.zeros(count)
-    landed_at = np.zeros(count)
-    none = np.zeros(0, dtype=np.int64)
-    now = 0.0
-    events = 0
-    place = {k: n for n, k in enumerate(orders)}  # a gate on a step this plan lacks waits for ever (a cycle)
-    gates = {place[k]: [(place.get(k2, -1), lag) for k2, lag in v] for k, v in (step_gates or {}).items()
-             if k in place}
-    gated = np.zeros(len(orders), dtype=bool)
-    gated[list(gates)] = True
-    step_began: Dict[int, float] = {}
-    parked: Dict[int, List[int]] = {}   # gated units waiting for a step to begin
-    wakeups: List[Tuple[float, int]] = []  # (time, unit) of gated units waiting out their lag
+    net = Network(g, plan, router, rates, latency_s, link_delay_s, background, step_delays)
+    if method == "auto" and not background and not step_gates and \
+            links_unshared(g, net.lengths, net.flat_links, net.plan_link_count):
+        return by_recurrence(g, plan, net, keep_units)
+    return EventRun(g, plan, net, start_s, step_gates or {}).run(keep_units)
 
-    def complete(nodes: np.ndarray, t: float) -> None:
+
+class Network:
+    """What the plan's units meet: their paths (as link ids), every link's capacity, each unit's latency, and the
+    background flows' links (a capped one with a link of its own at its cap)."""
+
+    def __init__(self, g: FlowGraph, plan: Plan, router: Router, rates: Dict[int, float],
+                 latency_s: Union[float, Dict[int, float]], link_delay_s: Optional[Dict[int, float]],
+                 background: Sequence[Persistent], step_delays: Optional[Dict[Tuple[int, int], float]]):
+        self.router, self.background = router, background
+        self.lengths, self.flat_links, hops_by_id = router.paths(g.src, g.dst, g.level, g.stream)
+        self.path_start = np.cumsum(self.lengths) - self.lengths  # unit m's links: flat_links[path_start[m]:][:len]
+        self.plan_link_count = len(hops_by_id)
+        link_ids = {h: n for n, h in enumerate(hops_by_id)}
+        self.bg_links = [[link_ids.setdefault(h, len(link_ids)) for h in b.hops] for b in background]
+        self.hops_by_id = list(link_ids)
+        orders = [(s, n) for s, stream in enumerate(plan.streams) for n in range(len(stream))]
+        self.latency = unit_latency(router, self.hops_by_id, self.lengths, self.flat_links, latency_s, link_delay_s)
+        if step_delays:
+            self.latency = self.latency + np.array([step_delays.get(k, 0.0) for k in orders])[g.order]
+        self.capacity = np.array([router.capacity(h, rates) for h in self.hops_by_id], dtype=float)
+        for n, b in enumerate(background):  # a capped flow crosses a link of its own at its cap
+            if b.cap is not None:
+                self.bg_links[n] = self.bg_links[n] + [len(self.capacity)]
+                self.capacity = np.append(self.capacity, b.cap)
+
+    def result(self, g: FlowGraph, plan: Plan, gst: float, link_bytes: np.ndarray, busy: np.ndarray,
+               rank_done: np.ndarray, events: int, units, landed, background_bytes) -> FlowResult:
+        """The synchronization's result: the plan's own links only (background flows' links are not the plan's)."""
+        plan_hops = self.hops_by_id[:self.plan_link_count]
+        moved = link_bytes[:self.plan_link_count].tolist()
+        return FlowResult(gst, len(g.src), dict(zip(plan_hops, moved)), dict(zip(plan_hops, busy.tolist())),
+                          host_bytes(self.router, plan_hops, moved), rank_done.tolist(), events, units,
+                          background_bytes, landed)
+
+
+def by_steps(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
+             latency_s: Union[float, Dict[int, float]], link_delay_s: Optional[Dict[int, float]],
+             chunk_bytes: Optional[int], step_delays: Dict[Tuple[int, int], float], keep_units: bool) -> FlowResult:
+    """The synchronization step by step, where no link is ever shared (stepwise.py; Declined where it cannot)."""
+    def latency(hops, lengths, flat):
+        return unit_latency(router, hops, lengths, flat, latency_s, link_delay_s)
+    r = simulate_stepwise(plan, piece_bytes, router, rates, latency, chunk_bytes, step_delays, True,
+                          1 << 62 if keep_units else TRACE_UNITS)
+    moved = r.link_bytes.tolist()
+    return FlowResult(r.gst_s, r.units, dict(zip(r.hops, moved)), dict(zip(r.hops, r.busy.tolist())),
+                      host_bytes(router, r.hops, moved), r.rank_done.tolist(), r.steps, r.rows, None, r.landed,
+                      method="stepwise", distinct_steps=r.distinct_steps)
+
+
+def unit_rows(g: FlowGraph, started: np.ndarray, sent: np.ndarray):
+    """Every unit for a timeline: stream, step, src, dst, bytes, first byte sent, last byte left, link level."""
+    return list(zip(g.stream.tolist(), g.step.tolist(), g.src.tolist(), g.dst.tolist(), g.bytes.tolist(),
+                    started.tolist(), sent.tolist(), g.level.tolist()))
+
+
+def by_recurrence(g: FlowGraph, plan: Plan, net: Network, keep_units: bool) -> FlowResult:
+    """The synchronization where no link is ever shared: every flow at its path's slowest link (recurrence.py)."""
+    rate = unit_rates(net.lengths, net.flat_links, net.capacity)
+    duration = durations(g, rate)
+    times = longest_paths(g, duration, net.latency)
+    missing = unfinished(times)
+    if missing:
+        raise RuntimeError(f"{plan.name}: {missing} operations never became ready (a dependency cycle)")
+    unit_of_link = np.repeat(np.arange(len(g.src), dtype=np.int64), net.lengths)
+    links = len(net.hops_by_id)
+    moving = g.bytes[unit_of_link] > 0
+    link_bytes = np.bincount(net.flat_links, weights=g.bytes[unit_of_link], minlength=links)
+    busy = np.bincount(net.flat_links[moving], weights=duration[unit_of_link][moving], minlength=links)
+    rank_done = np.zeros(plan.ranks)
+    sides = g.sides
+    np.maximum.at(rank_done, g.src, times.done[0:sides:2])
+    np.maximum.at(rank_done, g.dst, times.done[1:sides:2])
+    gst = float(times.done.max(initial=0.0))
+    kept = len(g.src) <= TRACE_UNITS or keep_units
+    result = net.result(g, plan, gst, link_bytes, busy, rank_done, times.rounds,
+                        unit_rows(g, times.started, times.sent) if kept else None,
+                        times.landed.tolist() if kept else None, None)
+    result.method = "recurrence"
+    return result
+
+
+class EventRun:
+    """The event model: every node that becomes ready at one time is handled with the others (arrays); between two
+    events the flows that send share their links max-min fairly."""
+
+    def __init__(self, g: FlowGraph, plan: Plan, net: Network, start_s: float,
+                 step_gates: Dict[Step, List[Tuple[Step, float]]]):
+        self.g, self.plan, self.net, self.start_s = g, plan, net, start_s
+        count, links = len(g.src), len(net.hops_by_id)
+        self.bg_bytes = [0.0] * len(net.background)
+        self.idx = np.zeros(0, dtype=np.int64)  # the units sending, ascending
+        self.started: List[np.ndarray] = []  # units that began sending since idx was last brought up to date
+        self.link_bytes, self.busy = np.zeros(links), np.zeros(links)
+        self.remaining = g.bytes.astype(float).copy()
+        self.pending = g.pending
+        self.side_rank = np.empty(g.sides, dtype=np.int64)
+        self.side_rank[0::2], self.side_rank[1::2] = g.src, g.dst
+        self.arrived, self.recv_ready = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)
+        self.rank_done = np.zeros(plan.ranks)
+        self.arrivals: List[Tuple[float, int, np.ndarray]] = []  # (time, tie-break, units landing then)
+        self.tie = itertools.count()
+        self.started_at, self.sent_at, self.landed_at = np.zeros(count), np.zeros(count), np.zeros(count)
+        self.none = np.zeros(0, dtype=np.int64)
+        self.now, self.events = 0.0, 0
+        orders = [(s, n) for s, stream in enumerate(plan.streams) for n in range(len(stream))]
+        place = {k: n for n, k in enumerate(orders)}  # a gate on a step this plan lacks waits for ever (a cycle)
+        self.gates = {place[k]: [(place.get(k2, -1), lag) for k2, lag in v] for k, v in step_gates.items()
+                      if k in place}
+        self.gated = np.zeros(len(orders), dtype=bool)
+        self.gated[list(self.gates)] = True
+        self.step_began: Dict[int, float] = {}
+        self.parked: Dict[int, List[int]] = {}   # gated units waiting for a step to begin
+        self.wakeups: List[Tuple[float, int]] = []  # (time, unit) of gated units waiting out their lag
+
+    def complete(self, nodes: np.ndarray, t: float) -> None:
         """These nodes are done at t: so is every node whose last dependency they were, and so on."""
+        g = self.g
         while len(nodes):
-            done_sides = nodes[nodes < sides]
+            done_sides = nodes[nodes < g.sides]
             if len(done_sides):
-                np.maximum.at(rank_done, side_rank[done_sides], t)
+                np.maximum.at(self.rank_done, self.side_rank[done_sides], t)
             waiting = g.dependents_of(nodes)
             if not len(waiting):
                 return
-            np.subtract.at(pending, waiting, 1)
-            nodes = ready(distinct(waiting[pending[waiting] == 0]), t)
+            np.subtract.at(self.pending, waiting, 1)
+            nodes = self.ready(distinct(waiting[self.pending[waiting] == 0]), t)
 
-    def landed(units: np.ndarray) -> np.ndarray:
+    def landed(self, units: np.ndarray) -> np.ndarray:
         """These units arrived: their send sides are done, and their receive sides that were waiting for them."""
-        arrived[units] = True
-        return np.concatenate([2 * units, 2 * units[recv_ready[units]] + 1])
+        self.arrived[units] = True
+        return np.concatenate([2 * units, 2 * units[self.recv_ready[units]] + 1])
 
-    def transmitted(units: np.ndarray, t: float) -> np.ndarray:
+    def transmitted(self, units: np.ndarray, t: float) -> np.ndarray:
         """These units' last bytes left at t: each lands its latency later (now when it has none)."""
-        sent_at[units] = t
-        late = latency[units] > 0
+        self.sent_at[units] = t
+        late = self.net.latency[units] > 0
         if late.any():
-            at = t + latency[units[late]]
+            at = t + self.net.latency[units[late]]
             for when in np.unique(at):
-                heapq.heappush(arrivals, (float(when), next(tie), units[late][at == when]))
+                heapq.heappush(self.arrivals, (float(when), next(self.tie), units[late][at == when]))
         now_in = units[~late]
-        landed_at[now_in] = t
-        return landed(now_in)
+        self.landed_at[now_in] = t
+        return self.landed(now_in)
 
-    def ready(nodes: np.ndarray, t: float) -> np.ndarray:
+    def ready(self, nodes: np.ndarray, t: float) -> np.ndarray:
         """Start what these nodes can start once their dependencies are done; returns the nodes completed now."""
+        sides = self.g.sides
         joins = nodes[nodes >= sides]
         recv = nodes[(nodes < sides) & (nodes % 2 == 1)]
         send = nodes[(nodes < sides) & (nodes % 2 == 0)] >> 1
-        here = arrived[recv >> 1]
-        recv_ready[recv[~here] >> 1] = True
+        here = self.arrived[recv >> 1]
+        self.recv_ready[recv[~here] >> 1] = True
         done = [joins, recv[here]]
-        if gates and len(send):
-            held = gated[g.order[send]]
+        if self.gates and len(send):
+            held = self.gated[self.g.order[send]]
             for m in send[held].tolist():
-                done.append(gated_ready(m, t))
+                done.append(self.gated_ready(m, t))
             send = send[~held]
-        done.append(begin(send, t))
+        done.append(self.begin(send, t))
         return np.concatenate(done)
 
-    def gated_ready(m: int, t: float) -> np.ndarray:
+    def gated_ready(self, m: int, t: float) -> np.ndarray:
         """A gated unit begins no earlier than each step it is gated on began, plus its lag."""
-        waiting = [g2 for g2, _ in gates[int(g.order[m])] if g2 not in step_began]
+        gates = self.gates[int(self.g.order[m])]
+        waiting = [g2 for g2, _ in gates if g2 not in self.step_began]
         if waiting:
-            parked.setdefault(waiting[0], []).append(m)
-            return none
-        start = max(step_began[g2] + lag for g2, lag in gates[int(g.order[m])])
+            self.parked.setdefault(waiting[0], []).append(m)
+            return self.none
+        start = max(self.step_began[g2] + lag for g2, lag in gates)
         if start > t + TIME_TOLERANCE:
-            heapq.heappush(wakeups, (start, m))
-            return none
-        return begin(np.array([m], dtype=np.int64), t)
+            heapq.heappush(self.wakeups, (start, m))
+            return self.none
+        return self.begin(np.array([m], dtype=np.int64), t)
 
-    def begin(units: np.ndarray, t: float) -> np.ndarray:
+    def begin(self, units: np.ndarray, t: float) -> np.ndarray:
         """These units begin at t (a step begins with its first unit, releasing what waits for that)."""
         if not len(units):
-            return none
-        started_at[units] = t
+            return self.none
+        self.started_at[units] = t
         done = []
-        if gates:
-            for step in np.unique(g.order[units]).tolist():
-                if step not in step_began:
-                    step_began[step] = t
-                    for m in parked.pop(step, ()):
-                        done.append(gated_ready(m, t))
-        empty = remaining[units] <= 0
-        done.append(transmitted(units[empty], t))
-        started.append(units[~empty])
+        if self.gates:
+            for step in np.unique(self.g.order[units]).tolist():
+                if step not in self.step_began:
+                    self.step_began[step] = t
+                    for m in self.parked.pop(step, ()):
+                        done.append(self.gated_ready(m, t))
+        empty = self.remaining[units] <= 0
+        done.append(self.transmitted(units[empty], t))
+        self.started.append(units[~empty])
         return np.concatenate(done)
 
-    complete(ready(np.flatnonzero(pending == 0), 0.0), 0.0)
-    while started or len(idx) or arrivals or wakeups:
-        events += 1
-        if started:
-            idx = np.sort(np.concatenate([idx, *started]))  # a unit starts once: none is in idx already
-            started.clear()
-        if len(idx):  # the sending units' links, gathered from their paths (work in what sends, not in all)
-            lens = lengths[idx]
-            flow_of = np.repeat(np.arange(len(idx), dtype=np.int32), lens)
-            link_of = flat_links[gather_index(path_start, lens, idx)]
-            active = [n for n, b in enumerate(background) if b.sending(start_s + now)]
-            if active:  # background flows take their max-min share beside the plan's
-                extra_links = [l for n in active for l in bg_links[n]]
-                extra_flows = [len(idx) + k for k, n in enumerate(active) for _ in bg_links[n]]
-                both = max_min_rates(np.concatenate([flow_of, np.array(extra_flows, dtype=np.int64)]),
-                                     np.concatenate([link_of, np.array(extra_links, dtype=np.int64)]), capacity,
-                                     len(idx) + len(active))
-                rate, bg_rate = both[:len(idx)], both[len(idx):]
-            else:
-                rate = max_min_rates(flow_of, link_of, capacity, len(idx))
-            left = remaining[idx]
+    def shares(self):
+        """The sending units' links, and their max-min rates beside the background flows sending now (with theirs)."""
+        net, idx = self.net, self.idx
+        lens = net.lengths[idx]
+        flow_of = np.repeat(np.arange(len(idx), dtype=np.int32), lens)
+        link_of = net.flat_links[gather_index(net.path_start, lens, idx)]
+        active = [n for n, b in enumerate(net.background) if b.sending(self.start_s + self.now)]
+        if not active:
+            return flow_of, link_of, max_min_rates(flow_of, link_of, net.capacity, len(idx)), active, None
+        extra_links = [l for n in active for l in net.bg_links[n]]
+        extra_flows = [len(idx) + k for k, n in enumerate(active) for _ in net.bg_links[n]]
+        both = max_min_rates(np.concatenate([flow_of, np.array(extra_flows, dtype=np.int64)]),
+                             np.concatenate([link_of, np.array(extra_links, dtype=np.int64)]), net.capacity,
+                             len(idx) + len(active))
+        return flow_of, link_of, both[:len(idx)], active, both[len(idx):]
+
+    def next_event(self, finish: Optional[np.ndarray]) -> float:
+        """The time to the next event: a flow finishing, a unit arriving, a gated unit waking, a background flow
+        starting or stopping."""
+        dt = float(finish.min()) if finish is not None else float("inf")
+        if self.arrivals and self.arrivals[0][0] - self.now < dt:
+            dt = self.arrivals[0][0] - self.now
+        if self.wakeups and self.wakeups[0][0] - self.now < dt:
+            dt = self.wakeups[0][0] - self.now
+        if self.net.background:  # a background flow starting or stopping changes every share
+            change = min(b.next_change(self.start_s + self.now) for b in self.net.background) - self.start_s - self.now
+            dt = min(dt, change)
+        return dt
+
+    def step(self) -> None:
+        """One event: the flows move at their shares until the next, then what finished, landed or woke goes on."""
+        self.events += 1
+        if self.started:
+            self.idx = np.sort(np.concatenate([self.idx, *self.started]))  # a unit starts once: none is in idx
+            self.started.clear()
+        finished = self.idx
+        if len(self.idx):  # the sending units' links, gathered from their paths (work in what sends, not in all)
+            flow_of, link_of, rate, active, bg_rate = self.shares()
+            left = self.remaining[self.idx]
             finish = left / rate
-            dt = float(finish.min())
-        else:
-            dt = float("inf")
-        if arrivals and arrivals[0][0] - now < dt:
-            dt = arrivals[0][0] - now
-        if wakeups and wakeups[0][0] - now < dt:
-            dt = wakeups[0][0] - now
-        if background:  # a background flow starting or stopping changes every share
-            change = min(b.next_change(start_s + now) for b in background) - start_s - now
-            if change < dt:
-                dt = change
-        finished = idx
-        if len(idx) and active:
+            dt = self.next_event(finish)
             for k, n in enumerate(active):
-                bg_bytes[n] += float(bg_rate[k]) * dt
-        if len(idx):
+                self.bg_bytes[n] += float(bg_rate[k]) * dt
             moved = np.minimum(rate * dt, left)
-            remaining[idx] = left - moved
-            link_bytes += np.bincount(link_of, weights=moved[flow_of], minlength=len(hops_by_id))
-            busy[np.bincount(link_of, minlength=len(hops_by_id)) > 0] += dt
+            self.remaining[self.idx] = left - moved
+            self.link_bytes += np.bincount(link_of, weights=moved[flow_of], minlength=len(self.link_bytes))
+            self.busy[np.bincount(link_of, minlength=len(self.busy)) > 0] += dt
             done_now = finish <= dt * (1 + 1e-9) + TIME_TOLERANCE
-            finished = idx[done_now]
-            remaining[finished] = 0.0
-            idx = idx[~done_now]
-        now += dt
-        completed = [transmitted(finished, now)]
-        while arrivals and arrivals[0][0] <= now + TIME_TOLERANCE:
-            at, _, units = heapq.heappop(arrivals)
-            landed_at[units] = at
-            completed.append(landed(units))
-        while wakeups and wakeups[0][0] <= now + TIME_TOLERANCE:
-            _, m = heapq.heappop(wakeups)
-            completed.append(begin(np.array([m], dtype=np.int64), now))
-        complete(np.concatenate(completed), now)
-    unfinished = int((pending > 0).sum())
-    if unfinished:
-        raise RuntimeError(f"{plan.name}: {unfinished} operations never became ready (a dependency cycle)")
-    kept = count <= TRACE_UNITS or keep_units
-    units = list(zip(g.stream.tolist(), g.step.tolist(), g.src.tolist(), g.dst.tolist(), g.bytes.tolist(),
-                     started_at.tolist(), sent_at.tolist(), g.level.tolist())) if kept else None
-    plan_hops = hops_by_id[:plan_link_count]  # background flows' own links are not the plan's
-    moved = link_bytes[:plan_link_count].tolist()
-    return FlowResult(now, count, dict(zip(plan_hops, moved)), dict(zip(plan_hops, busy.tolist())),
-                      host_bytes(router, plan_hops, moved), rank_done.tolist(), events,
-                      units, bg_bytes if background else None, landed_at.tolist() if kept else None)
+            finished = self.idx[done_now]
+            self.remaining[finished] = 0.0
+            self.idx = self.idx[~done_now]
+        else:
+            dt = self.next_event(None)
+        self.now += dt
+        completed = [self.transmitted(finished, self.now)]
+        while self.arrivals and self.arrivals[0][0] <= self.now + TIME_TOLERANCE:
+            at, _, units = heapq.heappop(self.arrivals)
+            self.landed_at[units] = at
+            completed.append(self.landed(units))
+        while self.wakeups and self.wakeups[0][0] <= self.now + TIME_TOLERANCE:
+            _, m = heapq.heappop(self.wakeups)
+            completed.append(self.begin(np.array([m], dtype=np.int64), self.now))
+        self.complete(np.concatenate(completed), self.now)
+
+    def run(self, keep_units: bool) -> FlowResult:
+        """Every event until nothing sends, lands or waits."""
+        self.complete(self.ready(np.flatnonzero(self.pending == 0), 0.0), 0.0)
+        while self.started or len(self.idx) or self.arrivals or self.wakeups:
+            self.step()
+        unfinished_nodes = int((self.pending > 0).sum())
+        if unfinished_nodes:
+            raise RuntimeError(f"{self.plan.name}: {unfinished_nodes} operations never became ready (a dependency "
+                               f"cycle)")
+        g = self.g
+        kept = len(g.src) <= TRACE_UNITS or keep_units
+        return self.net.result(g, self.plan, self.now, self.link_bytes, self.busy, self.rank_done, self.events,
+                               unit_rows(g, self.started_at, self.sent_at) if kept else None,
+                               self.landed_at.tolist() if kept else None,
+                               self.bg_bytes if self.net.background else None)
 
 
 def unit_latency(router: Router, hops: List[Tuple[str, str]], lengths: np.ndarray, flat_links: np.ndarray,
@@ -352,4 +478,7 @@ def in_sequence(results: Sequence[FlowResult]) -> FlowResult:
     moved = [r.background_bytes for r in results if r.background_bytes is not None]
     return FlowResult(offset, sum(r.messages for r in results), link_bytes, busy, host_tx,
                       [offset - last.gst_s + t for t in last.rank_done_s], sum(r.events for r in results), units,
-                      [sum(b) for b in zip(*moved)] if moved else None)
+                      [sum(b) for b in zip(*moved)] if moved else None,
+                      method="+".join(dict.fromkeys(r.method for r in results)),
+                      distinct_steps=sum(r.distinct_steps for r in results)
+                      if all(r.distinct_steps is not None for r in results) else None)

@@ -81,6 +81,10 @@ class Algorithm:
     parallelism needs a mixture of experts).
     prepare_model: module, rank, ranks, options -> what a rank keeps of the built model before training (expert
     parallelism: its own experts); None keeps all of it.
+    transfers: topology, servers -> how many transfers one synchronization's plan holds, for the flow model's memory
+    estimate before anything is built (None: 2N(N-1), a peer-to-peer parameter server's).
+    generated_plan: its plan makes each step's transfers when read (no table), so the flow model answers it step by
+    step, keeping only per rank and piece when it was last touched.
     """
 
     name: str
@@ -107,6 +111,8 @@ class Algorithm:
     host_subsets: bool = False
     check_model: Callable[[str, int, Any], None] = any_model
     prepare_model: Optional[Callable[[Any, int, int, Any], None]] = None
+    transfers: Optional[Callable[[Topology, int], int]] = None
+    generated_plan: bool = False
 
     @property
     def overlaps(self) -> bool:

@@ -65,6 +65,19 @@ def hierarchical(name: str, radices: Sequence[int], threads: int, pin_levels: bo
                       range(ranks), {"radices": list(radices), "threads": threads})
 
 
+def hierarchical_transfers(radices: Sequence[int], threads: int) -> int:
+    """How many transfers hierarchical() makes: in each thread's step on level l with fixed digits F, every rank
+    sends each of its r_l - 1 neighbours the pieces whose free digits run over every value."""
+    m, ranks, total = len(radices), math.prod(radices), 0
+    for t in range(threads):
+        order = [(t + w) % m for w in range(m)]
+        for w in range(2 * m):
+            level = order[w] if w < m else order[m - 1 - (w - m)]
+            fixed = order[:w] + [level] if w < m else order[:m - (w - m)]
+            total += ranks * (radices[level] - 1) * (ranks // math.prod(radices[f] for f in set(fixed)))
+    return total
+
+
 def bml_plan(topo, servers: int) -> Plan:
     """BML on BCube(n,k): k threads, k*N pieces, thread t's step w on level (t+w) mod k."""
     n, k = topo.params
@@ -87,10 +100,11 @@ def hier_theory(topo, gradient_bytes, bw, servers: int) -> Theory:
 BML = Algorithm(
     name="bml", summary="BML Algorithm 1 on BCube: k threads, each step pinned to one BCube level",
     paper="BML (Wang et al., NeurIPS 2018)", topologies=("bcube",), theory=bml_theory, plan=bml_plan,
-    codecs=SUMMING)
+    codecs=SUMMING, transfers=lambda topo, servers: hierarchical_transfers([topo.params[0]] * topo.params[1],
+                                                                           topo.params[1]))
 
 HIER = Algorithm(
     name="hier", summary="BML's hierarchical aggregation with one thread, grouped by edge switch, pod, core",
     paper="BML (Wang et al., NeurIPS 2018) Fig. 5 on Fat-Tree", topologies=("fattree", "tree", "star", "leafspine"),
     theory=hier_theory, plan=lambda topo, servers: hierarchical("hier", topo.radices(), 1, pin_levels=False),
-    codecs=SUMMING)
+    codecs=SUMMING, transfers=lambda topo, servers: hierarchical_transfers(topo.radices(), 1))

@@ -126,37 +126,34 @@ def greedy_overlay(costs: np.ndarray, degree: int, depth: int) -> Overlay:
     return Overlay(tuple(parent), "greedy", tree_cost(parent, costs))
 
 
-def milp_overlay(costs: np.ndarray, degree: int, depth: int, time_limit: float = MILP_SECONDS) -> Overlay:
-    """P3 (eq. 12-20) with scipy's MILP solver: l_ij (i sends to j), t_i (leaf), h^k_ij (edge i->j on the
-    path to k); plus depth labels that rule out cycles detached from the root (MTZ). Method 'milp' when proved
-    optimal, 'milp-incumbent' when the time limit ended the search."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    n = len(costs)  # node 0 = server
-    check_feasible(n - 1, degree, depth)
-    L = lambda i, j: i * n + j  # noqa: E731
-    T0 = n * n
-    Tt = lambda i: T0 + i  # noqa: E731
-    H0 = T0 + n
-    Hh = lambda i, j, k: H0 + (i * n + j) * n + k  # noqa: E731
-    D0 = H0 + n ** 3
-    Dd = lambda j: D0 + j  # noqa: E731
-    nv = D0 + n
-    c = np.zeros(nv)
-    for i in range(n):
-        for j in range(1, n):
-            c[L(i, j)] = costs[i, j]
-        c[Tt(i)] = LEAF_PENALTY
-    lb, ub = np.zeros(nv), np.ones(nv)
-    integrality = np.ones(nv)
-    for j in range(n):
-        lb[Dd(j)], ub[Dd(j)] = (0, 0) if j == 0 else (1, depth)
-    for i in range(n):
-        ub[L(i, 0)] = 0  # eq. 18: nobody sends to the server
-        ub[L(i, i)] = 0  # eq. 19
-    rows, lo, hi = [], [], []
+class P3Index:
+    """P3's variables as one vector: l_ij, then t_i, then h^k_ij, then the depth labels d_j (node 0 = server)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.t0, self.h0 = n * n, n * n + n
+        self.d0 = self.h0 + n ** 3
+        self.count = self.d0 + n
+
+    def L(self, i: int, j: int) -> int:
+        return i * self.n + j
+
+    def T(self, i: int) -> int:
+        return self.t0 + i
+
+    def H(self, i: int, j: int, k: int) -> int:
+        return self.h0 + (i * self.n + j) * self.n + k
+
+    def D(self, j: int) -> int:
+        return self.d0 + j
+
+
+def p3_constraints(ix: P3Index, degree: int, depth: int):
+    """P3's constraints (eq. 13-17, 20) and the depth labels (MTZ: d_j >= d_i + 1 when i -> j) as rows, lows, highs."""
+    n, rows, lo, hi = ix.n, [], [], []
 
     def add(coeffs: Dict[int, float], low: float, high: float):
-        row = np.zeros(nv)
+        row = np.zeros(ix.count)
         for k, v in coeffs.items():
             row[k] += v
         rows.append(row)
@@ -164,15 +161,15 @@ def milp_overlay(costs: np.ndarray, degree: int, depth: int, time_limit: float =
         hi.append(high)
 
     for j in range(1, n):  # eq. 13: one parent each
-        add({L(i, j): 1 for i in range(n)}, 1, 1)
+        add({ix.L(i, j): 1 for i in range(n)}, 1, 1)
     for i in range(n):
-        add({L(i, j): 1 for j in range(n)}, -np.inf, degree)  # eq. 14
-        add({**{L(i, j): 1 for j in range(n)}, Tt(i): 1}, 1, np.inf)  # eq. 15
+        add({ix.L(i, j): 1 for j in range(n)}, -np.inf, degree)  # eq. 14
+        add({**{ix.L(i, j): 1 for j in range(n)}, ix.T(i): 1}, 1, np.inf)  # eq. 15
     for k in range(1, n):
-        add({Hh(i, j, k): 1 for i in range(n) for j in range(n)}, -np.inf, depth)  # eq. 16
+        add({ix.H(i, j, k): 1 for i in range(n) for j in range(n)}, -np.inf, depth)  # eq. 16
     for i in range(n):
         for j in range(n):
-            add({Hh(i, j, j): 1, L(i, j): -1}, 0, 0)  # eq. 20
+            add({ix.H(i, j, j): 1, ix.L(i, j): -1}, 0, 0)  # eq. 20
     for k in range(n):
         for k2 in range(1, n):
             if k == k2:
@@ -180,17 +177,40 @@ def milp_overlay(costs: np.ndarray, degree: int, depth: int, time_limit: float =
             for i in range(n):
                 for j in range(n):
                     if i != k and j != k2:  # eq. 17
-                        add({Hh(i, j, k): 1, Hh(i, j, k2): -1, L(k, k2): 2}, -np.inf, 2)
-    for i in range(n):  # depth labels: d_j >= d_i + 1 when i -> j (no detached cycles)
+                        add({ix.H(i, j, k): 1, ix.H(i, j, k2): -1, ix.L(k, k2): 2}, -np.inf, 2)
+    for i in range(n):  # depth labels: no cycles detached from the root
         for j in range(1, n):
             if i != j:
-                add({Dd(j): 1, Dd(i): -1, L(i, j): -(depth + 1)}, 1 - (depth + 1), np.inf)
-    res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
+                add({ix.D(j): 1, ix.D(i): -1, ix.L(i, j): -(depth + 1)}, 1 - (depth + 1), np.inf)
+    return np.array(rows), lo, hi
+
+
+def milp_overlay(costs: np.ndarray, degree: int, depth: int, time_limit: float = MILP_SECONDS) -> Overlay:
+    """P3 (eq. 12-20) with scipy's MILP solver: l_ij (i sends to j), t_i (leaf), h^k_ij (edge i->j on the
+    path to k); plus depth labels that rule out cycles detached from the root (MTZ). Method 'milp' when proved
+    optimal, 'milp-incumbent' when the time limit ended the search."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    n = len(costs)  # node 0 = server
+    check_feasible(n - 1, degree, depth)
+    ix = P3Index(n)
+    c = np.zeros(ix.count)
+    for i in range(n):
+        for j in range(1, n):
+            c[ix.L(i, j)] = costs[i, j]
+        c[ix.T(i)] = LEAF_PENALTY
+    lb, ub = np.zeros(ix.count), np.ones(ix.count)
+    for j in range(n):
+        lb[ix.D(j)], ub[ix.D(j)] = (0, 0) if j == 0 else (1, depth)
+    for i in range(n):
+        ub[ix.L(i, 0)] = 0  # eq. 18: nobody sends to the server
+        ub[ix.L(i, i)] = 0  # eq. 19
+    rows, lo, hi = p3_constraints(ix, degree, depth)
+    res = milp(c, constraints=LinearConstraint(rows, lo, hi), integrality=np.ones(ix.count),
                bounds=Bounds(lb, ub), options={"time_limit": time_limit})
     if res.x is None:
         raise PlanError(f"P3 found no tree of degree {degree} and depth {depth}: {res.message}")
     x = np.round(res.x).astype(int)
-    parent = [-1] + [next(i for i in range(n) if x[L(i, j)]) for j in range(1, n)]
+    parent = [-1] + [next(i for i in range(n) if x[ix.L(i, j)]) for j in range(1, n)]
     return Overlay(tuple(parent), "milp" if res.status == 0 else "milp-incumbent", tree_cost(parent, costs))
 
 

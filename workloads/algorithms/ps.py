@@ -11,21 +11,21 @@ from emulation.core.formulas import Theory, all_reduce_bound, dedicated_servers_
 from workloads.algorithms.base import ALL_TOPOLOGIES, OPTIONAL_SERVERS, Algorithm, check_servers
 from workloads.option_fields import option
 from workloads.codecs import SUMMING
-from workloads.plan import COPY, REDUCE, TENSORS, Plan, PlanError, Transfer
+from workloads.plan import COPY, REDUCE, LAYOUT_TENSORS, Plan, PlanError, Transfer
 from workloads.plan_table import TransferTable, table_plan
 
 DEDICATED_FORMULA = "2 * busiest cut of a push (max(W/M, 1) * TF on a star)"
-EVEN, TENSOR = "even", "tensor"
+PLACE_EVEN, PLACE_BY_TENSOR = "even", "tensor"
 
 
 @dataclass(frozen=True)
 class PSOptions:
     """Where the parameter server keeps each tensor."""
 
-    ps_placement: str = option(EVEN, "ps: how tensors are placed on the servers: split evenly over every server "
+    ps_placement: str = option(PLACE_EVEN, "ps: how tensors are placed on the servers: split evenly over every server "
                                "(even), or whole tensors round-robin in the model's order, as TensorFlow's "
                                "replica_device_setter places variables (tensor; the BML paper's baseline)",
-                               choices=(EVEN, TENSOR), shapes_plan=True)
+                               choices=(PLACE_EVEN, PLACE_BY_TENSOR), shapes_plan=True)
 
 
 def p2p_ps(workers: int) -> Plan:
@@ -73,7 +73,7 @@ def tensor_ps(hosts: int, servers: int, tensors: int) -> Plan:
     push = tuple(Transfer(w, placed[t], t, REDUCE) for w in workers for t in range(tensors) if w != placed[t])
     pull = tuple(Transfer(placed[t], w, t, COPY) for t in range(tensors) for w in workers if w != placed[t])
     return Plan("ps", hosts, tensors, ((push, pull),), tuple(workers),
-                {"servers": servers, "placement": TENSOR, "owners": placed}, layout=TENSORS)
+                {"servers": servers, "placement": PLACE_BY_TENSOR, "owners": placed}, layout=LAYOUT_TENSORS)
 
 
 def needs_tensors(layer_sizes: Optional[Sequence[int]]) -> Sequence[int]:
@@ -83,21 +83,21 @@ def needs_tensors(layer_sizes: Optional[Sequence[int]]) -> Sequence[int]:
     return layer_sizes
 
 
-def plan(topo, servers: int, ps_placement: str = EVEN, layer_sizes: Optional[Sequence[int]] = None) -> Plan:
+def plan(topo, servers: int, ps_placement: str = PLACE_EVEN, layer_sizes: Optional[Sequence[int]] = None) -> Plan:
     """P2P PS over every host, or dedicated servers 0..M-1; with placement tensor, whole tensors."""
-    if ps_placement == TENSOR:
+    if ps_placement == PLACE_BY_TENSOR:
         return tensor_ps(len(topo.hosts), servers, len(needs_tensors(layer_sizes)))
     return dedicated_ps(len(topo.hosts), servers) if servers else p2p_ps(len(topo.hosts))
 
 
-def theory(topo, gradient_bytes, bw, servers: int, ps_placement: str = EVEN,
+def theory(topo, gradient_bytes, bw, servers: int, ps_placement: str = PLACE_EVEN,
            layer_sizes: Optional[Sequence[int]] = None) -> Theory:
     """P2P: 2(N-1)/N * TF (BML paper). Dedicated: a push then a pull, each as long as its busiest cut needs
     (W/M of the gradient into a server's link, the whole gradient out of a worker's, or a subtree's uplinks).
     Whole tensors: the busiest host link, the server holding the most bytes B taking (workers-1 or workers) x B in
     and out, every worker sending what it does not own: 2 * max over hosts of max(B_in, B_out) / rate."""
     tf = host_tf(gradient_bytes, bw)
-    if ps_placement == TENSOR:
+    if ps_placement == PLACE_BY_TENSOR:
         return tensor_theory(len(topo.hosts), servers, [4 * s for s in needs_tensors(layer_sizes)], tf)
     if servers:
         return Theory(2 * dedicated_servers_time(topo, gradient_bytes, bw, servers), DEDICATED_FORMULA, tf)
@@ -129,4 +129,4 @@ PS = Algorithm(
                        "evenly or placed whole (--ps-placement)",
     paper="BML (Wang et al., NeurIPS 2018) baseline", topologies=ALL_TOPOLOGIES, theory=theory, plan=plan,
     servers=OPTIONAL_SERVERS, codecs=SUMMING, options=PSOptions, sized_plan=True,
-    bucketable=lambda options: options.ps_placement == EVEN, host_subsets=True)
+    bucketable=lambda options: options.ps_placement == PLACE_EVEN, host_subsets=True)

@@ -30,7 +30,7 @@ def plans(ranks: int, options: ShardedOptions) -> Tuple[Plan, Plan]:
 
 def phases(topo, servers: int, options: ShardedOptions, sizes: Sequence[int]) -> Tuple[Tuple[Plan, List[int]], ...]:
     """One iteration's traffic as the flow model runs it: the reduce-scatter, then the all-gather, on shards that
-    are each layer's r-th share (the engine's EVEN layout)."""
+    are each layer's r-th share (the engine's LAYOUT_SHARES layout)."""
     ranks = len(topo.hosts)
     shards = piece_sizes(sizes, ranks)
     return tuple((plan, shards) for plan in plans(ranks, options))

@@ -1,0 +1,146 @@
+"""The flow model's shortcuts where no link is ever shared (by steps, or by the recurrence over the plan's graph) give
+what the event model gives, to a relative 1e-9, on every shape of plan they take; where a link can be shared they
+decline and the events answer."""
+
+import math
+
+import numpy as np
+import pytest
+
+from emulation.backends.flow_model import check_size
+from emulation.core.topology import parse
+from emulation.run.options import OptionError
+from emulation.simulation.flows import simulate_plan
+from emulation.simulation.routes import Router
+from workloads.algorithms import get
+from workloads.models import tensor_sizes
+from workloads.plan import COPY, REDUCE, Plan, Transfer
+from workloads.plan_table import GeneratedTable, table_plan
+
+
+def both(plan, pieces, topo, chunk=256 << 10, latency=0.0, ecmp="spread", factors=None, delays=None, rates=None):
+    """The plan simulated by events and as the model chooses."""
+    router = Router(parse(topo) if isinstance(topo, str) else topo, ecmp, None, factors)
+    rates = rates or {l: 125e6 for l in range(router.topo.levels + 1)}
+    return [simulate_plan(plan, [p * 4 for p in pieces], router, rates, latency_s=latency, chunk_bytes=chunk,
+                          step_delays=delays, method=m) for m in ("events", "auto")]
+
+
+def same(a, b) -> None:
+    """Every figure the summary reports, to a relative 1e-9."""
+    close = lambda x, y: math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)  # noqa: E731
+    assert close(a.gst_s, b.gst_s), (a.gst_s, b.gst_s)
+    assert all(close(x, y) for x, y in zip(a.rank_done_s, b.rank_done_s))
+    assert a.messages == b.messages and set(a.link_bytes) == set(b.link_bytes)
+    assert all(close(a.link_bytes[k], b.link_bytes[k]) and close(a.link_busy_s[k], b.link_busy_s[k])
+               for k in a.link_bytes)
+    assert a.host_tx_bytes.keys() == b.host_tx_bytes.keys()
+
+
+def ring_plan(topo: str, model: str = "lenet5"):
+    plan = get("ring").plan(parse(topo), 0)
+    return plan, plan.piece_sizes(tensor_sizes(model))
+
+
+SHORTCUTS = ("stepwise", "recurrence")
+
+
+@pytest.mark.parametrize("topo,model,methods", [
+    ("star:8", "lenet5", ("recurrence",)), ("fattree:4", "lenet5", ("recurrence",)), ("fattree:8", "lenet5", ("stepwise",)),
+    ("fattree:4", "mlp:2MB", ("stepwise",)), ("leafspine:4,4,2", "lenet5", SHORTCUTS), ("rail:8,2,1", "lenet5", SHORTCUTS),
+    ("jellyfish:8,3,2", "lenet5", SHORTCUTS + ("events",)), ("torus:4,4", "lenet5", ("events",)),
+    ("tree:3,2,2", "lenet5", SHORTCUTS)])
+def test_a_ring_is_answered_as_the_events_answer_it(topo, model, methods):
+    plan, pieces = ring_plan(topo, model)
+    events, auto = both(plan, pieces, topo)
+    same(events, auto)
+    assert events.method == "events" and auto.method in methods
+
+
+def test_a_ring_under_hashed_ecmp_latency_delays_and_a_slow_link():
+    plan, pieces = ring_plan("fattree:4", "mlp:2MB")
+    delays = {(0, 3): 0.01, (0, 10): 0.002}
+    events, auto = both(plan, pieces, "fattree:4", latency=50e-6, ecmp="hash", factors={("h5", "e1_0"): 0.5},
+                        delays=delays)
+    same(events, auto)
+    assert auto.method == "stepwise"
+
+
+def test_messages_larger_than_a_chunk_go_to_the_recurrence_over_the_graph():
+    plan, pieces = ring_plan("star:8", "resnet50")  # 12.8 MB pieces: 49 chunks a message
+    events, auto = both(plan, pieces, "star:8", chunk=256 << 10, latency=20e-6)
+    same(events, auto)
+    assert auto.method == "recurrence"
+
+
+def random_unshared_plan(rng, ranks: int, steps: int, streams: int) -> Plan:
+    """Streams of steps in which every rank sends to its next rank on the ring (so no link is shared), each step
+    carrying random pieces of the stream's own (some steps empty for some ranks)."""
+    per = 3
+    out = []
+    for s in range(streams):
+        own = [s * ranks * per + i for i in range(ranks * per)]
+        stream = []
+        for _ in range(steps):
+            step = []
+            for r in range(ranks):
+                if rng.random() < 0.8:
+                    # a rank sends a piece it does not receive in this step (pieces keyed by the receiver's slot)
+                    piece = own[((r + 1) % ranks) * per + int(rng.integers(per))]
+                    step.append(Transfer(r, (r + 1) % ranks, piece, REDUCE if rng.random() < 0.5 else COPY))
+            stream.append(tuple(step))
+        out.append(tuple(stream))
+    return Plan("random", ranks, streams * ranks * per, tuple(out), tuple(range(ranks)))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_unshared_plans_are_answered_as_the_events_answer_them(seed):
+    rng = np.random.default_rng(seed)
+    streams = int(rng.integers(1, 3))
+    plan = random_unshared_plan(rng, int(rng.integers(3, 9)), int(rng.integers(2, 7)), streams)
+    pieces = [int(x) for x in rng.integers(0, 200_000, plan.pieces)]
+    events, auto = both(plan, pieces, "star:8", chunk=int(rng.choice([64 << 10, 256 << 10])),
+                        latency=float(rng.choice([0.0, 1e-4])),
+                        delays={(0, 1): float(rng.random() * 0.01)} if rng.random() < 0.5 else None)
+    same(events, auto)
+    if streams > 1:  # two streams' sends on one uplink in one step: a link shared
+        assert auto.method == "events"
+    else:
+        assert auto.method in ("stepwise", "recurrence")
+
+
+def test_a_plan_whose_ranks_send_to_several_peers_at_once_is_left_to_the_events():
+    plan = get("ps").plan(parse("star:4"), 0)
+    events, auto = both(plan, plan.piece_sizes(tensor_sizes("lenet5")), "star:4")
+    same(events, auto)
+    assert auto.method == "events"
+
+
+def test_a_generated_table_gives_the_steps_a_table_gives():
+    plan = get("ring").plan(parse("star:5"), 0)
+    rows = [(t.src, t.dst, t.piece, t.op) for step in plan.streams[0] for t in step]
+    assert len(rows) == 2 * 4 * 5 and plan.table.src.tolist() == [t.src for t in plan.transfers()]
+    assert rows[:5] == [(i, (i + 1) % 5, i, REDUCE) for i in range(5)]  # step 0: rank i sends its own piece i
+    assert rows[4 * 5:4 * 5 + 5] == [(i, (i + 1) % 5, (i + 1) % 5, COPY) for i in range(5)]  # then the gathered one
+    made = GeneratedTable(((3, 6),), lambda k: tuple(np.array(c) for c in ([0, 1, 2], [1, 2, 0], [k, k, k],
+                                                                            [False] * 3, [-1] * 3)))
+    twice = table_plan("x", 3, 2, made, range(3))
+    assert [[(t.src, t.dst, t.piece) for t in step] for step in twice.streams[0]] == \
+        [[(0, 1, 0), (1, 2, 0), (2, 0, 0)], [(0, 1, 1), (1, 2, 1), (2, 0, 1)]]
+
+
+class Checked:
+    """The parts of a checked configuration check_size reads."""
+
+    def __init__(self, topo: str, algo: str):
+        self.topo, self.algorithm, self.servers = parse(topo), get(algo), 0
+        self.cfg = type("Cfg", (), {"algo": algo})()
+
+
+def test_a_plan_too_large_for_the_machine_is_refused_with_its_estimate_before_anything_is_built():
+    check_size(Checked("fattree:74", "ring"), available=1 << 30)  # answered by steps: no rows, per piece its holder
+    with pytest.raises(OptionError, match=r"hier over 101306 ranks is .* transfers"):
+        check_size(Checked("fattree:74", "hier"), available=16 << 30)
+    with pytest.raises(OptionError, match=r"1\.93e\+08 transfers, 80\.9 GiB .* over the 16\.0 GiB"):
+        check_size(Checked("fattree:34", "ps"), available=16 << 30)
+    check_size(Checked("fattree:16", "ps"), available=16 << 30)  # 2.1e6 transfers: 0.9 GiB
