@@ -1,7 +1,7 @@
 """The flow model's results on a set of cases, as a reference file: tests/test_flow_reference.py checks that
 the model still gives them (a faster model must give the same results).
 
-Usage: .venv/bin/python scripts/flow_reference.py [--out tests/data/flow_reference.json]
+Usage: .venv/bin/python scripts/flow_reference.py [--scale] [--out tests/data/flow_reference.json]
 """
 
 import argparse
@@ -44,6 +44,22 @@ CASES = [
     "--topo star:4 --algo ring --overlap --model resnet50",
     "--topo star:4 --algo ring --compute-time exp:0.1 --iters 6 --seed 3",
 ]
+# 512 to 1,024 hosts, written by the event model (--flow-method events: the model before the shortcuts), answered by
+# whatever the model chooses now (issue 61)
+SCALE_CASES = [
+    "--topo leafspine:16,32,8 --algo ring",
+    "--topo leafspine:16,32,8 --algo ring --ecmp hash",
+    "--topo leafspine:16,32,8 --algo ring --link-rate h100=500",
+    "--topo fattree:16 --algo ring",
+    "--topo leafspine:16,32,8 --algo hd",
+    "--topo leafspine:16,32,8 --algo ps",
+    "--topo bcube:8,3 --algo bml",
+    "--topo fattree:16 --algo hier",
+    "--topo leafspine:16,32,8 --algo moe --model moe:512x64",
+    "--topo leafspine:16,32,8 --algo ring --codec terngrad",
+    "--topo leafspine:16,32,8 --algo ring --background h256-h31 --share-hosts --hosts h0..h255",
+]
+EVENTS = " --flow-method events"
 FIELDS = ("gst_median_s", "iteration_median_s", "jct_s", "messages", "rank_done_s", "bytes_by_level",
           "link_utilization")
 
@@ -61,9 +77,13 @@ def run(args: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "flow_reference.json"))
+    ap.add_argument("--out", default=None, help="default: tests/data/flow_reference.json (with --scale: "
+                                                "flow_reference_scale.json)")
+    ap.add_argument("--scale", action="store_true", help="the cases at 512 to 1,024 hosts, by the event model")
     args = ap.parse_args()
-    cases = {c: run(c) for c in CASES}
+    name = "flow_reference_scale.json" if args.scale else "flow_reference.json"
+    args.out = args.out or os.path.join(ROOT, "tests", "data", name)
+    cases = {c: run(c + EVENTS) for c in SCALE_CASES} if args.scale else {c: run(c) for c in CASES}
     with open(args.out, "w") as f:
         json.dump({"provenance": provenance(), "cases": cases}, f, indent=1, sort_keys=True)
     return 0

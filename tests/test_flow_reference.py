@@ -11,9 +11,10 @@ import pytest
 from helpers import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from flow_reference import CASES, run  # noqa: E402
+from flow_reference import CASES, SCALE_CASES, run  # noqa: E402
 
 REFERENCE = json.load(open(os.path.join(ROOT, "tests", "data", "flow_reference.json")))
+SCALE = json.load(open(os.path.join(ROOT, "tests", "data", "flow_reference_scale.json")))
 
 
 def same(a, b, where: str = "") -> list:
@@ -34,6 +35,15 @@ def test_the_reference_holds_every_case():
 @pytest.mark.parametrize("case", CASES)
 def test_the_flow_model_gives_its_reference_results(case):
     assert same(run(case), REFERENCE["cases"][case]) == []
+
+
+def test_the_scale_reference_holds_every_case_by_events():
+    assert sorted(SCALE["cases"]) == sorted(SCALE_CASES) and "--scale" in SCALE["provenance"]["command"]
+
+
+@pytest.mark.parametrize("case", SCALE_CASES)
+def test_the_flow_model_gives_the_event_models_results_at_512_to_1024_hosts(case):
+    assert same(run(case), SCALE["cases"][case]) == []  # written by run(case + EVENTS)
 
 
 def test_a_changed_result_is_seen():

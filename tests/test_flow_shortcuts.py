@@ -144,3 +144,20 @@ def test_a_plan_too_large_for_the_machine_is_refused_with_its_estimate_before_an
     with pytest.raises(OptionError, match=r"1\.93e\+08 transfers, 80\.9 GiB .* over the 16\.0 GiB"):
         check_size(Checked("fattree:34", "ps"), available=16 << 30)
     check_size(Checked("fattree:16", "ps"), available=16 << 30)  # 2.1e6 transfers: 0.9 GiB
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 8, 33])
+def test_the_rings_declaration_that_its_pieces_move_as_tokens_holds(ranks):
+    """The ring's generated table says its pieces move as tokens (each step moves a piece once, from its holder), so
+    the stepwise model trusts it unchecked; checked step by step, it gives the same results."""
+    from emulation.simulation.stepwise import simulate_stepwise
+    topo = parse(f"star:{ranks}")
+    plan = get("ring").plan(topo, 0)
+    assert plan.table.tokens
+    router = Router(topo)
+    sizes = [4 * p for p in plan.piece_sizes(tensor_sizes("mlp:1MB"))]
+    latency = lambda hops, lengths, flat: np.full(len(lengths), 1e-5)  # noqa: E731
+    runs = [simulate_stepwise(plan, sizes, router, {0: 125e6}, latency, None, {}, False, 0, check_tokens=check)
+            for check in (True, False)]
+    assert runs[0].tokens and runs[1].tokens  # checked, no step broke the discipline
+    assert runs[0].gst_s == runs[1].gst_s and runs[0].rank_done.tolist() == runs[1].rank_done.tolist()

@@ -173,7 +173,9 @@ def test_a_held_offset_keeps_an_emulated_job_at_the_others_pace(tmp_path):
     a, b = r["jobs"]
     assert all(j["alone"]["correct"] is True and j["together"]["correct"] is True for j in (a, b))
     assert b["alone"]["iteration_median_s"] < 0.8 * a["alone"]["iteration_median_s"]  # theory about 0.6
-    assert b["together"]["iteration_mean_s"] == pytest.approx(a["together"]["iteration_mean_s"], rel=0.1)
+    # held: at a's pace, not its own (alone it takes about 0.6 of a's time); a mean of 6 iterations moves by a tenth
+    # when one of a's iterations runs long on a loaded machine (CI: 0.593 against 0.671), so the band is a fifth
+    assert b["together"]["iteration_mean_s"] == pytest.approx(a["together"]["iteration_mean_s"], rel=0.2)
     assert b["together"]["iteration_mean_s"] > 0.9 * a["alone"]["iteration_mean_s"]
     assert leftovers("tree:4,2") == []
 

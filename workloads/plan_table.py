@@ -45,9 +45,11 @@ class GeneratedTable:
     """A TransferTable whose rows are made step by step by a function (a ring over 10,000 ranks is 2x10^8 rows: the
     flow model reads it a step at a time); the whole table is made only when something reads a column."""
 
-    def __init__(self, step_ends: Tuple[Tuple[int, ...], ...], make: Callable[[int], Tuple[np.ndarray, ...]]):
+    def __init__(self, step_ends: Tuple[Tuple[int, ...], ...], make: Callable[[int], Tuple[np.ndarray, ...]],
+                 tokens: bool = False):
         self.step_ends = step_ends
-        self.make = make  # global step index (plan order) -> src, dst, piece, copy, level
+        self.make = make  # global step index (plan order) -> src, dst, piece, copy, level (arrays it never changes)
+        self.tokens = tokens  # its pieces move as tokens: each step moves a piece at most once, from its holder
         self.begins = {}
         begin, k = 0, 0
         for ends in step_ends:

@@ -40,6 +40,7 @@ class StepResult:
     distinct_steps: int
     rows: Optional[List[tuple]]  # per unit for a timeline (None past the trace limit)
     landed: Optional[List[float]]
+    tokens: bool = False  # the data chain was kept per piece (its pieces moved as tokens)
 
 
 class Declined(Exception):
@@ -257,13 +258,17 @@ class Tokens:
     earlier touches come before the flow that brings the piece back: per piece, its holder and when the holder was
     done receiving it is the whole state (Declined when a step breaks the discipline)."""
 
-    def __init__(self, pieces: int):
+    def __init__(self, pieces: int, checked: bool = True):
+        self.checked = checked  # False: the plan declares it (a generated table that says so; tested apart)
         self.holder = np.full(pieces, -1, dtype=np.int64)
         self.held_since = np.zeros(pieces)
         self.stamp = np.full(pieces, -1, dtype=np.int64)
 
     def ready_send(self, sh: "Shape", pieces: np.ndarray, stream: int) -> np.ndarray:
         """When each message's sender received its pieces (checking that it holds them, each moved once)."""
+        if not self.checked:
+            return self.held_since[pieces] if sh.single else \
+                region_ready(self.held_since[None, :], np.zeros(len(sh.src), dtype=np.int64), sh.ptr, pieces, False)
         at = np.arange(len(pieces), dtype=np.int64)
         self.stamp[pieces] = at
         if np.any(self.stamp[pieces] != at):
@@ -282,7 +287,9 @@ class Tokens:
     def update(self, sh: "Shape", pieces: np.ndarray, stream: int, send_done: np.ndarray,
                recv_done: np.ndarray) -> None:
         """The pieces' new holders, and when they were done receiving them."""
-        if sh.single:
+        if not self.checked and sh.single:
+            self.held_since[pieces] = recv_done
+        elif sh.single:
             self.holder[pieces], self.held_since[pieces] = sh.dst, recv_done
         else:
             counts = np.diff(sh.ptr)
@@ -321,14 +328,15 @@ class Pins:
 
 def simulate_stepwise(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
                       unit_latency, chunk_bytes: Optional[int], step_delays: Dict[Tuple[int, int], float],
-                      keep_units: bool, trace_units: int) -> StepResult:
-    """One synchronization, step by step (Declined where the plan needs the graph or the event model)."""
+                      keep_units: bool, trace_units: int, check_tokens: bool = False) -> StepResult:
+    """One synchronization, step by step (Declined where the plan needs the graph or the event model);
+    check_tokens: check every step of a plan that declares its pieces move as tokens (tests do)."""
     ranks = max(plan.ranks, 1)
     regions = len(plan.streams) if plan.meta.get("barriers") else max(plan.pieces, 1)
     tokens = not plan.meta.get("barriers")
     while True:
         run = Stepper(plan, np.asarray(piece_bytes, dtype=float), router, rates, unit_latency, chunk_bytes, regions,
-                      keep_units, trace_units, tokens)
+                      keep_units, trace_units, tokens, check_tokens)
         try:
             for n, stream, src, dst, piece, tags, step_delay in step_order(plan, step_delays):
                 run.step(n, stream, src, dst, piece, tags, step_delay)
@@ -341,34 +349,43 @@ def simulate_stepwise(plan: Plan, piece_bytes: Sequence[int], router: Router, ra
         if sh.moved is not None:
             run.flush(sh)
     kept = run.rows is not None and run.units <= trace_units
-    return StepResult(run.gst, run.units, run.link_bytes, run.busy, list(run.paths.hops), run.rank_done, run.steps,
-                      len(run.shapes), run.rows if kept else None, run.landed if kept else None)
+    rank_done = run.rank_done()
+    return StepResult(float(rank_done.max(initial=0.0)), run.units, run.link_bytes, run.busy, list(run.paths.hops),
+                      rank_done, run.steps, len(run.shapes), run.rows if kept else None,
+                      run.landed if kept else None, tokens)
 
 
 class Stepper:
     """The stepwise model's state and its step."""
 
     def __init__(self, plan: Plan, sizes: np.ndarray, router: Router, rates: Dict[int, float], unit_latency,
-                 chunk_bytes: Optional[int], regions: int, keep_units: bool, trace_units: int, tokens: bool):
+                 chunk_bytes: Optional[int], regions: int, keep_units: bool, trace_units: int, tokens: bool,
+                 check_tokens: bool = False):
         self.ranks, self.streams = max(plan.ranks, 1), len(plan.streams)
         self.barriers, self.sizes, self.chunk_bytes = bool(plan.meta.get("barriers")), sizes, chunk_bytes
         self.levels = router.topo.levels + 1
         self.paths = Paths(router, rates, unit_latency, self.levels)
         self.state, self.pins = State(self.ranks, self.levels), Pins()
-        self.data = Tokens(regions) if tokens else Touches(self.ranks, regions, self.barriers)
+        declared = getattr(plan.table, "tokens", False) and check_tokens is False
+        self.data = Tokens(regions, not declared) if tokens else Touches(self.ranks, regions, self.barriers)
         self.shapes: Dict[bytes, Shape] = {}
+        self.last: Optional[tuple] = None  # the step before's arrays and shape
         self.link_bytes, self.busy = np.zeros(0), np.zeros(0)
-        self.rank_done = np.zeros(self.ranks)
         self.rows, self.landed = ([], []) if keep_units else (None, None)
         self.trace_units = trace_units
-        self.gst, self.units, self.steps = 0.0, 0, 0
+        self.units, self.steps = 0, 0
 
     def shape(self, stream: int, src, dst, tags) -> Shape:
         """The step's shape, solved once per distinct step (the levels as pinned so far)."""
-        key = src.tobytes() + dst.tobytes() + tags.tobytes() + stream.to_bytes(4, "little")
-        sh = self.shapes.get(key)
-        if sh is None:
-            sh = self.shapes[key] = shape_of(src, dst, tags, self.ranks)
+        last = self.last
+        if last is not None and last[0] is src and last[1] is dst and last[2] is tags and last[3] == stream:
+            sh = last[4]  # the very arrays of the step before (a generated plan's): its shape
+        else:
+            key = src.tobytes() + dst.tobytes() + tags.tobytes() + stream.to_bytes(4, "little")
+            sh = self.shapes.get(key)
+            if sh is None:
+                sh = self.shapes[key] = shape_of(src, dst, tags, self.ranks)
+            self.last = (src, dst, tags, stream, sh)
         level = self.pins.levels(stream, sh.src, sh.dst, sh.tag)
         if sh.level is None or not np.array_equal(level, sh.level):
             self.solve(sh, stream, level)
@@ -387,6 +404,16 @@ class Stepper:
         sh.keys = np.unique(sh.key)
         sh.claimed = False
         sh.moved, sh.sending = np.zeros(len(sh.src)), np.zeros(len(sh.src))
+
+    def rank_done(self) -> np.ndarray:
+        """When each rank was done: its latest sends' arrival on any level, its connections' latest receive (each
+        rank's sends on a level, and each connection's receives, are done in order, so the latest are the last)."""
+        st, out = self.state, np.zeros(self.ranks)
+        np.maximum.at(out, np.arange(len(st.level_last)) // self.levels, st.level_last)
+        receiving = st.keys >= self.ranks * self.ranks * self.streams
+        dst = st.keys[receiving] // self.streams // self.ranks - self.ranks
+        np.maximum.at(out, dst, st.done[st.slot_of[receiving]])
+        return out
 
     def flush(self, sh: Shape) -> None:
         """A shape's bytes and sending time so far onto its links."""
@@ -421,14 +448,6 @@ class Stepper:
         else:
             st.level_update(sh.key, sh.keys, n, arrive)
         st.done[sh.conn_send], st.done[sh.conn_recv] = arrive, done_recv
-        if sh.distinct:
-            self.rank_done[sh.src] = np.maximum(self.rank_done[sh.src], arrive)
-            self.rank_done[sh.dst] = np.maximum(self.rank_done[sh.dst], done_recv)
-        else:
-            np.maximum.at(self.rank_done, sh.src, arrive)
-            np.maximum.at(self.rank_done, sh.dst, done_recv)
-        if len(arrive):
-            self.gst = max(self.gst, float(done_recv.max()))  # a receive is done no sooner than its arrival
         sh.moved += fp32
         sh.sending += duration
         self.units += len(sh.src)

@@ -39,7 +39,7 @@ def ring(workers: int) -> Plan:
         return rank, dst, (rank + gather - s) % p, np.full(p, gather), no_level
 
     ends = tuple(int(e) for e in np.arange(1, 2 * (p - 1) + 1) * p)
-    return table_plan("ring", p, p, GeneratedTable((ends,), step), range(p))
+    return table_plan("ring", p, p, GeneratedTable((ends,), step, tokens=True), range(p))
 
 
 def theory(topo, gradient_bytes, bw, servers: int) -> Theory:
