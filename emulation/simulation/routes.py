@@ -36,6 +36,19 @@ def connection_ports(src: int, dst: int, key: object) -> Tuple[int, int]:
 ECMP_MODES = ("spread", "hash")
 
 
+def single_homed(topo: Topology) -> bool:
+    """Whether every host has one link, and only switches without switches below them have hosts."""
+    links: Dict[str, int] = {}
+    with_hosts, with_switches = set(), set()
+    for l in topo.links:
+        if topo.is_host(l.lower):
+            links[l.lower] = links.get(l.lower, 0) + 1
+            with_hosts.add(l.upper)
+        else:
+            with_switches.add(l.upper)
+    return all(n == 1 for n in links.values()) and not with_hosts & with_switches
+
+
 def used_only(lengths: np.ndarray, flat: np.ndarray, ids: Dict[Hop, int]):
     """Paths (lengths, link ids) with the ids renumbered to the links some path crosses, and those links."""
     used = np.zeros(len(ids), dtype=bool)
@@ -73,6 +86,8 @@ class Router:
             elif (l.lower, l.upper) not in self.failed:
                 self.up.setdefault(l.lower, []).append((l.lower_port, l.upper))
         self.reach: Dict[str, frozenset] = {}  # switch -> hosts it reaches (up/down routing over the live links)
+        self.by_edge = False  # every host on one edge switch: down and reach above the edges keyed by edge switch
+        self.edge_of: Dict[str, str] = {}
         self.next_hops: Dict[str, Dict[str, Tuple[int, List[int]]]] = {}  # any graph: shortest_next_hops
         self.attached: Dict[str, Tuple[str, int]] = {}
         self.port_peer: Dict[Tuple[str, int], str] = {}
@@ -82,15 +97,67 @@ class Router:
                 self.port_peer[(l.lower, l.lower_port)] = l.upper
                 self.port_peer[(l.upper, l.upper_port)] = l.lower
         elif topo.kind != "bcube":
-            children = {(l.upper, l.upper_port): l.lower for l in topo.links}
-            below = hosts_below(topo, self.failed)
-            for sw, ports in below.items():
-                self.down[sw] = {h: children[(sw, port)] for port, hosts in ports.items() for h in hosts}
-            self.reach = reachable(topo, self.failed, below)
+            self.by_edge = single_homed(topo) and not any(topo.is_host(a) or topo.is_host(b) for a, b in self.failed)
+            if self.by_edge:
+                self._edge_routes()
+            else:
+                children = {(l.upper, l.upper_port): l.lower for l in topo.links}
+                below = hosts_below(topo, self.failed)
+                for sw, ports in below.items():
+                    self.down[sw] = {h: children[(sw, port)] for port, hosts in ports.items() for h in hosts}
+                self.reach = reachable(topo, self.failed, below)
             for sw in self.up:
                 self.up[sw].sort()
         self.cache: Dict[Tuple[int, int, int], Tuple[Hop, ...]] = {}  # BCube paths
         self.middles: Dict[Tuple[str, str], Tuple[Hop, ...]] = {}
+
+    def _edge_routes(self) -> None:
+        """Up/down routing keyed by edge switch above the edges (the hosts of an edge switch share every hop above
+        it: 10^5 hosts under 10^3 switches need no table of 10^8 host entries): down[edge] maps its hosts, down[s]
+        of an upper switch its edge switches below to the child towards each; reach[s] the edge switches s reaches
+        going up, then down."""
+        topo = self.topo
+        hosts_of: Dict[str, List[str]] = {}
+        lower: Dict[str, List[Tuple[int, str]]] = {}
+        for l in topo.links:
+            if topo.is_host(l.lower):
+                self.edge_of[l.lower] = l.upper
+                hosts_of.setdefault(l.upper, []).append(l.lower)
+            elif (l.lower, l.upper) not in self.failed:
+                lower.setdefault(l.upper, []).append((l.upper_port, l.lower))
+        for edge, hosts in hosts_of.items():
+            self.down[edge] = {h: h for h in hosts}
+
+        def edges_below(sw: str) -> Dict[str, str]:
+            if sw not in self.down:
+                self.down[sw] = {}
+                for _, child in sorted(lower.get(sw, ())):
+                    for e in ([child] if child in hosts_of else []) + list(edges_below(child)):
+                        self.down[sw].setdefault(e, child)
+            return {} if sw in hosts_of else self.down[sw]
+        for sw in topo.switches:
+            edges_below(sw.name)
+        above: Dict[Tuple[str, ...], frozenset] = {}
+
+        def reaches(sw: str) -> frozenset:
+            if sw not in self.reach:
+                ups = tuple(sorted(u for _, u in self.up.get(sw, ())))
+                if ups not in above:
+                    above[ups] = frozenset().union(*(reaches(u) for u in ups))
+                here = {sw} if sw in hosts_of else set(self.down[sw])
+                self.reach[sw] = above[ups] | here
+            return self.reach[sw]
+        for sw in topo.switches:
+            reaches(sw.name)
+
+    def _key(self, node: str, host: str) -> str:
+        """What node's down table and reach hold for a host: the host itself, or (by edge) its edge switch above
+        the edges."""
+        return host if not self.by_edge or node == self.edge_of[host] else self.edge_of[host]
+
+    def _reaches(self, switch: str, host: str) -> bool:
+        """Whether going up through switch reaches host."""
+        return (self.edge_of[host] if self.by_edge else host) in self.reach[switch]
 
     def path(self, src: int, dst: int, level: Optional[int] = 0, key: object = None) -> Tuple[Hop, ...]:
         """Directed links from rank src to rank dst's level-`level` interface; key tells ECMP flows apart."""
@@ -240,13 +307,13 @@ class Router:
         """The switch-to-switch hops from `first` to the edge switch of host b."""
         layer = (first,)
         hops = []
-        while b not in self.down[layer[0]]:
-            via = [u for n in layer for _, u in self.up.get(n, ()) if b in self.reach[u]]  # one per up link
+        while self._key(layer[0], b) not in self.down[layer[0]]:
+            via = [u for n in layer for _, u in self.up.get(n, ()) if self._reaches(u, b)]  # one per up link
             upper = tuple(sorted(set(via)))
             hops.append(self._group(layer, upper, len(via)))
             layer = upper
         while True:
-            lower = tuple(sorted({self.down[n][b] for n in layer}))
+            lower = tuple(sorted({self.down[n][self._key(n, b)] for n in layer}))
             if lower == (b,):
                 return tuple(hops)
             hops.append(self._group(layer, lower, len(layer)))
@@ -276,15 +343,15 @@ class Router:
             return self._graph_path(a, b, ports)
         node = self.switch_of[(a, 0)]
         hops = [(a, node)]
-        while b not in self.down[node]:
-            port_sw = [(p, u) for p, u in self.up[node] if b in self.reach[u]]  # by port, as the rules number them
+        while self._key(node, b) not in self.down[node]:
+            port_sw = [(p, u) for p, u in self.up[node] if self._reaches(u, b)]  # by port, as the rules number them
             level = self.topo.node(node).level
             upper = port_sw[dmodk_choice(level, len(port_sw), network_number(self.topo.node(b)))
                             if self.ecmp == "dmodk" else ecmp_choice(level, len(port_sw), *ports)][1]
             hops.append((node, upper))
             node = upper
         while node != b:
-            child = self.down[node][b]
+            child = self.down[node][self._key(node, b)]
             hops.append((node, child))
             node = child
         return tuple(hops)
