@@ -18,10 +18,8 @@ test-fast: setup
 
 benchmark: setup
 	$(PY) -m pytest tests -m benchmark -rs
-	$(PY) scripts/benchmark.py --out results/benchmark
-	$(PY) scripts/benchmark.py --low-rate-only --out results/benchmark-low-rate
+	-$(DMLBED) reproduce --bench --out results/bench --force
 	$(PY) scripts/soak.py --runs 20 --out results/soak
-	$(PY) scripts/scale.py --out results/scale
 	$(PY) scripts/shared_networks.py --out results/shared
 	$(PY) scripts/link_events.py --out results/events
 	$(PY) scripts/limits.py --families star,fattree --no-runs --out results/limits

@@ -1,5 +1,5 @@
-"""Write docs/reference/benchmark.md from the results files `make benchmark` wrote (results/benchmark/report.json,
-results/benchmark-low-rate/report.json, results/soak/soak.json, results/scale/scale.json,
+"""Write docs/reference/benchmark.md from the results files `make benchmark` wrote (the benchmark configs' folders
+results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json; results/soak/soak.json,
 results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
 results/patterns/patterns.json, results/collectives/collectives.json, results/codecs/codecs.json,
 results/codecs-convergence/convergence.json, results/codecs-rates/rates.json,
@@ -10,6 +10,7 @@ the command, date and commit of the run that measured it. A section whose file i
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import sys
@@ -17,8 +18,11 @@ from typing import List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "reference", "benchmark.md")
-SOURCES = {"benchmark": "results/benchmark/report.json", "low_rate": "results/benchmark-low-rate/report.json",
-           "soak": "results/soak/soak.json", "scale": "results/scale/scale.json",
+BENCH = "results/bench"  # `dmlbed reproduce --bench --out results/bench`: a folder per config in configs/bench/
+CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("overlap", "Overlap"),
+                   ("rank-start", "Rank start-up"), ("scale", "The flow model at scale"))
+SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
+           "soak": "results/soak/soak.json",
            "shared": "results/shared/shared.json", "events": "results/events/events.json",
            "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
            "patterns": "results/patterns/patterns.json", "collectives": "results/collectives/collectives.json",
@@ -55,50 +59,79 @@ def number(v, spec=".3f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def targets(report: dict) -> List[str]:
-    """Every target and whether it was met."""
-    rows = ["| target | met |", "|---|---|"]
-    rows += [f"| {name} | {'yes' if ok else '**no**'} |" for name, ok in report.get("targets", {}).items()]
-    return rows
+def read_rows(path: str) -> Optional[List[dict]]:
+    """A CSV results file's rows, or None."""
+    path = os.path.join(ROOT, path)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return list(csv.DictReader(f))
 
 
-def runs(report: dict) -> List[str]:
-    """Per run: GST/theory, its variation, dilation and verdict."""
-    rows = ["| run | GST/theory | CV | dilation | verdict | cause |", "|---|---|---|---|---|---|"]
-    for key, r in report.get("runs", {}).items():
-        rows.append(f"| {key} | {number(r.get('gst_ratio'))} | {number(r.get('gst_cv'))} | {r.get('dilation', 1):g} | "
-                    f"{r.get('fidelity')} | {(r.get('fidelity_cause') or '').replace('|', '/')} |")
-    return rows
+def config_section(name: str, title: str) -> List[str]:
+    """A benchmark config's section: where it came from, its targets met, each target, then its runs."""
+    lines = [f"## {title}", ""]
+    judged = read_rows(SOURCES[name])
+    if judged is None:
+        return lines + [missing(name), ""]
+    folder = os.path.join(BENCH, name)
+    origin_of = load(os.path.join(folder, "provenance.json")) or {}
+    met = sum(r["verdict"] == "met" for r in judged)
+    lines += [origin({"provenance": origin_of}, SOURCES[name]), "",
+              f"The targets of `configs/bench/{name}.yaml`, met: **{met}/{len(judged)}**.", "",
+              "| target | bound | ours | verdict | how |", "|---|---|---|---|---|"]
+    for r in judged:
+        group = ", ".join(f"{k}={r[k]}" for k in r if k not in TARGET_FIELDS and r[k])
+        verdict = r["verdict"] if r["verdict"] == "met" else f"**{r['verdict']}**"
+        lines.append(f"| {cell(r['what'])}{f' ({group})' if group else ''} | {cell(r['target'])} | "
+                     f"{cell(shown(r['ours']))} | {verdict} | {cell(r['how'])} |")
+    return lines + [""] + runs_table(load(os.path.join(folder, "comparison.json")) or []) + [""]
+
+
+TARGET_FIELDS = ("what", "target", "ours", "verdict", "met", "how", "why")
+RUN_FIGURES = (("GST/theory", "gst_ratio", ".3f"), ("CV", "gst_cv", ".3f"), ("dilation", "dilation", "g"),
+               ("seconds", "wall_s", ".1f"), ("peak MiB", "peak_rss_mib", ".0f"),
+               ("answered", "answered.method", ""), ("verdict", "fidelity", ""), ("cause", "fidelity_cause", ""),
+               ("error", "error", ""))
+
+
+def runs_table(rows: List[dict]) -> List[str]:
+    """Per run, the figures any of the config's runs has."""
+    shown_figures = [f for f in RUN_FIGURES if any(r.get(f[1]) not in (None, "") for r in rows)]
+    if not rows:
+        return []
+    lines = ["| run | " + " | ".join(f[0] for f in shown_figures) + " |",
+             "|---|" + "---|" * len(shown_figures)]
+    for r in rows:
+        sweep = f" ({', '.join(f'{k}={r[k]}' for k in ('repeat', 'mode') if r.get(k) is not None)})"
+        lines.append(f"| {cell(r['label'])}{sweep if sweep != ' ()' else ''} | " + " | ".join(
+            cell(r.get(key) if not spec or r.get(key) is None else format(r[key], spec))
+            for _, key, spec in shown_figures) + " |")
+    return lines
+
+
+def cell(v) -> str:
+    """A table cell."""
+    return "-" if v in (None, "") else str(v).replace("|", "/").replace("\n", " ")
+
+
+def shown(v) -> str:
+    """A number from a CSV cell in three significant figures (text as it is)."""
+    try:
+        return f"{float(v):.3g}"
+    except (TypeError, ValueError):
+        return v
 
 
 def page() -> str:
     """The benchmark page."""
     lines = ["# Benchmark", "", "<!-- written by scripts/benchmark_page.py from `make benchmark`'s results: do not edit -->",
-             "", "`make benchmark` measures every timing target on this machine (the targets are in "
-             "`scripts/benchmark.py`; a busy machine may miss them, and the report says so). What each run is: "
+             "", "`make benchmark` measures every target on this machine: the timing and scale targets are "
+             "configs with targets (`configs/bench/`), run and judged by `dmlbed reproduce --bench`; a busy "
+             "machine may miss them, and the tables say so. What each run is: "
              "[What made timings unfaithful](../explanation/timing-causes.md).", ""]
-    report = load(SOURCES["benchmark"])
-    lines += ["## Timing targets", ""]
-    if report is None:
-        lines += [missing("benchmark"), ""]
-    else:
-        lines += [origin(report, SOURCES["benchmark"]), "",
-                  f"Targets met: **{report.get('targets_met')}**; the runs took {report.get('duration_s', 0) / 60:.0f} "
-                  f"minutes.", ""] + targets(report) + [""] + runs(report) + [""]
-        for key, what in (("bml_over_ps_gst", "BML / PS GST at 100 Mbit/s (dilated pair)"),
-                          ("bml_jct_reduction_vs_ps", "BML JCT reduction against PS"),
-                          ("blueconnect_speedup_vs_ring", "BlueConnect speed-up over the ring on tree:3,2,2"),
-                          ("net_bcube_fidelity_min", "`net bcube:3,2 --bw 100 --check` fidelity_min")):
-            if report.get(key) is not None:
-                lines.append(f"- {what}: {number(report[key])}")
-        lines.append("")
-    low = load(SOURCES["low_rate"])
-    lines += ["## Low rates", ""]
-    if low is None:
-        lines += [missing("low_rate"), ""]
-    else:
-        lines += [origin(low, SOURCES["low_rate"]), "", f"Targets met: **{low.get('targets_met')}**.", ""]
-        lines += targets(low) + [""]
+    for name, title in CONFIG_SECTIONS:
+        lines += config_section(name, title)
     soak = load(SOURCES["soak"])
     lines += ["## Soak", ""]
     if soak is None:
@@ -107,12 +140,6 @@ def page() -> str:
         lines += [origin(soak, SOURCES["soak"]), "",
                   f"{len(soak.get('runs', []))} runs back to back: every run correct: {soak.get('all_correct')}; "
                   f"leftovers: {len(soak.get('leftovers') or [])}; passed: {soak.get('ok')}.", ""]
-    scale = load(SOURCES["scale"])
-    lines += ["## The flow model at scale", ""]
-    if scale is None:
-        lines += [missing("scale"), ""]
-    else:
-        lines += scale_section(scale)
     lines += shared_section(load(SOURCES["shared"]))
     lines += events_section(load(SOURCES["events"]))
     lines += limits_section(load(SOURCES["limits"]))
@@ -124,28 +151,6 @@ def page() -> str:
     lines += rates_section(load(SOURCES["rates"]))
     lines += rates_section(load(SOURCES["rates_slow"]), "rates_slow", "Where compression pays on a slower device")
     return "\n".join(lines).rstrip() + "\n"
-
-
-def scale_section(scale: dict) -> List[str]:
-    """Each case's wall time (median of its runs), peak memory and transfers against its target."""
-    lines = [origin(scale, SOURCES["scale"]), "",
-             f"Each case in its own process, {scale.get('repeats', 1)} runs (the median's time; a refused case runs "
-             f"once); peak memory is the child's own. All met: **{scale.get('ok')}**.", "",
-             "| case | servers | messages | answered | GST / closed form at goodput | seconds (runs) | peak MB | "
-             "target | met |", "|---|---|---|---|---|---|---|---|---|"]
-    for c in scale.get("cases", []):
-        runs = ", ".join(number(w, ".1f") for w in c.get("wall_all_s") or [])
-        target = (f"{number(c.get('target_s'), '.0f')} s" if c.get("target_s") is not None else "recorded") + \
-            (f", {number(c.get('target_mb'), '.0f')} MB" if c.get("target_mb") else "") + \
-            (f", within {c['target_closed_form']:.0%} of the closed form" if c.get("target_closed_form") else "")
-        what = c.get("messages") if c.get("returncode") == 0 else "; ".join(c.get("error") or []) or "-"
-        answered = c.get("answered") or {}
-        how = f"{answered.get('method')} ({answered.get('steps', answered.get('events'))} " \
-              f"{'steps' if 'steps' in answered else 'events'})" if answered else "-"
-        lines.append(f"| {c.get('algo')} on {c.get('topology')} {c.get('flags', '')} | {c.get('ranks', '-')} | {what} | "
-                     f"{how} | {number(c.get('closed_form_at_goodput'), '.4f')} | {number(c.get('wall_s'), '.1f')} "
-                     f"({runs}) | {number(c.get('peak_rss_mb'), '.0f')} | {target} | {'yes' if c.get('met') else 'no'} |")
-    return lines + [""]
 
 
 def limits_section(limits: Optional[dict]) -> List[str]:

@@ -1,5 +1,7 @@
-"""The short form of `make benchmark` (root): every run measured, every target evaluated, overload flagged."""
+"""The short form of `make benchmark` (root): a benchmark config's emulated runs and network check measured, every
+target judged, overload flagged."""
 
+import csv
 import json
 import os
 import subprocess
@@ -13,23 +15,31 @@ pytestmark = pytest.mark.emulation
 
 
 @pytest.mark.benchmark  # the benchmark's own quick form: make benchmark runs it beside the full one
-def test_quick_benchmark_measures_every_target(tmp_path):
+def test_quick_benchmark_config_measures_and_judges_every_target(tmp_path):
     out = tmp_path / "bench"
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "--quick", "--out", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads((out / "report.json").read_text())
-    assert set(report["runs"]) == {"ps-100-dilated", "bml-100", "overloaded-fattree"}
-    for key, run in report["runs"].items():
-        assert run["correct"], key
-        assert run["fidelity"] in ("faithful", "degraded", "not faithful"), key
-        assert run["gst_ratio"] > 0.9, key  # a GST below theory would mean the measurement is wrong
-        assert run["levels"] and all(v["shaped_mbps"] > 0 for v in run["levels"].values()), key
-    assert report["runs"]["bml-100"]["dilation"] == 2.0
-    assert report["runs"]["overloaded-fattree"]["fidelity"] == "not faithful"
-    assert report["runs"]["overloaded-fattree"]["fidelity_cause"]
-    assert all(isinstance(v, bool) for v in report["targets"].values())
-    assert 0 < report["bml_over_ps_gst"] < 1  # BML needs less than PS on the same hosts at any load
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "reproduce", "--config",
+                        os.path.join(ROOT, "tests", "data", "bench-quick.yaml"), "--out", str(out), "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    result = json.loads(r.stdout)
+    rows = {row["label"]: row for row in json.loads((out / "comparison.json").read_text())}
+    assert set(rows) == {"ps-100-dilated", "bml-100", "overloaded-fattree", "net-bcube-100"}
+    for key in ("ps-100-dilated", "bml-100", "overloaded-fattree"):
+        row = rows[key]
+        assert row["correct"], key
+        assert row["fidelity"] in ("faithful", "degraded", "not faithful"), key
+        assert row["gst_ratio"] > 0.9, key  # a GST below theory would mean the measurement is wrong
+        assert row["gst_cv"] is not None, key
+    assert rows["bml-100"]["dilation"] == 2.0
+    assert rows["overloaded-fattree"]["fidelity"] == "not faithful" and rows["overloaded-fattree"]["fidelity_cause"]
+    assert 0 < rows["net-bcube-100"]["fidelity_min"] <= 1.5 and rows["net-bcube-100"]["fidelity"]
+    verdicts = {t["what"]: t["verdict"] for t in result["targets"]}
+    assert verdicts["BML / PS GST at 100 (both dilated 2): BML needs less"] == "met"
+    assert verdicts["overloaded fattree:4 at 400 is marked not faithful"] == "met"
+    assert verdicts["every run correct"] == "met"
+    with open(out / "targets.csv") as f:
+        assert len(list(csv.DictReader(f))) == 4
+    assert r.returncode == (0 if all(t["met"] for t in result["targets"]) else 1)
 
 
 def test_the_benchmark_page_keeps_a_measured_section_whose_results_are_missing_here():

@@ -123,7 +123,7 @@ def test_theory_and_simulation_model_the_overlap(tmp_path):
 
 
 @pytest.mark.emulation
-@pytest.mark.benchmark  # 52 s: make benchmark runs it beside scripts/benchmark.py's overlap pairs (exactness per bucket
+@pytest.mark.benchmark  # 52 s: make benchmark runs it beside configs/bench/overlap.yaml's pairs (exactness per bucket
 # on loopback stays in make test: test_local_overlapped_runs_are_exact_per_bucket)
 def test_overlapped_runs_are_exact_and_the_simulation_agrees(tmp_path):
     """Small cases of configs/sim-vs-emu-overlap.yaml: emulated overlapped runs are exact per bucket, and the

@@ -16,7 +16,7 @@ from emulation.run.event_schedule import EventSchedule, apply_event
 from emulation.core.events import DOWN, with_events
 from emulation.backends.events_report import event_rows, flows_across, measured_schedule, recovery
 from emulation.run.link_probes import LinkProbes
-from emulation.run.forkclient import rank_start
+from emulation.run.forkclient import rank_start, ranks_started_by
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import Label, RunConfig, flag_label
 from emulation.run.outputs import check_space, clear, default_parent, output_folder
@@ -65,6 +65,12 @@ def run(cfg: RunConfig, log: Log = quiet, progress: bool = True) -> Summary:
 
 
 def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
+    """Run a checked experiment with its ranks started as it asks (see run_job)."""
+    with ranks_started_by(job.cfg.rank_start):
+        return run_job(job, log, progress)
+
+
+def run_job(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
     """Run a checked experiment in one lifecycle (lock, fork server, hosts, CPU sampler); summary.json is written
     even when it fails (with `error`)."""
     cfg, checked = job.cfg, job.checked

@@ -14,6 +14,7 @@ import yaml
 
 from emulation.backends import BACKENDS
 from emulation.results import claims as paper
+from emulation.results import targets as bench_targets
 from emulation.run.options import OptionError, from_mapping, option_of, yaml_key
 from emulation.run.outputs import check_output, claim_folder, default_parent, planned_folder
 from emulation.results.files import write_atomic, write_table
@@ -26,7 +27,9 @@ COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_m
            "first_step_wire_ratio", "later_steps_wire_ratio",
            "switch_ratio_fat_tree", "forward_phase_s", "overlapped_s", "comm_exposed_s", "compute_exposed_s", "push_s",
            "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
-           "error", "slowdown", "alone_iteration_mean_s", "overlap_median", "out"]
+           "error", "slowdown", "alone_iteration_mean_s", "overlap_median", "dilation", "gst_cv",
+           "spurious_rto_per_worker_iteration", "pss_mib_per_rank", "first_iteration_s", "wall_s", "peak_rss_mib",
+           "gst_ratio_at_goodput", "out"]
 
 
 class ConfigError(ValueError):
@@ -48,8 +51,9 @@ def load(path: str) -> dict:
 
 
 def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
-    """Every run of the matrix (runs x the cartesian product of `sweep` values), its keys read but not yet checked
-    on its back end: a label, its sweep values, where it is (for messages) and its RunConfig."""
+    """Every run of the matrix (runs x the cartesian product of `sweep` values, each `repeat` times), its keys read
+    but not yet checked on its back end: a label, its sweep values, where it is (for messages) and its RunConfig
+    (or, for a `command:` row, the command line)."""
     defaults = data.get("defaults", {}) or {}
     sweep = data.get("sweep", {}) or {}
     if not isinstance(defaults, dict) or not isinstance(sweep, dict):
@@ -62,44 +66,98 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
         from_mapping({k: v[0] for k, v in sweep.items()}, "sweep")
     except OptionError as exc:
         raise ConfigError(str(exc)) from None
+    repeats = repeat_values(data)
     out, names = [], {}
     for i, entry in enumerate(data["runs"]):
         if not isinstance(entry, dict):
             raise ConfigError(f"runs[{i}] must be a mapping")
         entry = dict(entry)
-        jobs = entry.pop("jobs", None)
-        if jobs is not None and (not isinstance(jobs, list) or not jobs or
-                                 not all(isinstance(j, str) for j in jobs)):
-            raise ConfigError(f"runs[{i}]: 'jobs' must be a non-empty list of job strings ('name=a hosts=h0..h3 "
-                              f"...', as dmlbed jobs --job takes)")
-        for combo in combinations(sweep, entry.pop("sweep", None), f"runs[{i}]"):
-            merged = {**defaults, **combo, **entry}
-            if "topo" not in merged or "algo" not in merged:
-                raise ConfigError(f"runs[{i}] needs 'topo' and 'algo'")
-            label = str(merged.pop("label", f"{merged['algo']} {merged['topo']}"))
-            suffix = "-".join(f"{k}{v}" for k, v in combo.items())
-            name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{label}-{suffix}".strip("-"))
-            where = f"runs[{i}] ({label})"
-            if name in names:
-                raise ConfigError(f"{where}: label '{label}' {('with ' + suffix + ' ') if suffix else ''}is also "
-                                  f"{names[name]}'s: each run needs its own label (its results folder)")
-            names[name] = where
+        jobs, command = entry.pop("jobs", None), entry.pop("command", None)
+        check_special(jobs, command, entry, f"runs[{i}]")
+        combos = combinations(sweep, entry.pop("sweep", None), f"runs[{i}]") if command is None else [{}]
+        for combo in ([{**c, REPEAT: n} for c in combos for n in repeats] if repeats else combos):
+            merged = {**defaults, **{k: v for k, v in combo.items() if k != REPEAT}, **entry}
+            if command is None and ("topo" not in merged or "algo" not in merged):
+                raise ConfigError(f"runs[{i}] needs 'topo' and 'algo' (or 'command')")
+            label = str(merged.pop("label", None) or f"{merged.get('algo')} {merged.get('topo')}")
+            where, out_dir = named(label, combo, f"runs[{i}]", names, out_root)
+            if command is not None:
+                out.append({"label": label, "sweep": combo, "where": where, "config": None, "jobs": None,
+                            "command": command, "out": out_dir})
+                continue
             try:  # compare owns its run folders: a rerun of the matrix replaces them
-                fixed = dict(out=os.path.join(out_root, name), force=True, **({"local": True} if local else {}))
+                fixed = dict(out=out_dir, force=True, **({"local": True} if local else {}))
                 cfg = from_mapping(merged, where, **fixed)
             except ValueError as exc:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
-            out.append({"label": label, "sweep": combo, "where": where, "config": cfg, "jobs": jobs})
+            out.append({"label": label, "sweep": combo, "where": where, "config": cfg, "jobs": jobs, "command": None,
+                        "out": out_dir})
     return out
 
 
-def expand(data: dict, out_root: str, local: bool = False) -> List[dict]:
+REPEAT = "repeat"  # the sweep key of a config's `repeat: N` (each row run N times, judged each time)
+MAX_REPEAT = 100
+
+
+def repeat_values(data: dict) -> List[int]:
+    """The repetitions of every row ([] when the config does not repeat them)."""
+    n = data.get(REPEAT)
+    if n is None:
+        return []
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_REPEAT:
+        raise ConfigError(f"'{REPEAT}' must be a whole number of runs from 1 to {MAX_REPEAT}, got {n!r}")
+    if REPEAT in (data.get("sweep") or {}):
+        raise ConfigError(f"'{REPEAT}' is the key of the config's repetitions: it cannot also be swept")
+    return list(range(1, n + 1))
+
+
+def sweep_keys_of(data: dict) -> List[str]:
+    """The keys a row's sweep values are kept under (the config's sweep, then its repetition)."""
+    return list((data.get("sweep") or {}).keys()) + ([REPEAT] if data.get(REPEAT) is not None else [])
+
+
+def check_special(jobs, command, entry: dict, where: str) -> None:
+    """A row of several jobs (`jobs:`) or a row that is one dmlbed command (`command:`), checked for form."""
+    if jobs is not None and (not isinstance(jobs, list) or not jobs or not all(isinstance(j, str) for j in jobs)):
+        raise ConfigError(f"{where}: 'jobs' must be a non-empty list of job strings ('name=a hosts=h0..h3 "
+                          f"...', as dmlbed jobs --job takes)")
+    if command is None:
+        return
+    if not isinstance(command, str) or not command.strip() or jobs is not None:
+        raise ConfigError(f"{where}: 'command' must be one dmlbed command line without 'dmlbed' (e.g. 'net "
+                          f"bcube:3,2 --bw 100 --check'), and a row has either 'command' or 'jobs'")
+    if set(entry) - {"label"}:
+        raise ConfigError(f"{where}: a 'command' row takes only a 'label' beside it (its options are in the "
+                          f"command line), not '{sorted(set(entry) - {'label'})[0]}'")
+    if "label" not in entry:
+        raise ConfigError(f"{where}: a 'command' row needs a 'label'")
+
+
+def named(label: str, combo: dict, where: str, names: Dict[str, str], out_root: str):
+    """(where the row is, its results folder), refused when another row has the same label and sweep values."""
+    suffix = "-".join(f"{k}{v}" for k, v in combo.items())
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{label}-{suffix}".strip("-"))
+    where = f"{where} ({label})"
+    if name in names:
+        raise ConfigError(f"{where}: label '{label}' {('with ' + suffix + ' ') if suffix else ''}is also "
+                          f"{names[name]}'s: each run needs its own label (its results folder)")
+    names[name] = where
+    return where, os.path.join(out_root, name)
+
+
+def expand(data: dict, out_root: str, local: bool = False, command_rows=None) -> List[dict]:
     """Every run of the matrix (rows), each validated once on its back end: a label, its sweep values, its RunConfig,
-    its back end and its checked job."""
+    its back end and its checked job (a `command:` row checked by command_rows, the commands layer's)."""
     out = []
     for entry in rows(data, out_root, local):
         where, cfg = entry.pop("where"), entry["config"]
+        if entry["command"] is not None:
+            if command_rows is None:
+                raise ConfigError(f"{where}: a 'command' row runs only from dmlbed compare or reproduce")
+            out.append(dict(entry, backend=command_rows, job=command_rows.prepare(entry["command"], entry["out"],
+                                                                                  where)))
+            continue
         try:
             backend = BACKENDS[cfg.mode] if entry["jobs"] is None else JOBS_BACKEND
             job = backend.prepare(cfg, lambda n: f"{where}: {yaml_key(n, option_of(n))}", in_matrix=True,
@@ -118,7 +176,7 @@ def emulated_sibling(entries: List[dict], label: str, combo: dict, where: str) -
     """The folder of the emulated run listed before with this label and these sweep values (but mode)."""
     same = {k: v for k, v in combo.items() if k != "mode"}
     for e in entries:
-        if e["label"] == label and e["backend"] is BACKENDS["emulate"] and \
+        if e["label"] == label and e["backend"] is BACKENDS["emulate"] and e["command"] is None and \
                 {k: v for k, v in e["sweep"].items() if k != "mode"} == same:
             return e["config"].out
     raise ConfigError(f"{where}: ecmp_ports 'emulated' needs an emulated run with the label '{label}' listed "
@@ -153,7 +211,11 @@ def row(entry: dict, summary: dict) -> dict:
     if r.get("iteration_median_s") and r.get("compute_median_s"):  # everything but the device's compute, over it
         r["comm_over_compute"] = (r["iteration_median_s"] - r["compute_median_s"]) / r["compute_median_s"]
     fid = summary.get("fidelity") or {}
-    r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"))
+    r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"), gst_cv=fid.get("gst_cv"),
+             spurious_rto_per_worker_iteration=fid.get("spurious_rto_per_worker_iteration"))
+    start = summary.get("rank_start") or {}
+    r.update(first_iteration_s=start.get("first_iteration_s"),
+             pss_mib_per_rank=(start.get("memory") or {}).get("pss_mib_per_rank"))
     cfg = entry["config"]
     for name in entry["job"].checked.algorithm.option_names:
         r[name] = getattr(cfg, name)
@@ -177,6 +239,25 @@ def job_row(entry: dict, report: dict, job: dict) -> dict:
             "out": entry["config"].out, **entry["sweep"]}
 
 
+def command_row(entry: dict, result: dict) -> dict:
+    """The comparison.csv row of a `command:` row: the command's JSON result's figures (its verdict as the row's
+    fidelity)."""
+    figures = {k: v for k, v in result.items() if scalar(v)}
+    figures.update({f"{k}.{kk}": vv for k, v in result.items() if isinstance(v, dict) for kk, vv in v.items()
+                    if scalar(vv)})  # one level down: a simulation's answered.method, a check's cpu.median
+    goodput = (result.get("model_settings") or {}).get("goodput")
+    if goodput and result.get("gst_ratio"):  # GST over the closed form at the links' goodput (not their line rate)
+        figures["gst_ratio_at_goodput"] = result["gst_ratio"] * goodput
+    return {**dict.fromkeys(COLUMNS), **figures, "label": entry["label"], "mode": "emulate" if entry["job"].emulated
+            else "simulate", "fidelity": result.get("verdict"), "fidelity_cause": result.get("cause"),
+            "correct": result.get("correct"), "out": entry["out"], **entry["sweep"]}
+
+
+def scalar(v) -> bool:
+    """Whether v goes into a table cell as it is."""
+    return isinstance(v, (int, float, str, bool)) or v is None
+
+
 class JobsRows:
     """A run of several jobs in a compare config (`jobs:`): the jobs back end in the row's mode."""
 
@@ -193,6 +274,8 @@ class JobsRows:
 
 JOBS_BACKEND = JobsRows()
 PROVENANCE_FILE = "provenance.json"  # where the comparison's rows came from
+TARGETS_FILE = "targets.csv"  # the config's targets, judged
+TARGET_COLUMNS = ["target", "ours", "verdict", "met", "how", "why"]
 SIM_AGREES = 0.10  # simulated GST within 10% of emulated
 
 
@@ -229,37 +312,40 @@ class CompareJob:
     claims: List[dict]
     out: str
     wait: bool = False
+    targets: List[dict] = ()
 
     @property
     def emulated(self) -> bool:
         """Whether any run brings up an emulated network (then the matrix holds the network lock)."""
-        return any(e["job"].emulated if e["jobs"] is not None else e["backend"] is BACKENDS["emulate"] and
-                   not e["config"].local for e in self.entries)
+        return any(e["job"].emulated if e["jobs"] is not None or e["command"] is not None else
+                   e["backend"] is BACKENDS["emulate"] and not e["config"].local for e in self.entries)
 
 
 def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False,
-            wait: bool = False, kind: str = "compare") -> CompareJob:
-    """Everything a compare needs, checked before anything starts: config, every run, paper claims, output (--out,
-    or a new results/KIND/NAME/DATE-TIME)."""
+            wait: bool = False, kind: str = "compare", command_rows=None) -> CompareJob:
+    """Everything a compare needs, checked before anything starts: config, every run, paper claims, targets, output
+    (--out, or a new results/KIND/NAME/DATE-TIME)."""
     data = load(path)
     planned = out_root or planned_folder(default_parent(kind, config_name(data, path)))
-    entries = expand(data, planned, local)
+    entries = expand(data, planned, local, command_rows)
+    labels = list(dict.fromkeys(e["label"] for e in entries))
     try:
-        claims = paper.claims(data, list(dict.fromkeys(e["label"] for e in entries)))
-    except paper.PaperError as exc:
+        claims = paper.claims(data, labels)
+        checked_targets = bench_targets.targets(data, labels)
+    except (paper.PaperError, bench_targets.TargetError) as exc:
         raise ConfigError(str(exc)) from None
     if out_root:
         check_output(out_root, ("comparison.json",), "a comparison", force)
     else:
         claim_folder(planned)  # its runs' folders are named inside it already
-    return CompareJob(config_name(data, path), data, entries, claims, planned, wait)
+    return CompareJob(config_name(data, path), data, entries, claims, planned, wait, checked_targets)
 
 
 def compare(path: str, out_root: str = None, local: bool = False,
             log: Callable[[str], None] = lambda m: None, progress: bool = True, force: bool = False,
-            wait: bool = False) -> Dict[str, object]:
+            wait: bool = False, command_rows=None) -> Dict[str, object]:
     """Check and run a compare config (see execute)."""
-    return execute(prepare(path, out_root, local, force, wait), log, progress)
+    return execute(prepare(path, out_root, local, force, wait, command_rows=command_rows), log, progress)
 
 
 def execute(job: CompareJob, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> Dict[str, object]:
@@ -275,7 +361,7 @@ def execute(job: CompareJob, log: Callable[[str], None] = lambda m: None, progre
 def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     """execute() holding the lock."""
     data, entries, out_root = job.data, job.entries, job.out
-    sweep_keys = list((data.get("sweep") or {}).keys())
+    sweep_keys = sweep_keys_of(data)
     os.makedirs(out_root, exist_ok=True)
     rows, curves = [], []
     for n, entry in enumerate(entries, 1):
@@ -283,6 +369,9 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
         summary = entry["backend"].execute(entry["job"], log=log, progress=progress)
         if entry["jobs"] is not None:  # several jobs on one network: a row per job
             rows += [job_row(entry, summary, j) for j in summary["jobs"]]
+            continue
+        if entry["command"] is not None:
+            rows.append(command_row(entry, summary))
             continue
         rows.append(row(entry, summary))
         curves += [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
@@ -301,16 +390,21 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     pairs = sim_vs_emu(rows, sweep_keys)
     if pairs:
         write_table(os.path.join(out_root, "sim_vs_emu.csv"), pairs, list(pairs[0]))
+    judged = bench_targets.table(list(job.targets), rows, sweep_keys)
+    if judged:
+        write_table(os.path.join(out_root, TARGETS_FILE), judged, ["what", *sweep_keys, *TARGET_COLUMNS])
     return {"name": job.name, "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys,
-            "paper": claims, "source": (data.get("paper") or {}).get("source"), "sim_vs_emu": pairs}
+            "paper": claims, "source": (data.get("paper") or {}).get("source"), "sim_vs_emu": pairs,
+            "targets": judged}
 
 
-def reproducible(folder: str) -> Dict[str, str]:
-    """Name -> path of every config in folder with a `paper:` block (what `dmlbed reproduce` can run)."""
+def reproducible(folder: str, block: str = "paper") -> Dict[str, str]:
+    """Name -> path of every config in folder with a `paper:` block (what `dmlbed reproduce` can run), or with
+    another block (`targets`: the benchmark's configs)."""
     out = {}
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if name.endswith(".yaml"):
             with open(os.path.join(folder, name)) as f:
-                if "paper" in (yaml.safe_load(f) or {}):
+                if block in (yaml.safe_load(f) or {}):
                     out[name[:-5]] = os.path.join(folder, name)
     return out

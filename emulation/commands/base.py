@@ -40,8 +40,11 @@ def matrix_flags(what: str) -> Tuple[Option, ...]:
 
 
 def matrix_passed(result: dict) -> int:
-    """0 unless a row that checks correctness was wrong (a simulated or closed-form row's `correct` is None)."""
-    return 0 if all(r["correct"] is not False for r in result["rows"]) else 1
+    """0 unless a row that checks correctness was wrong (a simulated or closed-form row's `correct` is None) or a
+    target of the config was missed or has no value."""
+    wrong = any(r["correct"] is False for r in result["rows"])
+    missed = any(t["met"] is not True for t in result.get("targets") or [])
+    return 1 if wrong or missed else 0
 
 
 class Command:

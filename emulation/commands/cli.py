@@ -13,6 +13,7 @@ import sys
 from typing import List, Optional
 
 from emulation.net.lock import NetworkBusy
+from emulation.commands import command_rows
 from emulation.commands.registry import COMMANDS, names
 from emulation.run import signals
 
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+command_rows.use_harness(build_parser, UsageError)  # a config's `command:` rows are parsed as dmlbed parses
 MAIN_EPILOG = ("examples:\n  dmlbed topo bcube:4,2\n  dmlbed run --topo bcube:4,2 --algo bml --bw 100\n"
                "  dmlbed NAME --help   (a command's options in sections, their defaults, and examples)\n\n"
                "The documentation is in docs/ (start at docs/index.md, or serve it with `mkdocs serve`); the labs, "

@@ -7,7 +7,9 @@ from typing import List
 
 from emulation.backends import matrix
 from emulation.commands.base import Command, fmt, matrix_flags, matrix_passed
+from emulation.commands.command_rows import COMMAND_ROWS
 from emulation.results.claims import print_paper
+from emulation.results.targets import print_targets
 from emulation.run.options import command_option
 from emulation.run.progress import log
 
@@ -28,7 +30,7 @@ class Compare(Command):
            *matrix_flags("comparison"))
 
     def prepare(self, args):
-        return matrix.prepare(args.config, args.out, args.local, args.force, args.wait)
+        return matrix.prepare(args.config, args.out, args.local, args.force, args.wait, command_rows=COMMAND_ROWS)
 
     def needs_root(self, job):
         return job.emulated
@@ -79,6 +81,8 @@ def print_comparison(result: dict) -> None:
         print_sim_vs_emu(result["sim_vs_emu"])
     if result.get("paper"):
         print_paper(result)
+    if result.get("targets"):
+        print_targets(result["targets"], keys)
     print(f"\nresults: {result['out']}/comparison.csv; plots: {', '.join(result['plots'])}")
 
 

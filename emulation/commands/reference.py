@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 from emulation.core.units import EXAMPLES
 from emulation.commands.base import Command
 from emulation.commands.registry import COMMANDS
-from emulation.results import claims
+from emulation.results import claims, targets
 from emulation.run.limits import measured
 from emulation.run.resources import AFXDP_PORT_BYTES, RANK_BASE_BYTES, RANK_MODEL_COPIES
 from emulation.run.flags import help_for
@@ -111,7 +111,12 @@ def config_page() -> str:
              "A compare config (`dmlbed compare FILE`, `dmlbed reproduce NAME`) is YAML: `name`, `defaults` (keys "
              "for every run), `runs` (a list, each with a `label` and its own keys, and optionally a `sweep` "
              "narrowing the config's), `sweep` (key: list of values; every run is crossed with every "
-             "combination) and an optional `paper` block. `dmlbed schema config` prints its JSON Schema.", "",
+             "combination), an optional `paper` block, optional `targets` (what the benchmark holds the machine to) "
+             "and `repeat` (every row run that many times, each judged on its own). A run may instead be one "
+             "dmlbed command as a user runs it (`command:` with a `label`, e.g. `net bcube:3,2 --bw 100 --check`): "
+             "a command that needs no network runs in a process of its own, timed (`wall_s`) with its own peak "
+             "memory (`peak_rss_mib`), and its JSON result's figures are the row's. `dmlbed schema config` prints "
+             "its JSON Schema; `dmlbed reproduce --config FILE` runs one and judges its claims and targets.", "",
              "## Run keys", ""]
     rows = ["| key | takes | default | group | meaning |", "|---|---|---|---|---|"]
     for name, opt, default in described():
@@ -138,7 +143,26 @@ def config_page() -> str:
                 "why": "why ours differs from the paper's setting, where it does (shown on every row)",
                 "out_of_reach": "why the claim cannot be reached here (it is printed, not scored)"}
     lines += [f"| `{k}` | {cell(meanings.get(k, ''))} |" for k in sorted(claims.CLAIM_KEYS)]
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(lines + target_lines()).rstrip() + "\n"
+
+
+def target_lines() -> List[str]:
+    """The targets block's keys (configs/bench/ and any config of a user's)."""
+    meanings = {"what": "what is held, as the table prints it",
+                "row": f"the run label the value comes from (`{targets.EVERY_ROW}`: every row that has the metric)",
+                "metric": "the row's figure: " + ", ".join(f"`{m}`" for m in [*targets.DOMAINS, *targets.CHOICES]),
+                "relative_to": "the run label the value is relative to (with relation ratio or reduction)",
+                "relation": "`value`, `ratio` (row / relative_to) or `reduction` (1 - row / relative_to)",
+                "at_most": "the value must be at most this", "at_least": "the value must be at least this",
+                "between": "`[low, high]`: the value must lie in it",
+                "equals": "the value must be this (`fidelity`: a verdict; `correct`: true or false)",
+                "why": "what the target shows (shown on its row)"}
+    return ["", "## The targets block", "",
+            "`targets:` is a list, each target with exactly one of `at_most`, `at_least`, `between` and `equals`; "
+            "a bound every value of its metric meets is refused. Each is judged in every sweep group (and every "
+            "repetition): met, missed, or no value; `dmlbed compare` and `reproduce` exit 1 when one is not met.",
+            "", "| key | meaning |", "|---|---|"] + [f"| `{k}` | {cell(meanings[k])} |"
+                                                     for k in sorted(targets.TARGET_KEYS)]
 
 
 def type_text(tp: Any) -> str:

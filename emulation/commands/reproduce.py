@@ -1,6 +1,7 @@
-"""`dmlbed reproduce NAME | --all | --list`: a paper's config run, with the paper's values beside ours; with --all
-every paper config in turn and one table of every claim (papers.md, papers.csv), each with the paper's value and
-source, ours, how ours was obtained, and the verdict."""
+"""`dmlbed reproduce NAME | --all | --list | --config FILE | --bench [NAME]`: a paper's config run, with the paper's
+values beside ours; with --all every paper config in turn and one table of every claim (papers.md, papers.csv), each
+with the paper's value and source, ours, how ours was obtained, and the verdict; with --bench the benchmark's configs
+(configs/bench/) in turn and one table of every target (targets.md, targets.csv)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from emulation.backends import matrix
 from emulation.commands.base import Command, matrix_flags, matrix_passed
+from emulation.commands.command_rows import COMMAND_ROWS
 from emulation.results.claims import print_paper
+from emulation.results.targets import bench_line, print_targets
 from emulation.run.options import OptionError, command_option
 from emulation.run.outputs import check_output, claim_folder, default_parent, planned_folder
 from emulation.results.files import write_atomic, write_table
@@ -21,6 +24,7 @@ from emulation.results.provenance import provenance
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(PROJECT, "configs")
+BENCH = os.path.join(CONFIGS, "bench")  # the benchmark's configs: runs with targets (`make benchmark`)
 DOCS_PAGE = os.path.join(PROJECT, "docs", "reference", "papers.md")  # --docs: the documentation's papers page
 
 
@@ -34,6 +38,10 @@ class Reproduce(Command):
          "--list"),
         ("BML's Fig. 5 run again, the paper's values beside ours",
          "bml-fig5 --out results/bml-fig5"),
+        ("every benchmark config judged against its targets (what `make benchmark` runs)",
+         "--bench --out results/bench"),
+        ("one benchmark config, or any config of yours with claims or targets",
+         "--config configs/bench/scale.yaml --out results/bench-scale"),
     )
     own = (command_option("name", f"{', '.join(matrix.reproducible(CONFIGS))} (see --list)", positional=True,
                           nargs="?"),
@@ -42,20 +50,32 @@ class Reproduce(Command):
                           "(papers.md, papers.csv)", False, kind=bool),
            command_option("docs", "with --all: also write the documentation's papers page (docs/reference/papers.md), "
                           "headed by this run's command, date and commit", False, kind=bool),
+           command_option("config", "run this config file (its `paper:` claims and `targets:` judged)"),
+           command_option("bench", "run the benchmark's configs (configs/bench/, or the one NAME gives) and write one "
+                          "table of every target (targets.md, targets.csv)", False, kind=bool),
            *matrix_flags("reproduction"))
 
     def prepare(self, args):
         configs = matrix.reproducible(CONFIGS)
         if args.list:
-            return configs
+            return {**configs, **{f"--bench {n}": p for n, p in matrix.reproducible(BENCH, "targets").items()}}
+        if sum(map(bool, (args.all, args.bench, args.config))) > 1:
+            raise OptionError("--all, --bench and --config each choose what runs: give one of them")
         if args.docs and not args.all:
             raise OptionError("--docs writes the papers page from every config's claims: give it with --all")
+        if args.config:
+            if args.name:
+                raise OptionError("--config runs the file it names: give either --config or a name, not both")
+            return matrix.prepare(args.config, args.out, args.local, args.force, args.wait, kind="reproduce",
+                                  command_rows=COMMAND_ROWS)
+        if args.bench:
+            return prepare_bench(args)
         if args.all:
             if args.name:
                 raise OptionError("--all runs every paper config: give either --all or a name, not both")
             return prepare_all(configs, args.out, args.local, args.force, args.wait, DOCS_PAGE if args.docs else None)
         if not args.name:
-            raise OptionError(f"a name is required: {', '.join(configs)} (or --all, or --list)")
+            raise OptionError(f"a name is required: {', '.join(configs)} (or --all, --bench, --config or --list)")
         if args.name not in configs:
             raise OptionError(f"no paper config named '{args.name}': valid are {', '.join(configs)}")
         return matrix.prepare(configs[args.name], args.out, args.local, args.force, args.wait, kind="reproduce")
@@ -68,7 +88,7 @@ class Reproduce(Command):
             return {"list": job}
         if isinstance(job, AllJob):
             return execute_all(job, log=log, progress=not args.json)
-        return dict(matrix.execute(job, log=log, progress=not args.json), reproduced=args.name)
+        return dict(matrix.execute(job, log=log, progress=not args.json), reproduced=args.name or job.name)
 
     def report(self, result):
         if "rows" not in result:  # --list, or --all (each config's rows are in its own folder)
@@ -82,21 +102,31 @@ class Reproduce(Command):
             for name, path in result["list"].items():
                 print(f"{name:<{width}}{os.path.relpath(path)}")
             return
+        if "bench" in result:
+            print_targets(result["targets"], ["config"])
+            print(f"\n{bench_line(result['targets'])}\nevery target: {result['out']}/targets.md and targets.csv; "
+                  f"each config's runs in its own folder there")
+            return
         if "claims" in result:
             print_claim_counts(result["claims"])
             print(f"\nevery claim: {result['out']}/papers.md and papers.csv; each config's runs in its own folder "
                   f"there" + (f"; the documentation's page: {result['docs']}" if result.get("docs") else ""))
             return
-        print_paper(result)
-        print(f"\nevery run: {result['out']}/comparison.csv (paper.csv holds the table above)")
+        if result.get("paper"):
+            print_paper(result)
+        if result.get("targets"):
+            print_targets(result["targets"], result["sweep_keys"])
+        print(f"\nevery run: {result['out']}/comparison.csv (paper.csv and targets.csv hold the tables above)")
 
     def as_json(self, result):
         if "list" in result:
             return result["list"]
+        if "bench" in result:
+            return {"out": result["out"], "targets": result["targets"], "configs": result["configs"]}
         if "claims" in result:
             return {"out": result["out"], "claims": result["claims"], "configs": result["configs"]}
         return {"name": result["reproduced"], "out": result["out"], "paper": result["paper"],
-                "source": result.get("source")}
+                "source": result.get("source"), "targets": result.get("targets")}
 
     def exit_code(self, result):
         return 0 if "list" in result else matrix_passed(result)
@@ -127,6 +157,7 @@ class AllJob:
     jobs: Tuple[Tuple[str, matrix.CompareJob], ...]
     out: str
     docs: Optional[str] = None  # the documentation page to write too
+    bench: bool = False  # the benchmark's configs: one table of every target
 
     @property
     def emulated(self) -> bool:
@@ -147,14 +178,83 @@ def prepare_all(configs: Dict[str, str], out_root: str = None, local: bool = Fal
     return AllJob(jobs, out, docs)
 
 
-def execute_all(job: AllJob, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> dict:
-    """Run each config (matrix.execute), then write the table of every claim, where it came from
-    (provenance.json), and with docs the documentation's papers page."""
-    started, origin = time.time(), provenance()
+def prepare_bench(args) -> AllJob:
+    """The benchmark's configs (or the one named), each checked before the first one runs."""
+    configs = matrix.reproducible(BENCH, "targets")
+    if args.name:
+        if args.name not in configs:
+            raise OptionError(f"no benchmark config named '{args.name}': valid are {', '.join(configs)}")
+        configs = {args.name: configs[args.name]}
+    out = args.out or planned_folder(default_parent("reproduce", "bench"))
+    if args.out:
+        check_output(args.out, (BENCH_TABLE + ".md", BENCH_TABLE + ".csv"), "a benchmark", args.force)
+    jobs = tuple((name, matrix.prepare(path, os.path.join(out, name), args.local, args.force, args.wait,
+                                       kind="reproduce", command_rows=COMMAND_ROWS)) for name, path in configs.items())
+    if not args.out:
+        claim_folder(out)
+    return AllJob(jobs, out, bench=True)
+
+
+BENCH_TABLE = "targets"  # the benchmark's table of every target: targets.md and targets.csv
+BENCH_COLUMNS = ["config", "what", "target", "ours", "verdict", "how", "why"]
+
+
+def run_each(job: AllJob, log, progress) -> List[Tuple[str, dict]]:
+    """Every config of the job run in turn (matrix.execute)."""
     results = []
     for n, (name, one) in enumerate(job.jobs, 1):
         log(f"reproduce {name} ({n}/{len(job.jobs)})")
         results.append((name, matrix.execute(one, log=log, progress=progress)))
+    return results
+
+
+def execute_bench(job: AllJob, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> dict:
+    """Run each benchmark config, then write the table of every target and where it came from."""
+    started, origin = time.time(), provenance()
+    results = run_each(job, log, progress)
+    rows = target_rows(results)
+    origin["duration_s"] = round(time.time() - started, 1)
+    write_table(os.path.join(job.out, BENCH_TABLE + ".csv"), rows, BENCH_COLUMNS + ["met"])
+    write_atomic(os.path.join(job.out, BENCH_TABLE + ".md"), targets_markdown(rows))
+    write_atomic(os.path.join(job.out, "provenance.json"), json.dumps(origin, indent=1))
+    return {"bench": True, "out": job.out, "targets": rows, "rows": [r for _, res in results for r in res["rows"]],
+            "configs": {name: res["out"] for name, res in results}}
+
+
+def target_rows(results: List[Tuple[str, dict]]) -> List[dict]:
+    """One row per target (and sweep group) of every config, its sweep values folded into the target's name."""
+    out = []
+    for name, result in results:
+        keys = result.get("sweep_keys") or []
+        for t in result.get("targets") or []:
+            group = ", ".join(f"{k}={t[k]}" for k in keys if t.get(k) is not None)
+            out.append({**{k: t[k] for k in ("target", "ours", "verdict", "met", "how", "why")}, "config": name,
+                        "what": t["what"] + (f" ({group})" if group else "")})
+    return out
+
+
+def targets_markdown(rows: List[dict]) -> str:
+    """Every target as one Markdown table, the missed first."""
+    def cell(text) -> str:
+        return ("-" if text is None else f"{text:.3g}" if isinstance(text, float) else str(text)) \
+            .replace("|", "\\|").replace("\n", " ")
+
+    lines = [bench_line(rows), "", "| config | target | bound | ours | verdict | how | why |",
+             "|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: r["met"] is True):
+        verdict = r["verdict"] if r["met"] else f"**{r['verdict']}**"
+        lines.append("| " + " | ".join(cell(x) for x in (r["config"], r["what"], r["target"], r["ours"], verdict,
+                                                          r["how"], r["why"])) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def execute_all(job: AllJob, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> dict:
+    """Run each config (matrix.execute), then write the table of every claim, where it came from
+    (provenance.json), and with docs the documentation's papers page."""
+    if job.bench:
+        return execute_bench(job, log, progress)
+    started, origin = time.time(), provenance()
+    results = run_each(job, log, progress)
     claims = claim_rows(results)
     origin["duration_s"] = round(time.time() - started, 1)
     write_table(os.path.join(job.out, "papers.csv"), claims, TABLE_COLUMNS)

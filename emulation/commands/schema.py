@@ -11,6 +11,7 @@ from typing import Any, Dict, Iterable, Sequence
 
 from emulation.commands.base import Command
 from emulation.results import claims as paper
+from emulation.results import targets
 from emulation.results.summary import MODE_SECTIONS, SECTIONS, Head, LaunchSummary
 from emulation.run.options import Option, OptionError, command_option, described, flag_of, in_groups, yaml_key
 
@@ -64,8 +65,19 @@ def claim_schema() -> dict:
             "if": {"required": ["out_of_reach"]}, "else": scored, "allOf": [quoted]}
 
 
+def target_schema() -> dict:
+    """One target of a config's `targets:` block (targets.py checks what a schema cannot: rows, can-it-fail)."""
+    bound = {"at_most": NUMBER, "at_least": NUMBER, "between": {"type": "array", "items": NUMBER, "minItems": 2,
+                                                                "maxItems": 2},
+             "equals": {"type": ["string", "boolean"]}}
+    properties = {"what": TEXT, "row": TEXT, "relative_to": TEXT, "why": TEXT, **bound,
+                  "metric": {"enum": [*targets.DOMAINS, *targets.CHOICES]}, "relation": {"enum": list(paper.RELATIONS)}}
+    return {"type": "object", "properties": properties, "required": ["what", "row", "metric"],
+            "additionalProperties": False, "oneOf": [{"required": [k]} for k in targets.BOUNDS]}
+
+
 def config_schema() -> dict:
-    """A compare config: name, defaults, sweep, runs, and an optional paper block."""
+    """A compare config: name, defaults, sweep, runs, an optional paper block, targets and repetitions."""
     options = config_options()
     keys = sorted(options)
     mapping = {"type": "object", "properties": options, "additionalProperties": False}
@@ -73,7 +85,10 @@ def config_schema() -> dict:
              "additionalProperties": {"type": "array", "minItems": 1}}
     jobs = {"type": "array", "minItems": 1, "items": {"type": "string"},
             "description": "several jobs sharing the run's network, each 'KEY=VALUE ...' as dmlbed jobs --job takes"}
-    run = {"type": "object", "properties": {**options, "sweep": sweep, "jobs": jobs}, "additionalProperties": False}
+    command = {"type": "string", "description": "a row that is one dmlbed command line (without 'dmlbed'), its JSON "
+               "result's figures the row's"}
+    run = {"type": "object", "properties": {**options, "sweep": sweep, "jobs": jobs, "command": command},
+           "additionalProperties": False}
     return {"$schema": DRAFT, "title": "dmlbed compare config", "type": "object",
             "properties": {"name": TEXT, "defaults": mapping, "sweep": sweep,
                            "runs": {"type": "array", "items": run, "minItems": 1},
@@ -81,7 +96,10 @@ def config_schema() -> dict:
                                      "properties": {"source": TEXT, "text": {"enum": list(paper.PAPERS)},
                                                     "claims": {"type": "array", "items": claim_schema(),
                                                                "minItems": 1}},
-                                     "required": ["source", "text", "claims"], "additionalProperties": False}},
+                                     "required": ["source", "text", "claims"], "additionalProperties": False},
+                           "targets": {"type": "array", "items": target_schema(), "minItems": 1},
+                           "repeat": {"type": "integer", "minimum": 1, "maximum": 100,
+                                      "description": "run every row this many times, each judged on its own"}},
             "required": ["runs"], "additionalProperties": False}
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from emulation.results import judge as judge_rows
+
 # Every metric a claim can be judged on, with the values it can take (floor, ceiling): a range that holds both
 # ends, or that opens at the floor of a metric without a ceiling, cannot fail and is refused.
 METRIC_DOMAINS = {
@@ -143,16 +145,7 @@ def check_can_fail(value: Tuple[float, float], domain: Tuple[float, float], wher
 
 def ours(claim: dict, rows: List[dict], group: Dict[str, object]) -> Optional[float]:
     """Our value of a claim in one sweep group (None when a row is missing or failed)."""
-    def pick(label):
-        r = next((r for r in rows if r["label"] == label and all(r.get(k) == v for k, v in group.items())), None)
-        return None if r is None else r.get(claim["metric"])
-    mine = pick(claim["row"])
-    if mine is None or claim["relation"] == "value":
-        return mine
-    ref = pick(claim["relative_to"])
-    if not ref:
-        return None
-    return mine / ref if claim["relation"] == "ratio" else 1.0 - mine / ref
+    return judge_rows.value_of(claim, rows, group)
 
 
 def verdict(agrees: Optional[bool]) -> str:
@@ -160,12 +153,7 @@ def verdict(agrees: Optional[bool]) -> str:
     return {True: "agrees", False: "differs", None: "no value"}[agrees]
 
 
-def rows_used(claim: dict, rows: List[dict], group: Dict[str, object]) -> List[dict]:
-    """The rows a claim's value comes from in one sweep group (its row, and the row it is relative to)."""
-    labels = [claim["row"]] + ([claim["relative_to"]] if claim.get("relative_to") else [])
-    found = [next((r for r in rows if r["label"] == label and all(r.get(k) == v for k, v in group.items())), None)
-             for label in labels]
-    return [r for r in found if r is not None]
+rows_used = judge_rows.rows_used
 
 
 def worst_fidelity(used: List[dict]) -> Optional[str]:
@@ -175,15 +163,21 @@ def worst_fidelity(used: List[dict]) -> Optional[str]:
     return max(verdicts, key=FIDELITY_ORDER.get) if verdicts else None
 
 
+def bound(claim: dict) -> judge_rows.Bound:
+    """What ours must be to agree: inside the paper's range, or within the claim's tolerance of its value."""
+    paper = claim["paper"]
+    if isinstance(paper, tuple):
+        return judge_rows.Bound(*paper)
+    return judge_rows.around(paper, claim.get("tolerance", TOLERANCE))
+
+
 def judge(claim: dict, value: Optional[float]) -> Tuple[Optional[bool], Optional[float], str]:
     """(agrees, ours/paper, the paper's value as printed) of one evaluated claim."""
     paper = claim["paper"]
+    agrees = bound(claim).holds(value)
     if isinstance(paper, tuple):
-        return (None if value is None else paper[0] <= value <= paper[1]), None, f"{paper[0]:g}-{paper[1]:g}"
-    over = None if value is None or not paper else value / paper
-    if over is None and value is not None and not paper:  # a claimed 0 (no reduction): within the tolerance itself
-        return abs(value) <= claim.get("tolerance", TOLERANCE), None, f"{paper:g}"
-    return (None if over is None else abs(over - 1.0) <= claim.get("tolerance", TOLERANCE)), over, f"{paper:g}"
+        return agrees, None, f"{paper[0]:g}-{paper[1]:g}"
+    return agrees, (None if value is None or not paper else value / paper), f"{paper:g}"
 
 
 def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -> List[dict]:
@@ -191,7 +185,6 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
     worst fidelity verdict of every run it uses) and why it differs where the config says (claims out of reach
     here get one row with the reason, unscored). A claim resting on an emulated run that was not faithful is not
     judged."""
-    groups = list(dict.fromkeys(tuple(r.get(k) for k in sweep_keys) for r in rows))
     out = []
     for c in claim_list:
         common = {"what": c["what"], "kind": c["kind"], "evidence": c.get("evidence", ""), "from": c["from"],
@@ -200,8 +193,7 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
             out.append({**common, "paper": str(c.get("paper", "")), "ours": None, "ours_over_paper": None,
                         "agrees": None, "verdict": OUT_OF_REACH, "why": c["out_of_reach"], "how": ""})
             continue
-        for g in groups:
-            group = dict(zip(sweep_keys, g))
+        for group in judge_rows.groups(rows, sweep_keys):
             used = rows_used(c, rows, group)
             if not used or used[0]["label"] != c["row"]:
                 continue

@@ -3,6 +3,7 @@ imports torch once, and forks each rank into its host's network namespace; each 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,6 +29,23 @@ def rank_start() -> str:
     if value not in RANK_STARTS:
         raise ValueError(f"{RANK_START_ENV}={value!r} is not valid: valid are {', '.join(RANK_STARTS)}")
     return value
+
+
+@contextlib.contextmanager
+def ranks_started_by(method: Optional[str]):
+    """Within the block, ranks start by `method` (fork or exec; None: as DMLBED_RANK_START says)."""
+    if method is None:
+        yield
+        return
+    before = os.environ.get(RANK_START_ENV)
+    os.environ[RANK_START_ENV] = method
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(RANK_START_ENV, None)
+        else:
+            os.environ[RANK_START_ENV] = before
 
 
 class ForkedRank:

@@ -28,6 +28,7 @@ from workloads.algorithms import ALGORITHMS
 from workloads.option_fields import option_kind
 from workloads.codecs import COMPRESSORS
 from workloads.overlap import DDP_BUCKET_MB
+from emulation.run.forkclient import RANK_STARTS
 from workloads.schedule import SCHEDULE_HELP, parse_schedule
 
 MODES = ("emulate", "simulate", "theory")  # the back ends of a compare row (emulation/backends)
@@ -283,6 +284,9 @@ class CommonConfig:
     out: str = run_option(None, "output folder (default: a new results/{command}/DATE-TIME, with "
                             "results/{command}/latest pointing at it)",
                       group=OUTPUT, yaml=False)
+    rank_start: str = run_option(None, "how the ranks start: fork (from the rank fork server, which imports torch "
+                                 "once) or exec (each rank its own interpreter); default: $DMLBED_RANK_START, else "
+                                 "fork", choices=RANK_STARTS, group=RANKS)
     local: bool = run_option(False, "run the workers on 127.0.0.1 without emulation (no root; in a compare config, "
                              "a row whose claims do not depend on the network)", kind=bool, group=RANKS)
     force: bool = run_option(False, "replace the results of an earlier run in --out", kind=bool, group=REPLACE,

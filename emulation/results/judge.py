@@ -1,0 +1,81 @@
+"""The one judge of a matrix's rows: a value read from a row (or a row relative to another) held against a bound.
+Paper claims (ours within a tolerance of the paper's value, or inside its range) and benchmark targets (at most, at
+least, between, equal to) both become a Bound and are judged here."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Union
+
+Value = Union[float, str, bool, None]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What a value must be: inside [low, high] (either end open at infinity), or equal to `equals`."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    equals: Value = None
+
+    def holds(self, value: Value) -> Optional[bool]:
+        """Whether value satisfies the bound (None when there is no value)."""
+        if value is None:
+            return None
+        if self.equals is not None:
+            return value == self.equals
+        if isinstance(value, (str, bool)):
+            return None
+        return self.low <= value <= self.high
+
+    def text(self) -> str:
+        """The bound as a table prints it."""
+        if self.equals is not None:
+            return f"= {self.equals}"
+        if math.isinf(self.low):
+            return f"<= {self.high:g}"
+        if math.isinf(self.high):
+            return f">= {self.low:g}"
+        return f"{self.low:g}-{self.high:g}"
+
+
+def around(value: float, tolerance: float) -> Bound:
+    """Within a share `tolerance` of value (for a claimed 0: within tolerance of it)."""
+    if not value:
+        return Bound(-tolerance, tolerance)
+    ends = sorted((value * (1 - tolerance), value * (1 + tolerance)))
+    return Bound(ends[0], ends[1])
+
+
+def matching(rows: Sequence[dict], label: str, group: Dict[str, object]) -> Optional[dict]:
+    """The row with this label in one sweep group (None when it is missing)."""
+    return next((r for r in rows if r["label"] == label and all(r.get(k) == v for k, v in group.items())), None)
+
+
+def related(relation: str, mine: Value, ref: Value) -> Value:
+    """A row's value as the relation reads it: itself, its ratio to the reference, or its reduction from it."""
+    if relation == "value" or mine is None:
+        return mine
+    if not ref:
+        return None
+    return mine / ref if relation == "ratio" else 1.0 - mine / ref
+
+
+def value_of(item: dict, rows: Sequence[dict], group: Dict[str, object]) -> Value:
+    """A claim's or target's value in one sweep group: its metric of `row`, related to `relative_to`'s."""
+    mine = matching(rows, item["row"], group)
+    ref = matching(rows, item["relative_to"], group) if item.get("relative_to") else None
+    return related(item.get("relation", "value"), None if mine is None else mine.get(item["metric"]),
+                   None if ref is None else ref.get(item["metric"]))
+
+
+def rows_used(item: dict, rows: Sequence[dict], group: Dict[str, object]) -> List[dict]:
+    """The rows a claim's or target's value comes from in one sweep group (its row, and the row it is relative to)."""
+    labels = [item["row"]] + ([item["relative_to"]] if item.get("relative_to") else [])
+    return [r for r in (matching(rows, label, group) for label in labels) if r is not None]
+
+
+def groups(rows: Sequence[dict], sweep_keys: Sequence[str]) -> List[Dict[str, object]]:
+    """The sweep groups the rows fall in, in order."""
+    return [dict(zip(sweep_keys, g)) for g in dict.fromkeys(tuple(r.get(k) for k in sweep_keys) for r in rows)]

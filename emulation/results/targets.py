@@ -1,0 +1,151 @@
+"""A config's `targets:` block (what `make benchmark` holds the machine to): each target a row's metric (or its ratio
+or reduction against another row's) at most, at least, between or equal to a value, checked before anything runs
+(a bound every value of the metric meets is refused), judged by the one judge (judge.py) in every sweep group."""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Sequence
+
+from emulation.results import judge
+from emulation.results.claims import METRIC_DOMAINS, RELATION_DOMAINS, RELATIONS, how_obtained, worst_fidelity
+
+EVERY_ROW = "*"  # a target's row: every row of the group that has the metric must meet it
+# Metrics a benchmark reads beyond the papers' (a run's fidelity figures, its ranks' start-up, a command's report)
+BENCH_DOMAINS = {"gst_cv": (0.0, math.inf), "spurious_rto_per_worker_iteration": (0.0, math.inf),
+                 "pss_mib_per_rank": (0.0, math.inf), "first_iteration_s": (0.0, math.inf),
+                 "exposed_s": (0.0, math.inf), "fidelity_min": (0.0, math.inf), "fidelity_median": (0.0, math.inf),
+                 "goodput_fidelity_min": (0.0, math.inf), "wall_s": (0.0, math.inf), "peak_rss_mib": (0.0, math.inf),
+                 "gst_ratio_at_goodput": (0.0, math.inf)}
+DOMAINS = {**METRIC_DOMAINS, **BENCH_DOMAINS}
+CHOICES = {"fidelity": ("faithful", "degraded", "not faithful"), "correct": (True, False)}
+BOUNDS = ("at_most", "at_least", "between", "equals")
+TARGET_KEYS = {"what", "row", "metric", "relative_to", "relation", "why", *BOUNDS}
+MET = {True: "met", False: "missed", None: "no value"}
+
+
+class TargetError(ValueError):
+    """The `targets:` block is malformed; the message names the key."""
+
+
+def targets(data: dict, labels: Sequence[str]) -> List[dict]:
+    """The checked targets of a config ([] when it has none)."""
+    block = data.get("targets")
+    if block is None:
+        return []
+    if not isinstance(block, list) or not block:
+        raise TargetError("'targets' needs a non-empty list of targets")
+    return [target(t, f"targets[{i}]", labels) for i, t in enumerate(block)]
+
+
+def target(t, where: str, labels: Sequence[str]) -> dict:
+    """One checked target, with its Bound."""
+    if not isinstance(t, dict):
+        raise TargetError(f"{where} must be a mapping")
+    unknown = set(t) - TARGET_KEYS
+    if unknown:
+        raise TargetError(f"{where}: unknown key '{sorted(unknown)[0]}' (valid: {', '.join(sorted(TARGET_KEYS))})")
+    for key in ("what", "row", "metric"):
+        if not t.get(key):
+            raise TargetError(f"{where} needs '{key}'")
+    for key in ("row", "relative_to"):
+        if key in t and t[key] not in labels and not (key == "row" and t[key] == EVERY_ROW):
+            raise TargetError(f"{where}: {key} '{t[key]}' is not a run label (labels: {', '.join(labels)}, or "
+                              f"'{EVERY_ROW}' for every row)")
+    metric = t["metric"]
+    if metric not in DOMAINS and metric not in CHOICES:
+        raise TargetError(f"{where}: metric '{metric}' is not one of {', '.join([*DOMAINS, *CHOICES])}")
+    relation = t.get("relation", "ratio" if "relative_to" in t else "value")
+    if relation not in RELATIONS or (relation != "value") != ("relative_to" in t):
+        raise TargetError(f"{where}: relation '{relation}' needs 'relative_to' (valid: {', '.join(RELATIONS)}; "
+                          f"'value' takes no 'relative_to')")
+    given = [k for k in BOUNDS if k in t]
+    if len(given) != 1:
+        raise TargetError(f"{where} needs exactly one of {', '.join(BOUNDS)}")
+    domain = RELATION_DOMAINS.get(relation, DOMAINS.get(metric))
+    return {**t, "relation": relation, "bound": bound_of(given[0], t[given[0]], metric, domain, where)}
+
+
+def bound_of(kind: str, value, metric: str, domain, where: str) -> judge.Bound:
+    """The Bound a target gives, refused when it is not a value of the metric or every value would meet it."""
+    if metric in CHOICES or kind == "equals":
+        if kind != "equals" or value not in CHOICES.get(metric, ()):
+            raise TargetError(f"{where}: {metric} takes 'equals' with one of "
+                              f"{', '.join(map(str, CHOICES.get(metric, ())))}" if metric in CHOICES else
+                              f"{where}: 'equals' is for {', '.join(CHOICES)}; give {metric} a bound")
+        return judge.Bound(equals=value)
+    if kind == "between":
+        if not (isinstance(value, list) and len(value) == 2 and all(number(v) for v in value) and value[0] <= value[1]):
+            raise TargetError(f"{where}: between needs [low, high], got {value!r}")
+        low, high = map(float, value)
+    elif not number(value):
+        raise TargetError(f"{where}: {kind} needs a number, got {value!r}")
+    else:
+        low, high = (float(value), math.inf) if kind == "at_least" else (-math.inf, float(value))
+    floor, ceiling = domain
+    if low <= floor and high >= ceiling:
+        raise TargetError(f"{where}: {kind} {value} cannot be missed ({metric} takes values in [{floor:g}, "
+                          f"{ceiling:g}])")
+    return judge.Bound(low, high)
+
+
+def number(v) -> bool:
+    """Whether v is a plain number (not a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -> List[dict]:
+    """One row per target and sweep group: the bound, ours, met / missed / no value, and how ours was obtained."""
+    out = []
+    for t in target_list:
+        for group in judge.groups(rows, sweep_keys):
+            if t["row"] == EVERY_ROW:  # every row that has the metric (a closed form checks no correctness)
+                used = [r for r in rows if all(r.get(k) == v for k, v in group.items()) and
+                        r.get(t["metric"]) is not None]
+                held = [t["bound"].holds(r.get(t["metric"])) for r in used]
+                met = None if not used or None in held else all(held)
+                ours = f"{sum(bool(h) for h in held)}/{len(used)} rows"
+            else:
+                used = judge.rows_used(t, rows, group)
+                if not used or used[0]["label"] != t["row"]:
+                    continue
+                ours = judge.value_of(t, rows, group)
+                met = t["bound"].holds(ours)
+            out.append({"what": t["what"], **group, "target": t["bound"].text(), "ours": ours, "met": met,
+                        "verdict": MET[met], "how": how_obtained(used[0], worst_fidelity(used)) if used else "",
+                        "why": t.get("why", "")})
+    return out
+
+
+def missed(rows: List[dict]) -> List[dict]:
+    """The target rows not met (missed, or without a value)."""
+    return [r for r in rows if r["met"] is not True]
+
+
+def counts(rows: List[dict]) -> Dict[str, int]:
+    """How many target rows were met, missed and without a value."""
+    out: Dict[str, int] = {}
+    for r in rows:
+        out[r["verdict"]] = out.get(r["verdict"], 0) + 1
+    return out
+
+
+def bench_line(rows: List[dict]) -> str:
+    """The count line: targets met of all, and those missed or without a value."""
+    n = counts(rows)
+    return (f"{n.get('met', 0)}/{len(rows)} targets met" + "".join(f", {n[v]} {v}" for v in ("missed", "no value")
+                                                                   if n.get(v)))
+
+
+def shown(value: Optional[object]) -> str:
+    """A target's value as a table prints it."""
+    return "-" if value is None else f"{value:.3g}" if number(value) else str(value)
+
+
+def print_targets(rows: List[dict], sweep_keys: Sequence[str]) -> None:
+    """The targets beside ours, one line each."""
+    print("\ntargets:")
+    for r in rows:
+        group = " ".join(f"{k}={r[k]}" for k in sweep_keys if r.get(k) is not None)
+        print(f"  {r['verdict']:<8} {r['what']}" + (f" ({group})" if group else "") +
+              f": ours {shown(r['ours'])}, target {r['target']}; {r['how']}")

@@ -1,0 +1,150 @@
+"""The benchmark as configs: configs/bench/ checked before anything runs, targets parsed (a target that cannot be
+missed refused) and judged by the one judge, repetitions judged each on its own, and `command:` rows run as a user
+runs them (a command that needs no network in a process of its own, timed, with its own peak memory)."""
+
+import csv
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from emulation.backends import matrix
+from emulation.commands.base import matrix_passed
+import emulation.commands.cli  # noqa: F401 (the harness hands command rows its parser, as when dmlbed runs)
+from emulation.commands.command_rows import COMMAND_ROWS
+from emulation.results import targets
+from emulation.results.claims import judge as judge_claim
+from helpers import ROOT
+
+BENCH = sorted(glob.glob(os.path.join(ROOT, "configs", "bench", "*.yaml")))
+LABELS = ["a", "b"]
+
+
+def test_every_benchmark_config_is_checked_before_anything_runs(tmp_path):
+    assert {os.path.basename(p) for p in BENCH} >= {"timing.yaml", "low-rate.yaml", "overlap.yaml",
+                                                    "rank-start.yaml", "scale.yaml"}
+    for path in BENCH:
+        job = matrix.prepare(path, str(tmp_path / os.path.basename(path)), command_rows=COMMAND_ROWS)
+        assert job.targets, path
+        labels = {e["label"] for e in job.entries}
+        assert all(t["row"] in labels | {targets.EVERY_ROW} for t in job.targets), path
+
+
+def target(**kw):
+    return targets.target({"what": "w", "row": "a", "metric": "gst_ratio", **kw}, "targets[0]", LABELS)
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"at_most": 1.15, "at_least": 1.0}, "exactly one of"),
+    ({}, "exactly one of"),
+    ({"at_least": 0}, "cannot be missed"),
+    ({"between": [0, 1e9], "metric": "gst_cv"}, None),
+    ({"at_most": 1, "color": "red"}, "unknown key 'color'"),
+    ({"at_most": 1, "row": "c"}, "row 'c' is not a run label"),
+    ({"at_most": 1, "metric": "speed"}, "metric 'speed' is not one of"),
+    ({"equals": "faithful"}, "'equals' is for"),
+    ({"metric": "fidelity", "equals": "great"}, "fidelity takes 'equals' with one of faithful"),
+    ({"metric": "fidelity", "at_most": 1}, "fidelity takes 'equals'"),
+    ({"at_most": "low"}, "at_most needs a number"),
+    ({"between": [2, 1]}, "between needs [low, high]"),
+    ({"at_most": 1, "relation": "ratio"}, "needs 'relative_to'"),
+    ({"at_least": -1, "relative_to": "b", "relation": "reduction"}, None),
+    ({"at_least": -math.inf, "relative_to": "b", "relation": "reduction"}, "cannot be missed"),
+])
+def test_a_malformed_or_unfailable_target_is_refused_naming_the_key(kw, words):
+    if words is None:
+        if kw.get("between") == [0, 1e9]:  # the whole domain but a finite top: still can be missed (above 1e9)
+            assert target(**kw)["bound"].high == 1e9
+        else:
+            assert target(**kw)["bound"].low == -1
+        return
+    with pytest.raises(targets.TargetError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        target(**kw)
+
+
+def rows(*values):
+    return [{"label": label, "mode": "simulate", "repeat": rep, **v} for label, rep, v in values]
+
+
+def test_targets_are_judged_in_each_group_and_every_row_target_reads_only_rows_with_the_metric():
+    data = [("a", 1, {"gst_ratio": 1.1, "jct_s": 6.0, "correct": True}),
+            ("b", 1, {"gst_ratio": 1.0, "jct_s": 10.0, "correct": None}),
+            ("a", 2, {"gst_ratio": 1.2, "jct_s": 5.0, "correct": False}),
+            ("b", 2, {"gst_ratio": 1.0, "jct_s": 10.0, "correct": None})]
+    checked = [target(at_most=1.15),
+               targets.target({"what": "r", "row": "a", "relative_to": "b", "metric": "jct_s",
+                               "relation": "reduction", "at_least": 0.45}, "t", LABELS),
+               targets.target({"what": "c", "row": "*", "metric": "correct", "equals": True}, "t", LABELS)]
+    table = targets.table(checked, rows(*data), ["repeat"])
+    got = [(r["what"], r["repeat"], r["verdict"]) for r in table]
+    assert got == [("w", 1, "met"), ("w", 2, "missed"), ("r", 1, "missed"), ("r", 2, "met"),
+                   ("c", 1, "met"), ("c", 2, "missed")]
+    assert table[2]["ours"] == pytest.approx(0.4) and table[4]["ours"] == "1/1 rows"
+    assert targets.bench_line(table) == "3/6 targets met, 3 missed"
+    assert matrix_passed({"rows": [], "targets": table}) == 1
+    assert matrix_passed({"rows": [], "targets": [r for r in table if r["met"]]}) == 0
+
+
+def test_paper_claims_and_targets_share_the_judge():
+    claim = {"paper": 2.0, "tolerance": 0.1}
+    assert judge_claim(claim, 2.19)[0] and not judge_claim(claim, 2.21)[0]
+    assert judge_claim({"paper": (1.0, 2.0)}, 1.5)[0] and judge_claim({"paper": 0.0, "tolerance": 0.1}, -0.05)[0]
+    assert target(between=[1.8, 2.2])["bound"].holds(2.19) and not target(between=[1.8, 2.2])["bound"].holds(2.21)
+
+
+def write_config(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_repeat_runs_every_row_that_many_times_each_in_its_own_folder(tmp_path):
+    path = write_config(tmp_path, "repeat: 3\nruns:\n  - {label: a, topo: 'star:4', algo: ring, mode: theory}\n"
+                        "targets:\n  - {what: w, row: a, metric: gst_median_s, at_most: 100}\n")
+    job = matrix.prepare(path, str(tmp_path / "out"))
+    assert [e["sweep"] for e in job.entries] == [{"repeat": 1}, {"repeat": 2}, {"repeat": 3}]
+    assert len({e["config"].out for e in job.entries}) == 3
+    result = matrix.execute(job)
+    assert [t["verdict"] for t in result["targets"]] == ["met"] * 3
+    with open(tmp_path / "out" / "targets.csv") as f:
+        assert [r["repeat"] for r in csv.DictReader(f)] == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("repeat: 0\nruns:\n  - {topo: 'star:4', algo: ring}\n", "'repeat' must be a whole number"),
+    ("repeat: 2\nsweep: {repeat: [1]}\nruns:\n  - {topo: 'star:4', algo: ring}\n", "unknown key .repeat."),
+    ("runs:\n  - {label: n, command: 'net star:4 --check', topo: 'star:4'}\n", "takes only a 'label'"),
+    ("runs:\n  - {command: 'theory --topo star:4 --algo ring'}\n", "needs a 'label'"),
+    ("runs:\n  - {label: n, command: 'compare x.yaml'}\n", "a matrix does not nest"),
+    ("runs:\n  - {label: n, command: 'theory --topo star:4 --algo ring --colour red'}\n", "unrecognized arguments"),
+    ("runs:\n  - {label: n, command: 'theory --topo star:4 --algo ring'}\n"
+     "targets:\n  - {what: w, row: m, metric: wall_s, at_most: 1}\n", "row 'm' is not a run label"),
+])
+def test_a_bad_benchmark_config_is_refused_before_anything_runs(tmp_path, text, words):
+    with pytest.raises(matrix.ConfigError, match=words):
+        matrix.prepare(write_config(tmp_path, text), str(tmp_path / "out"), command_rows=COMMAND_ROWS)
+    assert not (tmp_path / "out").exists()
+
+
+def test_command_rows_run_as_a_user_runs_them_and_are_judged(tmp_path):
+    out = tmp_path / "bench"
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "reproduce", "--config",
+                        os.path.join(ROOT, "tests", "data", "bench-scale-quick.yaml"), "--out", str(out), "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stderr[-2000:]  # one target is set to be missed, one row is refused
+    result = json.loads(r.stdout)
+    verdicts = {t["what"]: t["verdict"] for t in result["targets"]}
+    assert verdicts == {"BML BCube(8,2): seconds": "met", "BML BCube(8,2): MiB": "met",
+                        "BML BCube(8,2): GST / closed form at goodput": "met",
+                        "PS Fat-Tree(8) / hier Fat-Tree(8): GST": "met",
+                        "PS Fat-Tree(8): a target no run meets": "missed",
+                        "PS Fat-Tree(48): refused by the size check": "no value"}
+    rows = {row["label"]: row for row in json.loads((out / "comparison.json").read_text())}
+    assert rows["bml bcube:8,2"]["ranks"] == 64 and rows["bml bcube:8,2"]["returncode"] == 0
+    assert 0 < rows["bml bcube:8,2"]["wall_s"] < 300 and 20 < rows["bml bcube:8,2"]["peak_rss_mib"] < 8192
+    assert rows["ps fattree:48"]["error"].startswith("refused: fattree:48: ps over")
+    assert (out / "targets.csv").exists() and (out / "bml_bcube_8_2" / "summary.json").exists()
