@@ -148,3 +148,32 @@ def test_command_rows_run_as_a_user_runs_them_and_are_judged(tmp_path):
     assert 0 < rows["bml bcube:8,2"]["wall_s"] < 300 and 20 < rows["bml bcube:8,2"]["peak_rss_mib"] < 8192
     assert rows["ps fattree:48"]["error"].startswith("refused: fattree:48: ps over")
     assert (out / "targets.csv").exists() and (out / "bml_bcube_8_2" / "summary.json").exists()
+
+
+def test_a_target_reads_its_reference_in_another_sweep_group_three_ways(tmp_path):
+    sweep = {"mode": ["emulate", "simulate", "theory"]}
+    data = rows(("a", None, {"gst_median_s": 2.0}), ("b", None, {"gst_median_s": 1.0}))
+    data = [dict(r, mode=m, gst_median_s=r["gst_median_s"] * f) for m, f in (("emulate", 1.0), ("simulate", 1.05),
+                                                                             ("theory", 0.8)) for r in data]
+    within = targets.target({"what": "sim/emu", "row": "a", "metric": "gst_median_s", "in": {"mode": "simulate"},
+                             "relative_in": {"mode": "emulate"}, "between": [0.9, 1.1]}, "t", LABELS, sweep)
+    over = targets.target({"what": "emu/theory", "row": "a", "relative_to": "b", "metric": "gst_median_s",
+                           "in": {"mode": "emulate"}, "relative_in": {"mode": "theory"}, "at_most": 2.0}, "t",
+                          LABELS, sweep)
+    table = targets.table([within, over], data, ["mode"])
+    assert [(r["what"], r["mode"], r["verdict"]) for r in table] == [("sim/emu", "simulate", "met"),
+                                                                    ("emu/theory", "emulate", "missed")]
+    assert table[0]["ours"] == pytest.approx(1.05) and table[1]["ours"] == pytest.approx(2.5)
+    for bad, words in (({"in": {"mode": "measure"}}, "is not a value the config sweeps"),
+                       ({"relative_in": {"seed": 1}}, "is not a value the config sweeps"),
+                       ({"in": "simulate"}, "must be a mapping")):
+        with pytest.raises(targets.TargetError, match=words):
+            targets.target({"what": "w", "row": "a", "metric": "gst_ratio", "at_most": 2, **bad}, "t", LABELS, sweep)
+
+
+def test_the_straggler_wait_is_read_from_the_iterations_past_warm_up(tmp_path):
+    (tmp_path / "iterations.csv").write_text("iteration,iteration_s,gst_s\n0,9,1\n1,9,1\n2,1.5,1.0\n3,2.5,1.5\n")
+    assert matrix.bsp_wait(str(tmp_path), {}) == pytest.approx(0.75)
+    assert matrix.bsp_wait(str(tmp_path / "none"), {"iteration_mean_s": 3.0, "gst_median_s": 1.0}) == 2.0
+    assert targets.target({"what": "w", "row": "a", "metric": "most_waited_for", "equals": "h3"}, "t",
+                          LABELS)["bound"].holds("h3")

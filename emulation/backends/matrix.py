@@ -8,7 +8,7 @@ import itertools
 import json
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import yaml
 
@@ -17,7 +17,8 @@ from emulation.results import claims as paper
 from emulation.results import targets as bench_targets
 from emulation.run.options import OptionError, from_mapping, option_of, yaml_key
 from emulation.run.outputs import check_output, claim_folder, default_parent, planned_folder
-from emulation.results.files import write_atomic, write_table
+from emulation.results.files import read_iterations, write_atomic, write_table
+from emulation.results.iterations import WARMUP
 from emulation.results.figures import plot
 from emulation.results.provenance import provenance
 
@@ -29,7 +30,7 @@ COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_m
            "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
            "error", "slowdown", "alone_iteration_mean_s", "overlap_median", "dilation", "gst_cv",
            "spurious_rto_per_worker_iteration", "pss_mib_per_rank", "first_iteration_s", "wall_s", "peak_rss_mib",
-           "gst_ratio_at_goodput", "out"]
+           "gst_ratio_at_goodput", "wait_mean_s", "fidelity_scenario_note", "out"]
 
 
 class ConfigError(ValueError):
@@ -212,7 +213,9 @@ def row(entry: dict, summary: dict) -> dict:
         r["comm_over_compute"] = (r["iteration_median_s"] - r["compute_median_s"]) / r["compute_median_s"]
     fid = summary.get("fidelity") or {}
     r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"), gst_cv=fid.get("gst_cv"),
+             fidelity_scenario_note=fid.get("scenario_note"),
              spurious_rto_per_worker_iteration=fid.get("spurious_rto_per_worker_iteration"))
+    r["wait_mean_s"] = bsp_wait(cfg_out(entry, summary), summary)
     start = summary.get("rank_start") or {}
     r.update(first_iteration_s=start.get("first_iteration_s"),
              pss_mib_per_rank=(start.get("memory") or {}).get("pss_mib_per_rank"))
@@ -221,6 +224,22 @@ def row(entry: dict, summary: dict) -> dict:
         r[name] = getattr(cfg, name)
     r.update(label=entry["label"], out=cfg.out, **entry["sweep"])
     return r
+
+
+def cfg_out(entry: dict, summary: dict) -> str:
+    """The row's run folder."""
+    return entry["config"].out if entry.get("config") is not None else (summary.get("config") or {}).get("out", "")
+
+
+def bsp_wait(out: str, summary: dict) -> Optional[float]:
+    """BSP's wait for the slowest rank: the mean over the iterations past warm-up of each iteration less its GST
+    (iterations.csv; a closed form, which writes none: its mean iteration less its GST)."""
+    rows = [r for r in read_iterations(out)[WARMUP:] if "iteration_s" in r and "gst_s" in r] if out else []
+    if rows:
+        return sum(r["iteration_s"] - r["gst_s"] for r in rows) / len(rows)
+    if summary.get("iteration_mean_s") is not None and summary.get("gst_median_s") is not None:
+        return summary["iteration_mean_s"] - summary["gst_median_s"]
+    return None
 
 
 def job_row(entry: dict, report: dict, job: dict) -> dict:

@@ -155,10 +155,18 @@ def target_lines() -> List[str]:
                 "relation": "`value`, `ratio` (row / relative_to) or `reduction` (1 - row / relative_to)",
                 "at_most": "the value must be at most this", "at_least": "the value must be at least this",
                 "between": "`[low, high]`: the value must lie in it",
-                "equals": "the value must be this (`fidelity`: a verdict; `correct`: true or false)",
-                "why": "what the target shows (shown on its row)"}
+                "equals": "the value must be this (`fidelity`: a verdict; `correct`: true or false; "
+                          "`most_waited_for`: a host)",
+                "one_of": "the value must be one of these (`fidelity`: some of the verdicts, not all)",
+                "contains": "the text must hold these words (`fidelity_scenario_note`)",
+                "why": "what the target shows (shown on its row)",
+                "in": "the sweep groups it is judged in (e.g. `{mode: simulate}`; default: every group)",
+                "relative_in": "where the reference row is read: the target's group with these sweep values in "
+                               "place (`{mode: emulate}`: a simulated row against the emulated one; relative_to "
+                               "defaults to the row itself)"}
     return ["", "## The targets block", "",
-            "`targets:` is a list, each target with exactly one of `at_most`, `at_least`, `between` and `equals`; "
+            "`targets:` is a list, each target with exactly one of `at_most`, `at_least`, `between`, `equals`, "
+            "`one_of` and `contains`; "
             "a bound every value of its metric meets is refused. Each is judged in every sweep group (and every "
             "repetition): met, missed, or no value; `dmlbed compare` and `reproduce` exit 1 when one is not met.",
             "", "| key | meaning |", "|---|---|"] + [f"| `{k}` | {cell(meanings[k])} |"

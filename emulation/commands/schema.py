@@ -69,8 +69,11 @@ def target_schema() -> dict:
     """One target of a config's `targets:` block (targets.py checks what a schema cannot: rows, can-it-fail)."""
     bound = {"at_most": NUMBER, "at_least": NUMBER, "between": {"type": "array", "items": NUMBER, "minItems": 2,
                                                                 "maxItems": 2},
-             "equals": {"type": ["string", "boolean"]}}
-    properties = {"what": TEXT, "row": TEXT, "relative_to": TEXT, "why": TEXT, **bound,
+             "equals": {"type": ["string", "boolean"]}, "one_of": {"type": "array", "items": TEXT, "minItems": 1},
+             "contains": TEXT}
+    group = {"type": "object", "minProperties": 1, "description": "sweep key: value"}
+    properties = {"what": TEXT, "row": TEXT, "relative_to": TEXT, "why": TEXT, **bound, "in": group,
+                  "relative_in": group,
                   "metric": {"enum": [*targets.DOMAINS, *targets.CHOICES]}, "relation": {"enum": list(paper.RELATIONS)}}
     return {"type": "object", "properties": properties, "required": ["what", "row", "metric"],
             "additionalProperties": False, "oneOf": [{"required": [k]} for k in targets.BOUNDS]}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 Value = Union[float, str, bool, None]
 
@@ -18,6 +18,8 @@ class Bound:
     low: float = -math.inf
     high: float = math.inf
     equals: Value = None
+    one_of: Tuple[Value, ...] = ()
+    contains: str = ""
 
     def holds(self, value: Value) -> Optional[bool]:
         """Whether value satisfies the bound (None when there is no value)."""
@@ -25,6 +27,10 @@ class Bound:
             return None
         if self.equals is not None:
             return value == self.equals
+        if self.one_of:
+            return value in self.one_of
+        if self.contains:
+            return isinstance(value, str) and self.contains in value
         if isinstance(value, (str, bool)):
             return None
         return self.low <= value <= self.high
@@ -33,6 +39,10 @@ class Bound:
         """The bound as a table prints it."""
         if self.equals is not None:
             return f"= {self.equals}"
+        if self.one_of:
+            return "one of " + ", ".join(map(str, self.one_of))
+        if self.contains:
+            return f"contains '{self.contains}'"
         if math.isinf(self.low):
             return f"<= {self.high:g}"
         if math.isinf(self.high):
@@ -62,18 +72,27 @@ def related(relation: str, mine: Value, ref: Value) -> Value:
     return mine / ref if relation == "ratio" else 1.0 - mine / ref
 
 
+def reference_group(item: dict, group: Dict[str, object]) -> Dict[str, object]:
+    """The sweep group the reference row is read in: the item's own, with `relative_in`'s values in place (a
+    simulated row against the emulated one: relative_in {mode: emulate})."""
+    return {**group, **(item.get("relative_in") or {})}
+
+
 def value_of(item: dict, rows: Sequence[dict], group: Dict[str, object]) -> Value:
-    """A claim's or target's value in one sweep group: its metric of `row`, related to `relative_to`'s."""
+    """A claim's or target's value in one sweep group: its metric of `row`, related to `relative_to`'s (read in
+    the reference group)."""
     mine = matching(rows, item["row"], group)
-    ref = matching(rows, item["relative_to"], group) if item.get("relative_to") else None
+    ref = matching(rows, item["relative_to"], reference_group(item, group)) if item.get("relative_to") else None
     return related(item.get("relation", "value"), None if mine is None else mine.get(item["metric"]),
                    None if ref is None else ref.get(item["metric"]))
 
 
 def rows_used(item: dict, rows: Sequence[dict], group: Dict[str, object]) -> List[dict]:
     """The rows a claim's or target's value comes from in one sweep group (its row, and the row it is relative to)."""
-    labels = [item["row"]] + ([item["relative_to"]] if item.get("relative_to") else [])
-    return [r for r in (matching(rows, label, group) for label in labels) if r is not None]
+    found = [matching(rows, item["row"], group)]
+    if item.get("relative_to"):
+        found.append(matching(rows, item["relative_to"], reference_group(item, group)))
+    return [r for r in found if r is not None]
 
 
 def groups(rows: Sequence[dict], sweep_keys: Sequence[str]) -> List[Dict[str, object]]:

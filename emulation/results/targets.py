@@ -16,11 +16,13 @@ BENCH_DOMAINS = {"gst_cv": (0.0, math.inf), "spurious_rto_per_worker_iteration":
                  "pss_mib_per_rank": (0.0, math.inf), "first_iteration_s": (0.0, math.inf),
                  "exposed_s": (0.0, math.inf), "fidelity_min": (0.0, math.inf), "fidelity_median": (0.0, math.inf),
                  "goodput_fidelity_min": (0.0, math.inf), "wall_s": (0.0, math.inf), "peak_rss_mib": (0.0, math.inf),
-                 "gst_ratio_at_goodput": (0.0, math.inf)}
+                 "gst_ratio_at_goodput": (0.0, math.inf), "wait_mean_s": (0.0, math.inf), "slowdown": (0.0, math.inf),
+                 "most_waited_for_share": (0.0, 1.0), "iteration_mean_s": (0.0, math.inf)}
 DOMAINS = {**METRIC_DOMAINS, **BENCH_DOMAINS}
-CHOICES = {"fidelity": ("faithful", "degraded", "not faithful"), "correct": (True, False)}
-BOUNDS = ("at_most", "at_least", "between", "equals")
-TARGET_KEYS = {"what", "row", "metric", "relative_to", "relation", "why", *BOUNDS}
+CHOICES = {"fidelity": ("faithful", "degraded", "not faithful"), "correct": (True, False),
+           "most_waited_for": None, "fidelity_scenario_note": None}  # None: any text (a host's name, a note)
+BOUNDS = ("at_most", "at_least", "between", "equals", "one_of", "contains")
+TARGET_KEYS = {"what", "row", "metric", "relative_to", "relation", "why", "in", "relative_in", *BOUNDS}
 MET = {True: "met", False: "missed", None: "no value"}
 
 
@@ -35,11 +37,13 @@ def targets(data: dict, labels: Sequence[str]) -> List[dict]:
         return []
     if not isinstance(block, list) or not block:
         raise TargetError("'targets' needs a non-empty list of targets")
-    return [target(t, f"targets[{i}]", labels) for i, t in enumerate(block)]
+    sweep = {**(data.get("sweep") or {}), **({"repeat": list(range(1, data["repeat"] + 1))}
+                                            if isinstance(data.get("repeat"), int) else {})}
+    return [target(t, f"targets[{i}]", labels, sweep) for i, t in enumerate(block)]
 
 
-def target(t, where: str, labels: Sequence[str]) -> dict:
-    """One checked target, with its Bound."""
+def target(t, where: str, labels: Sequence[str], sweep: Optional[dict] = None) -> dict:
+    """One checked target, with its Bound (`in` and `relative_in` checked against the config's sweep)."""
     if not isinstance(t, dict):
         raise TargetError(f"{where} must be a mapping")
     unknown = set(t) - TARGET_KEYS
@@ -52,6 +56,10 @@ def target(t, where: str, labels: Sequence[str]) -> dict:
         if key in t and t[key] not in labels and not (key == "row" and t[key] == EVERY_ROW):
             raise TargetError(f"{where}: {key} '{t[key]}' is not a run label (labels: {', '.join(labels)}, or "
                               f"'{EVERY_ROW}' for every row)")
+    for key in ("in", "relative_in"):
+        check_group(t.get(key), key, sweep or {}, where)
+    if "relative_in" in t:
+        t = {"relative_to": t["row"], **t}
     metric = t["metric"]
     if metric not in DOMAINS and metric not in CHOICES:
         raise TargetError(f"{where}: metric '{metric}' is not one of {', '.join([*DOMAINS, *CHOICES])}")
@@ -66,13 +74,30 @@ def target(t, where: str, labels: Sequence[str]) -> dict:
     return {**t, "relation": relation, "bound": bound_of(given[0], t[given[0]], metric, domain, where)}
 
 
+def check_group(given, key: str, sweep: dict, where: str) -> None:
+    """`in` (the sweep groups a target is judged in) or `relative_in` (where its reference row is read): a mapping
+    of sweep keys to values the sweep has."""
+    if given is None:
+        return
+    if not isinstance(given, dict) or not given:
+        raise TargetError(f"{where}: {key} must be a mapping of sweep keys to values (e.g. {{mode: emulate}})")
+    for k, v in given.items():
+        if k not in sweep or v not in sweep[k]:
+            valid = ", ".join(f"{name}: {values}" for name, values in sweep.items()) or "the config sweeps nothing"
+            raise TargetError(f"{where}: {key} {k}={v!r} is not a value the config sweeps ({valid})")
+
+
 def bound_of(kind: str, value, metric: str, domain, where: str) -> judge.Bound:
     """The Bound a target gives, refused when it is not a value of the metric or every value would meet it."""
+    if kind in ("one_of", "contains"):
+        return text_bound(kind, value, metric, where)
     if metric in CHOICES or kind == "equals":
-        if kind != "equals" or value not in CHOICES.get(metric, ()):
-            raise TargetError(f"{where}: {metric} takes 'equals' with one of "
-                              f"{', '.join(map(str, CHOICES.get(metric, ())))}" if metric in CHOICES else
-                              f"{where}: 'equals' is for {', '.join(CHOICES)}; give {metric} a bound")
+        choices = CHOICES.get(metric, ())
+        allowed = isinstance(value, str) and bool(value) if choices is None else value in choices
+        if kind != "equals" or not allowed:
+            raise TargetError(f"{where}: {metric} takes 'equals' with " + (
+                "a name" if choices is None else f"one of {', '.join(map(str, choices))}") if metric in CHOICES else
+                f"{where}: 'equals' is for {', '.join(CHOICES)}; give {metric} a bound")
         return judge.Bound(equals=value)
     if kind == "between":
         if not (isinstance(value, list) and len(value) == 2 and all(number(v) for v in value) and value[0] <= value[1]):
@@ -89,6 +114,21 @@ def bound_of(kind: str, value, metric: str, domain, where: str) -> judge.Bound:
     return judge.Bound(low, high)
 
 
+def text_bound(kind: str, value, metric: str, where: str) -> judge.Bound:
+    """one_of (a verdict among several) or contains (a note holding these words): refused where it cannot fail."""
+    choices = CHOICES.get(metric, ())
+    if kind == "contains":
+        if metric not in CHOICES or choices is not None or not isinstance(value, str) or not value:
+            raise TargetError(f"{where}: contains takes words, for {', '.join(k for k, v in CHOICES.items() if v is None)}")
+        return judge.Bound(contains=value)
+    if metric not in CHOICES or choices is None or not isinstance(value, list) or not value or \
+            not set(value) <= set(choices) or set(choices) <= set(value):
+        raise TargetError(f"{where}: one_of takes some but not all of "
+                          f"{', '.join(map(str, choices or ('faithful', 'degraded', 'not faithful')))}"
+                          f" ({metric} " + ("has choices)" if choices else "is not a choice)"))
+    return judge.Bound(one_of=tuple(value))
+
+
 def number(v) -> bool:
     """Whether v is a plain number (not a bool)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -99,6 +139,8 @@ def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) 
     out = []
     for t in target_list:
         for group in judge.groups(rows, sweep_keys):
+            if any(group.get(k) != v for k, v in (t.get("in") or {}).items()):
+                continue
             if t["row"] == EVERY_ROW:  # every row that has the metric (a closed form checks no correctness)
                 used = [r for r in rows if all(r.get(k) == v for k, v in group.items()) and
                         r.get(t["metric"]) is not None]
