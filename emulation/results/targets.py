@@ -153,7 +153,7 @@ def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) 
                     continue
                 ours = judge.value_of(t, rows, group)
                 met = t["bound"].holds(ours)
-            out.append({"what": t["what"], **group, "target": t["bound"].text(), "ours": ours, "met": met,
+            out.append({"what": t["what"], "row": t["row"], **group, "target": t["bound"].text(), "ours": ours, "met": met,
                         "verdict": MET[met], "how": how_obtained(used[0], worst_fidelity(used)) if used else "",
                         "why": t.get("why", "")})
     return out
