@@ -78,3 +78,20 @@ def test_stops_paying_at_the_edges():
     assert codec_rates.stops_paying({10: 3.0, 100: 1.5}) is None  # pays everywhere swept
     assert codec_rates.stops_paying({10: 1.05, 100: 1.0}) == 0  # nowhere
     assert codec_rates.stops_paying({}) is None
+
+
+def test_convergence_is_judged_by_the_configs_targets(tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("codecs_script", os.path.join(
+        os.path.dirname(codec_rates.__file__), "codecs.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rows = [{"label": label, "accuracy": acc, "correct": True, "mode": "emulate", "fidelity": "not measured"}
+            for label, acc in (("fp32", 0.90), ("fp16", 0.89), ("terngrad", 0.85), ("signSGD", 0.5))]
+    (tmp_path / "comparison.json").write_text(json.dumps(rows))
+    assert script.convergence(str(tmp_path), run=False) == 1  # terngrad 5 points under fp32's
+    report = json.load(open(tmp_path / "convergence.json"))
+    by = {c["label"]: c for c in report["cases"]}
+    assert by["fp16"]["ok"] and by["fp16"]["judged"] and not by["terngrad"]["ok"]
+    assert by["signSGD"]["ok"] and not by["signSGD"]["judged"]  # reported beside the others, no target of its own
+    assert by["terngrad"]["points_over_fp32"] == pytest.approx(-0.05)

@@ -131,7 +131,8 @@ def config_page() -> str:
                 "metric": "the summary key compared: " + ", ".join(f"`{m}`" for m in claims.METRICS),
                 "paper": "the paper's value: a number, or `[low, high]`",
                 "relative_to": "the run label the value is relative to (with relation ratio or reduction)",
-                "relation": "`value`, `ratio` (row / relative_to) or `reduction` (1 - row / relative_to)",
+                "relation": "`value`, `ratio` (row / relative_to), `reduction` (1 - row / relative_to) or `difference` "
+                            "(row - relative_to)",
                 "from": "the section, figure or table of the paper that holds the number",
                 "quote": "the paper's own sentence holding the number, verbatim (kind paper)",
                 "kind": "`paper` (the paper's claim; the default) or `model` (dmlbed's own model)",
@@ -152,7 +153,8 @@ def target_lines() -> List[str]:
                 "row": f"the run label the value comes from (`{targets.EVERY_ROW}`: every row that has the metric)",
                 "metric": "the row's figure: " + ", ".join(f"`{m}`" for m in [*targets.DOMAINS, *targets.CHOICES]),
                 "relative_to": "the run label the value is relative to (with relation ratio or reduction)",
-                "relation": "`value`, `ratio` (row / relative_to) or `reduction` (1 - row / relative_to)",
+                "relation": "`value`, `ratio` (row / relative_to), `reduction` (1 - row / relative_to) or `difference` "
+                            "(row - relative_to)",
                 "at_most": "the value must be at most this", "at_least": "the value must be at least this",
                 "between": "`[low, high]`: the value must lie in it",
                 "equals": "the value must be this (`fidelity`: a verdict; `correct`: true or false; "

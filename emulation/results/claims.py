@@ -22,8 +22,8 @@ METRIC_DOMAINS = {
     "later_steps_wire_ratio": (0.0, math.inf), "comm_over_compute": (0.0, math.inf),
     "switch_ratio_fat_tree": (0.0, math.inf)}
 METRICS = tuple(METRIC_DOMAINS)
-RELATIONS = ("value", "ratio", "reduction")
-RELATION_DOMAINS = {"ratio": (0.0, math.inf), "reduction": (-math.inf, 1.0)}
+RELATIONS = ("value", "ratio", "reduction", "difference")
+RELATION_DOMAINS = {"ratio": (0.0, math.inf), "reduction": (-math.inf, 1.0), "difference": (-math.inf, math.inf)}
 KINDS = ("paper", "model")  # whose claim: a paper's, or dmlbed's own model
 # What agreeing would show: a paper's measurement reproduced, a model (the paper's formula, or dmlbed's) checked
 # against a run or the flow model, or a property that holds by construction (counted, never a reproduction).
@@ -34,7 +34,7 @@ CLAIM_KEYS = {"what", "row", "metric", "paper", "relative_to", "relation", "from
 MAX_SPAN = 100.0  # a range whose high end is more than this times its low end asserts next to nothing
 TOLERANCE = 0.10  # ours/paper within this agrees, unless a claim sets its own
 MAX_TOLERANCE = 0.5
-NO_EFFECT = {"ratio": 1.0, "reduction": 0.0}  # what a relation reads when the two rows do not differ
+NO_EFFECT = {"ratio": 1.0, "reduction": 0.0, "difference": 0.0}  # what a relation reads when the two rows do not differ
 OUT_OF_REACH = "out of reach here"
 NOT_JUDGED = "not judged (emulation not faithful)"
 NOT_JUDGED_LOOPBACK = "not judged (a time measured on loopback: no emulated network)"

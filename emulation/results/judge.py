@@ -64,9 +64,12 @@ def matching(rows: Sequence[dict], label: str, group: Dict[str, object]) -> Opti
 
 
 def related(relation: str, mine: Value, ref: Value) -> Value:
-    """A row's value as the relation reads it: itself, its ratio to the reference, or its reduction from it."""
+    """A row's value as the relation reads it: itself, its ratio to the reference, its reduction from it, or its
+    difference from it (accuracy points)."""
     if relation == "value" or mine is None:
         return mine
+    if relation == "difference":
+        return None if ref is None else mine - ref
     if not ref:
         return None
     return mine / ref if relation == "ratio" else 1.0 - mine / ref
