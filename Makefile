@@ -24,7 +24,6 @@ benchmark: setup
 	$(PY) scripts/link_events.py --out results/events
 	$(PY) scripts/limits.py --families star,fattree --no-runs --out results/limits
 	$(PY) scripts/shapes.py --out results/shapes
-	$(PY) scripts/patterns.py --out results/patterns
 	$(PY) scripts/collectives.py --out results/collectives
 	$(PY) scripts/codecs.py --out results/codecs
 	$(PY) scripts/codecs.py --convergence results/codecs-convergence

@@ -1,7 +1,7 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (the benchmark configs' folders
 results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json; results/soak/soak.json,
 results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
-results/patterns/patterns.json, results/collectives/collectives.json, results/codecs/codecs.json,
+results/collectives/collectives.json, results/codecs/codecs.json,
 results/codecs-convergence/convergence.json, results/codecs-rates/rates.json,
 results/codecs-rates-slow/rates.json), each section headed by
 the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
@@ -21,12 +21,13 @@ PAGE = os.path.join(ROOT, "docs", "reference", "benchmark.md")
 BENCH = "results/bench"  # `dmlbed reproduce --bench --out results/bench`: a folder per config in configs/bench/
 CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("overlap", "Overlap"),
                    ("rank-start", "Rank start-up"), ("scale", "The flow model at scale"),
-                   ("shared", "Stragglers, uneven links and background traffic"))
+                   ("shared", "Stragglers, uneven links and background traffic"),
+                   ("patterns", "ECMP under Hedera's traffic patterns"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
            "soak": "results/soak/soak.json", "jobs": "results/shared/shared.json",
            "events": "results/events/events.json",
            "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
-           "patterns": "results/patterns/patterns.json", "collectives": "results/collectives/collectives.json",
+           "collectives": "results/collectives/collectives.json",
            "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json",
            "rates": "results/codecs-rates/rates.json", "rates_slow": "results/codecs-rates-slow/rates.json"}
 
@@ -86,7 +87,8 @@ def config_section(name: str, title: str) -> List[str]:
         verdict = r["verdict"] if r["verdict"] == "met" else f"**{r['verdict']}**"
         lines.append(f"| {cell(r['what'])}{f' ({group})' if group else ''} | {cell(r['target'])} | "
                      f"{cell(shown(r['ours']))} | {verdict} | {cell(r['how'])} |")
-    return lines + [""] + runs_table(load(os.path.join(folder, "comparison.json")) or []) + [""]
+    rows = load(os.path.join(folder, "comparison.json")) or []
+    return lines + [""] + runs_table(rows) + pattern_lines(rows) + [""]
 
 
 TARGET_FIELDS = ("what", "target", "ours", "verdict", "met", "how", "why")
@@ -145,7 +147,6 @@ def page() -> str:
     lines += events_section(load(SOURCES["events"]))
     lines += limits_section(load(SOURCES["limits"]))
     lines += shapes_section(load(SOURCES["shapes"]))
-    lines += patterns_section(load(SOURCES["patterns"]))
     lines += collectives_section(load(SOURCES["collectives"]))
     lines += codecs_section(load(SOURCES["codecs"]))
     lines += ["## Every codec's convergence", ""] + convergence_lines(load(SOURCES["convergence"]))
@@ -315,30 +316,23 @@ def shapes_section(shapes: Optional[dict]) -> List[str]:
     return lines + [""]
 
 
-def patterns_section(patterns: Optional[dict]) -> List[str]:
-    """ECMP under Hedera's patterns on fattree:4 at 10 Mbit/s: each pattern's share of a non-blocking switch,
-    measured and in the flow model, beside Hedera's."""
-    lines = ["## ECMP under Hedera's traffic patterns", ""]
-    if patterns is None:
-        return lines + [missing("patterns"), ""]
-    t = patterns.get("targets", {})
-    lines += [origin(patterns, SOURCES["patterns"]), "",
-              f"fattree:4 at 10 Mbit/s, one long flow per host for {t.get('duration_s', 0):g} s, {t.get('seeds')} "
-              f"seeds per pattern (each draws the flows' client ports, so their ECMP paths). Target: every run's "
-              f"aggregate within {t.get('flow_model_within', 0):.0%} of the flow model's on the same paths. All met: "
-              f"**{patterns.get('ok')}**.", "",
-              "| pattern | of a non-blocking switch, measured (median) | flow model (median) | Hedera's ECMP | "
-              "measured / flow model (range) | met |", "|---|---|---|---|---|---|"]
-    for c in patterns.get("cases", []):
-        if c["case"] == "net":
+def pattern_lines(rows: List[dict]) -> List[str]:
+    """A `net --pattern` row's figures per pattern: its share of a non-blocking switch measured and in the flow
+    model (medians over the seeds), and the seeds' measured / flow model range."""
+    lines = []
+    for r in rows:
+        names = sorted({k.split(".")[1] for k in r if k.startswith("pattern_summary.")})
+        if not names:
             continue
-        low, high = c.get("measured_over_flow_model_range") or (None, None)
-        hedera = c.get("hedera_ecmp_of_non_blocking")
-        lines.append(f"| {c['case']} | {number(c.get('of_non_blocking_median'), '.2f')} | "
-                     f"{number(c.get('flow_model_of_non_blocking_median'), '.2f')} | "
-                     f"{'-' if hedera is None else format(hedera, '.2f')} | "
-                     f"{number(low, '.2f')}-{number(high, '.2f')} | {'yes' if c.get('ok') else '**no**'} |")
-    return lines + [""]
+        lines += ["", "| pattern | of a non-blocking switch, measured (median) | flow model (median) | "
+                  "measured / flow model (range over the seeds) |", "|---|---|---|---|"]
+        for name in names:
+            figure = {k.split(".", 2)[2]: v for k, v in r.items() if k.startswith(f"pattern_summary.{name}.")}
+            low, high = figure.get("measured_over_flow_model_range") or (None, None)
+            lines.append(f"| {name} | {number(figure.get('of_non_blocking_median'), '.2f')} | "
+                         f"{number(figure.get('flow_model_of_non_blocking_median'), '.2f')} | "
+                         f"{number(low, '.2f')}-{number(high, '.2f')} |")
+    return lines
 
 
 def collectives_section(collectives: Optional[dict]) -> List[str]:

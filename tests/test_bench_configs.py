@@ -144,7 +144,7 @@ def test_command_rows_run_as_a_user_runs_them_and_are_judged(tmp_path):
                         "PS Fat-Tree(8): a target no run meets": "missed",
                         "PS Fat-Tree(48): refused by the size check": "no value"}
     rows = {row["label"]: row for row in json.loads((out / "comparison.json").read_text())}
-    assert rows["bml bcube:8,2"]["ranks"] == 64 and rows["bml bcube:8,2"]["returncode"] == 0
+    assert rows["bml bcube:8,2"]["ranks"] == 64 and rows["bml bcube:8,2"]["exit_code"] == 0
     assert 0 < rows["bml bcube:8,2"]["wall_s"] < 300 and 20 < rows["bml bcube:8,2"]["peak_rss_mib"] < 8192
     assert rows["ps fattree:48"]["error"].startswith("refused: fattree:48: ps over")
     assert (out / "targets.csv").exists() and (out / "bml_bcube_8_2" / "summary.json").exists()
@@ -177,3 +177,17 @@ def test_the_straggler_wait_is_read_from_the_iterations_past_warm_up(tmp_path):
     assert matrix.bsp_wait(str(tmp_path / "none"), {"iteration_mean_s": 3.0, "gst_median_s": 1.0}) == 2.0
     assert targets.target({"what": "w", "row": "a", "metric": "most_waited_for", "equals": "h3"}, "t",
                           LABELS)["bound"].holds("h3")
+
+
+def test_a_command_rows_nested_figures_are_flattened_and_a_list_holds_when_every_value_does():
+    result = {"verdict": "faithful", "pattern_summary": {"stride:4": {"measured_over_flow_model_range": [0.95, 1.04],
+                                                                      "seeds": 5}},
+              "patterns": [{"seed": 1}], "cpu": {"median": 0.5}}
+    figures = matrix.flat(result)
+    assert figures == {"verdict": "faithful", "pattern_summary.stride:4.measured_over_flow_model_range": [0.95, 1.04],
+                       "pattern_summary.stride:4.seeds": 5, "cpu.median": 0.5}
+    t = targets.target({"what": "w", "row": "a", "metric": "pattern_summary.stride:4.measured_over_flow_model_range",
+                        "between": [0.9, 1.1]}, "t", LABELS)
+    assert t["bound"].holds([0.95, 1.04]) and not t["bound"].holds([0.85, 1.04]) and t["bound"].holds([]) is None
+    with pytest.raises(targets.TargetError, match="cannot be missed"):
+        targets.target({"what": "w", "row": "a", "metric": "x.y", "between": [-math.inf, math.inf]}, "t", LABELS)

@@ -93,7 +93,7 @@ def test_the_patterns_command_models_a_pattern_without_a_network():
 
 
 @pytest.mark.emulation
-@pytest.mark.benchmark  # 48 s: make benchmark runs it beside scripts/patterns.py
+@pytest.mark.benchmark  # 48 s: make benchmark runs it beside configs/bench/patterns.yaml
 def test_net_measures_a_pattern_beside_the_flow_model_and_a_non_blocking_switch(tmp_path):
     from test_emulation import leftovers
     r = cli_json("net", "fattree:4", "--bw", "10", "--check", "--duration", "4", "--pattern", "stride:4",

@@ -261,9 +261,7 @@ def job_row(entry: dict, report: dict, job: dict) -> dict:
 def command_row(entry: dict, result: dict) -> dict:
     """The comparison.csv row of a `command:` row: the command's JSON result's figures (its verdict as the row's
     fidelity)."""
-    figures = {k: v for k, v in result.items() if scalar(v)}
-    figures.update({f"{k}.{kk}": vv for k, v in result.items() if isinstance(v, dict) for kk, vv in v.items()
-                    if scalar(vv)})  # one level down: a simulation's answered.method, a check's cpu.median
+    figures = flat(result)  # a simulation's answered.method, a check's pattern_summary.stride:4.of_non_blocking_median
     goodput = (result.get("model_settings") or {}).get("goodput")
     if goodput and result.get("gst_ratio"):  # GST over the closed form at the links' goodput (not their line rate)
         figures["gst_ratio_at_goodput"] = result["gst_ratio"] * goodput
@@ -275,6 +273,18 @@ def command_row(entry: dict, result: dict) -> dict:
 def scalar(v) -> bool:
     """Whether v goes into a table cell as it is."""
     return isinstance(v, (int, float, str, bool)) or v is None
+
+
+def flat(result: dict, prefix: str = "") -> dict:
+    """A command's JSON result as figures: its scalars and lists of scalars, those of nested mappings under dotted
+    keys (lists of mappings, per-seed rows and the like, stay in its own folder)."""
+    out = {}
+    for k, v in result.items():
+        if isinstance(v, dict):
+            out.update(flat(v, f"{prefix}{k}."))
+        elif scalar(v) or (isinstance(v, list) and all(scalar(x) for x in v)):
+            out[prefix + k] = v
+    return out
 
 
 class JobsRows:

@@ -78,7 +78,8 @@ class CommandRows:
             log(f"refused: {job.refused}")
             return {"error": f"refused: {job.refused}"}
         if job.emulated:
-            return job.command.as_json(job.command.execute(job.job, job.args))
+            result = job.command.execute(job.job, job.args)
+            return {**job.command.as_json(result), "exit_code": job.command.exit_code(result)}
         return in_child(job.argv)
 
 
@@ -100,7 +101,7 @@ def in_child(argv: Sequence[str]) -> dict:
         err.seek(0)
         text, errors = out.read(), err.read().strip().splitlines()
     figures = {"wall_s": time.monotonic() - started, "peak_rss_mib": usage.ru_maxrss / 1024,
-               "returncode": proc.returncode}
+               "exit_code": proc.returncode}
     try:
         result = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError:

@@ -74,7 +74,9 @@ def target_schema() -> dict:
     group = {"type": "object", "minProperties": 1, "description": "sweep key: value"}
     properties = {"what": TEXT, "row": TEXT, "relative_to": TEXT, "why": TEXT, **bound, "in": group,
                   "relative_in": group,
-                  "metric": {"enum": [*targets.DOMAINS, *targets.CHOICES]}, "relation": {"enum": list(paper.RELATIONS)}}
+                  "metric": {"anyOf": [{"enum": [*targets.DOMAINS, *targets.CHOICES]},
+                                       {"type": "string", "pattern": r"\.", "description": "a command row's figure"}]},
+                  "relation": {"enum": list(paper.RELATIONS)}}
     return {"type": "object", "properties": properties, "required": ["what", "row", "metric"],
             "additionalProperties": False, "oneOf": [{"required": [k]} for k in targets.BOUNDS]}
 

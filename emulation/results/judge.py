@@ -22,7 +22,10 @@ class Bound:
     contains: str = ""
 
     def holds(self, value: Value) -> Optional[bool]:
-        """Whether value satisfies the bound (None when there is no value)."""
+        """Whether value satisfies the bound (None when there is no value); a list of values, when every one does."""
+        if isinstance(value, (list, tuple)):
+            held = [self.holds(v) for v in value]
+            return None if not held or None in held else all(held)
         if value is None:
             return None
         if self.equals is not None:

@@ -17,7 +17,8 @@ BENCH_DOMAINS = {"gst_cv": (0.0, math.inf), "spurious_rto_per_worker_iteration":
                  "exposed_s": (0.0, math.inf), "fidelity_min": (0.0, math.inf), "fidelity_median": (0.0, math.inf),
                  "goodput_fidelity_min": (0.0, math.inf), "wall_s": (0.0, math.inf), "peak_rss_mib": (0.0, math.inf),
                  "gst_ratio_at_goodput": (0.0, math.inf), "wait_mean_s": (0.0, math.inf), "slowdown": (0.0, math.inf),
-                 "most_waited_for_share": (0.0, 1.0), "iteration_mean_s": (0.0, math.inf)}
+                 "most_waited_for_share": (0.0, 1.0), "iteration_mean_s": (0.0, math.inf), "exit_code": (0.0, 255.0)}
+FIGURE = (-math.inf, math.inf)  # a command row's own figure (a dotted key of its JSON result): any number
 DOMAINS = {**METRIC_DOMAINS, **BENCH_DOMAINS}
 CHOICES = {"fidelity": ("faithful", "degraded", "not faithful"), "correct": (True, False),
            "most_waited_for": None, "fidelity_scenario_note": None}  # None: any text (a host's name, a note)
@@ -61,8 +62,9 @@ def target(t, where: str, labels: Sequence[str], sweep: Optional[dict] = None) -
     if "relative_in" in t:
         t = {"relative_to": t["row"], **t}
     metric = t["metric"]
-    if metric not in DOMAINS and metric not in CHOICES:
-        raise TargetError(f"{where}: metric '{metric}' is not one of {', '.join([*DOMAINS, *CHOICES])}")
+    if metric not in DOMAINS and metric not in CHOICES and "." not in metric:
+        raise TargetError(f"{where}: metric '{metric}' is not one of {', '.join([*DOMAINS, *CHOICES])} (or a "
+                          f"command row's figure, a dotted key of its JSON result)")
     relation = t.get("relation", "ratio" if "relative_to" in t else "value")
     if relation not in RELATIONS or (relation != "value") != ("relative_to" in t):
         raise TargetError(f"{where}: relation '{relation}' needs 'relative_to' (valid: {', '.join(RELATIONS)}; "
@@ -70,7 +72,7 @@ def target(t, where: str, labels: Sequence[str], sweep: Optional[dict] = None) -
     given = [k for k in BOUNDS if k in t]
     if len(given) != 1:
         raise TargetError(f"{where} needs exactly one of {', '.join(BOUNDS)}")
-    domain = RELATION_DOMAINS.get(relation, DOMAINS.get(metric))
+    domain = RELATION_DOMAINS.get(relation, DOMAINS.get(metric, FIGURE))
     return {**t, "relation": relation, "bound": bound_of(given[0], t[given[0]], metric, domain, where)}
 
 
