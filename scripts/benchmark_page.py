@@ -22,7 +22,7 @@ BENCH = "results/bench"  # `dmlbed reproduce --bench --out results/bench`: a fol
 CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("overlap", "Overlap"),
                    ("rank-start", "Rank start-up"), ("scale", "The flow model at scale"),
                    ("shared", "Stragglers, uneven links and background traffic"),
-                   ("patterns", "ECMP under Hedera's traffic patterns"))
+                   ("patterns", "ECMP under Hedera's traffic patterns"), ("training", "Training beyond all-reduce"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
            "soak": "results/soak/soak.json", "jobs": "results/shared/shared.json",
            "events": "results/events/events.json",
@@ -355,9 +355,8 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
               "with `--cases` replace theirs).", "",
               "| bench, op | options | size | best plan | busbw (Mbit/s) | of link | plan / theory | plan / flow model | "
               "gloo busbw | plan / gloo | #wrong | verdict | met |", "|" + "---|" * 13]
-    training = [c for c in collectives.get("cases", []) if c["case"].startswith(("sharded", "moe"))]
     for c in collectives.get("cases", []):
-        if c in training:
+        if c["case"].startswith(("sharded", "moe")):  # measured before training moved to configs/bench/training.yaml
             continue
         if "error" in c:
             lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
@@ -370,34 +369,6 @@ def collectives_section(collectives: Optional[dict]) -> List[str]:
                      f"{number(c['plan_over_flow_model'], '.2f')} | {number(c['gloo_busbw_mbps'], '.1f')} | "
                      f"{number(c['plan_over_gloo'], '.2f')} | {c['wrong']} | {c.get('fidelity') or '-'} | "
                      f"{'yes' if c.get('ok') else '**no**'} |")
-    lines += ["", "Training beyond all-reduce, `dmlbed run` beside `dmlbed simulate` and the closed form: sharded data "
-              "parallelism (`--algo zero`, LeNet-5) and expert-parallel mixture of experts (`--algo moe`, whose GST is "
-              "the MoE layer's four all-to-alls plus the dense layers' all-reduce). Each is judged against the flow "
-              "model and one theory (`judged`): the closed form; the calibrated alpha-beta model (`dmlbed calibrate` "
-              "of the same network: small messages pay a latency the closed form leaves out); or, on fattree:4, the "
-              "flow model with every connection on the path its TCP ports hashed to in the run (`simulate "
-              "--ecmp-ports`: the collisions a closed form for a non-blocking network cannot show). A case judged "
-              "`-` is reported only: its switch queues of 100 packets drop under the all-to-all, which no loss-free "
-              "model shows.", "",
-              "| case | measured | model | options | GST (s) | flow model (s) | theory (s) | calibrated (s) | "
-              "/ flow model | / theory | / calibrated | judged | drops | correct | verdict | met |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in training:
-        if "error" in c:
-            lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | - | - | - | - | - | **no**: "
-                         f"{c['error']} |")
-            continue
-        when = c.get("measured") or {}
-        dilated = [f"--dilation {c['dilation']:g}"] if (c.get("dilation") or 1) != 1 else []
-        options = " ".join(c.get("options") or dilated) or "-"
-        met = "reported" if "judged" in c and c["judged"] is None else "yes" if c.get("ok") else "**no**"
-        lines.append(f"| {c['case']} | {(when.get('commit') or '?')[:8]} {(when.get('date') or '?')[:16]} | "
-                     f"{c.get('model', 'lenet5')} | {options} | {number(c['gst_s'])} | "
-                     f"{number(c['gst_simulated_s'])} | {number(c['gst_theory_s'])} | "
-                     f"{number(c.get('gst_calibrated_s'))} | {number(c['over_flow_model'], '.2f')} | "
-                     f"{number(c['over_theory'], '.2f')} | {number(c.get('over_calibrated'), '.2f')} | "
-                     f"{c.get('judged', 'theory') or '-'} | {c.get('switch_port_drops', '-')} | {c['correct']} | "
-                     f"{c['fidelity']} | {met} |")
     return lines + [""]
 
 

@@ -6,9 +6,7 @@ the best plan against its flow model (rows outside it listed); each with bench's
 report, exit 1 when a target is missed.
 
 fattree:4 runs at --dilation 4 (100 Mbit/s of emulated time, 25 shaped), the all-to-alls on star:16 at 2.
-
-Training beyond all-reduce, emulated beside the flow model and the closed form: sharded data parallelism (LeNet-5)
-and expert-parallel mixture of experts on star:8 and fattree:4 (TRAINING says what each is judged by).
+(Training beyond all-reduce, sharded data parallelism and mixture of experts three ways, is configs/bench/training.yaml.)
 
 Usage: .venv/bin/python scripts/collectives.py [--out results/collectives] [--reps 3] [--quick] [--cases A,B]
 """
@@ -25,9 +23,6 @@ BUSBW_OF_LINK = 0.9   # the best plan's busbw at the largest size, of the link r
 THEORY_WITHIN = 0.10  # the best plan's time within 10% of its closed form
 FLOW_MODEL_WITHIN = 0.10  # fattree:4: the best plan within 10% of the flow model
 FATTREE_DILATION = "4"  # fattree:4's 20 switches forward every packet up to 5 times: 2 cores carry 25 Mbit/s shaped
-# an all-to-all's packets, 4 in 5 crossing 5 switches, need 8: at 4 the switch thread was saturated in 37% of the
-# samples of moe-fattree4-dmodk and its links carried 0.81 of their rate (degraded)
-MOE_FATTREE_DILATION = "8"
 BENCHES = {  # name: (topology, ops, algorithms, sizes, more options)
     "star16": ("star:16", "allgather,reducescatter,broadcast", "ring,chain,tree,gloo", "1M:64M:x4", ()),
     # all-to-all's largest size is 16 MiB a rank: its plan's buffer holds all N x N blocks (256 MiB on 16 ranks),
@@ -46,30 +41,6 @@ BENCHES = {  # name: (topology, ops, algorithms, sizes, more options)
     "fattree4-alltoall": ("fattree:4", "alltoall", "pairwise,direct,gloo", "512K:8M:x4",
                           ("--dilation", FATTREE_DILATION, "--queue", "1000")),
 }
-TRAINING = {  # name: (algorithm, model, topology, more options, judged against): training beyond all-reduce,
-    # emulated beside simulate and theory. "theory": the closed form; "calibrated": the alpha-beta model of a
-    # `dmlbed calibrate` run of the same network (for small messages, which pay a per-message latency the closed form
-    # leaves out); "ports": the flow model with each
-    # connection on the ECMP path its TCP ports hashed to in the run (collisions the closed form for a non-blocking
-    # network cannot show); None: reported, not judged.
-    "sharded-star8": ("zero", "lenet5", "star:8", (), "theory"),
-    "sharded-fattree4": ("zero", "lenet5", "fattree:4", ("--dilation", FATTREE_DILATION), "theory"),
-    "moe-star8": ("moe", "moe:8x1024", "star:8", (), "theory"),
-    "moe-fattree4": ("moe", "moe:16x512", "fattree:4", ("--dilation", MOE_FATTREE_DILATION, "--queue", "1000"),
-                     "ports"),
-    "moe-fattree4-shallow": ("moe", "moe:16x512", "fattree:4", ("--dilation", FATTREE_DILATION), None),
-    # routed D-mod-k (JOB_OPTIONS): no link of an all-to-all carries more than a host link's load, so the closed form
-    # of a non-blocking network is its judge
-    "moe-fattree4-dmodk": ("moe", "moe:16x512", "fattree:4", ("--dilation", MOE_FATTREE_DILATION, "--queue", "1000"),
-                           "theory"),
-}
-# options given to run and simulate alike: moe-star8's experts hold 128 slots per rank, a
-# capacity factor of 2 (Switch Transformer trains at 1 to 2) that drops fewer tokens and makes each all-to-all 4 MiB,
-# long enough that the ranks' few ms of skew entering it do not idle a tenth of its links' time (moe-fattree4-dmodk's
-# likewise, and its routing)
-JOB_OPTIONS = {"moe-star8": ("--moe-capacity", "128"),
-               "moe-fattree4-dmodk": ("--moe-capacity", "128", "--routing", "dmodk")}
-TRAINING_ITERS = "8"
 QUICK = {"star4": ("star:4", "allgather,reducescatter,broadcast,alltoall", "ring,chain,pairwise,gloo", "1M,4M", ())}
 
 
@@ -110,61 +81,13 @@ def op_cases(name: str, report: dict, options=()) -> list:
     return cases
 
 
-def training_case(name: str, algo: str, model: str, topo: str, more, judged, out: str) -> dict:
-    """A training run emulated, and the same in the flow model (with the run's ECMP ports where judged so) and in
-    closed form (and in the calibrated alpha-beta model where judged so): correct, and its GST within 10% of the
-    flow model and of the theory it is judged by; where judged, faithful too unless the judge is the port replay,
-    whose links are the scenario's collisions."""
-    common = ("--topo", topo, "--algo", algo, "--bw", f"{BW:g}", "--model", model, *JOB_OPTIONS.get(name, ()),
-              "--force")
-    calibration = []
-    if judged == "calibrated":
-        folder = os.path.join(out, name + "-calibration")
-        cal = dmlbed("calibrate", "--topo", topo, "--bw", f"{BW:g}", "--wait", "--force", "--out", folder,
-                     timeout=1800)
-        if cal.get("error"):
-            return {"case": name, "ok": False, "error": cal["error"]}
-        calibration = ["--calibration", os.path.join(folder, "calibration.json")]
-    run = dmlbed("run", *common, "--iters", TRAINING_ITERS, "--wait", "--out", os.path.join(out, name), *more,
-                 *calibration, timeout=3600)
-    if run.get("error"):
-        return {"case": name, "ok": False, "error": run["error"]}
-    ports = ["--ecmp-ports", os.path.join(out, name)] if judged == "ports" else []
-    sim = dmlbed("simulate", *common, "--out", os.path.join(out, name + "-simulated"), *ports, *calibration,
-                 timeout=600)
-    if sim.get("error"):
-        return {"case": name, "ok": False, "error": sim["error"]}
-    split = run.get("split_median_s") or {}
-    case = {"case": name, "algo": algo, "model": model, "topology": topo,
-            "options": list(JOB_OPTIONS.get(name, ())) + list(more),
-            "judged": judged,
-            "dilation": (run.get("config") or {}).get("dilation"), "gst_s": run["gst_median_s"],
-            "gst_simulated_s": sim["gst_median_s"], "gst_theory_s": run["gst_theory_s"],
-            "gst_calibrated_s": run.get("gst_theory_calibrated_s"),
-            "over_flow_model": run["gst_median_s"] / sim["gst_median_s"], "over_theory": run["gst_ratio"],
-            "over_calibrated": run.get("gst_ratio_calibrated"),
-            "correct": run["correct"], "replicas_identical": run["replicas_identical"],
-            "fidelity": (run.get("fidelity") or {}).get("verdict"),
-            "fidelity_cause": (run.get("fidelity") or {}).get("cause"),
-            "switch_port_drops": sum(((run.get("fidelity") or {}).get("switch_port_drops") or {}).values()),
-            "shard_of_model": split.get("shard_of_model"),
-            "exchanges_s": {k[5:-2]: v for k, v in split.items() if k.startswith("sync:")} or None,
-            "dropped_tokens": split.get("dropped_tokens")}
-    theory = {"theory": case["over_theory"], "calibrated": case["over_calibrated"], "ports": None}.get(judged)
-    case["ok"] = bool(case["correct"]) and (judged is None or (
-        abs(case["over_flow_model"] - 1) <= FLOW_MODEL_WITHIN
-        and (theory is None or abs(theory - 1) <= THEORY_WITHIN)
-        and (judged == "ports" or case["fidelity"] == "faithful")))
-    return case
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/collectives")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="star:4, two sizes (a short form)")
     ap.add_argument("--cases", default="", help=f"comma-separated cases to run again, the others kept as the report "
-                    f"has them (default all: {', '.join(list(BENCHES) + list(TRAINING))})")
+                    f"has them (default all: {', '.join(BENCHES)})")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     cases = []
@@ -178,10 +101,6 @@ def main() -> int:
             cases.append({"case": name, "ok": False, "error": report.get("error")})
             continue
         cases.extend(op_cases(name, report, more))
-    for name, (algo, model, topo, more, judged) in ({} if args.quick else TRAINING).items():
-        if args.cases and name not in args.cases.split(","):
-            continue
-        cases.append(training_case(name, algo, model, topo, more, judged, args.out))
     path = os.path.join(args.out, "collectives.json")
     cases = with_earlier(path, cases, lambda c: c["case"].split(" ")[0], bool(args.cases))
     targets = {"busbw_of_link": BUSBW_OF_LINK, "theory_within": THEORY_WITHIN, "plan_over_gloo_at_most": 1.0,
