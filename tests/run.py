@@ -31,7 +31,7 @@ def xdist_workers() -> list:
 def pytest(args, marker, log=None, niced=False, state_dir=None):
     """A pytest process over the tests with this marker expression, in its own process group; state_dir: its own
     folder for run records and the network lock (the pure group's lock tests must not meet the emulated networks)."""
-    command = [sys.executable, "-m", "pytest", "tests", "-m", marker, "-rs", *args]
+    command = [sys.executable, "-m", "pytest", "tests", "-m", marker, "-rs", "--durations=15", *args]
     if niced:  # the idle scheduling class (below nice 19): it runs only on a core nothing else wants
         command = ["chrt", "--idle", "0", "nice", "-n", "19", *command]
     env = dict(os.environ, **({"DMLBED_STATE_DIR": state_dir} if state_dir else {}))

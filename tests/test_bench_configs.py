@@ -191,3 +191,13 @@ def test_a_command_rows_nested_figures_are_flattened_and_a_list_holds_when_every
     assert t["bound"].holds([0.95, 1.04]) and not t["bound"].holds([0.85, 1.04]) and t["bound"].holds([]) is None
     with pytest.raises(targets.TargetError, match="cannot be missed"):
         targets.target({"what": "w", "row": "a", "metric": "x.y", "between": [-math.inf, math.inf]}, "t", LABELS)
+
+
+def test_reproduce_lists_the_benchmark_configs_and_refuses_an_unknown_one():
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "reproduce", "--list", "--bench"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and [line.split()[0] for line in r.stdout.splitlines()] == \
+        [os.path.basename(p)[:-5] for p in BENCH]
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "reproduce", "--bench", "nosuch"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "valid are low-rate" in r.stderr and len(r.stderr.strip().splitlines()) == 1

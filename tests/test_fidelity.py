@@ -250,21 +250,21 @@ def test_the_minimum_rto_is_read_back_from_ip_route_output():
 
 
 def test_compute_clock_pads_to_the_device_time_and_flags_overruns():
-    clock = ComputeClock(0.05)
+    clock = ComputeClock(0.2)  # margin for a loaded machine: 10 ms of work padded to 0.2 s, 0.3 s overrunning it
     for _ in range(2):
         rec = IterationRecord(0, 0, "worker")
         clock.begin()
         with clock.segment():
             time.sleep(0.01)
         clock.finish(rec)
-        assert rec.compute_s == pytest.approx(0.05, abs=0.01) and rec.compute_real_s < 0.03
+        assert rec.compute_s == pytest.approx(0.2, abs=0.05) and rec.compute_real_s < 0.15
         assert not rec.compute_over_budget
     rec = IterationRecord(0, 1, "worker")
     clock.begin()
     with clock.segment():
-        time.sleep(0.07)
+        time.sleep(0.3)
     clock.finish(rec)
-    assert rec.compute_over_budget and rec.compute_s >= 0.07
+    assert rec.compute_over_budget and rec.compute_s >= 0.3
 
 
 def test_compute_clock_without_device_time_measures_only():

@@ -45,7 +45,7 @@ class Reproduce(Command):
     )
     own = (command_option("name", f"{', '.join(matrix.reproducible(CONFIGS))} (see --list)", positional=True,
                           nargs="?"),
-           command_option("list", "list the paper configs", False, kind=bool),
+           command_option("list", "list the paper configs (with --bench: the benchmark's)", False, kind=bool),
            command_option("all", "run every paper config, one after another, and write one table of every claim "
                           "(papers.md, papers.csv)", False, kind=bool),
            command_option("docs", "with --all: also write the documentation's papers page (docs/reference/papers.md), "
@@ -57,8 +57,8 @@ class Reproduce(Command):
 
     def prepare(self, args):
         configs = matrix.reproducible(CONFIGS)
-        if args.list:
-            return {**configs, **{f"--bench {n}": p for n, p in matrix.reproducible(BENCH, "targets").items()}}
+        if args.list:  # with --bench, the benchmark's configs
+            return matrix.reproducible(BENCH, "targets") if args.bench else configs
         if sum(map(bool, (args.all, args.bench, args.config))) > 1:
             raise OptionError("--all, --bench and --config each choose what runs: give one of them")
         if args.docs and not args.all:
