@@ -201,3 +201,22 @@ def test_reproduce_lists_the_benchmark_configs_and_refuses_an_unknown_one():
     r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "reproduce", "--bench", "nosuch"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "valid are low-rate" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_benchmark_of_several_configs_writes_one_table_of_every_target(tmp_path):
+    from emulation.commands import reproduce
+    a = write_config(tmp_path, "runs:\n  - {label: r, topo: 'star:4', algo: ring, mode: theory}\n"
+                     "targets:\n  - {what: fast, row: r, metric: gst_median_s, at_most: 100}\n")
+    (tmp_path / "b.yaml").write_text("runs:\n  - {label: p, topo: 'star:4', algo: ps, mode: theory}\n"
+                                     "targets:\n  - {what: instant, row: p, metric: gst_median_s, at_most: 0.000000001}\n")
+    out = tmp_path / "bench"
+    jobs = tuple((name, matrix.prepare(path, str(out / name), command_rows=COMMAND_ROWS))
+                 for name, path in (("a", a), ("b", str(tmp_path / "b.yaml"))))
+    result = reproduce.execute_all(reproduce.AllJob(jobs, str(out), bench=True))
+    assert [(t["config"], t["verdict"]) for t in result["targets"]] == [("a", "met"), ("b", "missed")]
+    assert matrix_passed(result) == 1 and reproduce.COMMAND.report(result) is None
+    text = (out / "targets.md").read_text()
+    assert text.startswith("1/2 targets met, 1 missed") and text.index("instant") < text.index("fast")  # missed first
+    with open(out / "targets.csv") as f:
+        assert [r["config"] for r in csv.DictReader(f)] == ["a", "b"]
+    assert (out / "provenance.json").exists() and (out / "a" / "targets.csv").exists()

@@ -91,8 +91,8 @@ class Reproduce(Command):
         return dict(matrix.execute(job, log=log, progress=not args.json), reproduced=args.name or job.name)
 
     def report(self, result):
-        if "rows" not in result:  # --list, or --all (each config's rows are in its own folder)
-            return None
+        if "rows" not in result or "bench" in result or "claims" in result:  # --list, --all, --bench: each
+            return None  # config's report is drawn in its own folder's terms (dmlbed compare draws one per config)
         from emulation.results.report import compare_report
         return compare_report(result)
 
