@@ -398,14 +398,13 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
         summary = entry["backend"].execute(entry["job"], log=log, progress=progress)
         if entry["jobs"] is not None:  # several jobs on one network: a row per job
             rows += [job_row(entry, summary, j) for j in summary["jobs"]]
-            continue
-        if entry["command"] is not None:
+        elif entry["command"] is not None:
             rows.append(command_row(entry, summary))
-            continue
-        rows.append(row(entry, summary))
-        curves += [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
-                   for i, a in summary.get("accuracy_curve") or []]
-        write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)
+        else:
+            rows.append(row(entry, summary))
+            curves += [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
+                       for i, a in summary.get("accuracy_curve") or []]
+        write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)  # each row as it lands
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
     write_atomic(os.path.join(out_root, PROVENANCE_FILE), json.dumps({"name": job.name, **provenance()}, indent=1))
     plots = plot(out_root, rows, sweep_keys, curves)
