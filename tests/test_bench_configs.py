@@ -220,3 +220,13 @@ def test_a_benchmark_of_several_configs_writes_one_table_of_every_target(tmp_pat
     with open(out / "targets.csv") as f:
         assert [r["config"] for r in csv.DictReader(f)] == ["a", "b"]
     assert (out / "provenance.json").exists() and (out / "a" / "targets.csv").exists()
+
+
+def test_a_command_rows_peak_memory_is_its_own_not_its_parents():
+    from emulation.commands.command_rows import in_child
+    ballast = bytearray(400 * 1024 * 1024)  # this process grows by 400 MiB: a child forked from it starts there
+    ballast[::4096] = b"\1" * len(ballast[::4096])
+    got = in_child(["theory", "--topo", "star:4", "--algo", "ring"])
+    assert got["exit_code"] == 0 and got["gst_theory_s"] > 0
+    assert 5 < got["peak_rss_mib"] < 350, got["peak_rss_mib"]  # the interpreter and dmlbed's imports, no ballast
+    del ballast

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -83,24 +84,34 @@ class CommandRows:
         return in_child(job.argv)
 
 
+# The command runs under a small interpreter that reaps it with wait4: a child's peak resident memory (ru_maxrss)
+# starts from its parent's at the fork (Linux keeps it across exec), and a matrix's own process holds hundreds of MiB.
+REAPER = ("import os, subprocess, sys\n"
+          "child = subprocess.Popen(sys.argv[2:])\n"
+          "_, status, usage = os.wait4(child.pid, 0)\n"
+          "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+          "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
 def in_child(argv: Sequence[str]) -> dict:
-    """`dmlbed ARGV --json` in a child process: its JSON result, wall seconds and peak resident memory (wait4 reaps
-    it with its own resource usage); a failure's last line of stderr as the row's error."""
+    """`dmlbed ARGV --json` in a process of its own: its JSON result, wall seconds and its own peak resident memory
+    (reaped by a small interpreter, REAPER); a failure's last line of stderr as the row's error."""
     started = time.monotonic()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", *argv, "--json"], stdout=out,
-                                stderr=err, text=True, cwd=PROJECT)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, \
+            tempfile.NamedTemporaryFile("r") as peak:
+        proc = subprocess.Popen([sys.executable, "-S", "-c", REAPER, peak.name, sys.executable, "-m",
+                                 "emulation.commands.cli", *argv, "--json"], stdout=out, stderr=err, text=True,
+                                cwd=PROJECT, start_new_session=True)
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except BaseException:
-            proc.kill()
+            proc.wait()
+        except BaseException:  # Ctrl-C: the command and its reaper, by their process group
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        text, errors = out.read(), err.read().strip().splitlines()
-    figures = {"wall_s": time.monotonic() - started, "peak_rss_mib": usage.ru_maxrss / 1024,
+        text, errors, kib = out.read(), err.read().strip().splitlines(), peak.read().strip()
+    figures = {"wall_s": time.monotonic() - started, "peak_rss_mib": int(kib) / 1024 if kib else None,
                "exit_code": proc.returncode}
     try:
         result = json.loads(text) if text.strip() else {}
