@@ -422,13 +422,17 @@ def unit_latency(router: Router, hops: List[Tuple[str, str]], lengths: np.ndarra
                  latency_s: Union[float, Dict[int, float]], link_delay_s: Optional[Dict[int, float]]) -> np.ndarray:
     """Each unit's latency: one value, or its path's highest level's; plus the delay of every link it crosses."""
     count = len(lengths)
-    if not isinstance(latency_s, dict) and not link_delay_s:
+    if isinstance(latency_s, dict) and len(set(latency_s.values())) == 1:  # the same at every level
+        latency_s = next(iter(latency_s.values()))
+    if not isinstance(latency_s, dict) and not any((link_delay_s or {}).values()):
         return np.full(count, float(latency_s))
     link_level = np.array([router.level_of[h] for h in hops], dtype=np.int64)
     unit_of_link = np.repeat(np.arange(count, dtype=np.int32), lengths)
     if isinstance(latency_s, dict):
         top = np.zeros(count, dtype=np.int64)
-        np.maximum.at(top, unit_of_link, link_level[flat_links])
+        has = lengths > 0  # a unit's links are consecutive in flat_links: its highest level by segments
+        if has.any():
+            top[has] = np.maximum.reduceat(link_level[flat_links], (np.cumsum(lengths) - lengths)[has])
         fallback = max(latency_s.values())
         latency = np.array([latency_s.get(level, fallback) for level in range(int(top.max(initial=0)) + 1)])[top]
     else:

@@ -34,11 +34,14 @@ def links_unshared(g: FlowGraph, lengths: np.ndarray, flat_links: np.ndarray, li
     rank, link level) only, and in each step of one connection (destination, stream) only."""
     if not len(g.src):
         return True
+    levels = int(g.level.max(initial=0)) + 1
+    moving = lengths > 0  # a receiver's link on a level carries every sender to it there: two senders share it
+    if not same_within(g.dst[moving] * levels + g.level[moving], g.src[moving], (int(g.dst.max()) + 1) * levels):
+        return False
     unit = np.repeat(np.arange(len(g.src), dtype=np.int64), lengths)
     if not len(unit):
         return True
     link = flat_links.astype(np.int64)
-    levels = int(g.level.max(initial=0)) + 1
     sender = g.src[unit] * levels + g.level[unit]
     if not same_within(link, sender, links):
         return False

@@ -304,16 +304,18 @@ class Router:
         return ((a, first),) + middle + ((last, b),)
 
     def _spread_between(self, first: str, b: str) -> Tuple[Hop, ...]:
-        """The switch-to-switch hops from `first` to the edge switch of host b."""
+        """The switch-to-switch hops from `first` to the edge switch of host b (_key and _reaches inlined: a
+        parameter server's pairs on fattree:16 walk 16,384 of these)."""
+        target = self.edge_of[b] if self.by_edge else b  # what reach sets and upper down tables hold for b
         layer = (first,)
         hops = []
-        while self._key(layer[0], b) not in self.down[layer[0]]:
-            via = [u for n in layer for _, u in self.up.get(n, ()) if self._reaches(u, b)]  # one per up link
+        while (b if layer[0] == target or not self.by_edge else target) not in self.down[layer[0]]:
+            via = [u for n in layer for _, u in self.up.get(n, ()) if target in self.reach[u]]  # one per up link
             upper = tuple(sorted(set(via)))
             hops.append(self._group(layer, upper, len(via)))
             layer = upper
         while True:
-            lower = tuple(sorted({self.down[n][self._key(n, b)] for n in layer}))
+            lower = tuple(sorted({self.down[n][b if n == target or not self.by_edge else target] for n in layer}))
             if lower == (b,):
                 return tuple(hops)
             hops.append(self._group(layer, lower, len(layer)))

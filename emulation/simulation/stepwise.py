@@ -51,6 +51,16 @@ class NotTokens(Declined):
     """A step broke the token discipline: the whole data chain is needed."""
 
 
+def shares_an_end(src: np.ndarray, dst: np.ndarray, level: np.ndarray) -> None:
+    """Declined, before any path is looked up, where two messages of a step leave one rank, or reach one, on one
+    level (a parameter server's step: each rank to every other): they cross that rank's link there together."""
+    moving = src != dst
+    levels = int(level.max()) + 1 if len(level) else 1
+    for end in (src[moving], dst[moving]):
+        if len(end) and np.bincount(end * levels + level[moving]).max() > 1:
+            raise Declined("several messages of a step leave or reach one rank on one level (they share its link)")
+
+
 class Paths:
     """Each distinct step's messages' paths, rates and latencies, solved once; every link's owner (a rank's sends on
     one level) and the last step and connection that used it, to see that no link is ever shared."""
@@ -70,6 +80,7 @@ class Paths:
         key = np.stack([src, dst, level]).tobytes() + bytes([stream % 256])
         found = self.memo.get(key)
         if found is None:
+            shares_an_end(src, dst, level)
             lengths, flat, hops = self.router.paths(src, dst, level, np.full(len(src), stream, dtype=np.int64))
             here = np.array([self.link_id(h) for h in hops], dtype=np.int64)
             self.grow()
