@@ -1,6 +1,7 @@
-"""A config's `targets:` block (what `make benchmark` holds the machine to): each target a row's metric (or its ratio
-or reduction against another row's) at most, at least, between or equal to a value, checked before anything runs
-(a bound every value of the metric meets is refused), judged by the one judge (judge.py) in every sweep group."""
+"""A config's `targets:` block (what `make benchmark` holds the machine to): each target a row's metric (or its ratio,
+reduction or difference against another row's, read in the same sweep group or the one `relative_in` names) at most,
+at least, between, equal to, one of, or containing a value; checked before anything runs (a bound every value of the
+metric meets is refused) and judged by the one judge (judge.py) in every sweep group it applies to (`in`)."""
 
 from __future__ import annotations
 
