@@ -146,7 +146,7 @@ def test_a_rank_aborting_at_teardown_is_diagnosed(tmp_path):
 def test_launch_says_when_every_rank_has_gone_idle(tmp_path):
     # a rank blocked as in a collective no peer joined: no CPU, no bytes (long beside the 2 s warning: a loaded
     # machine starts the interpreters slowly)
-    waits = "import time; time.sleep(8)"
+    waits = "import time; time.sleep(15)"
     r, s = launch(tmp_path, "--topo", "star:2", "--local", "--idle-warning", "2", command=(PYTHON, "-c", waits))
     assert r.returncode == 0 and s["completed"], r.stderr[-2000:]
     said = [l for l in r.stderr.splitlines() if "every rank has been idle" in l]
