@@ -8,6 +8,14 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def config_targets(config: str, rows: list) -> list:
+    """A config's targets (its `targets:` block) judged by the package on these rows (rows run again in place)."""
+    from emulation.backends import matrix
+    from emulation.results import targets
+    data = matrix.load(config if os.path.isabs(config) else os.path.join(ROOT, config))
+    return targets.table(targets.targets(data, [r["label"] for r in data["runs"]]), rows, [])
+
+
 def provenance() -> dict:
     """This checkout's provenance, read as its dmlbed commands run (from ROOT), whichever checkout an installed
     package points at."""

@@ -22,9 +22,7 @@ import sys
 from collections import defaultdict
 from typing import Sequence
 
-from case_runs import ROOT, dmlbed, write_report
-from emulation.backends import matrix
-from emulation.results import targets
+from case_runs import config_targets, dmlbed, write_report
 
 CONFIG = "configs/codecs-rates.yaml"
 BASELINE = "fp32"
@@ -173,13 +171,6 @@ def rows_of(folder: str, again: Sequence[str] = ()) -> list:
             for r in json.load(f):
                 by_label[r["label"]] = dict(r, measured=measured_by(where), folder=where)
     return list(by_label.values())
-
-
-def config_targets(config: str, rows: list) -> list:
-    """The config's targets (its `targets:` block) judged on the rows (those run again in place)."""
-    data = matrix.load(os.path.join(ROOT, config) if not os.path.isabs(config) else config)
-    labels = [r["label"] for r in data["runs"]]
-    return targets.table(targets.targets(data, labels), rows, [])
 
 
 def judge(folder: str, convergence: str, again: Sequence[str] = (), config: str = CONFIG) -> int:

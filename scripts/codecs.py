@@ -20,8 +20,7 @@ import json
 import os
 import sys
 
-from case_runs import ROOT, chosen, dmlbed, with_earlier, write_report
-from emulation.backends import matrix
+from case_runs import chosen, config_targets, dmlbed, with_earlier, write_report
 from emulation.results import targets
 from emulation.core.tcp import DEFAULT_MTU, ETHERNET_HEADER, TCPIP_HEADERS, goodput
 from workloads.codecs import COMPRESSORS
@@ -111,8 +110,7 @@ def convergence(out: str, run: bool) -> int:
             return 1
     with open(os.path.join(out, "comparison.json")) as f:
         rows = json.load(f)
-    data = matrix.load(os.path.join(ROOT, CONVERGENCE))
-    judged = targets.table(targets.targets(data, [r["label"] for r in data["runs"]]), rows, [])
+    judged = config_targets(CONVERGENCE, rows)
     fp32 = next(r for r in rows if r["label"] == "fp32")
     cases = []
     for r in rows:

@@ -166,16 +166,19 @@ class AllJob:
 
 
 def prepare_all(configs: Dict[str, str], out_root: str = None, local: bool = False, force: bool = False,
-                wait: bool = False, docs: Optional[str] = None) -> AllJob:
-    """Check every config (a bad one refuses the whole reproduction before anything runs)."""
-    out = out_root or planned_folder(default_parent("reproduce", "all"))
+                wait: bool = False, docs: Optional[str] = None, bench: bool = False) -> AllJob:
+    """Check every config (a bad one refuses the whole reproduction before anything runs); bench: the benchmark's
+    configs (their `command:` rows run as dmlbed runs them, one table of every target)."""
+    out = out_root or planned_folder(default_parent("reproduce", "bench" if bench else "all"))
     if out_root:
-        check_output(out_root, ("papers.md", "papers.csv"), "a reproduction of every paper", force)
-    jobs = tuple((name, matrix.prepare(path, os.path.join(out, name), local, force, wait, kind="reproduce"))
+        check_output(out_root, (BENCH_TABLE + ".md", BENCH_TABLE + ".csv") if bench else ("papers.md", "papers.csv"),
+                     "a benchmark" if bench else "a reproduction of every paper", force)
+    jobs = tuple((name, matrix.prepare(path, os.path.join(out, name), local, force, wait, kind="reproduce",
+                                       command_rows=COMMAND_ROWS if bench else None))
                  for name, path in configs.items())
     if not out_root:
         claim_folder(out)
-    return AllJob(jobs, out, docs)
+    return AllJob(jobs, out, docs, bench)
 
 
 def prepare_bench(args) -> AllJob:
@@ -185,14 +188,7 @@ def prepare_bench(args) -> AllJob:
         if args.name not in configs:
             raise OptionError(f"no benchmark config named '{args.name}': valid are {', '.join(configs)}")
         configs = {args.name: configs[args.name]}
-    out = args.out or planned_folder(default_parent("reproduce", "bench"))
-    if args.out:
-        check_output(args.out, (BENCH_TABLE + ".md", BENCH_TABLE + ".csv"), "a benchmark", args.force)
-    jobs = tuple((name, matrix.prepare(path, os.path.join(out, name), args.local, args.force, args.wait,
-                                       kind="reproduce", command_rows=COMMAND_ROWS)) for name, path in configs.items())
-    if not args.out:
-        claim_folder(out)
-    return AllJob(jobs, out, bench=True)
+    return prepare_all(configs, args.out, args.local, args.force, args.wait, bench=True)
 
 
 BENCH_TABLE = "targets"  # the benchmark's table of every target: targets.md and targets.csv
@@ -227,23 +223,19 @@ def target_rows(results: List[Tuple[str, dict]]) -> List[dict]:
     for name, result in results:
         keys = result.get("sweep_keys") or []
         for t in result.get("targets") or []:
-            group = ", ".join(f"{k}={t[k]}" for k in keys if t.get(k) is not None)
             out.append({**{k: t[k] for k in ("target", "ours", "verdict", "met", "how", "why")}, "config": name,
-                        "what": t["what"] + (f" ({group})" if group else "")})
+                        "what": in_group(t, keys)})
     return out
 
 
 def targets_markdown(rows: List[dict]) -> str:
     """Every target as one Markdown table, the missed first."""
-    def cell(text) -> str:
-        return ("-" if text is None else f"{text:.3g}" if isinstance(text, float) else str(text)) \
-            .replace("|", "\\|").replace("\n", " ")
-
     lines = [bench_line(rows), "", "| config | target | bound | ours | verdict | how | why |",
              "|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: r["met"] is True):
         verdict = r["verdict"] if r["met"] else f"**{r['verdict']}**"
-        lines.append("| " + " | ".join(cell(x) for x in (r["config"], r["what"], r["target"], r["ours"], verdict,
+        ours = number(r["ours"]) if r["ours"] is None or isinstance(r["ours"], float) else r["ours"]
+        lines.append("| " + " | ".join(cell(x) for x in (r["config"], r["what"], r["target"], ours, verdict,
                                                           r["how"], r["why"])) + " |")
     return "\n".join(lines) + "\n"
 
@@ -266,14 +258,19 @@ def execute_all(job: AllJob, log: Callable[[str], None] = lambda m: None, progre
             "configs": {name: res["out"] for name, res in results}, "docs": job.docs}
 
 
+def in_group(item: dict, keys: List[str]) -> str:
+    """A claim's or target's name with the sweep values of its group folded in ("w (mode=emulate)")."""
+    group = ", ".join(f"{k}={item[k]}" for k in keys if item.get(k) is not None)
+    return item["what"] + (f" ({group})" if group else "")
+
+
 def claim_rows(results: List[Tuple[str, dict]]) -> List[dict]:
     """One row per claim (and sweep group) of every config, its sweep values folded into the claim's name."""
     out = []
     for name, result in results:
         keys = result.get("sweep_keys") or []
         for c in result.get("paper") or []:
-            group = ", ".join(f"{k}={c[k]}" for k in keys if c.get(k) is not None)
-            out.append({"config": name, "what": c["what"] + (f" ({group})" if group else ""), "kind": c["kind"],
+            out.append({"config": name, "what": in_group(c, keys), "kind": c["kind"],
                         "evidence": c.get("evidence", ""), "paper": c["paper"], "from": c["from"], "ours": c["ours"],
                         "ours_over_paper": c["ours_over_paper"], "how": c.get("how", ""), "verdict": c["verdict"],
                         "derived": c.get("derived", ""), "why": c["why"]})
@@ -328,12 +325,6 @@ def docs_page(claims: List[dict], origin: dict, rebuilt: Optional[dict] = None) 
 def markdown(claims: List[dict]) -> str:
     """The papers' claims as one Markdown table: the papers' measurements first, dmlbed's model apart, then what is
     out of reach here."""
-    def number(v):
-        return "-" if v is None else f"{v:.3g}"
-
-    def cell(text) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
     lines = ["| config | claim | evidence | paper | source | ours | ours/paper | how | verdict | why |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     order = {"measurement": 0, "model": 1, "construction": 2}
@@ -345,6 +336,16 @@ def markdown(claims: List[dict]) -> str:
             c["config"], what, c.get("evidence", ""), c["paper"], c["from"], number(c["ours"]),
             number(c["ours_over_paper"]), c["how"], c["verdict"], why.strip())) + " |")
     return "\n".join(lines) + "\n"
+
+
+def number(v) -> str:
+    """A value in a Markdown table: three significant figures, '-' for none."""
+    return "-" if v is None else f"{v:.3g}"
+
+
+def cell(text) -> str:
+    """Text safe inside a Markdown table's cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 COMMAND = Reproduce()

@@ -61,9 +61,14 @@ def around(value: float, tolerance: float) -> Bound:
     return Bound(ends[0], ends[1])
 
 
+def in_group(row: dict, group: Dict[str, object]) -> bool:
+    """Whether a row has the sweep values of this group."""
+    return all(row.get(k) == v for k, v in group.items())
+
+
 def matching(rows: Sequence[dict], label: str, group: Dict[str, object]) -> Optional[dict]:
     """The row with this label in one sweep group (None when it is missing)."""
-    return next((r for r in rows if r["label"] == label and all(r.get(k) == v for k, v in group.items())), None)
+    return next((r for r in rows if r["label"] == label and in_group(r, group)), None)
 
 
 def related(relation: str, mine: Value, ref: Value) -> Value:

@@ -142,11 +142,10 @@ def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) 
     out = []
     for t in target_list:
         for group in judge.groups(rows, sweep_keys):
-            if any(group.get(k) != v for k, v in (t.get("in") or {}).items()):
+            if not judge.in_group(group, t.get("in") or {}):
                 continue
             if t["row"] == EVERY_ROW:  # every row that has the metric (a closed form checks no correctness)
-                used = [r for r in rows if all(r.get(k) == v for k, v in group.items()) and
-                        r.get(t["metric"]) is not None]
+                used = [r for r in rows if judge.in_group(r, group) and r.get(t["metric"]) is not None]
                 held = [t["bound"].holds(r.get(t["metric"])) for r in used]
                 met = None if not used or None in held else all(held)
                 ours = f"{sum(bool(h) for h in held)}/{len(used)} rows"
