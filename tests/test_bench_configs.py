@@ -112,6 +112,13 @@ def test_repeat_runs_every_row_that_many_times_each_in_its_own_folder(tmp_path):
     assert [t["verdict"] for t in result["targets"]] == ["met"] * 3
     with open(tmp_path / "out" / "targets.csv") as f:
         assert [r["repeat"] for r in csv.DictReader(f)] == ["1", "2", "3"]
+    only = write_config(tmp_path, "repeat: 3\nruns:\n  - {label: a, topo: 'star:4', algo: ring, mode: theory}\n"
+                        "targets:\n  - {what: w, row: a, metric: gst_median_s, at_most: 100, in: {repeat: 2}}\n")
+    assert [t["repeat"] for t in matrix.execute(matrix.prepare(only, str(tmp_path / "only")))["targets"]] == [2]
+    with pytest.raises(matrix.ConfigError, match="is not a value the config sweeps"):
+        matrix.prepare(write_config(tmp_path, "repeat: 3\nruns:\n  - {label: a, topo: 'star:4', algo: ring}\n"
+                                    "targets:\n  - {what: w, row: a, metric: gst_ratio, at_most: 2, "
+                                    "in: {repeat: 4}}\n"), str(tmp_path / "bad"))
 
 
 @pytest.mark.parametrize("text, words", [

@@ -360,7 +360,9 @@ def prepare(path: str, out_root: str = None, local: bool = False, force: bool = 
     labels = list(dict.fromkeys(e["label"] for e in entries))
     try:
         claims = paper.claims(data, labels)
-        checked_targets = bench_targets.targets(data, labels)
+        repeats = repeat_values(data)
+        checked_targets = bench_targets.targets(data, labels, {**(data.get("sweep") or {}),
+                                                               **({REPEAT: repeats} if repeats else {})})
     except (paper.PaperError, bench_targets.TargetError) as exc:
         raise ConfigError(str(exc)) from None
     if out_root:

@@ -32,15 +32,15 @@ class TargetError(ValueError):
     """The `targets:` block is malformed; the message names the key."""
 
 
-def targets(data: dict, labels: Sequence[str]) -> List[dict]:
-    """The checked targets of a config ([] when it has none)."""
+def targets(data: dict, labels: Sequence[str], sweep: Optional[dict] = None) -> List[dict]:
+    """The checked targets of a config ([] when it has none); sweep: every sweep key's values its rows take (the
+    config's sweep when not given)."""
     block = data.get("targets")
     if block is None:
         return []
     if not isinstance(block, list) or not block:
         raise TargetError("'targets' needs a non-empty list of targets")
-    sweep = {**(data.get("sweep") or {}), **({"repeat": list(range(1, data["repeat"] + 1))}
-                                            if isinstance(data.get("repeat"), int) else {})}
+    sweep = data.get("sweep") or {} if sweep is None else sweep
     return [target(t, f"targets[{i}]", labels, sweep) for i, t in enumerate(block)]
 
 
