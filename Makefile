@@ -19,7 +19,6 @@ test-fast: setup
 benchmark: setup
 	$(PY) -m pytest tests -m benchmark -rs
 	-$(DMLBED) reproduce --bench --out results/bench --force
-	$(PY) scripts/soak.py --runs 20 --out results/soak
 	$(PY) scripts/shared_networks.py --out results/shared
 	$(PY) scripts/link_events.py --out results/events
 	$(PY) scripts/limits.py --families star,fattree --no-runs --out results/limits

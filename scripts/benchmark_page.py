@@ -1,5 +1,5 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (the benchmark configs' folders
-results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json; results/soak/soak.json,
+results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json;
 results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
 results/collectives/collectives.json, results/codecs/codecs.json,
 results/codecs-convergence/convergence.json, results/codecs-rates/rates.json,
@@ -22,9 +22,10 @@ BENCH = "results/bench"  # `dmlbed reproduce --bench --out results/bench`: a fol
 CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("overlap", "Overlap"),
                    ("rank-start", "Rank start-up"), ("scale", "The flow model at scale"),
                    ("shared", "Stragglers, uneven links and background traffic"),
-                   ("patterns", "ECMP under Hedera's traffic patterns"), ("training", "Training beyond all-reduce"))
+                   ("patterns", "ECMP under Hedera's traffic patterns"), ("training", "Training beyond all-reduce"),
+                   ("soak", "Soak"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
-           "soak": "results/soak/soak.json", "jobs": "results/shared/shared.json",
+           "jobs": "results/shared/shared.json",
            "events": "results/events/events.json",
            "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
            "collectives": "results/collectives/collectives.json",
@@ -135,14 +136,6 @@ def page() -> str:
              "[What made timings unfaithful](../explanation/timing-causes.md).", ""]
     for name, title in CONFIG_SECTIONS:
         lines += config_section(name, title)
-    soak = load(SOURCES["soak"])
-    lines += ["## Soak", ""]
-    if soak is None:
-        lines += [missing("soak"), ""]
-    else:
-        lines += [origin(soak, SOURCES["soak"]), "",
-                  f"{len(soak.get('runs', []))} runs back to back: every run correct: {soak.get('all_correct')}; "
-                  f"leftovers: {len(soak.get('leftovers') or [])}; passed: {soak.get('ok')}.", ""]
     lines += shared_section(load(SOURCES["jobs"]))
     lines += events_section(load(SOURCES["events"]))
     lines += limits_section(load(SOURCES["limits"]))

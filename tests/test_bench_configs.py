@@ -89,6 +89,43 @@ def test_targets_are_judged_in_each_group_and_every_row_target_reads_only_rows_w
     assert matrix_passed({"rows": [], "targets": [r for r in table if r["met"]]}) == 0
 
 
+def test_an_every_row_target_reads_each_row_against_a_reference_row_or_its_own_label_elsewhere():
+    data = [("a", 1, {"switch_rss_kb": 1000, "switch_pid": 7}), ("b", 1, {"switch_rss_kb": 1050, "switch_pid": 7}),
+            ("a", 2, {"switch_rss_kb": 1080, "switch_pid": 7}), ("b", 2, {"switch_rss_kb": 1200, "switch_pid": 9})]
+    growth = targets.target({"what": "g", "row": "*", "metric": "switch_rss_kb", "relative_to": "a",
+                             "relative_in": {"repeat": 1}, "at_most": 1.10}, "t", LABELS, {"repeat": [1, 2]})
+    same = targets.target({"what": "p", "row": "*", "metric": "switch_pid", "relative_to": "a",
+                           "relative_in": {"repeat": 1}, "relation": "difference", "between": [0, 0]}, "t", LABELS,
+                          {"repeat": [1, 2]})
+    own = targets.target({"what": "o", "row": "*", "metric": "switch_rss_kb", "relative_in": {"repeat": 1},
+                          "at_most": 1.10}, "t", LABELS, {"repeat": [1, 2]})
+    table = targets.table([growth, same, own], rows(*data), ["repeat"])
+    got = [(r["what"], r["repeat"], r["verdict"], r["ours"]) for r in table]
+    # repetition 2: b grew 20% over the first run and its switch is another process; against its own label's
+    # first repetition b grew 14%
+    assert got == [("g", 1, "met", "2/2 rows"), ("g", 2, "missed", "1/2 rows"), ("p", 1, "met", "2/2 rows"),
+                   ("p", 2, "missed", "1/2 rows"), ("o", 1, "met", "2/2 rows"), ("o", 2, "missed", "1/2 rows")]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="adds a veth pair (root)")
+def test_the_matrix_watch_reports_what_a_run_left_beyond_what_was_there_before(tmp_path):
+    from emulation.net import leftovers
+    subprocess.run(["ip", "link", "add", "dmlbedsoakA", "type", "veth", "peer", "name", "dmlbedsoakA0"], check=True)
+    try:
+        watch = matrix.MachineWatch()
+        assert watch.after_run()["leftovers"] == []
+        subprocess.run(["ip", "link", "add", "dmlbedsoakB", "type", "veth", "peer", "name", "dmlbedsoakB0"], check=True)
+        try:
+            after = watch.after_run()
+            assert after["leftovers"] == ["interface dmlbedsoakB", "interface dmlbedsoakB0"]
+            assert after["leftover_count"] == 2
+        finally:
+            subprocess.run(["ip", "link", "del", "dmlbedsoakB"], check=False)
+    finally:
+        subprocess.run(["ip", "link", "del", "dmlbedsoakA"], check=False)
+    assert leftovers.rss_kb(os.getpid()) > 0 and leftovers.rss_kb(None) is None
+
+
 def test_paper_claims_and_targets_share_the_judge():
     claim = {"paper": 2.0, "tolerance": 0.1}
     assert judge_claim(claim, 2.19)[0] and not judge_claim(claim, 2.21)[0]

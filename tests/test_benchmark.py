@@ -37,6 +37,9 @@ def test_quick_benchmark_config_measures_and_judges_every_target(tmp_path):
     assert verdicts["BML / PS GST at 100 (both dilated 2): BML needs less"] == "met"
     assert verdicts["overloaded fattree:4 at 400 is marked not faithful"] == "met"
     assert verdicts["every run correct"] == "met"
+    assert verdicts["nothing left on the machine after any run (the soak's check)"] == "met"
+    assert verdicts["the software switch never restarted"] == "met"
+    assert all(row["switch_rss_kb"] > 0 and row["leftovers"] == [] for row in rows.values())
     with open(out / "targets.csv") as f:
         assert len(list(csv.DictReader(f))) == 4
     assert r.returncode == (0 if all(t["met"] for t in result["targets"]) else 1)

@@ -13,6 +13,7 @@ from typing import Callable, Dict, List, Optional
 import yaml
 
 from emulation.backends import BACKENDS
+from emulation.net import leftovers
 from emulation.results import claims as paper
 from emulation.results import targets as bench_targets
 from emulation.run.options import OptionError, from_mapping, option_of, yaml_key
@@ -21,6 +22,7 @@ from emulation.results.files import read_iterations, write_atomic, write_table
 from emulation.results.iterations import WARMUP
 from emulation.results.figures import plot
 from emulation.results.provenance import provenance
+from emulation.run.sampling import switch_pid
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "iteration_mean_s",
@@ -395,6 +397,7 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     sweep_keys = sweep_keys_of(data)
     os.makedirs(out_root, exist_ok=True)
     rows, curves = [], []
+    machine = MachineWatch() if job.emulated else None
     for n, entry in enumerate(entries, 1):
         log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
         summary = entry["backend"].execute(entry["job"], log=log, progress=progress)
@@ -406,6 +409,8 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
             rows.append(row(entry, summary))
             curves += [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
                        for i, a in summary.get("accuracy_curve") or []]
+        if machine is not None and rows and rows[-1].get("mode") == "emulate":
+            rows[-1].update(machine.after_run())
         write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)  # each row as it lands
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
     write_atomic(os.path.join(out_root, PROVENANCE_FILE), json.dumps({"name": job.name, **provenance()}, indent=1))
@@ -426,6 +431,22 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     return {"name": job.name, "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys,
             "paper": claims, "source": (data.get("paper") or {}).get("source"), "sim_vs_emu": pairs,
             "targets": judged}
+
+
+class MachineWatch:
+    """What each emulated row of a matrix left on the machine beyond what was there before the matrix, and the
+    software switch's process and resident memory after it (a soak's figures: leftovers, restarts, growth)."""
+
+    def __init__(self):
+        self.interfaces = leftovers.interfaces()
+        self.before = set(leftovers.leftovers(self.interfaces))
+
+    def after_run(self) -> dict:
+        """The row's figures: leftovers (a list), their count, the switch's pid and VmRSS in kB."""
+        left = [x for x in leftovers.leftovers(self.interfaces) if x not in self.before]
+        pid = switch_pid()
+        return {"leftovers": left, "leftover_count": len(left), "switch_pid": pid,
+                "switch_rss_kb": leftovers.rss_kb(pid)}
 
 
 def reproducible(folder: str, block: str = "paper") -> Dict[str, str]:

@@ -18,7 +18,8 @@ BENCH_DOMAINS = {"gst_cv": (0.0, math.inf), "spurious_rto_per_worker_iteration":
                  "exposed_s": (0.0, math.inf), "fidelity_min": (0.0, math.inf), "fidelity_median": (0.0, math.inf),
                  "goodput_fidelity_min": (0.0, math.inf), "wall_s": (0.0, math.inf), "peak_rss_mib": (0.0, math.inf),
                  "gst_ratio_at_goodput": (0.0, math.inf), "wait_mean_s": (0.0, math.inf), "slowdown": (0.0, math.inf),
-                 "most_waited_for_share": (0.0, 1.0), "iteration_mean_s": (0.0, math.inf), "exit_code": (0.0, 255.0)}
+                 "most_waited_for_share": (0.0, 1.0), "iteration_mean_s": (0.0, math.inf), "exit_code": (0.0, 255.0),
+                 "leftover_count": (0.0, math.inf), "switch_rss_kb": (0.0, math.inf), "switch_pid": (0.0, math.inf)}
 FIGURE = (-math.inf, math.inf)  # a command row's own figure (a dotted key of its JSON result): any number
 DOMAINS = {**METRIC_DOMAINS, **BENCH_DOMAINS}
 CHOICES = {"fidelity": ("faithful", "degraded", "not faithful"), "correct": (True, False),
@@ -146,7 +147,7 @@ def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) 
                 continue
             if t["row"] == EVERY_ROW:  # every row that has the metric (a closed form checks no correctness)
                 used = [r for r in rows if judge.in_group(r, group) and r.get(t["metric"]) is not None]
-                held = [t["bound"].holds(r.get(t["metric"])) for r in used]
+                held = [t["bound"].holds(every_row_value(t, r, rows, group)) for r in used]
                 met = None if not used or None in held else all(held)
                 ours = f"{sum(bool(h) for h in held)}/{len(used)} rows"
             else:
@@ -159,6 +160,16 @@ def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) 
                         "verdict": MET[met], "how": how_obtained(used[0], worst_fidelity(used)) if used else "",
                         "why": t.get("why", "")})
     return out
+
+
+def every_row_value(t: dict, row: dict, rows: List[dict], group: dict):
+    """One row's value for a target on every row: its metric, or related to `relative_to`'s row (read in the
+    reference group; relative_to '*': the row's own label there, e.g. each emulated row against its closed form)."""
+    if not t.get("relative_to"):
+        return row.get(t["metric"])
+    label = row["label"] if t["relative_to"] == EVERY_ROW else t["relative_to"]
+    ref = judge.matching(rows, label, judge.reference_group(t, group))
+    return judge.related(t.get("relation", "ratio"), row.get(t["metric"]), None if ref is None else ref.get(t["metric"]))
 
 
 def missed(rows: List[dict]) -> List[dict]:
