@@ -22,7 +22,6 @@ benchmark: setup
 	$(PY) scripts/shared_networks.py --out results/shared
 	$(PY) scripts/link_events.py --out results/events
 	$(PY) scripts/limits.py --families star,fattree --no-runs --out results/limits
-	$(PY) scripts/shapes.py --out results/shapes
 	$(PY) scripts/collectives.py --out results/collectives
 	$(PY) scripts/codecs.py --out results/codecs
 	$(PY) scripts/codecs.py --convergence results/codecs-convergence

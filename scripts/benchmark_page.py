@@ -1,6 +1,6 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (the benchmark configs' folders
 results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json;
-results/shared/shared.json, results/events/events.json, results/limits/limits.json, results/shapes/shapes.json,
+results/shared/shared.json, results/events/events.json, results/limits/limits.json,
 results/collectives/collectives.json, results/codecs/codecs.json,
 results/codecs-convergence/convergence.json, results/codecs-rates/rates.json,
 results/codecs-rates-slow/rates.json), each section headed by
@@ -23,11 +23,11 @@ CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("ov
                    ("rank-start", "Rank start-up"), ("scale", "The flow model at scale"),
                    ("shared", "Stragglers, uneven links and background traffic"),
                    ("patterns", "ECMP under Hedera's traffic patterns"), ("training", "Training beyond all-reduce"),
-                   ("soak", "Soak"))
+                   ("soak", "Soak"), ("shapes", "Any shape: leaf-spine, rail, torus, Jellyfish"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
            "jobs": "results/shared/shared.json",
            "events": "results/events/events.json",
-           "limits": "results/limits/limits.json", "shapes": "results/shapes/shapes.json",
+           "limits": "results/limits/limits.json",
            "collectives": "results/collectives/collectives.json",
            "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json",
            "rates": "results/codecs-rates/rates.json", "rates_slow": "results/codecs-rates-slow/rates.json"}
@@ -139,7 +139,6 @@ def page() -> str:
     lines += shared_section(load(SOURCES["jobs"]))
     lines += events_section(load(SOURCES["events"]))
     lines += limits_section(load(SOURCES["limits"]))
-    lines += shapes_section(load(SOURCES["shapes"]))
     lines += collectives_section(load(SOURCES["collectives"]))
     lines += codecs_section(load(SOURCES["codecs"]))
     lines += ["## Every codec's convergence", ""] + convergence_lines(load(SOURCES["convergence"]))
@@ -264,48 +263,6 @@ def events_section(events: Optional[dict]) -> List[str]:
         lines += ["", f"A link down, the iteration's slowdown after it (emulated, median after over median before): "
                       f"fattree:4 ring, an aggregation-core link {slow['agg-core-down']:.2f}x; bcube:3,2 BML, a "
                       f"level-1 link {slow['bcube-level1-down']:.2f}x."]
-    return lines + [""]
-
-
-def shapes_section(shapes: Optional[dict]) -> List[str]:
-    """A leaf-spine ring at oversubscription 1, 2 and 4, from the generator and from an exported file, and a ring on
-    each graph shape (rail, torus, Jellyfish): each case traced, emulated, simulated and in theory, and the GST's
-    shape across oversubscription."""
-    lines = ["## Shapes", ""]
-    if shapes is None:
-        return lines + [missing("shapes"), ""]
-    t = shapes.get("targets", {})
-    prop = t.get("proportional") or [None, None]
-    lines += [origin(shapes, SOURCES["shapes"]), "",
-              f"Targets: every host pair reachable and `net --check` faithful, the run correct and faithful, the emulated "
-              f"GST within {t.get('simulated_within', 0):.0%} of the simulated (with the emulated connections' ports); "
-              f"per source the GST at oversubscription 2 within {t.get('flat_within', 0):.0%} of 1, and 4 over 2 in "
-              f"[{prop[0]}, {prop[1]}]. All met: **{shapes.get('ok')}**.", "",
-              "| case | spine links (or shape) | pairs reachable | GST theory / simulated / emulated (s) | emulated / simulated | "
-              "verdict | met |", "|---|---|---|---|---|---|---|"]
-    spine = t.get("oversubscription_spine_mbps") or {}
-    for c in shapes.get("cases", []):
-        if c["case"] == "shape":
-            continue
-        gst = c.get("gst_s") or {}
-        net = c.get("net") or {}
-        failed = [k for k, v in (c.get("checks") or {}).items() if not v]
-        met = "yes" if c.get("ok") else f"**no** ({', '.join(failed) or 'error'})"
-        options = c.get("options") or []
-        rate = options[options.index("--bw") + 1] if "--bw" in options[:-1] else "-"
-        links = f"{spine[str(c['oversubscription'])]} Mbit/s" if str(c.get("oversubscription")) in spine else \
-            f"`{c.get('topology')}`, all {rate} Mbit/s"
-        lines.append(f"| {c['case']} | {links} | "
-                     f"{net.get('pairs_reachable', '-')}/{net.get('pairs_tested', '-')} | "
-                     f"{' / '.join(number(gst.get(m)) for m in ('theory', 'simulate', 'emulate'))} | "
-                     f"{number(c.get('emulated_over_simulated'))} | {(c.get('verdict') or {}).get('verdict', '-')} | "
-                     f"{met} |")
-    shape = next((c for c in shapes.get("cases", []) if c["case"] == "shape"), None)
-    if shape:
-        lines += ["", "| source, mode | GST at 2 over 1 | 4 over 2 | met |", "|---|---|---|---|"]
-        for key, v in shape.get("checks", {}).items():
-            lines.append(f"| {key} | {number(v.get('o2_over_o1'))} | {number(v.get('o4_over_o2'))} | "
-                         f"{'yes' if v.get('ok') else '**no**'} |")
     return lines + [""]
 
 

@@ -126,6 +126,30 @@ def test_the_matrix_watch_reports_what_a_run_left_beyond_what_was_there_before(t
     assert leftovers.rss_kb(os.getpid()) > 0 and leftovers.rss_kb(None) is None
 
 
+def test_a_topology_file_beside_a_config_is_read_from_there_in_runs_and_command_rows(tmp_path, monkeypatch):
+    (tmp_path / "topos").mkdir()
+    spec = "topos/ls.yaml"
+    subprocess.run([sys.executable, "-m", "emulation.commands.cli", "topo", "leafspine:2,2,1", "--export",
+                    str(tmp_path / spec)], cwd=ROOT, check=True, capture_output=True)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"name: c\nruns:\n  - {{label: a, topo: {spec}, algo: ring, mode: simulate}}\n"
+                      f"  - {{label: b, command: \"jobs --topo {spec} --algo ring --mode simulate --job 'name=x hosts=h0,h1' --job 'name=y hosts=h2,h3'\"}}\n"
+                      f"  - {{label: c, topo: star:4, algo: ring, mode: simulate}}\n")
+    monkeypatch.chdir(ROOT)  # not the config's folder
+    data = matrix.load(str(config))
+    assert data["runs"][0]["topo"] == str(tmp_path / spec) and data["runs"][2]["topo"] == "star:4"
+    assert data["runs"][1]["command"] == (f"jobs --topo {tmp_path / spec} --algo ring --mode simulate "
+                                        f"--job 'name=x hosts=h0,h1' --job 'name=y hosts=h2,h3'")
+    matrix.prepare(str(config), str(tmp_path / "out"), command_rows=COMMAND_ROWS)  # every row checked: the file found
+
+
+def test_the_shapes_benchmarks_topology_file_is_what_topo_export_writes(tmp_path):
+    out = tmp_path / "ls.yaml"
+    subprocess.run([sys.executable, "-m", "emulation.commands.cli", "topo", "leafspine:4,4,2", "--export", str(out)],
+                   cwd=ROOT, check=True, capture_output=True)
+    assert out.read_text() == open(os.path.join(ROOT, "configs", "bench", "topologies", "leafspine-4-4-2.yaml")).read()
+
+
 def test_paper_claims_and_targets_share_the_judge():
     claim = {"paper": 2.0, "tolerance": 0.1}
     assert judge_claim(claim, 2.19)[0] and not judge_claim(claim, 2.21)[0]
@@ -141,10 +165,13 @@ def write_config(tmp_path, text):
 
 def test_repeat_runs_every_row_that_many_times_each_in_its_own_folder(tmp_path):
     path = write_config(tmp_path, "repeat: 3\nruns:\n  - {label: a, topo: 'star:4', algo: ring, mode: theory}\n"
+                        "  - {label: b, topo: 'star:4', algo: ps, mode: theory}\n"
                         "targets:\n  - {what: w, row: a, metric: gst_median_s, at_most: 100}\n")
     job = matrix.prepare(path, str(tmp_path / "out"))
-    assert [e["sweep"] for e in job.entries] == [{"repeat": 1}, {"repeat": 2}, {"repeat": 3}]
-    assert len({e["config"].out for e in job.entries}) == 3
+    # round-robin: the whole matrix, then again
+    assert [(e["label"], e["sweep"]["repeat"]) for e in job.entries] == [("a", 1), ("b", 1), ("a", 2), ("b", 2),
+                                                                          ("a", 3), ("b", 3)]
+    assert len({e["config"].out for e in job.entries}) == 6
     result = matrix.execute(job)
     assert [t["verdict"] for t in result["targets"]] == ["met"] * 3
     with open(tmp_path / "out" / "targets.csv") as f:

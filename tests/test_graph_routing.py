@@ -139,7 +139,7 @@ def test_theory_and_simulation_of_a_ring_on_a_torus():
 
 
 @pytest.mark.emulation
-@pytest.mark.parametrize("spec", [  # the torus (42 s) and Jellyfish (24 s) run in make benchmark, beside scripts/shapes.py
+@pytest.mark.parametrize("spec", [  # the torus (42 s) and Jellyfish (24 s) run in make benchmark, beside configs/bench/shapes.yaml
     pytest.param("torus:3,3", marks=pytest.mark.benchmark), pytest.param("jellyfish:6,3,1,2", marks=pytest.mark.benchmark),
     "rail:4,2,1"])
 def test_a_graph_comes_up_every_pair_reachable_and_a_ring_on_it_is_correct(spec, tmp_path):

@@ -7,12 +7,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 import yaml
 
 from emulation.backends import BACKENDS
+from emulation.core.topology_file import is_topology_file
 from emulation.net import leftovers
 from emulation.results import claims as paper
 from emulation.results import targets as bench_targets
@@ -50,13 +52,34 @@ def load(path: str) -> dict:
         raise ConfigError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
         raise ConfigError(f"{path} needs a non-empty 'runs' list")
+    return beside(data, os.path.dirname(os.path.abspath(path)))
+
+
+def beside(data: dict, folder: str) -> dict:
+    """The config with each relative topology file it names (a `topo` value, a command row's word) that exists
+    beside it read from there, so a config and its files run from any directory."""
+    def resolved(value):
+        text = str(value)
+        near = os.path.join(folder, text)
+        return near if is_topology_file(text) and not os.path.isabs(text) and os.path.isfile(near) else value
+    for part in [data.get("defaults")] + [e for e in data["runs"] if isinstance(e, dict)]:
+        if isinstance(part, dict) and "topo" in part:
+            part["topo"] = resolved(part["topo"])
+    for entry in data["runs"]:
+        if isinstance(entry, dict) and isinstance(entry.get("command"), str):
+            try:
+                words = shlex.split(entry["command"])
+            except ValueError:  # a malformed line: the command rows' own check says what is wrong
+                continue
+            if [resolved(w) for w in words] != words:
+                entry["command"] = shlex.join(resolved(w) for w in words)
     return data
 
 
 def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
-    """Every run of the matrix (runs x the cartesian product of `sweep` values, each `repeat` times), its keys read
-    but not yet checked on its back end: a label, its sweep values, where it is (for messages) and its RunConfig
-    (or, for a `command:` row, the command line)."""
+    """Every run of the matrix (runs x the cartesian product of `sweep` values; with `repeat: N` all of it N times
+    over), its keys read but not yet checked on its back end: a label, its sweep values, where it is (for messages)
+    and its RunConfig (or, for a `command:` row, the command line)."""
     defaults = data.get("defaults", {}) or {}
     sweep = data.get("sweep", {}) or {}
     if not isinstance(defaults, dict) or not isinstance(sweep, dict):
@@ -96,7 +119,8 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
             out.append({"label": label, "sweep": combo, "where": where, "config": cfg, "jobs": jobs, "command": None,
                         "out": out_dir})
-    return out
+    # repetitions run round-robin (the whole matrix, then again), so a drift of the machine spreads over every row
+    return sorted(out, key=lambda e: e["sweep"].get(REPEAT, 0))
 
 
 REPEAT = "repeat"  # the sweep key of a config's `repeat: N` (each row run N times, judged each time)
