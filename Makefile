@@ -21,7 +21,7 @@ benchmark: setup
 	-$(DMLBED) reproduce --bench --out results/bench --force
 	$(PY) scripts/shared_networks.py --out results/shared
 	$(PY) scripts/link_events.py --out results/events
-	$(PY) scripts/limits.py --families star,fattree --no-runs --out results/limits
+	$(PY) scripts/limits.py results/bench/limits
 	$(PY) scripts/collectives.py --out results/collectives
 	$(PY) scripts/codecs.py --out results/codecs
 	$(PY) scripts/codecs.py --convergence results/codecs-convergence

@@ -1,6 +1,6 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (the benchmark configs' folders
 results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json;
-results/shared/shared.json, results/events/events.json, results/limits/limits.json,
+results/shared/shared.json, results/events/events.json,
 results/collectives/collectives.json, results/codecs/codecs.json,
 results/codecs-convergence/convergence.json, results/codecs-rates/rates.json,
 results/codecs-rates-slow/rates.json), each section headed by
@@ -23,11 +23,12 @@ CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("ov
                    ("rank-start", "Rank start-up"), ("scale", "The flow model at scale"),
                    ("shared", "Stragglers, uneven links and background traffic"),
                    ("patterns", "ECMP under Hedera's traffic patterns"), ("training", "Training beyond all-reduce"),
-                   ("soak", "Soak"), ("shapes", "Any shape: leaf-spine, rail, torus, Jellyfish"))
+                   ("soak", "Soak"), ("shapes", "Any shape: leaf-spine, rail, torus, Jellyfish"),
+                   ("limits", "How large a network comes up faithfully"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
            "jobs": "results/shared/shared.json",
            "events": "results/events/events.json",
-           "limits": "results/limits/limits.json",
+
            "collectives": "results/collectives/collectives.json",
            "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json",
            "rates": "results/codecs-rates/rates.json", "rates_slow": "results/codecs-rates-slow/rates.json"}
@@ -138,33 +139,12 @@ def page() -> str:
         lines += config_section(name, title)
     lines += shared_section(load(SOURCES["jobs"]))
     lines += events_section(load(SOURCES["events"]))
-    lines += limits_section(load(SOURCES["limits"]))
     lines += collectives_section(load(SOURCES["collectives"]))
     lines += codecs_section(load(SOURCES["codecs"]))
     lines += ["## Every codec's convergence", ""] + convergence_lines(load(SOURCES["convergence"]))
     lines += rates_section(load(SOURCES["rates"]))
     lines += rates_section(load(SOURCES["rates_slow"]), "rates_slow", "Where compression pays on a slower device")
     return "\n".join(lines).rstrip() + "\n"
-
-
-def limits_section(limits: Optional[dict]) -> List[str]:
-    """Bring-up time and fidelity of each size checked, and the largest faithful size per family."""
-    lines = ["## How large a network comes up faithfully", ""]
-    if limits is None:
-        return lines + [missing("limits"), ""]
-    lines += [origin(limits, SOURCES["limits"]), "", f"`dmlbed net SPEC --check` with every link at "
-              f"{limits.get('net_rate_mbps')} Mbit/s ([the limits](limits.md) hold every family).", "",
-              "| network | hosts | bring-up s | fidelity min | verdict | limited by |", "|---|---|---|---|---|---|"]
-    for c in limits.get("cases", []):
-        if c.get("kind") == "net":
-            lines.append(f"| `{c['spec']}` | {c.get('hosts') or '-'} | {number(c.get('bring_up_s'), '.1f')} | "
-                         f"{number(c.get('fidelity_min'), '.3f')} | {c.get('verdict') or c.get('error')} | "
-                         f"{c.get('bottleneck') or '-'} |")
-    for family, entry in (limits.get("table") or {}).items():
-        best = (entry.get("net") or {}).get("largest_faithful")
-        lines += ["", f"Largest faithful {family}: " + (f"`{best['spec']}` ({best['hosts']} hosts, up in "
-                                                        f"{best['bring_up_s']:.0f} s)." if best else "none.")]
-    return lines + [""]
 
 
 def shared_section(shared: Optional[dict]) -> List[str]:

@@ -46,16 +46,31 @@ def test_the_committed_table_is_read_and_its_page_is_generated_from_it(tmp_path)
         assert f"| {family} |" in page
 
 
-def test_the_limits_script_names_the_bottleneck_and_keeps_the_largest_faithful_size():
-    assert limits_script.bottleneck({"cause": "software switch saturated: its forwarding thread"}) == "switch thread"
-    assert limits_script.bottleneck({"error": "this run needs about 30 GiB of memory"}) == "memory"
-    assert limits_script.bottleneck({"fidelity": {"cause": "CPU saturation: all cores busy"}}) == "CPU"
-    rows = [{"kind": "net", "spec": "star:16", "hosts": 16, "faithful": True, "bring_up_s": 5, "fidelity_min": 0.99,
-             "rate_mbps": 10},
-            {"kind": "net", "spec": "star:64", "hosts": 64, "faithful": False, "verdict": "degraded",
-             "bottleneck": "CPU"},
-            {"kind": "net", "spec": "star:32", "hosts": 32, "faithful": True, "bring_up_s": 9, "fidelity_min": 0.9,
-             "rate_mbps": 10}]
-    table = limits_script.table_of(rows, ["star"], {"date": "2026-11-26", "commit": "x"})
-    assert table["star"]["net"]["largest_faithful"]["spec"] == "star:32"
-    assert table["star"]["net"]["first_not_faithful"]["bottleneck"] == "CPU"
+def test_the_limits_table_is_written_from_the_configs_folder_naming_each_bottleneck(tmp_path, monkeypatch):
+    assert limits_script.bottleneck("software switch saturated: its forwarding thread") == "switch thread"
+    assert limits_script.bottleneck("this run needs about 30 GiB of memory") == "memory"
+    assert limits_script.bottleneck("CPU saturation: all cores busy") == "CPU"
+    net = {"exit_code": 0, "shaped_mbps": 10, "fidelity_min": 0.99, "bring_up_s": 5}
+    rows = [{**net, "label": "net star:16", "topology": "star:16", "hosts": 16, "fidelity": "faithful"},
+            {**net, "label": "net star:64", "topology": "star:64", "hosts": 64, "fidelity": "degraded",
+             "fidelity_cause": "emulator: CPU or switch thread saturated in 40% of samples"},
+            {**net, "label": "net star:32", "topology": "star:32", "hosts": 32, "fidelity": "faithful"},
+            {**net, "label": "net tree:4,4", "topology": "tree:4,4", "hosts": 16, "fidelity": "faithful",
+             "exit_code": 1},  # a pair unreachable: not faithful, whatever the flows' verdict
+            {"label": "run star:32", "topology": "star:32", "algo": "ring", "dilation": 4.0, "bw_mbps": 50,
+             "workers": 32, "fidelity": "faithful", "correct": True, "gst_ratio": 1.02}]
+    (tmp_path / "comparison.json").write_text(json.dumps(rows))
+    (tmp_path / "provenance.json").write_text(json.dumps({"date": "2026-11-28T15:00:00", "commit": "x"}))
+    table_path = tmp_path / "measured_limits.json"
+    table_path.write_text(json.dumps({"families": {"fattree": TABLE["fattree"]}}))
+    monkeypatch.setattr(limits_script, "TABLE", str(table_path))
+    monkeypatch.setattr(sys, "argv", ["limits.py", str(tmp_path)])
+    assert limits_script.main() == 0
+    table = limits.measured(str(table_path))
+    assert table["star"]["net"]["largest_faithful"] == {"spec": "star:32", "hosts": 32, "bring_up_s": 5,
+                                                        "fidelity_min": 0.99, "rate_mbps": 10}
+    assert table["star"]["net"]["first_not_faithful"]["bottleneck"] == "CPU or switch thread"
+    assert table["star"]["runs"][0]["spec"] == "star:32" and table["star"]["runs"][0]["measured"] == "2026-11-28"
+    assert table["tree"]["net"]["largest_faithful"] is None and table["fattree"] == TABLE["fattree"]  # kept
+    monkeypatch.setattr(sys, "argv", ["limits.py", str(tmp_path / "none")])
+    assert limits_script.main() == 2

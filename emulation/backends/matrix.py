@@ -291,9 +291,11 @@ def command_row(entry: dict, result: dict) -> dict:
     goodput = (result.get("model_settings") or {}).get("goodput")
     if goodput and result.get("gst_ratio"):  # GST over the closed form at the links' goodput (not their line rate)
         figures["gst_ratio_at_goodput"] = result["gst_ratio"] * goodput
+    fid = result.get("fidelity") if isinstance(result.get("fidelity"), dict) else {}  # a run's, or a check's verdict
     return {**dict.fromkeys(COLUMNS), **figures, "label": entry["label"], "mode": "emulate" if entry["job"].emulated
-            else "simulate", "fidelity": result.get("verdict"), "fidelity_cause": result.get("cause"),
-            "correct": result.get("correct"), "out": entry["out"], **entry["sweep"]}
+            else "simulate", "fidelity": result.get("verdict") or fid.get("verdict"),
+            "fidelity_cause": result.get("cause") or fid.get("cause"), "correct": result.get("correct"),
+            "out": entry["out"], **entry["sweep"]}
 
 
 def scalar(v) -> bool:

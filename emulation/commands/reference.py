@@ -273,11 +273,12 @@ def layers_page() -> str:
 def limits_page() -> str:
     """docs/reference/limits.md: the largest faithful network per topology family, from the table the pre-flight
     check reads (emulation/run/measured_limits.json, written by scripts/limits.py)."""
-    lines = ["# Limits of one machine", "", GENERATED.strip().replace("run `make docs`", "run `scripts/limits.py` "
-             "(root), then `make docs`"), "",
+    lines = ["# Limits of one machine", "", GENERATED.strip().replace("run `make docs`", "run the limits "
+             "benchmark config and `scripts/limits.py`, then `make docs`"), "",
              "How large a network a 2-core machine emulated faithfully on the userspace datapath (AF_XDP ports, plain "
              "ones on the highest switch-to-switch links where AF_XDP ports everywhere would not fit in memory), "
-             "measured by `scripts/limits.py`: `dmlbed net --check` at growing sizes (every link at the rate shown; "
+             "measured by `configs/bench/limits.yaml` (`sudo dmlbed reproduce --bench limits --out results/bench`, "
+             "then `scripts/limits.py` writes the table): `dmlbed net --check` at growing sizes (every link at the rate shown; "
              "the verdict of its iperf3 flows, and what limited the first size that was not faithful), and LeNet-5 "
              "training runs at a dilation. A run, `net` or `launch` on a larger network of a family, or at a faster "
              "rate, is told so in one line before the network comes up; memory is checked apart, before anything "
@@ -307,7 +308,8 @@ def limits_page() -> str:
                          f"| {r['dilation']:g} | {r.get('verdict') or 'not run'} | {r.get('correct')} | {ratio} | "
                          f"{pss} | {cell(r.get('bottleneck') or '-')} |")
     if not families:
-        lines += ["", "No measurement yet: run `sudo .venv/bin/python scripts/limits.py`."]
+        lines += ["", "No measurement yet: run `sudo .venv/bin/dmlbed reproduce --bench limits --out results/bench`, "
+                  "then `.venv/bin/python scripts/limits.py`."]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -104,7 +104,8 @@ def config_schema() -> dict:
                                      "required": ["source", "text", "claims"], "additionalProperties": False},
                            "targets": {"type": "array", "items": target_schema(), "minItems": 1},
                            "repeat": {"type": "integer", "minimum": 1, "maximum": 100,
-                                      "description": "run the whole matrix this many times over (round-robin), each row judged on its own"}},
+                                      "description": "run the whole matrix this many times over (round-robin), "
+                                                     "each row judged on its own"}},
             "required": ["runs"], "additionalProperties": False}
 
 
