@@ -20,7 +20,6 @@ benchmark: setup
 	$(PY) -m pytest tests -m benchmark -rs
 	-$(DMLBED) reproduce --bench --out results/bench --force
 	$(PY) scripts/shared_networks.py --out results/shared
-	$(PY) scripts/link_events.py --out results/events
 	$(PY) scripts/limits.py results/bench/limits
 	$(PY) scripts/collectives.py --out results/collectives
 	$(PY) scripts/codecs.py --out results/codecs

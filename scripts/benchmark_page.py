@@ -1,6 +1,6 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (the benchmark configs' folders
 results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json;
-results/shared/shared.json, results/events/events.json,
+results/shared/shared.json,
 results/collectives/collectives.json, results/codecs/codecs.json,
 results/codecs-convergence/convergence.json, results/codecs-rates/rates.json,
 results/codecs-rates-slow/rates.json), each section headed by
@@ -24,11 +24,10 @@ CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("ov
                    ("shared", "Stragglers, uneven links and background traffic"),
                    ("patterns", "ECMP under Hedera's traffic patterns"), ("training", "Training beyond all-reduce"),
                    ("soak", "Soak"), ("shapes", "Any shape: leaf-spine, rail, torus, Jellyfish"),
-                   ("limits", "How large a network comes up faithfully"))
+                   ("limits", "How large a network comes up faithfully"),
+                   ("events", "Networks that change under a job"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
            "jobs": "results/shared/shared.json",
-           "events": "results/events/events.json",
-
            "collectives": "results/collectives/collectives.json",
            "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json",
            "rates": "results/codecs-rates/rates.json", "rates_slow": "results/codecs-rates-slow/rates.json"}
@@ -138,7 +137,6 @@ def page() -> str:
     for name, title in CONFIG_SECTIONS:
         lines += config_section(name, title)
     lines += shared_section(load(SOURCES["jobs"]))
-    lines += events_section(load(SOURCES["events"]))
     lines += collectives_section(load(SOURCES["collectives"]))
     lines += codecs_section(load(SOURCES["codecs"]))
     lines += ["## Every codec's convergence", ""] + convergence_lines(load(SOURCES["convergence"]))
@@ -196,53 +194,6 @@ def shared_section(shared: Optional[dict]) -> List[str]:
                              f"{' '.join('-' if v is None else f'{v:.2f}' for v in shares)}")
         notes = sorted({c["not_held_to_range"] for c in shared.get("cases", []) if c.get("not_held_to_range")})
         lines += [""] + [f"Not held to its range: {n}." for n in notes]
-    return lines + [""]
-
-
-def events_section(events: Optional[dict]) -> List[str]:
-    """Links changed or taken down during a run: each case emulated, simulated and in theory; for a link down the
-    data-plane outage, the controller's reroute and the recovery."""
-    lines = ["## Networks that change under a job", ""]
-    if events is None:
-        return lines + [missing("events"), ""]
-    limits = events.get("targets", {})
-    lines += [origin(events, SOURCES["events"]), "",
-              f"Targets: every iteration correct, the emulated GST after the event within "
-              f"{limits.get('simulated_after_within', 0):.0%} of the simulated (with the emulated connections' ports; "
-              f"a case with `simulated: false` is reported beside the flow model, not held to it), "
-              f"the verdict not 'not faithful', and per case as listed (`used`: the link carried some of the job's "
-              f"connections before the event, a case run again up to {limits.get('attempts', 1)} times until it does; "
-              f"`outage_s`: the probes' data-plane outage under it, wall clock, the span of send times whose datagrams were lost (the "
-              f"arrival gap beside it adds queueing and the receiver's scheduling); `affected_extra_s`: the hit iteration "
-              f"at most that much over the median before). All met: **{events.get('ok')}**.", "",
-              "| case | event | GST after / before (theory, simulated, emulated) | emulated / simulated after (slowdown) | "
-              "connections across | outage (arrival gap), wall | reroute sent (wall) | hit iteration over median | recovery | "
-              "verdict | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in events.get("cases", []):
-        ratios = c.get("after_over_before") or {}
-        emulated = (c.get("link_events") or {}).get("emulate") or {}
-        plane = emulated.get("data_plane") or {}
-        outage, arrival = plane.get("outage_s"), plane.get("arrival_gap_s")
-        sent = (emulated.get("controller") or {}).get("flow_mods_after_s")
-        failed = [k for k, v in (c.get("checks") or {}).items() if not v]
-        met = "yes" if c.get("ok") else f"**no** ({', '.join(failed) or 'error'})"
-        lines.append(f"| {c['case']}: {' '.join(c.get('options', []))} | `{' '.join(c.get('events', [c.get('event')]))}` "
-                     f"| {' / '.join(number(ratios.get(m), '.2f') for m in ('theory', 'simulate', 'emulate'))} | "
-                     f"{number(c.get('emulated_over_simulated_after'), '.3f')} "
-                     f"({number(c.get('emulated_over_simulated_slowdown'), '.3f')}) | "
-                     f"{emulated.get('connections_across_before', '-')} | "
-                     f"{'-' if outage is None else f'{outage * 1000:.0f} ms'}"
-                     f"{'' if arrival is None else f' ({arrival * 1000:.0f} ms)'} | "
-                     f"{'-' if sent is None else f'{sent * 1000:.0f} ms'} | "
-                     f"{'-' if emulated.get('affected_over_before_s') is None else format(emulated['affected_over_before_s'], '+.2f') + ' s'} | "
-                     f"{'-' if emulated.get('recovery_s') is None else format(emulated['recovery_s'], '.2f') + ' s'} | "
-                     f"{(c.get('verdict') or {}).get('verdict', '-')} | {met} |")
-    slow = {c["case"]: c.get("iteration_after_over_before") for c in events.get("cases", [])
-            if c.get("iteration_after_over_before") and c["case"] in ("agg-core-down", "bcube-level1-down")}
-    if len(slow) == 2:
-        lines += ["", f"A link down, the iteration's slowdown after it (emulated, median after over median before): "
-                      f"fattree:4 ring, an aggregation-core link {slow['agg-core-down']:.2f}x; bcube:3,2 BML, a "
-                      f"level-1 link {slow['bcube-level1-down']:.2f}x."]
     return lines + [""]
 
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from emulation.backends import matrix
+from emulation.backends import matrix, matrix_rows
 from emulation.commands.base import matrix_passed
 import emulation.commands.cli  # noqa: F401 (the harness hands command rows its parser, as when dmlbed runs)
 from emulation.commands.command_rows import COMMAND_ROWS
@@ -112,7 +112,7 @@ def test_the_matrix_watch_reports_what_a_run_left_beyond_what_was_there_before(t
     from emulation.net import leftovers
     subprocess.run(["ip", "link", "add", "dmlbedsoakA", "type", "veth", "peer", "name", "dmlbedsoakA0"], check=True)
     try:
-        watch = matrix.MachineWatch()
+        watch = matrix_rows.MachineWatch()
         assert watch.after_run()["leftovers"] == []
         subprocess.run(["ip", "link", "add", "dmlbedsoakB", "type", "veth", "peer", "name", "dmlbedsoakB0"], check=True)
         try:
@@ -161,6 +161,29 @@ def write_config(tmp_path, text):
     path = tmp_path / "c.yaml"
     path.write_text(text)
     return str(path)
+
+
+def test_a_row_runs_again_until_its_figure_is_there_and_a_runs_link_events_are_its_figures(tmp_path):
+    path = write_config(tmp_path, "defaults: {topo: 'fattree:4', algo: ring, model: 'mlp:4MB', mode: theory, "
+                        "iters: 12, compute_time: 0.2}\nruns:\n"
+                        "  - {label: never, event: ['h5=50@5it'], "
+                        "until: {metric: link_events.0.connections_across_before, attempts: 3}}\n"
+                        "  - {label: at-once, event: ['h5=50@5it'], until: {metric: link_events.0.after_over_before, "
+                        "attempts: 3}}\n  - {label: plain}\n")
+    logged = []
+    rows = {r["label"]: r for r in matrix.execute(matrix.prepare(path, str(tmp_path / "out")), logged.append)["rows"]}
+    assert rows["never"]["attempts"] == 3 and rows["at-once"]["attempts"] == 1 and "attempts" not in rows["plain"]
+    assert sum(": again (" in m for m in logged) == 2, logged  # the first two attempts of "never"
+    assert rows["at-once"]["link_events.0.after_over_before"] == pytest.approx(2.0)
+    assert rows["at-once"]["link_events.0.link"] == "h5-e1_0" and "link_events.0.link" not in rows["plain"]
+
+
+@pytest.mark.parametrize("until", ["{metric: x}", "{metric: x, attempts: 0}", "{metric: x, attempts: 21}", "[x]",
+                                   "{metric: 3, attempts: 2}", "{metric: x, attempts: 2, after: 1}"])
+def test_a_malformed_until_is_refused_naming_what_it_takes(tmp_path, until):
+    path = write_config(tmp_path, f"runs:\n  - {{topo: 'star:4', algo: ring, mode: theory, until: {until}}}\n")
+    with pytest.raises(matrix.ConfigError, match=r"runs\[0\]: 'until' needs \{metric: FIGURE, attempts: N\}"):
+        matrix.prepare(path, str(tmp_path / "out"))
 
 
 def test_repeat_runs_every_row_that_many_times_each_in_its_own_folder(tmp_path):
@@ -244,8 +267,8 @@ def test_a_target_reads_its_reference_in_another_sweep_group_three_ways(tmp_path
 
 def test_the_straggler_wait_is_read_from_the_iterations_past_warm_up(tmp_path):
     (tmp_path / "iterations.csv").write_text("iteration,iteration_s,gst_s\n0,9,1\n1,9,1\n2,1.5,1.0\n3,2.5,1.5\n")
-    assert matrix.bsp_wait(str(tmp_path), {}) == pytest.approx(0.75)
-    assert matrix.bsp_wait(str(tmp_path / "none"), {"iteration_mean_s": 3.0, "gst_median_s": 1.0}) == 2.0
+    assert matrix_rows.bsp_wait(str(tmp_path), {}) == pytest.approx(0.75)
+    assert matrix_rows.bsp_wait(str(tmp_path / "none"), {"iteration_mean_s": 3.0, "gst_median_s": 1.0}) == 2.0
     assert targets.target({"what": "w", "row": "a", "metric": "most_waited_for", "equals": "h3"}, "t",
                           LABELS)["bound"].holds("h3")
 
@@ -254,7 +277,7 @@ def test_a_command_rows_nested_figures_are_flattened_and_a_list_holds_when_every
     result = {"verdict": "faithful", "pattern_summary": {"stride:4": {"measured_over_flow_model_range": [0.95, 1.04],
                                                                       "seeds": 5}},
               "patterns": [{"seed": 1}], "cpu": {"median": 0.5}}
-    figures = matrix.flat(result)
+    figures = matrix_rows.flat(result)
     assert figures == {"verdict": "faithful", "pattern_summary.stride:4.measured_over_flow_model_range": [0.95, 1.04],
                        "pattern_summary.stride:4.seeds": 5, "cpu.median": 0.5}
     t = targets.target({"what": "w", "row": "a", "metric": "pattern_summary.stride:4.measured_over_flow_model_range",
@@ -271,7 +294,7 @@ def test_reproduce_lists_the_benchmark_configs_and_refuses_an_unknown_one():
         [os.path.basename(p)[:-5] for p in BENCH]
     r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "reproduce", "--bench", "nosuch"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "valid are limits, low-rate" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and "valid are events, limits, low-rate" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_a_benchmark_of_several_configs_writes_one_table_of_every_target(tmp_path):

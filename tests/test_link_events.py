@@ -159,7 +159,7 @@ def test_bcube_hosts_reroute_around_a_link_down_and_back_mid_run(tmp_path):
 
 
 @pytest.mark.emulation
-@pytest.mark.benchmark  # 43 s: make benchmark runs it beside scripts/link_events.py's fat-tree failovers
+@pytest.mark.benchmark  # 43 s: make benchmark runs it beside configs/bench/events.yaml's fat-tree failovers
 def test_fast_failover_and_the_reroute_keep_a_fat_tree_connected(tmp_path):
     """fattree:4, a0_0-c0 down under UDP probes across it both ways: the switches' backup rules and then the
     controller's reroute bring both streams back (the outage is measured; its target is make benchmark's)."""

@@ -14,27 +14,16 @@ from typing import Callable, Dict, List, Optional
 import yaml
 
 from emulation.backends import BACKENDS
+from emulation.backends.matrix_rows import COLUMNS, MachineWatch, command_row, job_row, row
 from emulation.core.topology_file import is_topology_file
-from emulation.net import leftovers
 from emulation.results import claims as paper
 from emulation.results import targets as bench_targets
 from emulation.run.options import OptionError, from_mapping, option_of, yaml_key
 from emulation.run.outputs import check_output, claim_folder, default_parent, planned_folder
-from emulation.results.files import read_iterations, write_atomic, write_table
-from emulation.results.iterations import WARMUP
+from emulation.results.files import write_atomic, write_table
 from emulation.results.figures import plot
 from emulation.results.provenance import provenance
-from emulation.run.sampling import switch_pid
 
-COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
-           "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "iteration_mean_s",
-           "most_waited_for", "most_waited_for_share", "jct_s", "throughput_sps", "comm_over_compute", "wire_ratio",
-           "first_step_wire_ratio", "later_steps_wire_ratio",
-           "switch_ratio_fat_tree", "forward_phase_s", "overlapped_s", "comm_exposed_s", "compute_exposed_s", "push_s",
-           "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
-           "error", "slowdown", "alone_iteration_mean_s", "overlap_median", "dilation", "gst_cv",
-           "spurious_rto_per_worker_iteration", "pss_mib_per_rank", "first_iteration_s", "wall_s", "peak_rss_mib",
-           "gst_ratio_at_goodput", "wait_mean_s", "fidelity_scenario_note", "out"]
 
 
 class ConfigError(ValueError):
@@ -99,6 +88,7 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
             raise ConfigError(f"runs[{i}] must be a mapping")
         entry = dict(entry)
         jobs, command = entry.pop("jobs", None), entry.pop("command", None)
+        until = checked_until(entry.pop("until", None), f"runs[{i}]")
         check_special(jobs, command, entry, f"runs[{i}]")
         combos = combinations(sweep, entry.pop("sweep", None), f"runs[{i}]") if command is None else [{}]
         for combo in ([{**c, REPEAT: n} for c in combos for n in repeats] if repeats else combos):
@@ -109,7 +99,7 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
             where, out_dir = named(label, combo, f"runs[{i}]", names, out_root)
             if command is not None:
                 out.append({"label": label, "sweep": combo, "where": where, "config": None, "jobs": None,
-                            "command": command, "out": out_dir})
+                            "command": command, "out": out_dir, "until": until})
                 continue
             try:  # compare owns its run folders: a rerun of the matrix replaces them
                 fixed = dict(out=out_dir, force=True, **({"local": True} if local else {}))
@@ -118,7 +108,7 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
             out.append({"label": label, "sweep": combo, "where": where, "config": cfg, "jobs": jobs, "command": None,
-                        "out": out_dir})
+                        "out": out_dir, "until": until})
     # repetitions run round-robin (the whole matrix, then again), so a drift of the machine spreads over every row
     return sorted(out, key=lambda e: e["sweep"].get(REPEAT, 0))
 
@@ -144,6 +134,21 @@ def sweep_keys_of(data: dict) -> List[str]:
     return list((data.get("sweep") or {}).keys()) + ([REPEAT] if data.get(REPEAT) is not None else [])
 
 
+MAX_ATTEMPTS = 20
+
+
+def checked_until(until, where: str) -> Optional[dict]:
+    """A row's `until: {metric: FIGURE, attempts: N}` (run again while the figure is missing or zero), or None."""
+    if until is None:
+        return None
+    if not isinstance(until, dict) or set(until) != {"metric", "attempts"} or not isinstance(until["metric"], str) \
+            or not isinstance(until["attempts"], int) or not 1 <= until["attempts"] <= MAX_ATTEMPTS:
+        raise ConfigError(f"{where}: 'until' needs {{metric: FIGURE, attempts: N}} (N 1-{MAX_ATTEMPTS}): the row "
+                          f"runs again while its FIGURE is missing or zero, e.g. {{metric: "
+                          f"link_events.0.connections_across_before, attempts: 10}}")
+    return until
+
+
 def check_special(jobs, command, entry: dict, where: str) -> None:
     """A row of several jobs (`jobs:`) or a row that is one dmlbed command (`command:`), checked for form."""
     if jobs is not None and (not isinstance(jobs, list) or not jobs or not all(isinstance(j, str) for j in jobs)):
@@ -155,8 +160,8 @@ def check_special(jobs, command, entry: dict, where: str) -> None:
         raise ConfigError(f"{where}: 'command' must be one dmlbed command line without 'dmlbed' (e.g. 'net "
                           f"bcube:3,2 --bw 100 --check'), and a row has either 'command' or 'jobs'")
     if set(entry) - {"label"}:
-        raise ConfigError(f"{where}: a 'command' row takes only a 'label' beside it (its options are in the "
-                          f"command line), not '{sorted(set(entry) - {'label'})[0]}'")
+        raise ConfigError(f"{where}: a 'command' row takes only a 'label' (and 'until') beside it (its options are "
+                          f"in the command line), not '{sorted(set(entry) - {'label'})[0]}'")
     if "label" not in entry:
         raise ConfigError(f"{where}: a 'command' row needs a 'label'")
 
@@ -222,97 +227,6 @@ def combinations(sweep: dict, override, where: str) -> List[dict]:
                 raise ConfigError(f"{where}: sweep '{key}' needs a non-empty list of values")
         sweep = {**sweep, **override}
     return [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())] if sweep else [{}]
-
-
-def row(entry: dict, summary: dict) -> dict:
-    """One comparison.csv row (with the algorithm's own options, e.g. ibatch's pull schedule)."""
-    r = {k: summary.get(k) for k in COLUMNS}
-    r["mode"] = summary["mode"]
-    r.update(summary.get("split_median_s") or {})
-    stragglers = summary.get("stragglers") or {}
-    r.update(most_waited_for=stragglers.get("most_waited_for"),
-             most_waited_for_share=stragglers.get("most_waited_for_share"))
-    per_iteration = r.get("iteration_mean_s") or r.get("iteration_median_s")  # BSP under stragglers: the mean
-    if r.get("throughput_sps") is None and per_iteration and r.get("batch") and r.get("workers"):
-        r["throughput_sps"] = r["batch"] * r["workers"] / per_iteration  # samples per second
-    if r.get("iteration_median_s") and r.get("compute_median_s"):  # everything but the device's compute, over it
-        r["comm_over_compute"] = (r["iteration_median_s"] - r["compute_median_s"]) / r["compute_median_s"]
-    fid = summary.get("fidelity") or {}
-    r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"), gst_cv=fid.get("gst_cv"),
-             fidelity_scenario_note=fid.get("scenario_note"),
-             spurious_rto_per_worker_iteration=fid.get("spurious_rto_per_worker_iteration"))
-    r["wait_mean_s"] = bsp_wait(cfg_out(entry, summary), summary)
-    start = summary.get("rank_start") or {}
-    r.update(first_iteration_s=start.get("first_iteration_s"),
-             pss_mib_per_rank=(start.get("memory") or {}).get("pss_mib_per_rank"))
-    cfg = entry["config"]
-    for name in entry["job"].checked.algorithm.option_names:
-        r[name] = getattr(cfg, name)
-    r.update(label=entry["label"], out=cfg.out, **entry["sweep"])
-    return r
-
-
-def cfg_out(entry: dict, summary: dict) -> str:
-    """The row's run folder."""
-    return entry["config"].out if entry.get("config") is not None else (summary.get("config") or {}).get("out", "")
-
-
-def bsp_wait(out: str, summary: dict) -> Optional[float]:
-    """BSP's wait for the slowest rank: the mean over the iterations past warm-up of each iteration less its GST
-    (iterations.csv; a closed form, which writes none: its mean iteration less its GST)."""
-    rows = [r for r in read_iterations(out)[WARMUP:] if "iteration_s" in r and "gst_s" in r] if out else []
-    if rows:
-        return sum(r["iteration_s"] - r["gst_s"] for r in rows) / len(rows)
-    if summary.get("iteration_mean_s") is not None and summary.get("gst_median_s") is not None:
-        return summary["iteration_mean_s"] - summary["gst_median_s"]
-    return None
-
-
-def job_row(entry: dict, report: dict, job: dict) -> dict:
-    """One comparison.csv row per job of a run of several jobs: its figures together, alone, its slowdown."""
-    alone, together = job.get("alone") or {}, job.get("together") or {}
-    fid = together.get("fidelity") or {}
-    return {**dict.fromkeys(COLUMNS), "label": f"{entry['label']}/{job['name']}", "mode": report["mode"], "topology": report["topology"],
-            "algo": job["algo"], "model": job["model"], "workers": job["ranks"], "iterations": entry["config"].iters,
-            "compute_median_s": job.get("compute_s"),
-            "iteration_mean_s": together.get("iteration_mean_s", together.get("iteration_s")),
-            "iteration_median_s": together.get("iteration_median_s", together.get("iteration_s")),
-            "gst_median_s": together.get("gst_median_s"), "correct": together.get("correct"),
-            "alone_iteration_mean_s": alone.get("iteration_mean_s", alone.get("iteration_s")),
-            "slowdown": job.get("slowdown"), "overlap_median": job.get("overlap_median"), "start": job["start"],
-            "hosts": " ".join(job["hosts"]), "fidelity": fid.get("verdict"), "fidelity_cause": fid.get("cause"),
-            "out": entry["config"].out, **entry["sweep"]}
-
-
-def command_row(entry: dict, result: dict) -> dict:
-    """The comparison.csv row of a `command:` row: the command's JSON result's figures (its verdict as the row's
-    fidelity)."""
-    figures = flat(result)  # a simulation's answered.method, a check's pattern_summary.stride:4.of_non_blocking_median
-    goodput = (result.get("model_settings") or {}).get("goodput")
-    if goodput and result.get("gst_ratio"):  # GST over the closed form at the links' goodput (not their line rate)
-        figures["gst_ratio_at_goodput"] = result["gst_ratio"] * goodput
-    fid = result.get("fidelity") if isinstance(result.get("fidelity"), dict) else {}  # a run's, or a check's verdict
-    return {**dict.fromkeys(COLUMNS), **figures, "label": entry["label"], "mode": "emulate" if entry["job"].emulated
-            else "simulate", "fidelity": result.get("verdict") or fid.get("verdict"),
-            "fidelity_cause": result.get("cause") or fid.get("cause"), "correct": result.get("correct"),
-            "out": entry["out"], **entry["sweep"]}
-
-
-def scalar(v) -> bool:
-    """Whether v goes into a table cell as it is."""
-    return isinstance(v, (int, float, str, bool)) or v is None
-
-
-def flat(result: dict, prefix: str = "") -> dict:
-    """A command's JSON result as figures: its scalars and lists of scalars, those of nested mappings under dotted
-    keys (lists of mappings, per-seed rows and the like, stay in its own folder)."""
-    out = {}
-    for k, v in result.items():
-        if isinstance(v, dict):
-            out.update(flat(v, f"{prefix}{k}."))
-        elif scalar(v) or (isinstance(v, list) and all(scalar(x) for x in v)):
-            out[prefix + k] = v
-    return out
 
 
 class JobsRows:
@@ -417,6 +331,35 @@ def execute(job: CompareJob, log: Callable[[str], None] = lambda m: None, progre
         return _execute(job, log, progress)
 
 
+def run_entry(entry: dict, machine: Optional[MachineWatch], log, progress) -> tuple:
+    """One entry's rows and accuracy curve, run again while its `until` figure is missing or zero (up to its
+    attempts; each row then says how many it took)."""
+    until = entry.get("until") or {}
+    attempts = until.get("attempts", 1)
+    for attempt in range(1, attempts + 1):
+        summary = entry["backend"].execute(entry["job"], log=log, progress=progress)
+        curves = []
+        if entry["jobs"] is not None:  # several jobs on one network: a row per job
+            rows = [job_row(entry, summary, j) for j in summary["jobs"]]
+        elif entry["command"] is not None:
+            rows = [command_row(entry, summary)]
+        else:
+            rows = [row(entry, summary)]
+            curves = [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
+                      for i, a in summary.get("accuracy_curve") or []]
+        if machine is not None and rows[-1].get("mode") == "emulate":
+            rows[-1].update(machine.after_run())
+        if not until or rows[-1].get(until["metric"]):
+            break
+        value = rows[-1].get(until["metric"])
+        log(f"{entry['label']}: {until['metric']} is {value}: " + (f"again ({attempt}/{attempts})" if attempt < attempts
+                                                                  else f"still, after {attempts} attempts: kept"))
+    if until:
+        for r in rows:
+            r["attempts"] = attempt
+    return rows, curves
+
+
 def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     """execute() holding the lock."""
     data, entries, out_root = job.data, job.entries, job.out
@@ -426,17 +369,8 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     machine = MachineWatch() if job.emulated else None
     for n, entry in enumerate(entries, 1):
         log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
-        summary = entry["backend"].execute(entry["job"], log=log, progress=progress)
-        if entry["jobs"] is not None:  # several jobs on one network: a row per job
-            rows += [job_row(entry, summary, j) for j in summary["jobs"]]
-        elif entry["command"] is not None:
-            rows.append(command_row(entry, summary))
-        else:
-            rows.append(row(entry, summary))
-            curves += [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
-                       for i, a in summary.get("accuracy_curve") or []]
-        if machine is not None and rows and rows[-1].get("mode") == "emulate":
-            rows[-1].update(machine.after_run())
+        more, more_curves = run_entry(entry, machine, log, progress)
+        rows, curves = rows + more, curves + more_curves
         write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)  # each row as it lands
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
     write_atomic(os.path.join(out_root, PROVENANCE_FILE), json.dumps({"name": job.name, **provenance()}, indent=1))
@@ -457,22 +391,6 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     return {"name": job.name, "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys,
             "paper": claims, "source": (data.get("paper") or {}).get("source"), "sim_vs_emu": pairs,
             "targets": judged}
-
-
-class MachineWatch:
-    """What each emulated row of a matrix left on the machine beyond what was there before the matrix, and the
-    software switch's process and resident memory after it (a soak's figures: leftovers, restarts, growth)."""
-
-    def __init__(self):
-        self.interfaces = leftovers.interfaces()
-        self.before = set(leftovers.leftovers(self.interfaces))
-
-    def after_run(self) -> dict:
-        """The row's figures: leftovers (a list), their count, the switch's pid and VmRSS in kB."""
-        left = [x for x in leftovers.leftovers(self.interfaces) if x not in self.before]
-        pid = switch_pid()
-        return {"leftovers": left, "leftover_count": len(left), "switch_pid": pid,
-                "switch_rss_kb": leftovers.rss_kb(pid)}
 
 
 def reproducible(folder: str, block: str = "paper") -> Dict[str, str]:

@@ -117,7 +117,14 @@ def config_page() -> str:
              "dmlbed command as a user runs it (`command:` with a `label`, e.g. `net bcube:3,2 --bw 100 --check`): "
              "a command that needs no network runs in a process of its own, timed (`wall_s`) with its own peak "
              "memory (`peak_rss_mib`), and its JSON result's figures are the row's. `dmlbed schema config` prints "
-             "its JSON Schema; `dmlbed reproduce --config FILE` runs one and judges its claims and targets.", "",
+             "its JSON Schema; `dmlbed reproduce --config FILE` runs one and judges its claims and targets. A row "
+             "with `until: {metric: FIGURE, attempts: N}` runs again while that figure of it is missing or zero "
+             "(e.g. `link_events.0.connections_across_before`: the failed link carried none of the job's "
+             "connections, which ECMP's hash of their ports decides), and says how many `attempts` it took. A "
+             "topology file a config names by a relative path is read beside the config. An emulated row also "
+             "records what it left on the machine (`leftovers`, `leftover_count`) and the software switch's "
+             "`switch_pid` and `switch_rss_kb` after it; a run with link events has each event's figures under "
+             "`link_events.N.`.", "",
              "## Run keys", ""]
     rows = ["| key | takes | default | group | meaning |", "|---|---|---|---|---|"]
     for name, opt, default in described():

@@ -92,8 +92,12 @@ def config_schema() -> dict:
             "description": "several jobs sharing the run's network, each 'KEY=VALUE ...' as dmlbed jobs --job takes"}
     command = {"type": "string", "description": "a row that is one dmlbed command line (without 'dmlbed'), its JSON "
                "result's figures the row's"}
-    run = {"type": "object", "properties": {**options, "sweep": sweep, "jobs": jobs, "command": command},
-           "additionalProperties": False}
+    until = {"type": "object", "properties": {"metric": {"type": "string"},
+                                              "attempts": {"type": "integer", "minimum": 1, "maximum": 20}},
+             "required": ["metric", "attempts"], "additionalProperties": False,
+             "description": "run the row again while this figure of it is missing or zero, up to attempts times"}
+    run = {"type": "object", "properties": {**options, "sweep": sweep, "jobs": jobs, "command": command,
+                                            "until": until}, "additionalProperties": False}
     return {"$schema": DRAFT, "title": "dmlbed compare config", "type": "object",
             "properties": {"name": TEXT, "defaults": mapping, "sweep": sweep,
                            "runs": {"type": "array", "items": run, "minItems": 1},

@@ -19,7 +19,8 @@ BENCH_DOMAINS = {"gst_cv": (0.0, math.inf), "spurious_rto_per_worker_iteration":
                  "goodput_fidelity_min": (0.0, math.inf), "wall_s": (0.0, math.inf), "peak_rss_mib": (0.0, math.inf),
                  "gst_ratio_at_goodput": (0.0, math.inf), "wait_mean_s": (0.0, math.inf), "slowdown": (0.0, math.inf),
                  "most_waited_for_share": (0.0, 1.0), "iteration_mean_s": (0.0, math.inf), "exit_code": (0.0, 255.0),
-                 "leftover_count": (0.0, math.inf), "switch_rss_kb": (0.0, math.inf), "switch_pid": (0.0, math.inf)}
+                 "iterations": (0.0, math.inf), "leftover_count": (0.0, math.inf), "switch_rss_kb": (0.0, math.inf),
+                 "switch_pid": (0.0, math.inf)}
 FIGURE = (-math.inf, math.inf)  # a command row's own figure (a dotted key of its JSON result): any number
 DOMAINS = {**METRIC_DOMAINS, **BENCH_DOMAINS}
 CHOICES = {"fidelity": ("faithful", "degraded", "not faithful"), "correct": (True, False),
@@ -169,7 +170,8 @@ def every_row_value(t: dict, row: dict, rows: List[dict], group: dict):
         return row.get(t["metric"])
     label = row["label"] if t["relative_to"] == EVERY_ROW else t["relative_to"]
     ref = judge.matching(rows, label, judge.reference_group(t, group))
-    return judge.related(t.get("relation", "ratio"), row.get(t["metric"]), None if ref is None else ref.get(t["metric"]))
+    return judge.related(t.get("relation", "ratio"), row.get(t["metric"]),
+                         None if ref is None else ref.get(t["metric"]))
 
 
 def missed(rows: List[dict]) -> List[dict]:
