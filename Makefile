@@ -21,7 +21,6 @@ benchmark: setup
 	-$(DMLBED) reproduce --bench --out results/bench --force
 	$(PY) scripts/shared_networks.py --out results/shared
 	$(PY) scripts/limits.py results/bench/limits
-	$(PY) scripts/collectives.py --out results/collectives
 	$(PY) scripts/codecs.py --out results/codecs
 	$(PY) scripts/codecs.py --convergence results/codecs-convergence
 	$(PY) scripts/codec_rates.py results/codecs-rates

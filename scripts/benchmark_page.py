@@ -1,7 +1,7 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (the benchmark configs' folders
 results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json;
 results/shared/shared.json,
-results/collectives/collectives.json, results/codecs/codecs.json,
+results/codecs/codecs.json,
 results/codecs-convergence/convergence.json, results/codecs-rates/rates.json,
 results/codecs-rates-slow/rates.json), each section headed by
 the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
@@ -25,10 +25,9 @@ CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("ov
                    ("patterns", "ECMP under Hedera's traffic patterns"), ("training", "Training beyond all-reduce"),
                    ("soak", "Soak"), ("shapes", "Any shape: leaf-spine, rail, torus, Jellyfish"),
                    ("limits", "How large a network comes up faithfully"),
-                   ("events", "Networks that change under a job"))
+                   ("events", "Networks that change under a job"), ("collectives", "Every collective"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
            "jobs": "results/shared/shared.json",
-           "collectives": "results/collectives/collectives.json",
            "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json",
            "rates": "results/codecs-rates/rates.json", "rates_slow": "results/codecs-rates-slow/rates.json"}
 
@@ -137,7 +136,6 @@ def page() -> str:
     for name, title in CONFIG_SECTIONS:
         lines += config_section(name, title)
     lines += shared_section(load(SOURCES["jobs"]))
-    lines += collectives_section(load(SOURCES["collectives"]))
     lines += codecs_section(load(SOURCES["codecs"]))
     lines += ["## Every codec's convergence", ""] + convergence_lines(load(SOURCES["convergence"]))
     lines += rates_section(load(SOURCES["rates"]))
@@ -214,43 +212,6 @@ def pattern_lines(rows: List[dict]) -> List[str]:
                          f"{number(figure.get('flow_model_of_non_blocking_median'), '.2f')} | "
                          f"{number(low, '.2f')}-{number(high, '.2f')} |")
     return lines
-
-
-def collectives_section(collectives: Optional[dict]) -> List[str]:
-    """Every collective by dmlbed's plans and by gloo: the best plan per op at the largest size against the link
-    rate, its closed form, gloo's time and (fattree:4) the flow model."""
-    lines = ["## Collectives beyond all-reduce", ""]
-    if collectives is None:
-        return lines + [missing("collectives"), ""]
-    t = collectives.get("targets", {})
-    lines += [origin(collectives, SOURCES["collectives"]), "",
-              f"`dmlbed bench --op ...` at {t.get('bw_mbps', 0):g} Mbit/s, {t.get('reps')} timed repetitions per size "
-              f"(the median). Targets on star:16: the best plan's busbw at the largest size at least "
-              f"{t.get('busbw_of_link', 0):.0%} of the link rate, its time within {t.get('theory_within', 0):.0%} of "
-              f"the closed form, and no slower than gloo's own call; on fattree:4, and for all-to-all(v)'s uneven "
-              f"blocks (whose closed form is a bound), the best plan within {t.get('flow_model_within', 0):.0%} of "
-              f"the flow model, with each connection on the ECMP path its TCP ports hashed to (rows outside it are "
-              f"listed in the results file); every result exact. `verdict`: bench's fidelity verdict of the best "
-              f"plan (reported, not judged). All met: **{collectives.get('ok')}**.", "",
-              "Each case was measured at the commit and date `measured` gives in the results file (cases run again "
-              "with `--cases` replace theirs).", "",
-              "| bench, op | options | size | best plan | busbw (Mbit/s) | of link | plan / theory | plan / flow model | "
-              "gloo busbw | plan / gloo | #wrong | verdict | met |", "|" + "---|" * 13]
-    for c in collectives.get("cases", []):
-        if c["case"].startswith(("sharded", "moe")):  # measured before training moved to configs/bench/training.yaml
-            continue
-        if "error" in c:
-            lines.append(f"| {c['case']} | - | - | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
-            continue
-        shaped = " (switch->host shaped)" if c.get("shape_ingress") else ""
-        options = " ".join(c.get("options") or ()) or ("-" if "options" in c else "?")  # ?: measured before it was kept
-        lines.append(f"| {c['case']}{shaped} | {options} | {c['size_bytes'] >> 20} MiB | {c['best_plan']} | "
-                     f"{number(c['busbw_mbps'], '.1f')} | "
-                     f"{number(c['busbw_of_link'], '.2f')} | {number(c['plan_over_theory'], '.2f')} | "
-                     f"{number(c['plan_over_flow_model'], '.2f')} | {number(c['gloo_busbw_mbps'], '.1f')} | "
-                     f"{number(c['plan_over_gloo'], '.2f')} | {c['wrong']} | {c.get('fidelity') or '-'} | "
-                     f"{'yes' if c.get('ok') else '**no**'} |")
-    return lines + [""]
 
 
 def codecs_section(codecs: Optional[dict]) -> List[str]:

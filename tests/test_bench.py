@@ -169,6 +169,25 @@ def test_simulated_bench_gives_the_flow_model_beside_the_closed_form_without_a_n
     cast = {x["algo"]: x for x in report["rows"] if x["op"] == "broadcast" and x["size_bytes"] == 16 << 20}
     assert cast["tree"]["time_s"] > 3 * cast["chain"]["time_s"]  # log2(32) rounds of the buffer against a pipeline
     assert json.load(open(tmp_path / "bench.json"))["rows"] == report["rows"] and (tmp_path / "bench.csv").exists()
+    best = report["best"]["broadcast"]  # the fastest plan at the largest size, where nccl-tests reads busbw
+    assert best["plan"] == min(cast, key=lambda a: cast[a]["time_s"]) and best["size_bytes"] == 16 << 20
+    assert best["busbw_of_link"] == pytest.approx(cast[best["plan"]]["busbw_mbps"] / 100)
+    assert best["wrong"] == 0 and best["over_reference"] is None and best["over_flow_model"] == 1.0
+
+
+def test_a_bench_ops_best_plan_is_read_at_its_largest_size_beside_the_reference_and_every_rows_checks():
+    from emulation.results.bench_best import best_by_op
+    row = lambda algo, size, t, **kw: dict(op="allgather", algo=algo, size_bytes=size, time_s=t,  # noqa: E731
+                                           busbw_mbps=90.0 * 0.35 / t, ratio=1.05, ratio_sim=kw.pop("sim", 1.0),
+                                           wrong=kw.pop("wrong", 0), faster_than_links=kw.pop("fast", False),
+                                           fidelity="faithful")
+    rows = [row("ring", 1e6, 0.1, wrong=2), row("ring", 4e6, 0.4), row("chain", 4e6, 0.35, sim=1.3),
+            row("gloo", 4e6, 0.5), row("chain", 1e6, 0.2, fast=True)]
+    best = best_by_op(rows, 100.0, "gloo")["allgather"]
+    assert best["plan"] == "chain" and best["time_s"] == 0.35 and best["over_reference"] == pytest.approx(0.7)
+    assert best["busbw_of_link"] == pytest.approx(0.9) and best["over_flow_model"] == 1.3
+    assert (best["wrong"], best["faster_than_links"], best["rows_outside_flow_model"]) == (2, 1, 1)
+    assert best_by_op([row("gloo", 4e6, 0.5)], 100.0, "gloo") == {}  # the reference alone has no best plan
 
 
 @pytest.mark.parametrize("args, message", [

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from emulation.commands.base import WARMUP, Command, reps_option
 from emulation.core.addressing import PLAN_PORT
 from emulation.core.calibration import load as load_calibration
+from emulation.results.bench_best import best_by_op
 from emulation.results.bench_fidelity import host_tcp, judge
 from emulation.results.fidelity import one_line
 from emulation.run.lifecycle import Lifecycle
@@ -358,7 +359,7 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
                 rows.extend(mine)
 
     def finish(life: Lifecycle) -> dict:
-        report.update(rows=rows, error=life.error)
+        report.update(rows=rows, error=life.error, best=best_by_op(rows, network.bw[0], GLOO))
         if rows:
             write_table(os.path.join(base.out, "bench.csv"), rows,
                         COLUMNS + SIMULATED_COLUMNS + (CALIBRATED_COLUMNS if base.calibration else []))
@@ -390,7 +391,7 @@ def modelled(job: BenchPlan) -> dict:
               "ops": ops, "busbw_factor": {op: get_collective(op).busbw_text for op in ops},
               "busbw_note": busbw_note(network.topo), "datapath": "flow model",
               "ecmp": "dmodk" if network.topo.routing == "dmodk" else "spread",
-              "provenance": provenance(), "rows": rows, "error": None}
+              "provenance": provenance(), "rows": rows, "error": None, "best": best_by_op(rows, network.bw[0], GLOO)}
     write_table(os.path.join(base.out, "bench.csv"), rows, COLUMNS + SIMULATED_COLUMNS)
     report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, network)
     write_atomic(os.path.join(base.out, "bench.json"), json.dumps(report, indent=1))
