@@ -21,12 +21,9 @@ benchmark: setup
 	-$(DMLBED) reproduce --bench --out results/bench --force
 	$(PY) scripts/shared_networks.py --out results/shared
 	$(PY) scripts/limits.py results/bench/limits
-	$(PY) scripts/codecs.py --out results/codecs
-	$(PY) scripts/codecs.py --convergence results/codecs-convergence
 	$(PY) scripts/codec_rates.py results/codecs-rates
 	$(PY) scripts/codec_rates.py results/codecs-rates-slow --config configs/codecs-rates-slow-device.yaml
 	$(PY) labs/handouts.py
-	$(DMLBED) bench --topo star:4 --algo ring,ps --sizes 1M:64M:x4 --bw 100 --out results/bench --force
 	$(PY) scripts/benchmark_page.py
 
 # The reference pages generated from the code, then the site (build/site); the papers page is written by

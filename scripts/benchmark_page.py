@@ -1,10 +1,7 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (the benchmark configs' folders
 results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json;
-results/shared/shared.json,
-results/codecs/codecs.json,
-results/codecs-convergence/convergence.json, results/codecs-rates/rates.json,
-results/codecs-rates-slow/rates.json), each section headed by
-the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
+results/shared/shared.json, results/codecs-rates/rates.json, results/codecs-rates-slow/rates.json), each section
+headed by the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
 (headed by the run that measured it), or says so."""
 
 from __future__ import annotations
@@ -25,10 +22,10 @@ CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("ov
                    ("patterns", "ECMP under Hedera's traffic patterns"), ("training", "Training beyond all-reduce"),
                    ("soak", "Soak"), ("shapes", "Any shape: leaf-spine, rail, torus, Jellyfish"),
                    ("limits", "How large a network comes up faithfully"),
-                   ("events", "Networks that change under a job"), ("collectives", "Every collective"))
+                   ("events", "Networks that change under a job"), ("collectives", "Every collective"),
+                   ("codecs", "Gradient codecs on the wire"), ("codecs-convergence", "Every codec's convergence"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
            "jobs": "results/shared/shared.json",
-           "codecs": "results/codecs/codecs.json", "convergence": "results/codecs-convergence/convergence.json",
            "rates": "results/codecs-rates/rates.json", "rates_slow": "results/codecs-rates-slow/rates.json"}
 
 
@@ -136,8 +133,6 @@ def page() -> str:
     for name, title in CONFIG_SECTIONS:
         lines += config_section(name, title)
     lines += shared_section(load(SOURCES["jobs"]))
-    lines += codecs_section(load(SOURCES["codecs"]))
-    lines += ["## Every codec's convergence", ""] + convergence_lines(load(SOURCES["convergence"]))
     lines += rates_section(load(SOURCES["rates"]))
     lines += rates_section(load(SOURCES["rates_slow"]), "rates_slow", "Where compression pays on a slower device")
     return "\n".join(lines).rstrip() + "\n"
@@ -214,40 +209,6 @@ def pattern_lines(rows: List[dict]) -> List[str]:
     return lines
 
 
-def codecs_section(codecs: Optional[dict]) -> List[str]:
-    """Every codec's bytes on the interfaces against its size model, its timing and verdict."""
-    lines = ["## Gradient codecs on the wire", ""]
-    if codecs is None:
-        return lines + [missing("codecs"), ""]
-    t = codecs.get("targets", {})
-    lines += [origin(codecs, SOURCES["codecs"]), "",
-              f"`dmlbed run --codec C` on {t.get('topology')} at {t.get('bw_mbps', 0):g} Mbit/s, --algo "
-              f"{t.get('algo')} (its all-reduce, or its all-gather for a gathering codec), --model {t.get('model')}. "
-              f"`model`: the codec's wire fraction in the flow model times the engine's fp32-equivalent volume (fixed "
-              f"by the plan). `payload`: the bytes the hosts' interfaces sent less the headers of every frame they "
-              f"sent (66 bytes: data segments, partial ones and ACKs), within {t.get('interfaces_within', 0):.0%} of "
-              f"the model (`bound`: a model the codec may send less than, TernGrad's widest partial sums: not passed, "
-              f"and the engine's own bytes there within {t.get('interfaces_within', 0):.0%}); `in full frames`: the "
-              f"interfaces' bytes against the model carried in full frames of the MTU, which a codec of small "
-              f"messages exceeds by its partial frames and ACKs. Every run correct and faithful (dilated where the "
-              f"codec's CPU work on 2 cores needs it). All met: **{codecs.get('ok')}**.", "",
-              "| codec | options | dilation | wire fraction | engine / model | payload / model | interfaces / model "
-              "in full frames | payload / engine | GST (s) | / theory | / flow model | correct | verdict | met |",
-              "|" + "---|" * 14]
-    for c in codecs.get("cases", []):
-        if "error" in c:
-            lines.append(f"| {c['codec']} | - | - | - | - | - | - | - | - | - | - | - | - | **no**: {c['error']} |")
-            continue
-        lines.append(f"| {c['codec']} | {' '.join(c.get('options') or ()) or '-'} | {c.get('dilation') or 1:g} | "
-                     f"{number(c['model_wire_fraction'], '.4f')} | {number(c['engine_over_model'])} | "
-                     f"{number(c.get('payload_over_model'))} ({c.get('size_model', 'exact')}) | "
-                     f"{number(c['interfaces_over_model'])} | "
-                     f"{number(c.get('payload_over_engine'))} | {number(c['gst_s'])} | "
-                     f"{number(c['over_theory'], '.2f')} | {number(c['over_flow_model'], '.2f')} | {c['correct']} | "
-                     f"{c['fidelity']} | {'yes' if c.get('ok') else '**no**'} |")
-    return lines + [""]
-
-
 def rates_section(report: Optional[dict], key: str = "rates", title: str = "Where compression pays") -> List[str]:
     """Every codec's speed-up over fp32 per link rate, emulated beside the flow model and the closed form."""
     lines = [f"## {title}", ""]
@@ -290,24 +251,6 @@ def rates_section(report: Optional[dict], key: str = "rates", title: str = "Wher
                   "; ".join(f"{k}: {number(v, '.2f')} s per iteration" for k, v in bounds.items()) +
                   f" (this sweep's: {t.get('compute_s', '?')} s)."]
     return lines + ["", f"The plot: `{t.get('plot', 'results/codecs-rates/rates.png')}`.", ""]
-
-
-def convergence_lines(report: Optional[dict]) -> List[str]:
-    """Every codec's held-out accuracy against fp32's with the same recipe."""
-    if report is None:
-        return [missing("convergence"), ""]
-    t = report.get("targets", {})
-    lines = [origin(report, SOURCES["convergence"]), "",
-             f"`{t.get('config')}` (loopback rows: the network does not change what is learnt): each codec's final "
-             f"held-out accuracy against fp32's, as the config's targets hold it (a codec without a target is "
-             f"reported, not judged). All met: **{report.get('ok')}**.",
-             "", "| codec | accuracy | fp32 | points over fp32 | correct | met |", "|---|---|---|---|---|---|"]
-    for c in report.get("cases", []):
-        met = "reported" if not c.get("judged") else "yes" if c.get("ok") else "**no**"
-        points = None if c.get("points_over_fp32") is None else 100 * c["points_over_fp32"]
-        lines.append(f"| {c['label']} | {number(c.get('accuracy'))} | {number(c.get('fp32_accuracy'))} | "
-                     f"{number(points, '+.1f')} | {c.get('correct')} | {met} |")
-    return lines + [""]
 
 
 def sections(text: str) -> List[tuple]:

@@ -241,8 +241,8 @@ def main() -> int:
                         help="a comparison of some of the rows run again (same labels): its rows replace the folder's")
     parser.add_argument("--rerun", metavar="LABEL;LABEL", help="run these rows of the config again (as it now has "
                         "them: another dilation) into FOLDER-again, then judge with them in place")
-    parser.add_argument("--convergence", default="results/codecs-convergence",
-                        help="a finished configs/codecs-convergence.yaml comparison, for time to accuracy")
+    parser.add_argument("--convergence", default="results/bench/codecs-convergence",
+                        help="a finished configs/bench/codecs-convergence.yaml comparison, for time to accuracy")
     args = parser.parse_args()
     if args.rerun:
         if rerun(args.folder, args.rerun.split(";"), args.config) is None:

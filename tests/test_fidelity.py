@@ -357,7 +357,7 @@ def test_counter_gains_count_what_each_port_gained_and_a_new_port_whole():
 
 def test_frames_are_counted_beside_bytes_per_level(tmp_path):
     from emulation.results.iterations import per_iteration
-    from emulation.results.summary import measured as summarize
+    from emulation.results.summary import measured as summarize, section_dict
     from workloads.netstats import interface_bytes
     (tmp_path / "net").mkdir()
     (tmp_path / "net" / "dev").write_text(
@@ -376,7 +376,12 @@ def test_frames_are_counted_beside_bytes_per_level(tmp_path):
     measured = summarize(iterations, finals, [0, 1], {}, None)
     assert measured.frames_by_level == {"h0-eth0": 20, "h1-eth0": 20}
     assert measured.bytes_by_level == {"h0-eth0": 20 * 1514, "h1-eth0": 20 * 1514}
-    # records of an older run (no frames) still summarize, with none counted
+    # the payload on the wire: every frame's 66 bytes of headers off, over the fp32 volume and the engine's bytes
+    measured.payload_fp32_bytes, measured.payload_sent_bytes = 40 * 1448 * 2, 40 * 1448
+    traffic = measured.traffic([100.0], 1.0)
+    assert traffic.wire_payload_ratio == pytest.approx(0.5) and traffic.interfaces_over_engine == pytest.approx(1.0)
+    # records of an older run (no frames) still summarize, with none counted (and no payload on the wire claimed)
     for it in iterations:
         del it["tx_frames_by_level"]
-    assert summarize(iterations, finals, [0, 1], {}, None).frames_by_level == {}
+    older = summarize(iterations, finals, [0, 1], {}, None)
+    assert older.frames_by_level == {} and "wire_payload_ratio" not in section_dict(older.traffic([100.0], 1.0))

@@ -346,6 +346,7 @@ def simulated_traffic(run: FlowRun, phases, result: FlowResult, gsts, background
         ratio = wire_ratio(phases, run.codec)
     traffic = Traffic(shaped_mbps=list(run.bw), bytes_by_level=by_level, payload_fp32_bytes=sent / ratio * cfg.iters,
                       payload_sent_bytes=sent * cfg.iters, wire_ratio=ratio, duration_s=0.0)
+    traffic.wire_payload_ratio = ratio
     if run.background:
         traffic.background = simulated_background(run.checked.network.background, run.background, background_bytes,
                                                   gsts)

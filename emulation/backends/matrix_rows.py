@@ -13,7 +13,7 @@ from emulation.run.sampling import switch_pid
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "iteration_mean_s",
            "most_waited_for", "most_waited_for_share", "jct_s", "throughput_sps", "comm_over_compute", "wire_ratio",
-           "first_step_wire_ratio", "later_steps_wire_ratio",
+           "first_step_wire_ratio", "later_steps_wire_ratio", "wire_payload_ratio", "interfaces_over_engine",
            "switch_ratio_fat_tree", "forward_phase_s", "overlapped_s", "comm_exposed_s", "compute_exposed_s", "push_s",
            "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
            "error", "slowdown", "alone_iteration_mean_s", "overlap_median", "dilation", "gst_cv",

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
+from emulation.core.tcp import ETHERNET_HEADER, TCPIP_HEADERS
 from emulation.results.iterations import median_after_warmup, phase_ratios
 
 
@@ -25,6 +26,9 @@ class _Absent:
 
 
 ABSENT: Any = _Absent()
+
+
+FRAME_HEADERS = TCPIP_HEADERS + ETHERNET_HEADER  # bytes of every frame an interface counts beyond its payload
 
 
 def optional(doc: str = "") -> Any:
@@ -119,6 +123,11 @@ class Traffic:
     frames_by_level: Dict[str, int] = optional("frames the hosts' interfaces sent per level (emulated): with "
                                                "bytes_by_level, the headers (66 bytes a frame: Ethernet, IPv4, TCP "
                                                "with timestamps) apart from the payload on the wire")
+    wire_payload_ratio: float = optional("the payload the links carried over the fp32 volume: emulated, the hosts' "
+                                         "interfaces' bytes less every frame's headers (frames_by_level); simulated, "
+                                         "the flow model's wire fraction (its bytes are payload)")
+    interfaces_over_engine: float = optional("emulated: the hosts' interfaces' bytes less every frame's headers over "
+                                             "what the ranks' engine sent (1 when every byte sent is its payload)")
     background: List[Dict[str, Any]] = optional("flows injected beside the job (--background): each one's kind, path "
                                                 "and throughput")
 
@@ -331,6 +340,11 @@ class Measured:
                       wire_ratio=self.wire_ratio, duration_s=duration_s)
         if self.frames_by_level:
             out.frames_by_level = self.frames_by_level
+            payload = sum(self.bytes_by_level.values()) - sum(self.frames_by_level.values()) * FRAME_HEADERS
+            if self.payload_fp32_bytes:
+                out.wire_payload_ratio = payload / self.payload_fp32_bytes
+            if self.payload_sent_bytes:
+                out.interfaces_over_engine = payload / self.payload_sent_bytes
         return out
 
     def fill(self, emulation: Emulation) -> None:
