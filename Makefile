@@ -19,7 +19,6 @@ test-fast: setup
 benchmark: setup
 	$(PY) -m pytest tests -m benchmark -rs
 	-$(DMLBED) reproduce --bench --out results/bench --force
-	$(PY) scripts/shared_networks.py --out results/shared
 	$(PY) scripts/limits.py results/bench/limits
 	$(PY) scripts/codec_rates.py results/codecs-rates
 	$(PY) scripts/codec_rates.py results/codecs-rates-slow --config configs/codecs-rates-slow-device.yaml

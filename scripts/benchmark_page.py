@@ -1,8 +1,8 @@
 """Write docs/reference/benchmark.md from the results files `make benchmark` wrote (the benchmark configs' folders
 results/bench/NAME/ from `dmlbed reproduce --bench`: targets.csv, comparison.json, provenance.json;
-results/shared/shared.json, results/codecs-rates/rates.json, results/codecs-rates-slow/rates.json), each section
-headed by the command, date and commit of the run that measured it. A section whose file is missing keeps what the page held
-(headed by the run that measured it), or says so."""
+results/codecs-rates/rates.json, results/codecs-rates-slow/rates.json), each section headed by the command, date
+and commit of the run that measured it. A section whose file is missing keeps what the page held (headed by the run
+that measured it), or says so."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("ov
                    ("soak", "Soak"), ("shapes", "Any shape: leaf-spine, rail, torus, Jellyfish"),
                    ("limits", "How large a network comes up faithfully"),
                    ("events", "Networks that change under a job"), ("collectives", "Every collective"),
-                   ("codecs", "Gradient codecs on the wire"), ("codecs-convergence", "Every codec's convergence"))
+                   ("codecs", "Gradient codecs on the wire"), ("codecs-convergence", "Every codec's convergence"),
+                   ("jobs", "Two jobs sharing a network"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
-           "jobs": "results/shared/shared.json",
            "rates": "results/codecs-rates/rates.json", "rates_slow": "results/codecs-rates-slow/rates.json"}
 
 
@@ -132,62 +132,9 @@ def page() -> str:
              "[What made timings unfaithful](../explanation/timing-causes.md).", ""]
     for name, title in CONFIG_SECTIONS:
         lines += config_section(name, title)
-    lines += shared_section(load(SOURCES["jobs"]))
     lines += rates_section(load(SOURCES["rates"]))
     lines += rates_section(load(SOURCES["rates_slow"]), "rates_slow", "Where compression pays on a slower device")
     return "\n".join(lines).rstrip() + "\n"
-
-
-def shared_section(shared: Optional[dict]) -> List[str]:
-    """Two jobs sharing a network (the cases of scripts/shared_networks.py): emulated, simulated and in theory."""
-    lines = ["## Shared and uneven networks", ""]  # two jobs now; the heading the measured page has
-    if shared is None:
-        return lines + [missing("jobs"), ""]
-    limits = shared.get("targets", {})
-    lines += [origin(shared, SOURCES["jobs"]), "",
-              f"Targets: two jobs' slowdowns emulated in "
-              f"{', '.join(f'{k} {v[0]:g}-{v[1]:g}' for k, v in (limits.get('jobs_slowdown') or {}).items())}, "
-              f"simulated within "
-              f"{limits.get('simulated_slowdown_within', 0):.0%} of the emulated. All met: **{shared.get('ok')}**.", "",
-              "| case | theory | simulated | emulated | waited for most (emulated) | verdict | met |",
-              "|---|---|---|---|---|---|---|"]
-    for c in shared.get("cases", []):
-        emulated = c.get("emulate") or {}
-        waited = emulated.get("stragglers") or {}
-        if "slowdown" in c:
-            cells = [" / ".join(f"{n} x{number(v, '.2f')}" for n, v in c["slowdown"].get(m, {}).items())
-                     for m in ("theory", "simulate", "emulate")]
-        elif "gst_ratio" in c:
-            g = c["gst_ratio"]
-            cells = [f"GST x{number(g.get('theory'), '.2f')}", f"GST x{number(g.get('simulate'), '.2f')}",
-                     f"GST x{number(g.get('emulate'), '.2f')}"]
-        elif "wait_s" in c:
-            w = c["wait_s"]
-            cells = [f"wait {number(w.get('theory'))} s", f"{number(c.get('simulate_over_theory'))} of theory",
-                     f"{number(c.get('emulate_over_theory'))} of theory"]
-        else:
-            cells = ["-", "-", "-"]
-        verdict = (emulated.get("fidelity") or {}).get("verdict") if "verdicts" not in c else \
-            ", ".join(f"{n} {v}" for n, v in c["verdicts"].items())
-        met = c.get("met", c.get("ok"))
-        mark = "yes" if met else ("no (reported, not held to it)" if c.get("not_held_to_range") else "**no**")
-        compute = f" --compute-time {c['compute_s']:g}" if "compute_s" in c else ""
-        lines.append(f"| {c['case']}: {c['topology']} {' '.join(c.get('options', []))}{compute} | {' | '.join(cells)} | "
-                     f"{waited.get('most_waited_for') or '-'} ({number(waited.get('most_waited_for_share'), '.0%')}) | "
-                     f"{verdict} | {mark} |")
-    drift = [c for c in shared.get("cases", []) if c.get("overlap")]
-    if drift:
-        lines += ["", "Each job's share of its synchronization that the other job's overlapped, per iteration "
-                      "(emulated; iteration 0 is the warm-up before the jobs' start gate):", ""]
-        for c in drift:
-            communication = c.get("communication_s")
-            factor = f"compute {c['compute_s'] / communication:.2f} x communication alone" if communication else ""
-            for name, shares in c["overlap"].items():
-                lines.append(f"- {c['case']} ({factor}), job {name}: "
-                             f"{' '.join('-' if v is None else f'{v:.2f}' for v in shares)}")
-        notes = sorted({c["not_held_to_range"] for c in shared.get("cases", []) if c.get("not_held_to_range")})
-        lines += [""] + [f"Not held to its range: {n}." for n in notes]
-    return lines + [""]
 
 
 def pattern_lines(rows: List[dict]) -> List[str]:

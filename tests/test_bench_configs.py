@@ -7,6 +7,7 @@ import glob
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -30,7 +31,7 @@ def test_every_benchmark_config_is_checked_before_anything_runs(tmp_path):
     for path in BENCH:
         job = matrix.prepare(path, str(tmp_path / os.path.basename(path)), command_rows=COMMAND_ROWS)
         assert job.targets, path
-        labels = {e["label"] for e in job.entries}
+        labels = set(matrix.row_labels(job.entries))
         assert all(t["row"] in labels | {targets.EVERY_ROW} for t in job.targets), path
 
 
@@ -183,6 +184,28 @@ def test_a_row_runs_again_until_its_figure_is_there_and_a_runs_link_events_are_i
 def test_a_malformed_until_is_refused_naming_what_it_takes(tmp_path, until):
     path = write_config(tmp_path, f"runs:\n  - {{topo: 'star:4', algo: ring, mode: theory, until: {until}}}\n")
     with pytest.raises(matrix.ConfigError, match=r"runs\[0\]: 'until' needs \{metric: FIGURE, attempts: N\}"):
+        matrix.prepare(path, str(tmp_path / "out"))
+
+
+def test_a_key_taken_from_an_earlier_rows_figure_is_set_when_the_row_runs(tmp_path):
+    path = write_config(tmp_path, "defaults: {topo: 'star:4', algo: ring, model: 'mlp:4MB', mode: theory}\nruns:\n"
+                        "  - {label: alone}\n"
+                        "  - {label: twice, compute_time: {from: alone, metric: gst_median_s, times: 2}}\n"
+                        "  - {label: nothing, compute_time: {from: alone, metric: accuracy}}\n")
+    rows = {r["label"]: r for r in matrix.execute(matrix.prepare(path, str(tmp_path / "out")))["rows"]}
+    assert rows["twice"]["compute_median_s"] == pytest.approx(2 * rows["alone"]["gst_median_s"], rel=1e-5)
+    assert rows["nothing"]["error"] == "not run: compute_time: row 'alone' has no accuracy (got None)"
+
+
+@pytest.mark.parametrize("value, words", [
+    ("{from: later, metric: gst_median_s}", "is taken from row 'later', which is not listed before it"),
+    ("{from: a, metric: gst_median_s, times: 0}", "needs {from: LABEL, metric: FIGURE, times: F}"),
+    ("{from: a, metric: gst_median_s, plus: 1}", "needs {from: LABEL, metric: FIGURE, times: F}"),
+    ("{from: a}", "needs {from: LABEL, metric: FIGURE, times: F}")])
+def test_a_malformed_key_from_another_row_is_refused(tmp_path, value, words):
+    path = write_config(tmp_path, "defaults: {topo: 'star:4', algo: ring, mode: theory}\nruns:\n  - {label: a}\n"
+                        f"  - {{label: b, compute_time: {value}}}\n  - {{label: later}}\n")
+    with pytest.raises(matrix.ConfigError, match=re.escape(f"runs[1] (b): 'compute_time' ") + ".*" + re.escape(words)):
         matrix.prepare(path, str(tmp_path / "out"))
 
 

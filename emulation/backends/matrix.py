@@ -4,6 +4,7 @@ ours (paper.csv) and simulated beside emulated GST (sim_vs_emu.csv)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -15,10 +16,11 @@ import yaml
 
 from emulation.backends import BACKENDS
 from emulation.backends.matrix_rows import COLUMNS, MachineWatch, command_row, job_row, row
+from emulation.core.job_specs import parse_jobs
 from emulation.core.topology_file import is_topology_file
 from emulation.results import claims as paper
 from emulation.results import targets as bench_targets
-from emulation.run.options import OptionError, from_mapping, option_of, yaml_key
+from emulation.run.options import OptionError, RunConfig, from_mapping, option_of, yaml_key
 from emulation.run.outputs import check_output, claim_folder, default_parent, planned_folder
 from emulation.results.files import write_atomic, write_table
 from emulation.results.figures import plot
@@ -101,6 +103,7 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
                 out.append({"label": label, "sweep": combo, "where": where, "config": None, "jobs": None,
                             "command": command, "out": out_dir, "until": until})
                 continue
+            merged, derived = derived_options(merged, where, {e["label"] for e in out})
             try:  # compare owns its run folders: a rerun of the matrix replaces them
                 fixed = dict(out=out_dir, force=True, **({"local": True} if local else {}))
                 cfg = from_mapping(merged, where, **fixed)
@@ -108,7 +111,7 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
                 text = str(exc)
                 raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
             out.append({"label": label, "sweep": combo, "where": where, "config": cfg, "jobs": jobs, "command": None,
-                        "out": out_dir, "until": until})
+                        "out": out_dir, "until": until, "derived": derived})
     # repetitions run round-robin (the whole matrix, then again), so a drift of the machine spreads over every row
     return sorted(out, key=lambda e: e["sweep"].get(REPEAT, 0))
 
@@ -135,6 +138,39 @@ def sweep_keys_of(data: dict) -> List[str]:
 
 
 MAX_ATTEMPTS = 20
+DERIVED_KEYS = {"from", "metric", "times"}
+
+
+def derived_options(merged: dict, where: str, earlier: set) -> tuple:
+    """The row's keys with each `{from: LABEL, metric: FIGURE, times: F}` value (set when the row runs, from an
+    earlier row's figure) in place of its option's default for checking, and those derived keys."""
+    derived = {k: v for k, v in merged.items() if isinstance(v, dict) and "from" in v}
+    for key, spec in derived.items():
+        times = spec.get("times", 1)
+        if set(spec) - DERIVED_KEYS or not isinstance(spec.get("metric"), str) or isinstance(times, bool) or \
+                not isinstance(times, (int, float)) or times <= 0:
+            raise ConfigError(f"{where}: '{key}' from another row needs {{from: LABEL, metric: FIGURE, times: F}} "
+                              f"(F > 0, default 1), e.g. {{from: alone, metric: communication_s, times: 1.2}}")
+        if spec["from"] not in earlier:
+            raise ConfigError(f"{where}: '{key}' is taken from row '{spec['from']}', which is not listed before it "
+                              f"(earlier labels: {', '.join(sorted(earlier)) or 'none'})")
+    defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+    return {**merged, **{k: defaults.get(k, 0) for k in derived}}, derived
+
+
+def derived_config(entry: dict, rows: List[dict]):
+    """The row's configuration with its derived keys set from the earlier rows' figures (the row in its own sweep
+    group when there is one), or an error naming what is missing."""
+    values = {}
+    for key, spec in entry["derived"].items():
+        mine = [r for r in rows if r["label"] == spec["from"]]
+        source = next((r for r in mine if all(r.get(k) == v for k, v in entry["sweep"].items() if k in r)),
+                      mine[-1] if mine else None)
+        figure = None if source is None else source.get(spec["metric"])
+        if not isinstance(figure, (int, float)) or isinstance(figure, bool):
+            return None, f"{key}: row '{spec['from']}' has no {spec['metric']} (got {figure!r})"
+        values[key] = str(round(figure * spec.get("times", 1), 6))
+    return dataclasses.replace(entry["config"], **values), None
 
 
 def checked_until(until, where: str) -> Optional[dict]:
@@ -190,18 +226,32 @@ def expand(data: dict, out_root: str, local: bool = False, command_rows=None) ->
             out.append(dict(entry, backend=command_rows, job=command_rows.prepare(entry["command"], entry["out"],
                                                                                   where)))
             continue
-        try:
-            backend = BACKENDS[cfg.mode] if entry["jobs"] is None else JOBS_BACKEND
-            job = backend.prepare(cfg, lambda n: f"{where}: {yaml_key(n, option_of(n))}", in_matrix=True,
-                                  **({} if entry["jobs"] is None else {"jobs": entry["jobs"]}))
-        except ValueError as exc:
-            text = str(exc)
-            raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
+        backend = BACKENDS[cfg.mode] if entry["jobs"] is None else JOBS_BACKEND
+        job = checked_job(backend, cfg, entry["jobs"], where)
         cfg = job.cfg  # the configuration the checked job runs
         if job.replays_sibling:
             cfg.ecmp_ports = emulated_sibling(out, entry["label"], entry["sweep"], where)
-        out.append(dict(entry, config=cfg, backend=backend, job=job))
+        out.append(dict(entry, where=where, config=cfg, backend=backend, job=job))
     return out
+
+
+def checked_job(backend, cfg, jobs, where: str):
+    """A row's configuration checked on its back end (ConfigError naming the row)."""
+    try:
+        return backend.prepare(cfg, lambda n: f"{where}: {yaml_key(n, option_of(n))}", in_matrix=True,
+                               **({} if jobs is None else {"jobs": jobs}))
+    except ValueError as exc:
+        text = str(exc)
+        raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
+
+
+def row_labels(entries: List[dict]) -> List[str]:
+    """The labels of the matrix's rows: each run's, and for a run of several jobs each job's (LABEL/JOB)."""
+    out = []
+    for e in entries:
+        out.append(e["label"])
+        out += [f"{e['label']}/{spec.name}" for spec in parse_jobs(e["jobs"] or ())]
+    return list(dict.fromkeys(out))
 
 
 def emulated_sibling(entries: List[dict], label: str, combo: dict, where: str) -> str:
@@ -299,7 +349,7 @@ def prepare(path: str, out_root: str = None, local: bool = False, force: bool = 
     data = load(path)
     planned = out_root or planned_folder(default_parent(kind, config_name(data, path)))
     entries = expand(data, planned, local, command_rows)
-    labels = list(dict.fromkeys(e["label"] for e in entries))
+    labels = row_labels(entries)
     try:
         claims = paper.claims(data, labels)
         repeats = repeat_values(data)
@@ -331,13 +381,22 @@ def execute(job: CompareJob, log: Callable[[str], None] = lambda m: None, progre
         return _execute(job, log, progress)
 
 
-def run_entry(entry: dict, machine: Optional[MachineWatch], log, progress) -> tuple:
-    """One entry's rows and accuracy curve, run again while its `until` figure is missing or zero (up to its
-    attempts; each row then says how many it took)."""
+def run_entry(entry: dict, earlier: List[dict], machine: Optional[MachineWatch], log, progress) -> tuple:
+    """One entry's rows and accuracy curve: its derived keys set from the earlier rows, run again while its `until`
+    figure is missing or zero (up to its attempts; each row then says how many it took)."""
     until = entry.get("until") or {}
     attempts = until.get("attempts", 1)
+    job = entry["job"]
+    if entry.get("derived"):
+        cfg, missing = derived_config(entry, earlier)
+        if missing:
+            log(f"{entry['label']}: not run: {missing}")
+            return [{**dict.fromkeys(COLUMNS), "label": entry["label"], "error": f"not run: {missing}",
+                     **entry["sweep"]}], []
+        job = checked_job(entry["backend"], cfg, entry["jobs"], entry["where"])
+        entry = dict(entry, config=job.cfg, job=job)
     for attempt in range(1, attempts + 1):
-        summary = entry["backend"].execute(entry["job"], log=log, progress=progress)
+        summary = entry["backend"].execute(job, log=log, progress=progress)
         curves = []
         if entry["jobs"] is not None:  # several jobs on one network: a row per job
             rows = [job_row(entry, summary, j) for j in summary["jobs"]]
@@ -369,7 +428,7 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     machine = MachineWatch() if job.emulated else None
     for n, entry in enumerate(entries, 1):
         log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
-        more, more_curves = run_entry(entry, machine, log, progress)
+        more, more_curves = run_entry(entry, rows, machine, log, progress)
         rows, curves = rows + more, curves + more_curves
         write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)  # each row as it lands
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))

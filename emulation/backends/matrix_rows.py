@@ -12,8 +12,9 @@ from emulation.run.sampling import switch_pid
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "iteration_mean_s",
-           "most_waited_for", "most_waited_for_share", "jct_s", "throughput_sps", "comm_over_compute", "wire_ratio",
-           "first_step_wire_ratio", "later_steps_wire_ratio", "wire_payload_ratio", "interfaces_over_engine",
+           "most_waited_for", "most_waited_for_share", "jct_s", "throughput_sps", "comm_over_compute",
+           "communication_s", "wire_ratio", "first_step_wire_ratio", "later_steps_wire_ratio", "wire_payload_ratio",
+           "interfaces_over_engine",
            "switch_ratio_fat_tree", "forward_phase_s", "overlapped_s", "comm_exposed_s", "compute_exposed_s", "push_s",
            "broadcast_s", "dropped", "loss_first", "loss_last", "accuracy", "correct", "fidelity", "fidelity_cause",
            "error", "slowdown", "alone_iteration_mean_s", "overlap_median", "dilation", "gst_cv",
@@ -33,7 +34,8 @@ def row(entry: dict, summary: dict) -> dict:
     if r.get("throughput_sps") is None and per_iteration and r.get("batch") and r.get("workers"):
         r["throughput_sps"] = r["batch"] * r["workers"] / per_iteration  # samples per second
     if r.get("iteration_median_s") and r.get("compute_median_s"):  # everything but the device's compute, over it
-        r["comm_over_compute"] = (r["iteration_median_s"] - r["compute_median_s"]) / r["compute_median_s"]
+        r["communication_s"] = r["iteration_median_s"] - r["compute_median_s"]
+        r["comm_over_compute"] = r["communication_s"] / r["compute_median_s"]
     fid = summary.get("fidelity") or {}
     r.update(fidelity=fid.get("verdict"), fidelity_cause=fid.get("cause"), gst_cv=fid.get("gst_cv"),
              fidelity_scenario_note=fid.get("scenario_note"),
@@ -71,9 +73,9 @@ def job_row(entry: dict, report: dict, job: dict) -> dict:
     """One comparison.csv row per job of a run of several jobs: its figures together, alone, its slowdown."""
     alone, together = job.get("alone") or {}, job.get("together") or {}
     fid = together.get("fidelity") or {}
-    return {**dict.fromkeys(COLUMNS), "label": f"{entry['label']}/{job['name']}", "mode": report["mode"], "topology": report["topology"],
-            "algo": job["algo"], "model": job["model"], "workers": job["ranks"], "iterations": entry["config"].iters,
-            "compute_median_s": job.get("compute_s"),
+    return {**dict.fromkeys(COLUMNS), "label": f"{entry['label']}/{job['name']}", "mode": report["mode"],
+            "topology": report["topology"], "algo": job["algo"], "model": job["model"], "workers": job["ranks"],
+            "iterations": entry["config"].iters, "compute_median_s": job.get("compute_s"),
             "iteration_mean_s": together.get("iteration_mean_s", together.get("iteration_s")),
             "iteration_median_s": together.get("iteration_median_s", together.get("iteration_s")),
             "gst_median_s": together.get("gst_median_s"), "correct": together.get("correct"),

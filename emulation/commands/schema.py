@@ -96,7 +96,13 @@ def config_schema() -> dict:
                                               "attempts": {"type": "integer", "minimum": 1, "maximum": 20}},
              "required": ["metric", "attempts"], "additionalProperties": False,
              "description": "run the row again while this figure of it is missing or zero, up to attempts times"}
-    run = {"type": "object", "properties": {**options, "sweep": sweep, "jobs": jobs, "command": command,
+    derived = {"type": "object", "properties": {"from": TEXT, "metric": TEXT, "times": {"type": "number",
+                                                                                   "exclusiveMinimum": 0}},
+               "required": ["from", "metric"], "additionalProperties": False,
+               "description": "set when the row runs: an earlier row's figure (metric of the row labelled from) "
+                              "times `times`"}
+    own = {key: (schema if key == "label" else {"anyOf": [schema, derived]}) for key, schema in options.items()}
+    run = {"type": "object", "properties": {**own, "sweep": sweep, "jobs": jobs, "command": command,
                                             "until": until}, "additionalProperties": False}
     return {"$schema": DRAFT, "title": "dmlbed compare config", "type": "object",
             "properties": {"name": TEXT, "defaults": mapping, "sweep": sweep,

@@ -21,7 +21,7 @@ BENCH_DOMAINS = {"gst_cv": (0.0, math.inf), "spurious_rto_per_worker_iteration":
                  "most_waited_for_share": (0.0, 1.0), "iteration_mean_s": (0.0, math.inf), "exit_code": (0.0, 255.0),
                  "iterations": (0.0, math.inf), "leftover_count": (0.0, math.inf), "switch_rss_kb": (0.0, math.inf),
                  "switch_pid": (0.0, math.inf), "wire_payload_ratio": (0.0, math.inf),
-                 "interfaces_over_engine": (0.0, math.inf)}
+                 "interfaces_over_engine": (0.0, math.inf), "communication_s": (0.0, math.inf)}
 FIGURE = (-math.inf, math.inf)  # a command row's own figure (a dotted key of its JSON result): any number
 DOMAINS = {**METRIC_DOMAINS, **BENCH_DOMAINS}
 CHOICES = {"fidelity": ("faithful", "degraded", "not faithful"), "correct": (True, False),
