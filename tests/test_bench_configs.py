@@ -151,6 +151,16 @@ def test_the_shapes_benchmarks_topology_file_is_what_topo_export_writes(tmp_path
     assert out.read_text() == open(os.path.join(ROOT, "configs", "bench", "topologies", "leafspine-4-4-2.yaml")).read()
 
 
+def test_an_every_row_target_skips_groups_without_its_metric_and_says_when_no_row_has_it():
+    data = [{"label": "net", "mode": "emulate", "exit_code": 0}, {"label": "a", "mode": "emulate", "exit_code": None},
+            {"label": "a", "mode": "simulate"}]
+    exits = targets.target({"what": "e", "row": "*", "metric": "exit_code", "between": [0, 0]}, "t", ["net", "a"])
+    nowhere = targets.target({"what": "n", "row": "*", "metric": "leftover_count", "at_most": 0}, "t", ["net", "a"])
+    table = targets.table([exits, nowhere], data, ["mode"])
+    assert [(r["what"], r["mode"], r["verdict"], r["ours"]) for r in table] == [
+        ("e", "emulate", "met", "1/1 rows"), ("n", None, "no value", "0/0 rows")]
+
+
 def test_paper_claims_and_targets_share_the_judge():
     claim = {"paper": 2.0, "tolerance": 0.1}
     assert judge_claim(claim, 2.19)[0] and not judge_claim(claim, 2.21)[0]

@@ -144,11 +144,14 @@ def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) 
     """One row per target and sweep group: the bound, ours, met / missed / no value, and how ours was obtained."""
     out = []
     for t in target_list:
+        judged = len(out)
         for group in judge.groups(rows, sweep_keys):
             if not judge.in_group(group, t.get("in") or {}):
                 continue
             if t["row"] == EVERY_ROW:  # every row that has the metric (a closed form checks no correctness)
                 used = [r for r in rows if judge.in_group(r, group) and r.get(t["metric"]) is not None]
+                if not used:  # a group none of whose rows has the metric (a config's command rows, only emulated)
+                    continue
                 held = [t["bound"].holds(every_row_value(t, r, rows, group)) for r in used]
                 met = None if not used or None in held else all(held)
                 ours = f"{sum(bool(h) for h in held)}/{len(used)} rows"
@@ -161,6 +164,9 @@ def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) 
             out.append({"what": t["what"], "row": t["row"], **group, "target": t["bound"].text(), "ours": ours, "met": met,
                         "verdict": MET[met], "how": how_obtained(used[0], worst_fidelity(used)) if used else "",
                         "why": t.get("why", "")})
+        if t["row"] == EVERY_ROW and len(out) == judged:  # no row anywhere has the metric
+            out.append({"what": t["what"], "row": t["row"], **dict.fromkeys(sweep_keys), "target": t["bound"].text(),
+                        "ours": "0/0 rows", "met": None, "verdict": MET[None], "how": "", "why": t.get("why", "")})
     return out
 
 
