@@ -161,6 +161,26 @@ def test_an_every_row_target_skips_groups_without_its_metric_and_says_when_no_ro
         ("e", "emulate", "met", "1/1 rows"), ("n", None, "no value", "0/0 rows")]
 
 
+def test_a_benchmarks_runs_are_judged_again_without_running_anything(tmp_path):
+    folder = tmp_path / "patterns"
+    folder.mkdir()
+    row = {"label": "net fattree:4 patterns", "mode": "emulate", "exit_code": 0,
+           "pattern_summary.stride:1.measured_over_flow_model_range": [0.95, 1.02],
+           "pattern_summary.stride:2.measured_over_flow_model_range": [0.85, 1.0]}
+    (folder / "comparison.json").write_text(json.dumps([row]))
+    r = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "reproduce", "--bench", "patterns", "--judge",
+                        "--out", str(tmp_path), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr[-2000:]  # one missed, three without a value
+    verdicts = {t["what"].split(":")[0]: t["verdict"] for t in json.loads(r.stdout)["targets"]}
+    assert verdicts["stride 1"] == "met" and verdicts["stride 2"] == "missed" and verdicts["stride 4"] == "no value"
+    with open(folder / "targets.csv") as f:
+        assert len(list(csv.DictReader(f))) == 6
+    assert json.loads((tmp_path / "provenance.json").read_text())["judged_only"] is True
+    again = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "reproduce", "--bench", "shapes",
+                            "--judge", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "holds no run of shapes" in again.stderr
+
+
 def test_paper_claims_and_targets_share_the_judge():
     claim = {"paper": 2.0, "tolerance": 0.1}
     assert judge_claim(claim, 2.19)[0] and not judge_claim(claim, 2.21)[0]

@@ -22,7 +22,7 @@ from emulation.results import claims as paper
 from emulation.results import targets as bench_targets
 from emulation.run.options import OptionError, RunConfig, from_mapping, option_of, yaml_key
 from emulation.run.outputs import check_output, claim_folder, default_parent, planned_folder
-from emulation.results.files import write_atomic, write_table
+from emulation.results.files import read_json, write_atomic, write_table
 from emulation.results.figures import plot
 from emulation.results.provenance import provenance
 
@@ -450,6 +450,20 @@ def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     return {"name": job.name, "out": out_root, "rows": rows, "plots": plots, "sweep_keys": sweep_keys,
             "paper": claims, "source": (data.get("paper") or {}).get("source"), "sim_vs_emu": pairs,
             "targets": judged}
+
+
+def judge_again(job: CompareJob) -> Dict[str, object]:
+    """The config's runs in job.out judged again with its targets as they are now (nothing runs): targets.csv
+    rewritten, the rows and their provenance as the run left them."""
+    rows = read_json(os.path.join(job.out, "comparison.json"))
+    if rows is None:
+        raise ConfigError(f"{job.out} holds no comparison.json: run the config first")
+    sweep_keys = sweep_keys_of(job.data)
+    judged = bench_targets.table(list(job.targets), rows, sweep_keys)
+    if judged:
+        write_table(os.path.join(job.out, TARGETS_FILE), judged, ["what", *sweep_keys, *TARGET_COLUMNS])
+    return {"name": job.name, "out": job.out, "rows": rows, "plots": [], "sweep_keys": sweep_keys, "paper": [],
+            "source": None, "sim_vs_emu": [], "targets": judged}
 
 
 def reproducible(folder: str, block: str = "paper") -> Dict[str, str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Tuple
 
 from emulation.backends import matrix
@@ -53,6 +53,9 @@ class Reproduce(Command):
            command_option("config", "run this config file (its `paper:` claims and `targets:` judged)"),
            command_option("bench", "run the benchmark's configs (configs/bench/, or the one NAME gives) and write one "
                           "table of every target (targets.md, targets.csv)", False, kind=bool),
+           command_option("judge", "with --bench: run nothing, judge the runs in --out again with the configs' "
+                          "targets as they are now (targets.csv rewritten; the figures keep their run's provenance)",
+                          False, kind=bool),
            *matrix_flags("reproduction"))
 
     def prepare(self, args):
@@ -61,6 +64,8 @@ class Reproduce(Command):
             return matrix.reproducible(BENCH, "targets") if args.bench else configs
         if sum(map(bool, (args.all, args.bench, args.config))) > 1:
             raise OptionError("--all, --bench and --config each choose what runs: give one of them")
+        if args.judge and not (args.bench and args.out):
+            raise OptionError("--judge judges a benchmark's runs again: give it with --bench and the --out they are in")
         if args.docs and not args.all:
             raise OptionError("--docs writes the papers page from every config's claims: give it with --all")
         if args.config:
@@ -158,11 +163,12 @@ class AllJob:
     out: str
     docs: Optional[str] = None  # the documentation page to write too
     bench: bool = False  # the benchmark's configs: one table of every target
+    judge: bool = False  # nothing runs: the runs in `out` judged again
 
     @property
     def emulated(self) -> bool:
         """Whether any config brings up an emulated network."""
-        return any(job.emulated for _, job in self.jobs)
+        return not self.judge and any(job.emulated for _, job in self.jobs)
 
 
 def prepare_all(configs: Dict[str, str], out_root: str = None, local: bool = False, force: bool = False,
@@ -188,7 +194,13 @@ def prepare_bench(args) -> AllJob:
         if args.name not in configs:
             raise OptionError(f"no benchmark config named '{args.name}': valid are {', '.join(configs)}")
         configs = {args.name: configs[args.name]}
-    return prepare_all(configs, args.out, args.local, args.force, args.wait, bench=True)
+    if args.judge:
+        missing = [name for name in configs if not os.path.exists(os.path.join(args.out, name, "comparison.json"))]
+        if missing:
+            raise OptionError(f"--judge: {args.out} holds no run of {', '.join(missing)} (no comparison.json): run "
+                              f"it first")
+    job = prepare_all(configs, args.out, args.local, args.force or args.judge, args.wait, bench=True)
+    return replace(job, judge=args.judge)
 
 
 BENCH_TABLE = "targets"  # the benchmark's table of every target: targets.md and targets.csv
@@ -199,8 +211,9 @@ def run_each(job: AllJob, log, progress) -> List[Tuple[str, dict]]:
     """Every config of the job run in turn (matrix.execute)."""
     results = []
     for n, (name, one) in enumerate(job.jobs, 1):
-        log(f"reproduce {name} ({n}/{len(job.jobs)})")
-        results.append((name, matrix.execute(one, log=log, progress=progress)))
+        log(f"{'judge' if job.judge else 'reproduce'} {name} ({n}/{len(job.jobs)})")
+        results.append((name, matrix.judge_again(one) if job.judge else matrix.execute(one, log=log,
+                                                                                      progress=progress)))
     return results
 
 
@@ -208,6 +221,7 @@ def execute_bench(job: AllJob, log: Callable[[str], None] = lambda m: None, prog
     """Run each benchmark config, then write the table of every target and where it came from."""
     started, origin = time.time(), provenance()
     results = run_each(job, log, progress)
+    origin["judged_only"] = job.judge  # the figures are the runs' (each folder's provenance.json)
     rows = target_rows(results)
     origin["duration_s"] = round(time.time() - started, 1)
     write_table(os.path.join(job.out, BENCH_TABLE + ".csv"), rows, BENCH_COLUMNS + ["met"])
@@ -247,6 +261,7 @@ def execute_all(job: AllJob, log: Callable[[str], None] = lambda m: None, progre
         return execute_bench(job, log, progress)
     started, origin = time.time(), provenance()
     results = run_each(job, log, progress)
+    origin["judged_only"] = job.judge  # the figures are the runs' (each folder's provenance.json)
     claims = claim_rows(results)
     origin["duration_s"] = round(time.time() - started, 1)
     write_table(os.path.join(job.out, "papers.csv"), claims, TABLE_COLUMNS)
