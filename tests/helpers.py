@@ -2,10 +2,13 @@
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -117,3 +120,12 @@ def wait_listening(port, timeout=30):
         except OSError:
             time.sleep(0.2)
     return False
+
+
+@pytest.fixture(autouse=True)
+def keep_signal_handlers():
+    """main() installs its handlers; give the test runner its own back (autouse where a test module imports it)."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)

@@ -4,10 +4,11 @@ network lock once and writes its summary once, when it succeeds and when its hos
 import contextlib
 import json
 import os
-import signal
 import sys
 
 import pytest
+
+from helpers import keep_signal_handlers  # noqa: F401 (autouse: main() installs signal handlers)
 
 from emulation.commands.cli import main
 from emulation.run import lifecycle
@@ -21,15 +22,6 @@ COMMANDS = {
     "net": (["net", "star:2", "--check", "--duration", "1"], "net.json"),
 }
 LOCAL = ("run", "launch", "bench", "calibrate")  # net has no loopback form: its success path is an emulation test
-
-
-@pytest.fixture(autouse=True)
-def keep_signal_handlers():
-    """main() installs its handlers; give the test runner its own back."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    yield
-    for s, handler in saved.items():
-        signal.signal(s, handler)
 
 
 @pytest.fixture

@@ -2,22 +2,11 @@
 options.validate's code, whatever name a module imported it under)."""
 
 import json
-import signal
 import sys
 
-import pytest
-
+from helpers import keep_signal_handlers  # noqa: F401 (autouse: main() installs signal handlers)
 from emulation.run import validation as options
 from emulation.commands.cli import main
-
-
-@pytest.fixture(autouse=True)
-def keep_signal_handlers():
-    """main() installs its handlers; give the test runner its own back."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    yield
-    for s, handler in saved.items():
-        signal.signal(s, handler)
 
 
 def validations(argv):
