@@ -1,4 +1,4 @@
-"""The flow model gives the results it gave before it was made faster: every case of scripts/flow_reference.py
+"""The flow model gives the results it gave before it was made faster: every case of tests/data/flow_reference.json
 against the reference file that script wrote (its provenance names the commit)."""
 
 import json
