@@ -1,5 +1,5 @@
 """The flow model gives the results it gave before it was made faster: every case of tests/data/flow_reference.json
-against the reference file that script wrote (its provenance names the commit)."""
+against the reference (its provenance names the commit that wrote it; scripts/flow_reference.py rewrites it)."""
 
 import json
 import math
