@@ -29,7 +29,7 @@ def timing(iterations: List[float], gsts: List[float]) -> dict:
 
 # Synchronizations closer than this share of an iteration are a knife edge off the fluid model: emulated ring jobs
 # offset by half an iteration drifted into phase with about 1% of an iteration between them and held with about 5%
-# (scripts/shared_networks.py, the jobs-offset cases).
+# (configs/bench/jobs.yaml, the offset cases).
 THIN_GAP = 0.03
 
 

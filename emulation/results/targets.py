@@ -164,7 +164,7 @@ def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) 
             out.append({"what": t["what"], "row": t["row"], **group, "target": t["bound"].text(), "ours": ours, "met": met,
                         "verdict": MET[met], "how": how_obtained(used[0], worst_fidelity(used)) if used else "",
                         "why": t.get("why", "")})
-        if t["row"] == EVERY_ROW and len(out) == judged:  # no row anywhere has the metric
+        if len(out) == judged:  # no row anywhere has the metric (or the target's row is not among them)
             out.append({"what": t["what"], "row": t["row"], **dict.fromkeys(sweep_keys), "target": t["bound"].text(),
                         "ours": "0/0 rows", "met": None, "verdict": MET[None], "how": "", "why": t.get("why", "")})
     return out
