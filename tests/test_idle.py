@@ -28,3 +28,12 @@ def test_ranks_that_compute_or_send_are_not_idle():
 
 def test_the_readers_see_this_process():
     assert tree_cpu_s(os.getpid()) > 0 and interface_bytes(os.getpid()) >= 0 and tree_cpu_s(2 ** 30) == 0
+
+
+def test_ranks_on_the_machines_own_namespace_are_judged_by_their_cpu_alone():
+    from emulation.run.idle import sample
+    me = os.getpid()
+    cpu, sent = sample([me])
+    assert cpu > 0 and sent == interface_bytes(me)
+    # a local launch's ranks share the machine's interfaces with every other program: their bytes are not the ranks'
+    assert sample([me], own_links=False)[1] == 0

@@ -233,7 +233,8 @@ def execute(job: LaunchJob, log: Callable[[str], None] = lambda m: None) -> Laun
                                                 env=env)
             log(f"started `{shlex.join(job.command)}` on {ranks} hosts of {topo.spec}")
             try:
-                idle = IdleWatch(ranks, job.idle_warning, readers({r: p.pid for r, p in procs.items()})) \
+                idle = IdleWatch(ranks, job.idle_warning, readers({r: p.pid for r, p in procs.items()},
+                                                                  own_links=not cfg.local)) \
                     if job.idle_warning else None
                 state["exit_codes"] = watch(procs, files, topo, job.time_limit, idle, log)
             except RankFailed as exc:

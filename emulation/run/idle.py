@@ -48,10 +48,11 @@ def interface_bytes(pid: int) -> int:
     return total
 
 
-def sample(pids: Iterable[int]) -> Sample:
-    """The ranks' CPU seconds and interface bytes, summed."""
+def sample(pids: Iterable[int], own_links: bool = True) -> Sample:
+    """The ranks' CPU seconds and interface bytes, summed (own_links False: ranks on the machine's own namespace,
+    whose interfaces carry everyone's traffic, are judged by their CPU alone)."""
     pids = list(pids)
-    return sum(tree_cpu_s(p) for p in pids), sum(interface_bytes(p) for p in pids)
+    return sum(tree_cpu_s(p) for p in pids), sum(interface_bytes(p) for p in pids) if own_links else 0
 
 
 class IdleWatch:
@@ -81,6 +82,6 @@ class IdleWatch:
         return None
 
 
-def readers(pids: Dict[int, int]) -> Callable[[], Sample]:
-    """A reader of the ranks' summed CPU and bytes by their pids."""
-    return lambda: sample(pids.values())
+def readers(pids: Dict[int, int], own_links: bool = True) -> Callable[[], Sample]:
+    """A reader of the ranks' summed CPU and bytes by their pids (own_links: each rank in a namespace of its own)."""
+    return lambda: sample(pids.values(), own_links)
