@@ -156,9 +156,13 @@ def test_real_workers_keep_their_drawn_compute_times_and_the_slow_rank_is_waited
     assert s["correct"] is True and s["iteration_mean_s"] > 0
     model = compute_model("exp:0.05", "h2:6x", {f"h{i}": i for i in range(4)})
     rows = list(csv.DictReader(open(out / "workers.csv")))
+    late = []
     for row in rows:
         drawn = model.times(int(row["rank"]), 8, 11)[int(row["iteration"])]
-        assert float(row["compute_s"]) == pytest.approx(drawn, abs=0.03), row  # a sleep is a few ms late at most
+        late.append(float(row["compute_s"]) - drawn)
+        # a sleep is never early, and late by a few ms (tens on a machine busy with make test's emulated networks)
+        assert -0.005 <= late[-1] <= 0.15, row
+    assert statistics.median(late) <= 0.02, late  # most iterations keep their draw closely
     assert s["stragglers"]["most_waited_for"] == "h2" and s["stragglers"]["iterations"] == 6  # past warm-up
 
 
