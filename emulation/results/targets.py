@@ -176,9 +176,7 @@ def every_row_value(t: dict, row: dict, rows: List[dict], group: dict):
     if not t.get("relative_to"):
         return row.get(t["metric"])
     label = row["label"] if t["relative_to"] == EVERY_ROW else t["relative_to"]
-    ref = judge.matching(rows, label, judge.reference_group(t, group))
-    return judge.related(t.get("relation", "ratio"), row.get(t["metric"]),
-                         None if ref is None else ref.get(t["metric"]))
+    return judge.value_of({**t, "row": row["label"], "relative_to": label}, rows, group)
 
 
 def missed(rows: List[dict]) -> List[dict]:
