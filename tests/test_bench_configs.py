@@ -90,6 +90,32 @@ def test_targets_are_judged_in_each_group_and_every_row_target_reads_only_rows_w
     assert matrix_passed({"rows": [], "targets": [r for r in table if r["met"]]}) == 0
 
 
+def test_a_median_over_repetitions_is_judged_once_per_group_of_the_other_keys():
+    sweep = {"mode": ["simulate", "emulate"], "repeat": [1, 2, 3]}
+    data = [{"label": "a", "mode": m, "repeat": rep, "slowdown": v, "fidelity": "faithful"}
+            for m, values in (("emulate", (1.3, 1.5, 1.55)), ("simulate", (1.5, 1.5, 1.5)))
+            for rep, v in zip((1, 2, 3), values)]
+    held = targets.target({"what": "e", "row": "a", "metric": "slowdown", "in": {"mode": "emulate"},
+                           "median_over": "repeat", "between": [1.4, 1.6]}, "t", LABELS, sweep)
+    ratio = targets.target({"what": "s", "row": "a", "metric": "slowdown", "in": {"mode": "simulate"},
+                            "relative_in": {"mode": "emulate"}, "median_over": "repeat", "between": [0.9, 1.1]},
+                           "t", LABELS, sweep)
+    each = targets.target({"what": "x", "row": "a", "metric": "slowdown", "in": {"mode": "emulate"},
+                           "between": [1.4, 1.6]}, "t", LABELS, sweep)
+    table = targets.table([held, ratio, each], data, ["mode", "repeat"])
+    got = [(r["what"], r["mode"], r["repeat"], r["verdict"]) for r in table]
+    assert got == [("e", "emulate", "median of 3", "met"), ("s", "simulate", "median of 3", "met"),
+                   ("x", "emulate", 1, "missed"), ("x", "emulate", 2, "met"), ("x", "emulate", 3, "met")]
+    assert table[0]["ours"] == pytest.approx(1.5) and table[1]["ours"] == pytest.approx(1.0)
+    data[1]["slowdown"] = None  # a repetition without its value: the median has none
+    assert targets.table([held], data, ["mode", "repeat"])[0]["verdict"] == "no value"
+    for bad, words in ((dict(median_over="seed"), "is not a key the config sweeps"),
+                       (dict(median_over="repeat", row="*"), "takes a named row's number"),
+                       (dict(median_over="repeat", **{"in": {"repeat": 1}}), "cannot also be fixed")):
+        with pytest.raises(targets.TargetError, match=words):
+            targets.target({"what": "e", "row": "a", "metric": "slowdown", "at_most": 2, **bad}, "t", LABELS, sweep)
+
+
 def test_an_every_row_target_reads_each_row_against_a_reference_row_or_its_own_label_elsewhere():
     data = [("a", 1, {"switch_rss_kb": 1000, "switch_pid": 7}), ("b", 1, {"switch_rss_kb": 1050, "switch_pid": 7}),
             ("a", 2, {"switch_rss_kb": 1080, "switch_pid": 7}), ("b", 2, {"switch_rss_kb": 1200, "switch_pid": 9})]

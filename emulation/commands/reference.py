@@ -175,12 +175,15 @@ def target_lines() -> List[str]:
                 "in": "the sweep groups it is judged in (e.g. `{mode: simulate}`; default: every group)",
                 "relative_in": "where the reference row is read: the target's group with these sweep values in "
                                "place (`{mode: emulate}`: a simulated row against the emulated one; relative_to "
-                               "defaults to the row itself)"}
+                               "defaults to the row itself)",
+                "median_over": "a swept key (`repeat`, a seed): judged once per group of the other keys, on the "
+                               "median of its values over this key's (a noisy measurement held by its median of N "
+                               "runs; every one must have a value)"}
     return ["", "## The targets block", "",
             "`targets:` is a list, each target with exactly one of `at_most`, `at_least`, `between`, `equals`, "
             "`one_of` and `contains`; "
             "a bound every value of its metric meets is refused. Each is judged in every sweep group (and every "
-            "repetition): met, missed, or no value; `dmlbed compare` and `reproduce` exit 1 when one is not met.",
+            "repetition, unless `median_over` names it): met, missed, or no value; `dmlbed compare` and `reproduce` exit 1 when one is not met.",
             "", "| key | meaning |", "|---|---|"] + [f"| `{k}` | {cell(meanings[k])} |"
                                                      for k in sorted(targets.TARGET_KEYS)]
 

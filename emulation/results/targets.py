@@ -6,6 +6,7 @@ metric meets is refused) and judged by the one judge (judge.py) in every sweep g
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Dict, List, Optional, Sequence
 
 from emulation.results import judge
@@ -27,7 +28,7 @@ DOMAINS = {**METRIC_DOMAINS, **BENCH_DOMAINS}
 CHOICES = {"fidelity": ("faithful", "degraded", "not faithful"), "correct": (True, False),
            "most_waited_for": None, "fidelity_scenario_note": None}  # None: any text (a host's name, a note)
 BOUNDS = ("at_most", "at_least", "between", "equals", "one_of", "contains")
-TARGET_KEYS = {"what", "row", "metric", "relative_to", "relation", "why", "in", "relative_in", *BOUNDS}
+TARGET_KEYS = {"what", "row", "metric", "relative_to", "relation", "why", "in", "relative_in", "median_over", *BOUNDS}
 MET = {True: "met", False: "missed", None: "no value"}
 
 
@@ -63,6 +64,7 @@ def target(t, where: str, labels: Sequence[str], sweep: Optional[dict] = None) -
                               f"'{EVERY_ROW}' for every row)")
     for key in ("in", "relative_in"):
         check_group(t.get(key), key, sweep or {}, where)
+    check_median_over(t, sweep or {}, where)
     if "relative_in" in t:
         t = {"relative_to": t["row"], **t}
     metric = t["metric"]
@@ -91,6 +93,20 @@ def check_group(given, key: str, sweep: dict, where: str) -> None:
         if k not in sweep or v not in sweep[k]:
             valid = ", ".join(f"{name}: {values}" for name, values in sweep.items()) or "the config sweeps nothing"
             raise TargetError(f"{where}: {key} {k}={v!r} is not a value the config sweeps ({valid})")
+
+
+def check_median_over(t: dict, sweep: dict, where: str) -> None:
+    """`median_over`: a key the config sweeps (or repeats), over a named row's number, not one `in` fixes."""
+    key = t.get("median_over")
+    if key is None:
+        return
+    if key not in sweep:
+        raise TargetError(f"{where}: median_over '{key}' is not a key the config sweeps or repeats (valid: "
+                          f"{', '.join(sweep) or 'none: the config sweeps nothing'})")
+    if key in (t.get("in") or {}) or key in (t.get("relative_in") or {}):
+        raise TargetError(f"{where}: median_over '{key}' cannot also be fixed by 'in' or 'relative_in'")
+    if t["row"] == EVERY_ROW or t["metric"] in CHOICES:
+        raise TargetError(f"{where}: median_over takes a named row's number (not '{EVERY_ROW}' or {t['metric']})")
 
 
 def bound_of(kind: str, value, metric: str, domain, where: str) -> judge.Bound:
@@ -141,33 +157,49 @@ def number(v) -> bool:
 
 
 def table(target_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -> List[dict]:
-    """One row per target and sweep group: the bound, ours, met / missed / no value, and how ours was obtained."""
+    """One row per target and sweep group (over `median_over`'s values, one per group of the other keys): the bound,
+    ours, met / missed / no value, and how ours was obtained."""
     out = []
     for t in target_list:
         judged = len(out)
-        for group in judge.groups(rows, sweep_keys):
-            if not judge.in_group(group, t.get("in") or {}):
+        over = t.get("median_over")
+        for group in judge.groups(rows, [k for k in sweep_keys if k != over]):
+            found = [judged_in(t, rows, g) for g in judge.groups(rows, sweep_keys) if judge.in_group(g, group)]
+            found = [f for f in found if f is not None]
+            if not found:
                 continue
-            if t["row"] == EVERY_ROW:  # every row that has the metric (a closed form checks no correctness)
-                used = [r for r in rows if judge.in_group(r, group) and r.get(t["metric"]) is not None]
-                if not used:  # a group none of whose rows has the metric (a config's command rows, only emulated)
-                    continue
-                held = [t["bound"].holds(every_row_value(t, r, rows, group)) for r in used]
-                met = None if not used or None in held else all(held)
-                ours = f"{sum(bool(h) for h in held)}/{len(used)} rows"
+            used = [r for _, _, rs in found for r in rs]
+            if over:
+                values = [ours for ours, _, _ in found]
+                ours = None if None in values else float(statistics.median(values))
+                met, group = t["bound"].holds(ours), {**group, over: f"median of {len(values)}"}
             else:
-                used = judge.rows_used(t, rows, group)
-                if not used or used[0]["label"] != t["row"]:
-                    continue
-                ours = judge.value_of(t, rows, group)
-                met = t["bound"].holds(ours)
-            out.append({"what": t["what"], "row": t["row"], **group, "target": t["bound"].text(), "ours": ours, "met": met,
-                        "verdict": MET[met], "how": how_obtained(used[0], worst_fidelity(used)) if used else "",
+                (ours, met, _), = found
+            out.append({"what": t["what"], "row": t["row"], **group, "target": t["bound"].text(), "ours": ours,
+                        "met": met, "verdict": MET[met], "how": how_obtained(used[0], worst_fidelity(used)),
                         "why": t.get("why", "")})
         if len(out) == judged:  # no row anywhere has the metric (or the target's row is not among them)
             out.append({"what": t["what"], "row": t["row"], **dict.fromkeys(sweep_keys), "target": t["bound"].text(),
                         "ours": "0/0 rows", "met": None, "verdict": MET[None], "how": "", "why": t.get("why", "")})
     return out
+
+
+def judged_in(t: dict, rows: List[dict], group: dict) -> Optional[tuple]:
+    """A target in one sweep group: (ours, met, the rows used), or None where it does not apply (not its group, no
+    row there with the metric or the target's row)."""
+    if not judge.in_group(group, t.get("in") or {}):
+        return None
+    if t["row"] == EVERY_ROW:  # every row that has the metric (a closed form checks no correctness)
+        used = [r for r in rows if judge.in_group(r, group) and r.get(t["metric"]) is not None]
+        if not used:  # a group none of whose rows has the metric (a config's command rows, only emulated)
+            return None
+        held = [t["bound"].holds(every_row_value(t, r, rows, group)) for r in used]
+        return f"{sum(bool(h) for h in held)}/{len(used)} rows", None if None in held else all(held), used
+    used = judge.rows_used(t, rows, group)
+    if not used or used[0]["label"] != t["row"]:
+        return None
+    ours = judge.value_of(t, rows, group)
+    return ours, t["bound"].holds(ours), used
 
 
 def every_row_value(t: dict, row: dict, rows: List[dict], group: dict):

@@ -55,13 +55,15 @@ class FlowResult:
     units: Optional[List[Tuple[int, int, int, int, float, float, float, int]]] = None
     background_bytes: Optional[List[float]] = None  # per background flow: bytes it moved while the plan ran
     arrived_s: Optional[List[float]] = None  # per unit (beside units): when its last byte landed
-    method: str = "events"  # how it was answered: "stepwise" or "recurrence" (no link ever shared), or "events"
+    method: str = "events"  # how it was answered: "stepwise" (steps apart on links), "recurrence" (no link ever
+    # shared) or "events"
     distinct_steps: Optional[int] = None  # stepwise: the steps of distinct shape, each solved once
 
     def answered(self) -> Dict[str, object]:
         """How it was answered, in words and counts, for the summary."""
-        words = {"stepwise": "by steps: no link is ever shared, so every flow runs at its path's slowest link (exact); "
-                             "a step with the same messages as an earlier one reuses its paths and rates",
+        words = {"stepwise": "by steps: no message meets another step's on a link, so every message runs at its "
+                             "path's slowest link or, sharing links within its step, at the max-min shares from their "
+                             "common start (exact); a step like an earlier one reuses its paths, rates and shares",
                  "recurrence": "by the recurrence over the plan's graph: no link is ever shared, so every flow runs at "
                                "its path's slowest link (exact)",
                  "events": "by events: flows share links max-min fairly, the shares recomputed whenever a flow starts "
@@ -184,7 +186,8 @@ class Network:
 def by_steps(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
              latency_s: Union[float, Dict[int, float]], link_delay_s: Optional[Dict[int, float]],
              chunk_bytes: Optional[int], step_delays: Dict[Tuple[int, int], float], keep_units: bool) -> FlowResult:
-    """The synchronization step by step, where no link is ever shared (stepwise.py; Declined where it cannot)."""
+    """The synchronization step by step, where no message meets another step's on a link (stepwise.py; Declined where
+    it cannot)."""
     def latency(hops, lengths, flat):
         return unit_latency(router, hops, lengths, flat, latency_s, link_delay_s)
     r = simulate_stepwise(plan, piece_bytes, router, rates, latency, chunk_bytes, step_delays, True,

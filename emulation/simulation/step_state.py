@@ -46,6 +46,9 @@ class Shape:
     claimed: bool = False  # its links were claimed for its senders (a one-stream plan need not again)
     moved: Optional[np.ndarray] = None  # per message, the bytes it moved in every step of this shape so far
     sending: Optional[np.ndarray] = None  # per message, the seconds it sent in them
+    sharing: Optional[object] = None  # its messages that share a link (shared_step.Sharing), if any
+    contested_version: int = -1  # the paths' version its contested crossings were found at
+    contested_at: Optional[np.ndarray] = None  # its link crossings (indices into flat) on contested links
 
 
 def shape_of(src: np.ndarray, dst: np.ndarray, tags: np.ndarray, ranks: int) -> Shape:

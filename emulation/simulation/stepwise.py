@@ -1,16 +1,19 @@
-"""The flow model a step at a time, for plans whose flows never share a link (a ring, on most networks): each
-message moves as one unit at its path's slowest link, and each rank's send and receive are done at the latest of
-what they wait for under the engine's rules (flow_graph.py) plus their own time, computed for all ranks of a step
-at once from a few arrays of state: per rank and piece when it was last touched, per rank and link level when its
-previous step's sends arrived, per connection when its previous unit was done. Nothing grows with the plan's
-length but that state, so a ring over 10,000 ranks (2x10^8 transfers) is 2x10^4 steps of 10^4 messages; a step
-with the same messages as the one before reuses its paths and rates (solved once per distinct step).
+"""The flow model a step at a time, for plans whose steps' messages run without other steps' messages on their links
+(a ring, a hierarchy's rings, on most networks): each message moves as one unit at its path's slowest link, or, where
+messages of one step share a link, at the max-min shares the event model gives them from their common start
+(shared_step.py); each rank's send and receive are done at the latest of what they wait for under the engine's rules
+(flow_graph.py) plus their own time, computed for all ranks of a step at once from a few arrays of state: per rank
+and piece when it was last touched, per rank and link level when its previous step's sends arrived, per connection
+when its previous unit was done. Nothing grows with the plan's length but that state, so a ring over 10,000 ranks
+(2x10^8 transfers) is 2x10^4 steps of 10^4 messages; a step with the same messages as the one before reuses its
+paths, rates and shares (solved once per distinct step and set of message sizes).
 
-It answers exactly what the event model answers (tests check it), and declines (returns None) where it cannot:
-a message larger than a chunk (its chunks would pipeline), packed wire bits, a link two ranks' sends (or two
-connections of one rank in a step) can use at once, a level a later message pins, or state larger than the memory
-it may take. The data chain is kept per piece for a plan whose pieces move as tokens (a ring: per piece its holder),
-else per rank and piece (step_state.py)."""
+It answers exactly what the event model answers (tests check it), and declines where it cannot: a message larger
+than a chunk (its chunks would pipeline), packed wire bits, a step of all to all (a parameter server's), a message
+on a link two senders use that starts before the link's previous message of another step finished (checked per
+step on such contested links only), two connections of one rank on a link in one step of two streams, a level a later
+message pins, or state larger than the memory it may take. The data chain is kept per piece for a plan whose pieces
+move as tokens (a ring: per piece its holder), else per rank and piece (step_state.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +22,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from emulation.simulation.shared_step import Sharing
 from emulation.simulation.step_state import Declined, NotTokens, Shape, Tokens, Touches, shape_of
 from emulation.simulation.routes import Router
 from workloads.plan import Plan
 
+TIME_TOLERANCE_S = 1e-9  # the event model's: starts this close are together
 STATE_BYTES = 4 << 30  # the per-rank, per-piece state may take this much memory; a larger plan goes to the graph
 
 
@@ -43,14 +48,15 @@ class StepResult:
     tokens: bool = False  # the data chain was kept per piece (its pieces moved as tokens)
 
 
-def shares_an_end(src: np.ndarray, dst: np.ndarray, level: np.ndarray) -> None:
-    """Declined, before any path is looked up, where two messages of a step leave one rank, or reach one, on one
-    level (a parameter server's step: each rank to every other): they cross that rank's link there together."""
-    moving = src != dst
-    levels = int(level.max()) + 1 if len(level) else 1
-    for end in (src[moving], dst[moving]):
-        if len(end) and np.bincount(end * levels + level[moving]).max() > 1:
-            raise Declined("several messages of a step leave or reach one rank on one level (they share its link)")
+DENSE_MESSAGES_PER_RANK = 64  # a step with more (a parameter server's: each rank to every other) is the events'
+
+
+def dense(src: np.ndarray, ranks: int) -> None:
+    """Declined, before any path is looked up, where a step has more than a few messages a rank (all to all: every
+    message shares its ends' links with many, which the event model answers in a few events)."""
+    if len(src) > DENSE_MESSAGES_PER_RANK * max(ranks, 1):
+        raise Declined(f"a step of {len(src)} messages over {ranks} ranks (more than {DENSE_MESSAGES_PER_RANK} a "
+                       f"rank: all to all)")
 
 
 class Paths:
@@ -66,13 +72,18 @@ class Paths:
         self.owner = np.zeros(0, dtype=np.int64)
         self.last_step = np.zeros(0, dtype=np.int64)
         self.last_connection = np.zeros(0, dtype=np.int64)
+        self.contested = np.zeros(0, dtype=bool)  # links two senders (or two messages of a step) cross
+        self.free = np.zeros(0)  # per contested link: when the last message crossing it finished sending
+        self.version = 0  # counts the times links became contested (a shape then finds its contested links again)
+        self.least_latency = np.inf  # the least latency of any message: its send ended at least this before it landed
 
     def of(self, src: np.ndarray, dst: np.ndarray, level: np.ndarray, stream: int):
-        """(per message: link ids as CSR (lengths, flat), rate, latency), memoized by the step's messages."""
+        """(per message: link ids as CSR (lengths, flat), rate, latency; the messages sharing a link), memoized by the
+        step's messages."""
         key = np.stack([src, dst, level]).tobytes() + bytes([stream % 256])
         found = self.memo.get(key)
         if found is None:
-            shares_an_end(src, dst, level)
+            dense(src, len(self.router.topo.hosts))
             lengths, flat, hops = self.router.paths(src, dst, level, np.full(len(src), stream, dtype=np.int64))
             here = np.array([self.link_id(h) for h in hops], dtype=np.int64)
             self.grow()
@@ -83,9 +94,9 @@ class Paths:
             if has.any():
                 rate[has] = np.minimum.reduceat(capacity[flat], (np.cumsum(lengths) - lengths)[has])
             latency = self.unit_latency(self.hops, lengths, flat)
-            if len(flat) and np.bincount(flat).max() > 1:
-                raise Declined("several flows of one step cross one link")
-            found = self.memo[key] = (lengths, flat, rate, latency)
+            if len(latency):
+                self.least_latency = min(self.least_latency, float(np.min(latency)))
+            found = self.memo[key] = (lengths, flat, rate, latency, Sharing.of(lengths, flat, capacity))
         return found
 
     def link_id(self, hop: Tuple[str, str]) -> int:
@@ -104,19 +115,29 @@ class Paths:
             self.owner = np.concatenate([self.owner, np.full(extra, -1, dtype=np.int64)])
             self.last_step = np.concatenate([self.last_step, np.full(extra, -1, dtype=np.int64)])
             self.last_connection = np.concatenate([self.last_connection, np.full(extra, -1, dtype=np.int64)])
+            self.contested = np.concatenate([self.contested, np.zeros(extra, dtype=bool)])
+            self.free = np.concatenate([self.free, np.zeros(extra)])
 
-    def claim(self, lengths: np.ndarray, flat: np.ndarray, owner: np.ndarray, step: int,
-              connection: np.ndarray) -> None:
-        """The links these messages cross become their senders' (Declined where another sender has one, or where
-        another connection uses one in the same step)."""
+    def claim(self, lengths: np.ndarray, flat: np.ndarray, owner: np.ndarray, step: int, connection: np.ndarray,
+              sharing: Optional[Sharing], sent_by: np.ndarray) -> None:
+        """The links these messages cross become their senders', or contested where another sender has one or two
+        of the step's messages cross one (Declined where another stream's connection uses one in the same step);
+        sent_by: per sender, when its last message landed (a newly contested link was free the least latency
+        before)."""
         unit = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
         mine = owner[unit]
         seen = self.owner[flat]
-        if np.any((seen >= 0) & (seen != mine)):
-            raise Declined("two ranks' sends (or one rank's on two link levels) cross one link")
-        same_step = self.last_step[flat] == step
+        inside = np.zeros(len(flat), dtype=bool) if sharing is None else sharing.mask[unit]
+        same_step = (self.last_step[flat] == step) & ~self.contested[flat] & ~inside
         if np.any(same_step & (self.last_connection[flat] != connection[unit])):
             raise Declined("two connections of one rank cross one link in one step")
+        fresh = ((seen >= 0) & (seen != mine) | inside) & ~self.contested[flat]
+        if fresh.any():
+            links, at = np.unique(flat[fresh], return_index=True)
+            before = seen[fresh][at]
+            self.free[links] = np.where(before >= 0, sent_by[np.maximum(before, 0)] - self.least_latency, -np.inf)
+            self.contested[links] = True
+            self.version += 1
         self.owner[flat], self.last_step[flat], self.last_connection[flat] = mine, step, connection[unit]
 
 
@@ -221,7 +242,8 @@ def simulate_stepwise(plan: Plan, piece_bytes: Sequence[int], router: Router, ra
             run.flush(sh)
     kept = run.rows is not None and run.units <= trace_units
     rank_done = run.rank_done()
-    return StepResult(float(rank_done.max(initial=0.0)), run.units, run.link_bytes, run.busy, list(run.paths.hops),
+    busy = add(run.busy, np.arange(len(run.shared_busy)), run.shared_busy, len(run.paths.ids))
+    return StepResult(float(rank_done.max(initial=0.0)), run.units, run.link_bytes, busy, list(run.paths.hops),
                       rank_done, run.steps, len(run.shapes), run.rows if kept else None,
                       run.landed if kept else None, tokens)
 
@@ -241,7 +263,7 @@ class Stepper:
         self.data = Tokens(regions, not declared) if tokens else Touches(self.ranks, regions, self.barriers)
         self.shapes: Dict[bytes, Shape] = {}
         self.last: Optional[tuple] = None  # the step before's arrays and shape
-        self.link_bytes, self.busy = np.zeros(0), np.zeros(0)
+        self.link_bytes, self.busy, self.shared_busy = np.zeros(0), np.zeros(0), np.zeros(0)
         self.rows, self.landed = ([], []) if keep_units else (None, None)
         self.trace_units = trace_units
         self.units, self.steps = 0, 0
@@ -267,7 +289,8 @@ class Stepper:
         if sh.moved is not None:  # what it moved at its earlier levels, on its earlier links
             self.flush(sh)
         sh.level = level
-        sh.lengths, sh.flat, sh.rate, sh.latency = self.paths.of(sh.src, sh.dst, level, stream)
+        sh.lengths, sh.flat, sh.rate, sh.latency, sh.sharing = self.paths.of(sh.src, sh.dst, level, stream)
+        sh.contested_version = -1
         sh.unit = np.repeat(np.arange(len(sh.src), dtype=np.int64), sh.lengths)
         sh.conn_send = self.state.slots((sh.src * self.ranks + sh.dst) * self.streams + stream)
         sh.conn_recv = self.state.slots(((self.ranks + sh.dst) * self.ranks + sh.src) * self.streams + stream)
@@ -286,6 +309,29 @@ class Stepper:
         np.maximum.at(out, dst, st.done[st.slot_of[receiving]])
         return out
 
+    def shared(self, sh: Shape, fp32: np.ndarray, ready_send: np.ndarray, duration: np.ndarray) -> np.ndarray:
+        """The step's durations with its link-sharing messages' as their fair shares give them."""
+        share = sh.sharing
+        took, busy = share.durations(fp32[share.units], ready_send[share.units])
+        duration = duration.copy()
+        duration[share.units] = took
+        self.shared_busy = add(self.shared_busy, share.links, busy, len(self.paths.ids))
+        return duration
+
+    def check_free(self, sh: Shape, ready_send: np.ndarray, duration: np.ndarray) -> None:
+        """Messages on contested links start once the link's earlier messages finished sending (Declined where one
+        would overlap another step's: their shares would change mid-message); the links then busy until theirs end."""
+        paths = self.paths
+        if sh.contested_version != paths.version:
+            sh.contested_at = np.flatnonzero(paths.contested[sh.flat])
+            sh.contested_version = paths.version
+        if not len(sh.contested_at):
+            return
+        links, unit = sh.flat[sh.contested_at], sh.unit[sh.contested_at]
+        if np.any(ready_send[unit] < paths.free[links] - TIME_TOLERANCE_S):
+            raise Declined("messages of different steps would cross one link at once")
+        np.maximum.at(paths.free, links, ready_send[unit] + duration[unit])
+
     def flush(self, sh: Shape) -> None:
         """A shape's bytes and sending time so far onto its links."""
         count = len(self.paths.ids)
@@ -303,14 +349,19 @@ class Stepper:
             fp32 = np.add.reduceat(self.sizes[pieces], sh.ptr[:-1]) if len(pieces) else np.zeros(0)
         if self.chunk_bytes and np.any(fp32 > self.chunk_bytes):
             raise Declined("a message larger than a chunk (its chunks pipeline: the graph model)")
+        st = self.state
         if not sh.claimed or self.streams > 1:
-            self.paths.claim(sh.lengths, sh.flat, sh.key, n, sh.dst * self.streams + stream)
+            self.paths.claim(sh.lengths, sh.flat, sh.key, n, sh.dst * self.streams + stream, sh.sharing,
+                             st.level_last)
             sh.claimed = True
         duration = fp32 / sh.rate  # nothing for an empty message, or one that crosses no link (infinite rate)
-        st = self.state
         level_ready = st.level_last[sh.key] if self.streams == 1 else st.level_ready(sh.key, n)
         ready_send = np.maximum(np.maximum(self.data.ready_send(sh, pieces, stream), level_ready),
                                 st.done[sh.conn_send])
+        if sh.sharing is not None:
+            duration = self.shared(sh, fp32, ready_send, duration)
+        if self.paths.version:
+            self.check_free(sh, ready_send, duration)
         arrive = ready_send + duration + sh.latency + step_delay
         done_recv = np.maximum(np.maximum(self.data.ready_recv(sh, pieces, stream), st.done[sh.conn_recv]), arrive)
         self.data.update(sh, pieces, stream, arrive, done_recv)
@@ -320,7 +371,7 @@ class Stepper:
             st.level_update(sh.key, sh.keys, n, arrive)
         st.done[sh.conn_send], st.done[sh.conn_recv] = arrive, done_recv
         sh.moved += fp32
-        sh.sending += duration
+        sh.sending += duration if sh.sharing is None else np.where(sh.sharing.mask, 0.0, duration)
         self.units += len(sh.src)
         if self.rows is not None and self.units <= self.trace_units:
             self.rows.extend(zip([stream] * len(sh.src), [n] * len(sh.src), sh.src.tolist(), sh.dst.tolist(),
