@@ -1,6 +1,6 @@
 """The flow model a step at a time, for plans whose steps' messages run without other steps' messages on their links
 (a ring, a hierarchy's rings, on most networks): each message moves as one unit at its path's slowest link, or, where
-messages of one step share a link, at the max-min shares the event model gives them from their common start
+messages of one step share a link, at the max-min shares the event model gives them as each starts or finishes
 (shared_step.py); each rank's send and receive are done at the latest of what they wait for under the engine's rules
 (flow_graph.py) plus their own time, computed for all ranks of a step at once from a few arrays of state: per rank
 and piece when it was last touched, per rank and link level when its previous step's sends arrived, per connection
