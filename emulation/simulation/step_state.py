@@ -45,7 +45,6 @@ class Shape:
     keys: Optional[np.ndarray] = None  # the distinct level keys
     claimed: bool = False  # its links were claimed for its senders (a one-stream plan need not again)
     moved: Optional[np.ndarray] = None  # per message, the bytes it moved in every step of this shape so far
-    sending: Optional[np.ndarray] = None  # per message, the seconds it sent in them
     sharing: Optional[object] = None  # its messages that share a link (shared_step.Sharing), if any
     contested_version: int = -1  # the paths' version its contested crossings were found at
     contested_at: Optional[np.ndarray] = None  # its link crossings (indices into flat) on contested links
@@ -139,9 +138,9 @@ class Tokens:
         return region_ready(self.held_since[None, :], np.zeros(len(sh.src), dtype=np.int64), sh.ptr, pieces,
                             sh.single)
 
-    def ready_recv(self, sh: "Shape", pieces: np.ndarray, stream: int) -> np.ndarray:
+    def ready_recv(self, sh: "Shape", pieces: np.ndarray, stream: int) -> None:
         """Nothing beyond the flow's own arrival: the receiver's earlier touches are earlier hops of the pieces."""
-        return np.zeros(len(sh.src))
+        return None
 
     def update(self, sh: "Shape", pieces: np.ndarray, stream: int, send_done: np.ndarray,
                recv_done: np.ndarray) -> None:

@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from emulation.simulation.allocator import keep_large_arrays_in_heap
 from emulation.simulation.shared_step import Sharing
 from emulation.simulation.step_state import Declined, NotTokens, Shape, Tokens, Touches, shape_of
 from emulation.simulation.routes import Router
@@ -223,6 +224,7 @@ def simulate_stepwise(plan: Plan, piece_bytes: Sequence[int], router: Router, ra
                       keep_units: bool, trace_units: int, check_tokens: bool = False) -> StepResult:
     """One synchronization, step by step (Declined where the plan needs the graph or the event model);
     check_tokens: check every step of a plan that declares its pieces move as tokens (tests do)."""
+    keep_large_arrays_in_heap()
     ranks = max(plan.ranks, 1)
     regions = len(plan.streams) if plan.meta.get("barriers") else max(plan.pieces, 1)
     tokens = not plan.meta.get("barriers")
@@ -256,6 +258,7 @@ class Stepper:
                  check_tokens: bool = False):
         self.ranks, self.streams = max(plan.ranks, 1), len(plan.streams)
         self.barriers, self.sizes, self.chunk_bytes = bool(plan.meta.get("barriers")), sizes, chunk_bytes
+        self.sizes_max = float(sizes.max(initial=0.0))
         self.levels = router.topo.levels + 1
         self.paths = Paths(router, rates, unit_latency, self.levels)
         self.state, self.pins = State(self.ranks, self.levels), Pins()
@@ -297,7 +300,7 @@ class Stepper:
         sh.key = sh.src * self.levels + level
         sh.keys = np.unique(sh.key)
         sh.claimed = False
-        sh.moved, sh.sending = np.zeros(len(sh.src)), np.zeros(len(sh.src))
+        sh.moved = np.zeros(len(sh.src))
 
     def rank_done(self) -> np.ndarray:
         """When each rank was done: its latest sends' arrival on any level, its connections' latest receive (each
@@ -333,10 +336,14 @@ class Stepper:
         np.maximum.at(paths.free, links, ready_send[unit] + duration[unit])
 
     def flush(self, sh: Shape) -> None:
-        """A shape's bytes and sending time so far onto its links."""
+        """A shape's bytes and sending time so far onto its links (a message alone on its links sent its bytes at its
+        rate; the sharing ones' busy times are counted as they move)."""
         count = len(self.paths.ids)
         self.link_bytes = add(self.link_bytes, sh.flat, sh.moved[sh.unit], count)
-        self.busy = add(self.busy, sh.flat, sh.sending[sh.unit], count)
+        sending = sh.moved / sh.rate
+        if sh.sharing is not None:
+            sending[sh.sharing.mask] = 0.0
+        self.busy = add(self.busy, sh.flat, sending[sh.unit], count)
 
     def step(self, n: int, stream: int, src, dst, piece, tags, step_delay: float) -> None:
         """One step's messages: when each is sent, arrives and is received; the state moved on."""
@@ -347,7 +354,8 @@ class Stepper:
             fp32 = self.sizes[pieces]
         else:
             fp32 = np.add.reduceat(self.sizes[pieces], sh.ptr[:-1]) if len(pieces) else np.zeros(0)
-        if self.chunk_bytes and np.any(fp32 > self.chunk_bytes):
+        big = self.chunk_bytes and (not sh.single or self.sizes_max > self.chunk_bytes)
+        if big and np.any(fp32 > self.chunk_bytes):
             raise Declined("a message larger than a chunk (its chunks pipeline: the graph model)")
         st = self.state
         if not sh.claimed or self.streams > 1:
@@ -356,14 +364,20 @@ class Stepper:
             sh.claimed = True
         duration = fp32 / sh.rate  # nothing for an empty message, or one that crosses no link (infinite rate)
         level_ready = st.level_last[sh.key] if self.streams == 1 else st.level_ready(sh.key, n)
-        ready_send = np.maximum(np.maximum(self.data.ready_send(sh, pieces, stream), level_ready),
-                                st.done[sh.conn_send])
+        ready_send = np.maximum(self.data.ready_send(sh, pieces, stream), level_ready)
+        np.maximum(ready_send, st.done[sh.conn_send], out=ready_send)
         if sh.sharing is not None:
             duration = self.shared(sh, fp32, ready_send, duration)
         if self.paths.version:
             self.check_free(sh, ready_send, duration)
-        arrive = ready_send + duration + sh.latency + step_delay
-        done_recv = np.maximum(np.maximum(self.data.ready_recv(sh, pieces, stream), st.done[sh.conn_recv]), arrive)
+        arrive = ready_send + duration
+        arrive += sh.latency
+        if step_delay:
+            arrive += step_delay
+        done_recv = np.maximum(st.done[sh.conn_recv], arrive)
+        waits = self.data.ready_recv(sh, pieces, stream)
+        if waits is not None:
+            np.maximum(done_recv, waits, out=done_recv)
         self.data.update(sh, pieces, stream, arrive, done_recv)
         if self.streams == 1 and len(sh.key) == len(sh.keys):  # each key's one send: this step's group
             st.level_last[sh.key] = arrive
@@ -371,7 +385,6 @@ class Stepper:
             st.level_update(sh.key, sh.keys, n, arrive)
         st.done[sh.conn_send], st.done[sh.conn_recv] = arrive, done_recv
         sh.moved += fp32
-        sh.sending += duration if sh.sharing is None else np.where(sh.sharing.mask, 0.0, duration)
         self.units += len(sh.src)
         if self.rows is not None and self.units <= self.trace_units:
             self.rows.extend(zip([stream] * len(sh.src), [n] * len(sh.src), sh.src.tolist(), sh.dst.tolist(),

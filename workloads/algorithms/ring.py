@@ -31,12 +31,15 @@ def ring(workers: int) -> Plan:
     rank = np.arange(p, dtype=np.int64)
     dst = (rank + 1) % p
     no_level = np.full(p, -1, dtype=np.int64)
+    twice = np.concatenate([rank, rank])  # (rank + c) % p is the view twice[c % p:][:p]: no array made per step
+    copy = (np.zeros(p, dtype=bool), np.ones(p, dtype=bool))
 
     def step(k: int):
         """Global step k: reduce-scatter sends piece i - s, all-gather piece i + 1 - s."""
         gather = k >= p - 1
         s = k - (p - 1) if gather else k
-        return rank, dst, (rank + gather - s) % p, np.full(p, gather), no_level
+        at = (int(gather) - s) % p
+        return rank, dst, twice[at:at + p], copy[gather], no_level
 
     ends = tuple(int(e) for e in np.arange(1, 2 * (p - 1) + 1) * p)
     return table_plan("ring", p, p, GeneratedTable((ends,), step, tokens=True), range(p))
