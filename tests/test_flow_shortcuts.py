@@ -139,13 +139,23 @@ def test_random_plans_sharing_links_are_answered_as_the_events_answer_them_by_st
 
 def test_plans_whose_messages_share_links_within_steps_are_answered_by_steps():
     for algo, topo, ecmp in (("hier", "fattree:4", "spread"), ("hier", "tree:3,2,2", "spread"),
-                             ("ring", "fattree:8", "hash"), ("hier", "leafspine:4,4,2", "spread"),
+                             ("hd", "fattree:4", "spread"), ("hier", "leafspine:4,4,2", "spread"),
                              ("bml", "bcube:4,2", "spread"), ("ps", "star:8", "spread"), ("hd", "tree:2,2,2", "hash")):
         plan = get(algo).plan(parse(topo), 0)
         events, auto = both(plan, plan.piece_sizes(tensor_sizes("lenet5")), topo, chunk=None, ecmp=ecmp,
                             latency=20e-6)
         same(events, auto)
         assert auto.method == "stepwise", (algo, topo, auto.method)
+        shared = auto.answered()["shared_steps"]
+        assert 0 < shared <= auto.events, (algo, topo, shared)  # said: how many steps moved by fair shares
+
+
+def test_steps_whose_messages_would_meet_on_a_link_are_left_to_the_events():
+    plan = get("hd").plan(parse("fattree:4"), 0)  # hashed: a later step's message on a link still carrying one
+    events, auto = both(plan, plan.piece_sizes(tensor_sizes("lenet5")), "fattree:4", chunk=None, ecmp="hash",
+                        latency=20e-6)
+    same(events, auto)
+    assert auto.method == "events"
 
 
 def test_a_step_of_all_to_all_is_left_to_the_events():

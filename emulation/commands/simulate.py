@@ -51,7 +51,8 @@ def print_simulation(s) -> None:
                                          for k, v in s["link_utilization"].items()))
     print_link_events(s)
     answered = s.get("answered") or {}
-    counted = (f"{answered['steps']} steps ({answered.get('distinct_steps')} distinct)" if "steps" in answered
+    counted = (f"{answered['steps']} steps ({answered.get('distinct_steps')} distinct, "
+               f"{answered.get('shared_steps', 0)} sharing links by fair shares)" if "steps" in answered
                else f"{s['events']} {'rounds' if answered.get('method') == 'recurrence' else 'events'}")
     print(f"  answered {answered.get('method', 'by events')}: {s['messages']} messages, {counted}, "
           f"{s['duration_s']:.1f} s to simulate")

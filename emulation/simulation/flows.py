@@ -58,6 +58,7 @@ class FlowResult:
     method: str = "events"  # how it was answered: "stepwise" (steps apart on links), "recurrence" (no link ever
     # shared) or "events"
     distinct_steps: Optional[int] = None  # stepwise: the steps of distinct shape, each solved once
+    shared_steps: Optional[int] = None  # stepwise: the steps whose messages shared a link (by their fair shares)
 
     def answered(self) -> Dict[str, object]:
         """How it was answered, in words and counts, for the summary."""
@@ -74,6 +75,8 @@ class FlowResult:
         out["steps" if self.method == "stepwise" else "events"] = self.events
         if self.distinct_steps is not None:
             out["distinct_steps"] = self.distinct_steps
+        if self.shared_steps is not None:
+            out["shared_steps"] = self.shared_steps
         return out
 
 
@@ -195,7 +198,7 @@ def by_steps(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict
     moved = r.link_bytes.tolist()
     return FlowResult(r.gst_s, r.units, dict(zip(r.hops, moved)), dict(zip(r.hops, r.busy.tolist())),
                       host_bytes(router, r.hops, moved), r.rank_done.tolist(), r.steps, r.rows, None, r.landed,
-                      method="stepwise", distinct_steps=r.distinct_steps)
+                      method="stepwise", distinct_steps=r.distinct_steps, shared_steps=r.shared_steps)
 
 
 def unit_rows(g: FlowGraph, started: np.ndarray, sent: np.ndarray):
@@ -488,4 +491,6 @@ def in_sequence(results: Sequence[FlowResult]) -> FlowResult:
                       [sum(b) for b in zip(*moved)] if moved else None,
                       method="+".join(dict.fromkeys(r.method for r in results)),
                       distinct_steps=sum(r.distinct_steps for r in results)
-                      if all(r.distinct_steps is not None for r in results) else None)
+                      if all(r.distinct_steps is not None for r in results) else None,
+                      shared_steps=sum(r.shared_steps for r in results)
+                      if all(r.shared_steps is not None for r in results) else None)

@@ -44,6 +44,7 @@ class StepResult:
     rank_done: np.ndarray
     steps: int
     distinct_steps: int
+    shared_steps: int  # steps whose messages shared a link (moved by their fair shares)
     rows: Optional[List[tuple]]  # per unit for a timeline (None past the trace limit)
     landed: Optional[List[float]]
     tokens: bool = False  # the data chain was kept per piece (its pieces moved as tokens)
@@ -246,7 +247,7 @@ def simulate_stepwise(plan: Plan, piece_bytes: Sequence[int], router: Router, ra
     rank_done = run.rank_done()
     busy = add(run.busy, np.arange(len(run.shared_busy)), run.shared_busy, len(run.paths.ids))
     return StepResult(float(rank_done.max(initial=0.0)), run.units, run.link_bytes, busy, list(run.paths.hops),
-                      rank_done, run.steps, len(run.shapes), run.rows if kept else None,
+                      rank_done, run.steps, len(run.shapes), run.shared_steps, run.rows if kept else None,
                       run.landed if kept else None, tokens)
 
 
@@ -269,7 +270,7 @@ class Stepper:
         self.link_bytes, self.busy, self.shared_busy = np.zeros(0), np.zeros(0), np.zeros(0)
         self.rows, self.landed = ([], []) if keep_units else (None, None)
         self.trace_units = trace_units
-        self.units, self.steps = 0, 0
+        self.units, self.steps, self.shared_steps = 0, 0, 0
 
     def shape(self, stream: int, src, dst, tags) -> Shape:
         """The step's shape, solved once per distinct step (the levels as pinned so far)."""
@@ -315,6 +316,7 @@ class Stepper:
     def shared(self, sh: Shape, fp32: np.ndarray, ready_send: np.ndarray, duration: np.ndarray) -> np.ndarray:
         """The step's durations with its link-sharing messages' as their fair shares give them."""
         share = sh.sharing
+        self.shared_steps += 1
         took, busy = share.durations(fp32[share.units], ready_send[share.units])
         duration = duration.copy()
         duration[share.units] = took
