@@ -140,12 +140,14 @@ def test_the_matrix_watch_reports_what_a_run_left_beyond_what_was_there_before(t
     subprocess.run(["ip", "link", "add", "dmlbedsoakA", "type", "veth", "peer", "name", "dmlbedsoakA0"], check=True)
     try:
         watch = matrix_rows.MachineWatch()
-        assert watch.after_run()["leftovers"] == []
+        # only this test's own interfaces are judged: the suite's emulation group may start a network meanwhile
+        assert [x for x in watch.after_run()["leftovers"] if "dmlbedsoak" in x] == []
         subprocess.run(["ip", "link", "add", "dmlbedsoakB", "type", "veth", "peer", "name", "dmlbedsoakB0"], check=True)
         try:
             after = watch.after_run()
-            assert after["leftovers"] == ["interface dmlbedsoakB", "interface dmlbedsoakB0"]
-            assert after["leftover_count"] == 2
+            mine = [x for x in after["leftovers"] if "dmlbedsoak" in x]
+            assert mine == ["interface dmlbedsoakB", "interface dmlbedsoakB0"]
+            assert after["leftover_count"] == len(after["leftovers"]) >= 2
         finally:
             subprocess.run(["ip", "link", "del", "dmlbedsoakB"], check=False)
     finally:
