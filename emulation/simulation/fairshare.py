@@ -5,6 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 RELATIVE_TOLERANCE = 1e-9
+TIME_TOLERANCE = 1e-9  # seconds: events this close are together; a flow this close to its end finishes with others
+
+
+def finishing(finish: np.ndarray, dt: float) -> np.ndarray:
+    """Which flows, due to finish after `finish` seconds, are done when the next event comes `dt` seconds on."""
+    return finish <= dt * (1 + RELATIVE_TOLERANCE) + TIME_TOLERANCE
 
 
 def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, capacity: np.ndarray, flows: int) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from emulation.simulation.fairshare import max_min_rates
+from emulation.simulation.fairshare import TIME_TOLERANCE, finishing, max_min_rates
 from emulation.simulation.gcpause import cycle_collection_paused
 from emulation.simulation.flow_graph import FlowGraph, WireBits, build, gather_index
 from emulation.simulation.recurrence import durations, links_unshared, longest_paths, unfinished, unit_rates
@@ -31,7 +31,6 @@ from emulation.simulation.stepwise import Declined, simulate_stepwise
 from emulation.simulation.routes import Router
 from workloads.plan import Plan
 
-TIME_TOLERANCE = 1e-9
 GRANULARITIES = ("chunk", "message")
 FLOW_METHODS = ("auto", "events")
 TRACE_UNITS = 200_000  # a simulation keeps its transfers for a timeline up to this many
@@ -63,8 +62,9 @@ class FlowResult:
     def answered(self) -> Dict[str, object]:
         """How it was answered, in words and counts, for the summary."""
         words = {"stepwise": "by steps: no message meets another step's on a link, so every message runs at its "
-                             "path's slowest link or, sharing links within its step, at the max-min shares from their "
-                             "common start (exact); a step like an earlier one reuses its paths, rates and shares",
+                             "path's slowest link or, sharing links within its step, at the max-min shares "
+                             "recomputed as each starts or finishes (exact); a step like an earlier one reuses its "
+                             "paths, rates and shares",
                  "recurrence": "by the recurrence over the plan's graph: no link is ever shared, so every flow runs at "
                                "its path's slowest link (exact)",
                  "events": "by events: flows share links max-min fairly, the shares recomputed whenever a flow starts "
@@ -390,7 +390,7 @@ class EventRun:
             self.remaining[self.idx] = left - moved
             self.link_bytes += np.bincount(link_of, weights=moved[flow_of], minlength=len(self.link_bytes))
             self.busy[np.bincount(link_of, minlength=len(self.busy)) > 0] += dt
-            done_now = finish <= dt * (1 + 1e-9) + TIME_TOLERANCE
+            done_now = finishing(finish, dt)
             finished = self.idx[done_now]
             self.remaining[finished] = 0.0
             self.idx = self.idx[~done_now]

@@ -8,9 +8,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from emulation.simulation.fairshare import max_min_rates
-
-FINISH_TOLERANCE_S = 1e-9  # as the event model's: a flow this close to its end finishes with the others
+from emulation.simulation.fairshare import TIME_TOLERANCE, finishing, max_min_rates
 
 
 class Sharing:
@@ -64,7 +62,7 @@ def fluid(sizes: np.ndarray, starts: np.ndarray, flow_of: np.ndarray, link_of: n
     busy = np.zeros(len(capacity))
     now = float(starts[waiting].min()) if waiting.any() else 0.0
     while waiting.any() or active.any():
-        came = waiting & (starts <= now + FINISH_TOLERANCE_S)
+        came = waiting & (starts <= now + TIME_TOLERANCE)
         active |= came
         waiting &= ~came
         upcoming = float(starts[waiting].min()) - now if waiting.any() else np.inf
@@ -80,7 +78,7 @@ def fluid(sizes: np.ndarray, starts: np.ndarray, flow_of: np.ndarray, link_of: n
         finish = left / rate
         dt = min(float(finish.min()), upcoming)
         busy[np.unique(link_of[keep])] += dt
-        done = finish <= dt * (1 + 1e-9) + FINISH_TOLERANCE_S
+        done = finishing(finish, dt)
         now += dt
         remaining[idx] = left - np.minimum(rate * dt, left)
         end[idx[done]] = now

@@ -23,12 +23,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from emulation.simulation.allocator import keep_large_arrays_in_heap
+from emulation.simulation.fairshare import TIME_TOLERANCE
 from emulation.simulation.shared_step import Sharing
 from emulation.simulation.step_state import Declined, NotTokens, Shape, Tokens, Touches, shape_of
 from emulation.simulation.routes import Router
 from workloads.plan import Plan
 
-TIME_TOLERANCE_S = 1e-9  # the event model's: starts this close are together
 STATE_BYTES = 4 << 30  # the per-rank, per-piece state may take this much memory; a larger plan goes to the graph
 
 
@@ -333,7 +333,7 @@ class Stepper:
         if not len(sh.contested_at):
             return
         links, unit = sh.flat[sh.contested_at], sh.unit[sh.contested_at]
-        if np.any(ready_send[unit] < paths.free[links] - TIME_TOLERANCE_S):
+        if np.any(ready_send[unit] < paths.free[links] - TIME_TOLERANCE):
             raise Declined("messages of different steps would cross one link at once")
         np.maximum.at(paths.free, links, ready_send[unit] + duration[unit])
 
