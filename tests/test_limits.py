@@ -24,15 +24,42 @@ TABLE = {"star": {"net": {"largest_faithful": {"spec": "star:64", "hosts": 64, "
                      "runs": [], "measured": {"date": "2026-11-26T12:00:00", "commit": "abc"}}}
 
 
+def test_a_networks_load_is_its_hosts_switch_ports_traffic_into_the_switches_and_fastest_link():
+    assert limits.load_of(parse("star:9"), [100]) == limits.Load(9, 9, 900.0, 100)
+    assert limits.load_of(parse("bcube:3,2"), [100, 50]) == limits.Load(9, 18, 1350.0, 100)
+    ft = limits.load_of(parse("fattree:4"), [10, 20, 40])  # 16 host links, 16 edge-aggregation, 16 aggregation-core
+    assert ft == limits.Load(16, 16 + 32 + 32, 16 * 10 + 32 * 20 + 32 * 40, 40)
+    slow = limits.load_of(parse("star:4"), [100], {("h0", "s0"): 10})
+    assert slow == limits.Load(4, 4, 310.0, 100)
+
+
 def test_within_what_was_measured_says_nothing_and_beyond_it_says_so_in_one_line():
-    assert limits.beyond_measured(parse("star:32"), "user", 10, table=TABLE) is None
-    assert limits.beyond_measured(parse("star:128"), "kernel", 10, table=TABLE) is None  # not measured there
-    assert limits.beyond_measured(parse("bcube:3,2"), "user", 10, table=TABLE) is None  # family not measured
-    big = limits.beyond_measured(parse("fattree:6"), "user", 10, table=TABLE)
-    assert "beyond the largest fattree measured faithful" in big and "fattree:6 was degraded (switch thread)" in big
+    assert limits.beyond_measured(parse("star:32"), "user", [10], table=TABLE) is None
+    assert limits.beyond_measured(parse("star:128"), "kernel", [10], table=TABLE) is None  # not measured there
+    assert limits.beyond_measured(parse("star:8"), "user", [10], table={}) is None  # nothing measured
+    # any family: bcube:3,2 at 10 asks less on every count than the fattree:4 check (16 hosts, 80 ports, 800 Mbit/s)
+    assert limits.beyond_measured(parse("bcube:3,2"), "user", [10, 10], table=TABLE) is None
+    big = limits.beyond_measured(parse("fattree:6"), "user", [10, 10, 10], table=TABLE)
+    assert "asks more of this machine than any network measured faithful" in big and "54 hosts" in big
+    assert "switch ports (270 > 64)" in big and "only its verdict will tell" in big
+    assert "fattree:6 net --check at 10 Mbit/s, asking no more, was degraded (switch thread)" in big
     assert "\n" not in big and "limits.md" in big
-    fast = limits.beyond_measured(parse("star:32"), "user", 100, table=TABLE)
-    assert "--dilation 10 lowers the rates" in fast
+    fast = limits.beyond_measured(parse("star:32"), "user", [100], table=TABLE)
+    assert "link rate (100 > 10)" in fast and "--dilation 10 lowers the rates" in fast
+    assert limits.beyond_measured(parse("star:32"), "user", [10], dilation=10, table=TABLE) is None
+
+
+def test_a_network_no_larger_than_a_faithful_run_gets_no_note_and_a_degraded_run_counts_for_nothing():
+    run = {"spec": "bcube:3,2", "algo": "bml", "rate_mbps": 100, "dilation": 1.0, "verdict": "faithful",
+           "correct": True, "measured": "2026-11-28"}
+    table = {**TABLE, "bcube": {"runs": [run]}}
+    assert limits.beyond_measured(parse("bcube:3,2"), "user", [100, 100], table=table) is None
+    assert limits.beyond_measured(parse("star:9"), "user", [100], table=table) is None  # 9 ports, 900 Mbit/s: less
+    assert "hosts (18 > 9)" in limits.beyond_measured(parse("star:18"), "user", [100], table=table)
+    degraded = {**TABLE, "bcube": {"runs": [{**run, "verdict": "degraded"}]}}
+    assert limits.beyond_measured(parse("bcube:3,2"), "user", [100, 100], table=degraded) is not None
+    dilated = {**TABLE, "bcube": {"runs": [{**run, "dilation": 4.0}]}}  # asked 25 Mbit/s of the links
+    assert "link rate (100 > 25)" in limits.beyond_measured(parse("bcube:3,2"), "user", [100, 100], table=dilated)
 
 
 def test_the_committed_table_is_read_and_its_page_is_generated_from_it(tmp_path):
@@ -72,5 +99,21 @@ def test_the_limits_table_is_written_from_the_configs_folder_naming_each_bottlen
     assert table["star"]["net"]["first_not_faithful"]["bottleneck"] == "CPU or switch thread"
     assert table["star"]["runs"][0]["spec"] == "star:32" and table["star"]["runs"][0]["measured"] == "2026-11-28"
     assert table["tree"]["net"]["largest_faithful"] is None and table["fattree"] == TABLE["fattree"]  # kept
-    monkeypatch.setattr(sys, "argv", ["limits.py", str(tmp_path / "none")])
-    assert limits_script.main() == 2
+    assert table["star"]["runs"][0]["commit"] == "x"
+    demo = tmp_path / "demo"  # a second folder: runs only, merged run by run, the family's net checks kept
+    demo.mkdir()
+    (demo / "comparison.json").write_text(json.dumps([
+        {"label": "run star:32", "topology": "star:32", "algo": "ring", "dilation": 4.0, "bw_mbps": 50, "workers": 32,
+         "fidelity": "degraded", "correct": True, "gst_ratio": 1.3},
+        {"label": "run star:9", "topology": "star:9", "algo": "ps", "dilation": 1.0, "bw_mbps": 100, "workers": 9,
+         "fidelity": "faithful", "correct": True, "gst_ratio": 1.06}]))
+    (demo / "provenance.json").write_text(json.dumps({"date": "2026-11-29T01:00:00", "commit": "y"}))
+    monkeypatch.setattr(sys, "argv", ["limits.py", str(demo)])
+    assert limits_script.main() == 0
+    again = limits.measured(str(table_path))
+    assert again["star"]["net"] == table["star"]["net"] and len(again["star"]["runs"]) == 2
+    assert {(r["spec"], r["verdict"], r["commit"]) for r in again["star"]["runs"]} == {
+        ("star:32", "degraded", "y"), ("star:9", "faithful", "y")}
+    monkeypatch.setattr(sys, "argv", ["limits.py", str(demo), str(tmp_path / "none")])
+    before = table_path.read_text()
+    assert limits_script.main() == 2 and table_path.read_text() == before  # nothing written

@@ -155,8 +155,8 @@ def hosts_for(network: NetworkSettings, log: Callable[[str], None]) -> Hosts:
         from emulation.net.cluster import Cluster
         cluster = Cluster(list(network.cluster), network.tunnel)
     else:  # the limits were measured on one machine
-        fastest = max(r for r in (*network.shaped, *network.shaped_link_rates.values()) if r > 0)
-        note = beyond_measured(network.topo, choose_datapath(network.datapath), fastest, network.dilation)
+        note = beyond_measured(network.topo, choose_datapath(network.datapath), network.shaped, network.dilation,
+                               network.shaped_link_rates)
         if note:
             log(f"note: {note}")
     return EmulatedNetwork(network.topo, network.shaped, datapath=network.datapath,
