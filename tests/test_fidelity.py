@@ -1,6 +1,7 @@
 """The fidelity report's pure parts: busy time, the GST decomposition, the verdict; TCP settings as commands;
 the compute clock that emulates a device."""
 
+import statistics
 import time
 
 import pytest
@@ -385,3 +386,41 @@ def test_frames_are_counted_beside_bytes_per_level(tmp_path):
         del it["tx_frames_by_level"]
     older = summarize(iterations, finals, [0, 1], {}, None)
     assert older.frames_by_level == {} and "wire_payload_ratio" not in section_dict(older.traffic([100.0], 1.0))
+
+
+def test_the_flow_model_of_the_scenario_judges_what_the_emulator_added():
+    """Against the model of the run's own scenario: its effects (idle links while a straggler computes, links below
+    the per-step fair share under hash collisions, GST varying with drawn compute) are not the emulator's; a run
+    that takes longer than the model still is, with its cause named."""
+    scenario = {"decomposition_median_s": {"below_rate_s": 0.1, "idle_s": 0.3},
+                "levels": {"L0": {"critical_fidelity": 0.8}}, "cpu": {"saturated_share": 0.1}, "tcp_totals": {},
+                "gst_cv": 0.3, "step_skew_s": {"median": 0.2}}
+    per_step = verdict_and_cause(scenario, 10, 1.0)  # judged by per-step fair shares: blamed on the emulator
+    assert per_step["verdict"] == "not faithful" and per_step["judged_against"] == "per-step fair shares"
+    modelled = dict(scenario, scenario_model={"measured_over_model": 1.04, "cv": 0.02})
+    v = verdict_and_cause(modelled, 10, 1.0)
+    assert v["verdict"] == "faithful" and v["emulator_share"] == pytest.approx(0.04)
+    assert v["judged_against"] == "the flow model of the run's scenario"
+    slower = verdict_and_cause(dict(modelled, scenario_model={"measured_over_model": 1.2, "cv": 0.02}), 10, 1.0)
+    assert slower["verdict"] == "degraded" and "links idle" in slower["cause"]
+    far = verdict_and_cause(dict(modelled, scenario_model={"measured_over_model": 1.5, "cv": 0.02},
+                                 decomposition_median_s={}), 10, 1.0)
+    assert far["verdict"] == "not faithful" and "1.50 times the flow model of its own scenario" in far["cause"]
+    hog = verdict_and_cause(dict(modelled, cpu={"saturated_share": 0.9}), 10, 1.0)
+    assert hog["verdict"] == "degraded" and "CPU saturation" in hog["cause"]  # a saturated machine still warns
+    unsteady = verdict_and_cause(dict(modelled, scenario_model={"measured_over_model": 1.04, "cv": 0.2}), 10, 1.0)
+    assert unsteady["verdict"] == "degraded" and "against the flow model" in unsteady["cause"]
+
+
+def test_the_scenario_model_is_compared_iteration_by_iteration_and_its_absence_said():
+    rows = [{"iteration": i, "gst_s": g} for i, g in enumerate([3.0, 2.0, 1.1, 2.2, 1.05])]
+    evidence = Evidence(parse("star:4"), (100.0,), 1.0, rows, {}, [], {}, {"busy_mean": 0.5}, True,
+                        scenario={"gst_s": [1.0, 1.0, 1.0, 2.0, 1.0], "folder": "scenario-model"})
+    from emulation.results.fidelity import scenario_readings
+    got = scenario_readings(evidence, rows[2:])["scenario_model"]
+    assert got["measured_over_model"] == pytest.approx(1.1) and got["gst_median_s"] == 1.0
+    assert got["cv"] == pytest.approx(statistics.pstdev([1.1, 1.1, 1.05]) / statistics.mean([1.1, 1.1, 1.05]),
+                                      abs=1e-4)
+    none = Evidence(parse("star:4"), (100.0,), 1.0, rows, {}, [], {}, {}, True, scenario={"none": "no flow model: x"})
+    assert scenario_readings(none, rows[2:]) == {"scenario_model": {"none": "no flow model: x"}}
+    assert scenario_readings(Evidence(parse("star:4"), (100.0,), 1.0, rows, {}, [], {}, {}, True), rows) == {}

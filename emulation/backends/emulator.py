@@ -26,6 +26,7 @@ from emulation.results.files import write_iterations, write_workers
 from emulation.run.sampling import counter_gains, first_iteration_s
 from emulation.results.summary import Emulation, Summary, measured
 from emulation.backends.heads import head, models
+from emulation.backends.scenario_model import scenario_model
 from emulation.results.trace import write_trace
 from emulation.run.validation import validate
 from emulation.simulation.background_model import varies as background_varies
@@ -165,7 +166,8 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
         topo, shaped, theory_s * cfg.dilation, raw, records.rows, records.transfers, records.finals,
         life.cpu.report(window), not cfg.local, switch_port_drops=state["port_drops"], placement=state["placement"],
         link_rates=checked.network.shaped_link_rates, stragglers=checked.compute.varies, background=traffic.foreign(),
-        network=checked.network.topo, schedule=in_force))
+        network=checked.network.topo, schedule=in_force,
+        scenario=None if cfg.local or error is not None else scenario_model(cfg, len(topo.hosts))))
     life.log(fidelity.one_line(verdict))
     m.fill(emulation)
     emulation.rank_start = dict(state["startup"], first_iteration_s=first_iteration_s(records.rows, state["spawned"]))

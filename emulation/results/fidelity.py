@@ -107,6 +107,8 @@ class Evidence:
     background: Sequence[dict] = ()
     network: Optional[Topology] = None
     schedule: Optional[Schedule] = None
+    scenario: Optional[Dict[str, object]] = None  # the flow model of the run's scenario: per iteration its GST (in
+    # the run's own time) under "gst_s", or why there is none under "none"
 
 
 def report(e: Evidence) -> Dict[str, object]:
@@ -118,6 +120,7 @@ def report(e: Evidence) -> Dict[str, object]:
     theories = [in_force[it["iteration"]][1] if e.schedule else e.theory_s for it in kept]
     theory_s = statistics.median(theories) if e.schedule and theories else e.theory_s
     out = timing_readings(e, kept, theories)
+    out.update(scenario_readings(e, kept))
     if not e.emulated or e.topo is None:
         out.update(verdict=Verdict.NOT_MEASURED.value, cause="loopback run: no emulated network")
         return out
@@ -149,6 +152,26 @@ def timing_readings(e: Evidence, kept: List[dict], theories: List[float]) -> Dic
         out["codec_cpu_s"] = round(statistics.median(codec), 4)
         out["codec_cores_s"] = round(out["codec_cpu_s"] * len(e.rows) / (os.cpu_count() or 1), 4)  # all ranks
     return out
+
+
+def scenario_readings(e: Evidence, kept: List[dict]) -> Dict[str, object]:
+    """The judged iterations' measured GST against the flow model of the run's own scenario: their median ratio and
+    its spread (the scenario's own variation, drawn compute or on/off flows, is in both)."""
+    if not e.scenario:
+        return {}
+    if "none" in e.scenario:
+        return {"scenario_model": {"none": e.scenario["none"]}}
+    gsts = e.scenario.get("gst_s") or []
+    ratios = [it["gst_s"] / gsts[it["iteration"]] for it in kept
+              if it["iteration"] < len(gsts) and gsts[it["iteration"]] > 0]
+    if not ratios:
+        return {"scenario_model": {"none": "the flow model of this run gave no iteration to compare"}}
+    mean = statistics.mean(ratios)
+    return {"scenario_model": {
+        "gst_median_s": statistics.median(gsts[it["iteration"]] for it in kept if it["iteration"] < len(gsts)),
+        "measured_over_model": round(statistics.median(ratios), 4),
+        "cv": round(statistics.pstdev(ratios) / mean, 4) if len(ratios) > 1 else None,
+        "folder": e.scenario.get("folder")}}
 
 
 def tally_links(e: Evidence, kept: List[dict], theories: List[float], in_force: dict, foreign) -> LinkTally:
@@ -283,6 +306,7 @@ class Readings(NamedTuple):
     share: Optional[float]
     spurious: float
     totals: Dict[str, int]
+    modelled: bool  # the share is what the run lost against the flow model of its own scenario
 
 
 def readings(fid: Dict[str, object], theory_s: float) -> Readings:
@@ -293,13 +317,19 @@ def readings(fid: Dict[str, object], theory_s: float) -> Readings:
     d = fid.get("decomposition_median_s") or {}
     fidelities = [l["critical_fidelity"] for l in fid.get("levels", {}).values() if l.get("critical_fidelity")]
     emulator_s = max(0.0, max(0.0, d.get("below_rate_s") or 0) + (d.get("idle_s") or 0) - (d.get("early_s") or 0))
+    over = (fid.get("scenario_model") or {}).get("measured_over_model")
+    share = max(0.0, over - 1) if over is not None else emulator_s / theory_s if theory_s and d else None
     return Readings(fid, d, fid.get("cpu") or {}, theory_s, min(fidelities, default=None),
-                    max(fidelities, default=None), emulator_s / theory_s if theory_s and d else None,
-                    fid.get("spurious_rto_per_worker_iteration") or 0, fid.get("tcp_totals", {}))
+                    max(fidelities, default=None), share, fid.get("spurious_rto_per_worker_iteration") or 0,
+                    fid.get("tcp_totals", {}), over is not None)
 
 
 def unsteady(r: Readings) -> bool:
-    """The per-iteration GST varies beyond STEADY_CV without background flows (which make it vary themselves)."""
+    """The per-iteration GST varies beyond STEADY_CV: against the flow model of the scenario when there is one (its
+    drawn compute and on/off flows vary both), else against theory without background flows."""
+    if r.modelled:
+        cv = r.fid["scenario_model"].get("cv")
+        return cv is not None and cv > STEADY_CV
     cv = r.fid.get("gst_cv")
     return cv is not None and cv > STEADY_CV and not r.fid.get("background")
 
@@ -326,8 +356,8 @@ def far_below_theory(r: Readings) -> Optional[Finding]:
 def varying(r: Readings) -> Optional[Finding]:
     if not unsteady(r):
         return None
-    cv = r.fid["gst_cv"]
-    why = f"per-iteration GST varies (CV {cv:.2f})"
+    cv = r.fid["scenario_model"]["cv"] if r.modelled else r.fid["gst_cv"]
+    why = f"per-iteration GST varies (CV {cv:.2f}{' against the flow model of the scenario' if r.modelled else ''})"
     if r.spurious > SPURIOUS_RTO_PER_WORKER_ITERATION:
         why += (f" with {r.spurious:.1f} spurious TCP retransmission timeouts per worker and iteration (the ACKs "
                 f"came later than the timer; nothing was lost)")
@@ -361,18 +391,22 @@ def switch_saturated(r: Readings) -> Optional[Finding]:
 
 
 def slow_links(r: Readings) -> Optional[Finding]:
+    """Links below their per-step fair share; judged by it only without a flow model of the scenario, whose shares
+    (flows finishing at different times, hash collisions, other jobs) the per-step ones do not follow."""
     if r.level_min is not None and r.level_min < FAITHFUL_LEVEL:
-        return Finding(2.0 + (FAITHFUL_LEVEL - r.level_min),
-                       f"links reach only {r.level_min:.2f} of the shaped rate while sending",
-                       Verdict.NOT_FAITHFUL if r.level_min < DEGRADED_LEVEL else Verdict.DEGRADED)
+        makes = Verdict.NOT_FAITHFUL if r.level_min < DEGRADED_LEVEL else Verdict.DEGRADED
+        return Finding((FAITHFUL_LEVEL - r.level_min) / 100 if r.modelled else 2.0 + (FAITHFUL_LEVEL - r.level_min),
+                       f"links reach only {r.level_min:.2f} of the shaped rate while sending", None if r.modelled
+                       else makes)
     return None
 
 
 def emulator_share(r: Readings) -> Optional[Finding]:
-    """The time the emulator added, as a share of theory: it moves the verdict; its causes are named by the rules
-    below (links below rate, idle links)."""
+    """The time the emulator added (against the flow model of the scenario, else the per-step decomposition against
+    theory): it moves the verdict; its causes are named by the other rules (links below rate, idle links, CPU)."""
     if r.share is not None and r.share > FAITHFUL_EMULATION_SHARE:
-        return Finding(float("-inf"), None,
+        words = (f"the run took {1 + r.share:.2f} times the flow model of its own scenario" if r.modelled else None)
+        return Finding(0.01 if r.modelled else float("-inf"), words,  # named when no rule below names more
                        Verdict.NOT_FAITHFUL if r.share > DEGRADED_EMULATION_SHARE else Verdict.DEGRADED)
     return None
 
@@ -435,7 +469,8 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
     causes = [(f.weight, f.text) for f in found if f.text]
     cause = max(causes)[1] if causes and verdict != Verdict.FAITHFUL else None
     out = {"verdict": verdict.value, "cause": cause,
-           "emulator_share": round(r.share, 4) if r.share is not None else None}
+           "emulator_share": round(r.share, 4) if r.share is not None else None,
+           "judged_against": "the flow model of the run's scenario" if r.modelled else "per-step fair shares"}
     if r.spurious > SPURIOUS_RTO_PER_WORKER_ITERATION and not unsteady(r):  # counted; judged by what it did to timings
         out["timer_note"] = (f"{r.spurious:.1f} spurious TCP retransmission timeouts per worker and iteration (ACKs "
                              f"later than --rto-min, nothing lost); the timings held steady (CV "
@@ -454,6 +489,9 @@ def one_line(fid: Dict[str, object]) -> str:
         parts.append(f"GST/theory {fid['gst_ratio']:.2f}")
     if fid.get("gst_cv") is not None:
         parts.append(f"CV {fid['gst_cv']:.2f}")
+    over = (fid.get("scenario_model") or {}).get("measured_over_model")
+    if over is not None:
+        parts.append(f"GST/model of the scenario {over:.2f}")
     levels = fid.get("levels") or {}
     if levels:
         parts.append("links " + " ".join(f"{k} {v['critical_fidelity']:.2f}" for k, v in levels.items()
