@@ -117,3 +117,16 @@ def test_the_limits_table_is_written_from_the_configs_folder_naming_each_bottlen
     monkeypatch.setattr(sys, "argv", ["limits.py", str(demo), str(tmp_path / "none")])
     before = table_path.read_text()
     assert limits_script.main() == 2 and table_path.read_text() == before  # nothing written
+
+
+def test_the_demos_own_networks_are_within_what_the_committed_table_measured():
+    """make demo prints no note that its own networks are beyond the limits: its runs were measured faithful at its
+    rates and dilation (configs/bench/limits-demo.yaml, scripts/limits.py)."""
+    import yaml
+    demo = yaml.safe_load(open(os.path.join(ROOT, "configs", "demo.yaml")))
+    defaults = demo["defaults"]
+    for run in demo["runs"]:
+        topo = parse(run["topo"])
+        levels = 1 + max(link.level for link in topo.links)
+        shaped = [float(defaults["bw"]) / defaults.get("dilation", 1)] * levels
+        assert limits.beyond_measured(topo, "user", shaped, defaults.get("dilation", 1)) is None, run

@@ -195,6 +195,9 @@ def test_a_claim_resting_on_an_unfaithful_run_is_not_judged():
     row, = paper.table([claim], rows, [])
     assert row["verdict"] == paper.NOT_JUDGED and row["agrees"] is None and row["ours"] == 0.5
     assert row["how"] == "measured (emulated, not faithful)"
+    rows[1]["fidelity"] = "degraded"  # said in the verdict's own word
+    row, = paper.table([claim], rows, [])
+    assert row["verdict"] == "not judged (emulation degraded)" and row["agrees"] is None
     rows[1]["fidelity"] = "faithful"
     row, = paper.table([claim], rows, [])
     assert row["verdict"] == "agrees" and row["how"] == "measured (emulated, faithful)"

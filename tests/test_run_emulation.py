@@ -90,6 +90,11 @@ def test_emulated_issue4_algorithms(tmp_path, algo, topo, extra):
         assert s["wire_by_phase"]["push"]["ratio"] < 1 and s["split_median_s"]["broadcast_s"] > 0
     if algo == "ibatch":
         assert s["split_median_s"]["forward_phase_s"] > 0
+    # judged against the flow model of its own scenario, simulated beside it (or told why there is none)
+    model = s["fidelity"]["scenario_model"]
+    assert algo not in ("blueconnect", "twolevel", "ps", "bml") or "none" not in model, model  # plans it simulates
+    assert "none" in model or (model["measured_over_model"] > 0 and s["fidelity"]["judged_against"].startswith(
+        "the flow model") and (tmp_path / "scenario-model" / "summary.json").exists()), model
     assert leftovers(topo) == []
 
 

@@ -97,7 +97,10 @@ def run_job(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
         probes.start(hosts, lambda name: checked.network.topo.node(name).ip)
         state["spawned"] = time.time()
         procs = start_ranks(hosts, files, rank_configs(checked, os.path.abspath(files.path)), server=life.server)
-        log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}")
+        log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}" + (
+            f"; time dilation {cfg.dilation:g}: links shaped to 1/{cfg.dilation:g} of their rate and compute "
+            f"stretched alike, so progress shows emulated seconds and results divide them by {cfg.dilation:g}"
+            if cfg.dilation != 1 else ""))
         drops_before = hosts.port_drops()
         schedule = state["events"] = EventSchedule(network.events, files, len(topo.hosts), cfg.dilation,
                                                    lambda event: apply_event(hosts, event, cfg.dilation))
@@ -167,7 +170,8 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
         life.cpu.report(window), not cfg.local, switch_port_drops=state["port_drops"], placement=state["placement"],
         link_rates=checked.network.shaped_link_rates, stragglers=checked.compute.varies, background=traffic.foreign(),
         network=checked.network.topo, schedule=in_force,
-        scenario=None if cfg.local or error is not None else scenario_model(cfg, len(topo.hosts))))
+        scenario=None if cfg.local or error is not None else state.get("scenario") or scenario_model(
+            cfg, len(topo.hosts))))
     life.log(fidelity.one_line(verdict))
     m.fill(emulation)
     emulation.rank_start = dict(state["startup"], first_iteration_s=first_iteration_s(records.rows, state["spawned"]))

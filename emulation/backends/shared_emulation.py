@@ -171,7 +171,9 @@ def job_summaries(checks, folders, life: Lifecycle, emulations, state: dict) -> 
     out = {"summaries": {}, "overlap": {}}
     for n, c in checks.items():
         others = [x for m, o in checks.items() if m != n for x in transfers_as_traffic(m, o.topo, records[m].transfers)]
-        job_state = dict(state, traffic=BesideTraffic(state["traffic"], others))
+        job_state = dict(state, traffic=BesideTraffic(state["traffic"], others), scenario={
+            "none": "no flow model of one job among others beside its run (`dmlbed jobs --mode simulate` models them "
+                    "together); judged by per-step fair shares with the other jobs' transfers beside it"})
         summary = emulator.summary_of(emulator.RunJob(c.cfg, c), records[n], life, head(c), models(c), emulations[n],
                                       job_state)
         out["summaries"][n] = summary.to_dict()

@@ -1,7 +1,7 @@
 """The papers' values beside ours: a compare config's `paper:` block, checked, evaluated and tabled. A claim only
 counts when it could have failed: a range or an agreement band that holds the value of no effect is refused, a
-claim resting on an emulated run that was not faithful is not judged, a claim that follows from others is marked
-derived and not counted again, and each claim says what kind of evidence it is."""
+claim resting on an emulated run that was degraded or not faithful is not judged (saying which), a claim that
+follows from others is marked derived and not counted again, and each claim says what kind of evidence it is."""
 
 from __future__ import annotations
 
@@ -36,7 +36,12 @@ TOLERANCE = 0.10  # ours/paper within this agrees, unless a claim sets its own
 MAX_TOLERANCE = 0.5
 NO_EFFECT = {"ratio": 1.0, "reduction": 0.0, "difference": 0.0}  # what a relation reads when the two rows do not differ
 OUT_OF_REACH = "out of reach here"
-NOT_JUDGED = "not judged (emulation not faithful)"
+def not_judged(fidelity: str) -> str:
+    """A claim's verdict when the emulated run it rests on was not faithful, in the fidelity verdict's own word."""
+    return f"not judged (emulation {fidelity})"
+
+
+NOT_JUDGED = not_judged("not faithful")
 NOT_JUDGED_LOOPBACK = "not judged (a time measured on loopback: no emulated network)"
 NETWORK_TIMES = ("gst_median_s", "gst_ratio", "iteration_median_s", "jct_s", "throughput_sps", "broadcast_s",
                  "comm_over_compute")  # metrics the network sets: a loopback run's value says nothing of them
@@ -202,7 +207,7 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
             worst = worst_fidelity(used)
             verdict_text = verdict(agrees)
             if worst in UNFAITHFUL:
-                agrees, verdict_text = None, NOT_JUDGED
+                agrees, verdict_text = None, not_judged(worst)
             elif c.get("metric") in NETWORK_TIMES and any(on_loopback(r) for r in used):
                 agrees, verdict_text = None, NOT_JUDGED_LOOPBACK
             out.append({**common, **group, "paper": shown, "ours": value, "ours_over_paper": over,
