@@ -408,6 +408,13 @@ def test_the_flow_model_of_the_scenario_judges_what_the_emulator_added():
     assert far["verdict"] == "not faithful" and "1.50 times the flow model of its own scenario" in far["cause"]
     hog = verdict_and_cause(dict(modelled, cpu={"saturated_share": 0.9}), 10, 1.0)
     assert hog["verdict"] == "degraded" and "CPU saturation" in hog["cause"]  # a saturated machine still warns
+    rerouted = dict(modelled, levels={"L0": {"critical_fidelity": 1.19}})  # traffic off its per-step paths
+    assert verdict_and_cause(rerouted, 10, 1.0)["verdict"] == "faithful"
+    unshaped = dict(rerouted, scenario_model={"measured_over_model": 0.6, "cv": 0.02})  # faster than it could be
+    v = verdict_and_cause(unshaped, 10, 1.0)
+    assert v["verdict"] == "not faithful" and "1.19 times their shaped rate" in v["cause"]
+    v = verdict_and_cause(dict(modelled, scenario_model={"measured_over_model": 0.7, "cv": 0.02}), 10, 1.0)
+    assert v["verdict"] == "degraded" and "0.70 of the flow model of its own scenario" in v["cause"]
     unsteady = verdict_and_cause(dict(modelled, scenario_model={"measured_over_model": 1.04, "cv": 0.2}), 10, 1.0)
     assert unsteady["verdict"] == "degraded" and "against the flow model" in unsteady["cause"]
 

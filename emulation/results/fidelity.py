@@ -27,6 +27,7 @@ OVER_RATE_LEVEL = 1.15            # achieved / shaped above which the shaper did
 FAR_BELOW_THEORY = 0.25           # measured / theory GST below which the links cannot have been at their rate
 CODEC_SHARE_NAMED = 0.25  # all ranks' compression CPU time over the cores, as a share of GST, named as the cause
 SPURIOUS_RTO_PER_WORKER_ITERATION = 1.0  # spurious timeouts per worker and iteration worth a note
+FASTER_THAN_MODEL = 0.85          # measured / the flow model of the scenario below which the run beat the network
 STEADY_CV = 0.10                  # per-iteration GST CV above which timings are unsteady (the benchmark's bound)
 TCP_KEYS = ("retrans_segs", "rto_timeouts", "loss_probes", "dsack_received", "qdisc_drops", "out_segs")
 
@@ -335,12 +336,16 @@ def unsteady(r: Readings) -> bool:
 
 
 def over_rate(r: Readings) -> Optional[Finding]:
+    """Links above the rate their per-step paths give them: a shaper that did not hold, unless the run was no faster
+    than the flow model of its scenario (traffic a link event or a reroute moved onto other paths than the per-step
+    ones looks faster than it is; an unshaped link makes the run faster than the model)."""
     if r.level_max is not None and r.level_max > OVER_RATE_LEVEL:
+        slower = r.modelled and r.fid["scenario_model"]["measured_over_model"] >= 1.0
         return Finding(5000.0 + r.level_max, f"links carried {r.level_max:.2f} times their shaped rate: the shaper did "
                                              f"not hold it, so the timings are not those of the asked-for links (on "
                                              f"the userspace datapath switch->host is shaped only with "
                                              f"--shape-ingress, which incast into a server needs)",
-                       Verdict.NOT_FAITHFUL)
+                       None if slower else Verdict.NOT_FAITHFUL)
     return None
 
 
@@ -350,6 +355,17 @@ def far_below_theory(r: Readings) -> Optional[Finding]:
         return Finding(4000.0 + 1 / max(ratio, 1e-12),
                        f"GST is {ratio:.2g} of theory: faster than the shaped links can carry the data",
                        Verdict.NOT_FAITHFUL)
+    return None
+
+
+def faster_than_model(r: Readings) -> Optional[Finding]:
+    """A run faster than the flow model of its scenario lets the network be: links above their rate somewhere, or
+    traffic the model has and the run had not."""
+    over = r.fid["scenario_model"]["measured_over_model"] if r.modelled else None
+    if over is not None and over < FASTER_THAN_MODEL:
+        return Finding(3000.0 + 1 / over, f"the run took {over:.2f} of the flow model of its own scenario: faster "
+                                          f"than its links at their rates allow, so a shaper did not hold or "
+                                          f"traffic the scenario asks for did not run", Verdict.DEGRADED)
     return None
 
 
@@ -456,7 +472,7 @@ def compute_over_budget(r: Readings) -> Optional[Finding]:
 # faithful when the network shows the damage (links far below rate, the emulator's share of the GST, links above
 # it). The verdict is the worst any rule makes; the cause named is the heaviest rule's words, unless faithful.
 CAUSE_RULES: Tuple[Callable[[Readings], Optional[Finding]], ...] = (
-    over_rate, far_below_theory, varying, cpu_saturated, codec_on_cpu, switch_saturated, slow_links, emulator_share,
+    over_rate, far_below_theory, faster_than_model, varying, cpu_saturated, codec_on_cpu, switch_saturated, slow_links, emulator_share,
     below_rate, idle_links, queue_drops, compute_over_budget)
 
 
