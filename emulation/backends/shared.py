@@ -139,39 +139,57 @@ def closed_form_together(spec: JobSpec, c: float, m: float, sharing: Sequence[Jo
     return None, "no closed form: the jobs' synchronizations partly meet (simulate answers)", None
 
 
+class JobsFlowModel:
+    """The jobs on the flow model: the network's router, payload rates, latency and background flows, and each job
+    timed (its plan on its hosts, its compute: the given seconds per job, else its --compute-time)."""
+
+    def __init__(self, jobs: CheckedJobs, computes: Optional[Dict[str, float]] = None):
+        from emulation.simulation.background_model import persistent_flows
+        from emulation.simulation.jobs_model import TimedJob
+        from emulation.simulation.routes import Router
+        cfg, network = jobs.cfg, jobs.network
+        self.iterations = cfg.iters
+        self.rates = {level: b * 1e6 / 8 * link_goodput(cfg) for level, b in enumerate(network.bw)}
+        self.router = Router(network.topo, cfg.ecmp, None, link_factors(network.topo, network.bw, network.link_rates))
+        index = {h.name: h.index for h in network.topo.hosts}
+        self.timed = []
+        for spec, checked in zip(jobs.specs, jobs.checked):
+            sizes = tensor_sizes(checked.cfg.model)
+            plan = checked.algorithm.build_plan(checked.topo, checked.servers, checked.options, checked.bw,
+                                                4 * sum(sizes), sizes)
+            self.timed.append(TimedJob(spec.name, plan, tuple(index[h.name] for h in checked.topo.hosts),
+                                       tuple(4 * n for n in plan.piece_sizes(sizes)),
+                                       (computes or {}).get(spec.name, checked.compute.mean)))
+        horizon = horizon_s(cfg.iters, max(t.compute_s for t in self.timed),
+                            max(head(c).gst_theory_s for c in jobs.checked))
+        self.background = persistent_flows(network.background, self.router, cfg.seed, horizon)
+        self.latency = cfg.latency_us * 1e-6
+
+    def run(self, timed, waits=None):
+        """These timed jobs at once (waits: each job's held offsets)."""
+        from emulation.simulation.jobs_model import simulate_jobs
+        return simulate_jobs(timed, self.iterations, self.router, self.rates, self.latency, self.background, waits)
+
+    def starting(self, starts: Dict[str, float]) -> list:
+        """Every job, each from its start."""
+        return [replace(t, start_s=starts[t.name]) for t in self.timed]
+
+
 def simulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     """The flow model: each job alone on its hosts, then every job together, each iteration timed."""
-    from emulation.simulation.background_model import persistent_flows
-    from emulation.simulation.jobs_model import TimedJob, others_syncs, simulate_jobs
-    from emulation.simulation.routes import Router
-    cfg, network = jobs.cfg, jobs.network
-    share = link_goodput(cfg)
-    rates = {level: b * 1e6 / 8 * share for level, b in enumerate(network.bw)}
-    router = Router(network.topo, cfg.ecmp, None, link_factors(network.topo, network.bw, network.link_rates))
-    index = {h.name: h.index for h in network.topo.hosts}
-    timed = []
-    for spec, checked in zip(jobs.specs, jobs.checked):
-        sizes = tensor_sizes(checked.cfg.model)
-        plan = checked.algorithm.build_plan(checked.topo, checked.servers, checked.options, checked.bw,
-                                            4 * sum(sizes), sizes)
-        timed.append(TimedJob(spec.name, plan, tuple(index[h.name] for h in checked.topo.hosts),
-                              tuple(4 * n for n in plan.piece_sizes(sizes)), checked.compute.mean))
-    horizon = horizon_s(cfg.iters, max(t.compute_s for t in timed), max(head(c).gst_theory_s for c in jobs.checked))
-    background = persistent_flows(network.background, router, cfg.seed, horizon)
-    latency = cfg.latency_us * 1e-6
-    rows, alone_s = [], {}
-    for t in timed:
+    from emulation.simulation.jobs_model import others_syncs
+    model = JobsFlowModel(jobs)
+    alone_s = {}
+    for t in model.timed:
         log(f"simulating {t.name} alone")
-        alone_s[t.name] = simulate_jobs([t], cfg.iters, router, rates, latency, background)
-    together_jobs = []
-    periods = {t.name: median_after_warmup(alone_s[t.name].iterations(t)) for t in timed}
-    for spec, t in zip(jobs.specs, timed):
-        together_jobs.append(TimedJob(t.name, t.plan, t.hosts, t.piece_bytes, t.compute_s,
-                                      start_s(spec, periods[t.name])))
+        alone_s[t.name] = model.run([t])
+    periods = {t.name: median_after_warmup(alone_s[t.name].iterations(t)) for t in model.timed}
+    together_jobs = model.starting({spec.name: start_s(spec, periods[spec.name]) for spec in jobs.specs})
     log(f"simulating {len(together_jobs)} jobs together")
     waits = holds(jobs.specs, {t.name: t.start_s for t in together_jobs},
-                  {t.name: (t.compute_s, periods[t.name] - t.compute_s) for t in timed})
-    together = simulate_jobs(together_jobs, cfg.iters, router, rates, latency, background, waits)
+                  {t.name: (t.compute_s, periods[t.name] - t.compute_s) for t in model.timed})
+    together = model.run(together_jobs, waits)
+    rows = []
     for spec, checked, t in zip(jobs.specs, jobs.checked, together_jobs):
         row = job_row(spec, checked, jobs.hosts[spec.name])
         row["alone"] = timing(alone_s[t.name].iterations(t), alone_s[t.name].gsts(t.name))

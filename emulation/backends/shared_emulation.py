@@ -77,7 +77,7 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     starts = {s.name: start_s(s, periods[s.name]) for s in jobs.specs}
     computes = {s.name: alone[s.name]["compute_median_s"] for s in jobs.specs}
     waits = holds(jobs.specs, starts, {n: (computes[n], periods[n] - computes[n]) for n in periods})
-    together = run_together(jobs, starts, waits, log)
+    together = run_together(jobs, starts, waits, log, together_model(jobs, starts, waits, computes))
     rows = []
     for spec, checked in zip(jobs.specs, jobs.checked):
         row = job_row(spec, checked, jobs.hosts[spec.name])
@@ -89,6 +89,21 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
         row.update(together["overlap"][spec.name])
         rows.append(row)
     return rows
+
+
+def together_model(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, List[Hold]],
+                   computes: Dict[str, float]) -> Dict[str, dict]:
+    """Per job, the flow model of every job together from the same starts and holds with the compute each measured
+    alone: its median GST past warm-up, for every iteration in the run's own time (the emulated ranks' first
+    iteration runs before their start gate, so the iterations do not pair one to one)."""
+    from emulation.backends.shared import JobsFlowModel
+    try:
+        model = JobsFlowModel(jobs, {n: c for n, c in computes.items() if c is not None})
+        timeline = model.run(model.starting(starts), waits)
+    except (ValueError, RuntimeError) as exc:
+        return {s.name: {"none": f"no flow model of the jobs together: {exc}"} for s in jobs.specs}
+    return {t.name: {"gst_s": [median_after_warmup(timeline.gsts(t.name)) * jobs.cfg.dilation] * jobs.cfg.iters}
+            for t in model.timed}
 
 
 def iteration_times(summary: dict) -> List[float]:
@@ -106,9 +121,10 @@ def brief(summary: dict) -> dict:
             "out": summary["config"]["out"]}
 
 
-def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, List[Hold]], log: Log) -> dict:
-    """Every job at once in one lifecycle (waits: each job's held offsets); each job's summary, start and
-    per-iteration overlap."""
+def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, List[Hold]], log: Log,
+                 scenarios: Dict[str, dict]) -> dict:
+    """Every job at once in one lifecycle (waits: each job's held offsets; scenarios: each job's flow model
+    together); each job's summary, start and per-iteration overlap."""
     cfg, network = jobs.cfg, jobs.network
     folders = {s.name: RunFolder(os.path.join(c.cfg.out, "together")) for s, c in zip(jobs.specs, jobs.checked)}
     checks = {s.name: replace(c, cfg=replace(c.cfg, out=folders[s.name].root)) for s, c in zip(jobs.specs,
@@ -148,7 +164,7 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, L
             raise errors[0]
 
     def finish(life: Lifecycle) -> dict:
-        out = job_summaries(checks, folders, life, emulations, dict(state, traffic=traffic))
+        out = job_summaries(checks, folders, life, emulations, dict(state, traffic=traffic), scenarios)
         out["starts"] = {n: actual.get(n) for n in checks}
         return out
 
@@ -162,18 +178,16 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, L
     return Lifecycle(network, log, None, fork_server=folders[jobs.specs[0].name].ranks()).run(body, finish, start)
 
 
-def job_summaries(checks, folders, life: Lifecycle, emulations, state: dict) -> dict:
-    """Each job's summary (written to its folder), judged with the others' transfers as traffic beside it, and how
-    much its synchronizations overlapped theirs."""
+def job_summaries(checks, folders, life: Lifecycle, emulations, state: dict, scenarios: Dict[str, dict]) -> dict:
+    """Each job's summary (written to its folder), judged against the flow model of the jobs together, with the
+    others' transfers as traffic beside it, and how much its synchronizations overlapped theirs."""
     records = {n: folders[n].ranks().read_all(len(c.topo.hosts)) for n, c in checks.items()}
     syncs = {n: [(it["sync_start"], it["sync_end"]) for it in per_iteration(records[n].rows, c.contributors, c.topo)]
              for n, c in checks.items()}
     out = {"summaries": {}, "overlap": {}}
     for n, c in checks.items():
         others = [x for m, o in checks.items() if m != n for x in transfers_as_traffic(m, o.topo, records[m].transfers)]
-        job_state = dict(state, traffic=BesideTraffic(state["traffic"], others), scenario={
-            "none": "no flow model of one job among others beside its run (`dmlbed jobs --mode simulate` models them "
-                    "together); judged by per-step fair shares with the other jobs' transfers beside it"})
+        job_state = dict(state, traffic=BesideTraffic(state["traffic"], others), scenario=scenarios[n])
         summary = emulator.summary_of(emulator.RunJob(c.cfg, c), records[n], life, head(c), models(c), emulations[n],
                                       job_state)
         out["summaries"][n] = summary.to_dict()
