@@ -431,3 +431,13 @@ def test_the_scenario_model_is_compared_iteration_by_iteration_and_its_absence_s
     none = Evidence(parse("star:4"), (100.0,), 1.0, rows, {}, [], {}, {}, True, scenario={"none": "no flow model: x"})
     assert scenario_readings(none, rows[2:]) == {"scenario_model": {"none": "no flow model: x"}}
     assert scenario_readings(Evidence(parse("star:4"), (100.0,), 1.0, rows, {}, [], {}, {}, True), rows) == {}
+
+
+def test_a_cpu_hog_runs_for_its_block_and_every_process_is_stopped():
+    from emulation.run.faults import CpuHog
+    with CpuHog(2) as hog:
+        procs = list(hog.procs)
+        assert len(procs) == 2 and all(p.poll() is None for p in procs)
+    assert all(p.poll() is not None for p in procs) and hog.procs == []
+    with CpuHog(0) as none:
+        assert none.procs == []

@@ -2,9 +2,11 @@
 
 import csv
 import json
+import subprocess
 
 import pytest
 
+from emulation.run.faults import BUSY_LOOP
 from helpers import kill_worker_midway, run_dmlbed
 from test_emulation import leftovers
 
@@ -136,6 +138,20 @@ def test_a_link_left_unshaped_is_not_faithful(tmp_path):
     assert summary["correct"]
     assert fidelity["verdict"] == "not faithful", fidelity
     assert "times their shaped rate" in fidelity["cause"] or "of theory" in fidelity["cause"], fidelity["cause"]
+    assert leftovers("star:2") == []
+
+
+def test_a_machine_short_of_cpu_is_caught_and_named(tmp_path):
+    """--cpu-hog takes the cores from the ranks and the switch (an emulator fault on purpose): the run stays correct,
+    its verdict is not faithful to the machine and names the CPU, and the busy processes are gone afterwards."""
+    r = run_dmlbed("run", "--topo", "star:2", "--algo", "ring", "--model", "mlp:2MB", "--bw", "100", "--iters", "6",
+                   "--batch", "4", "--cpu-hog", "6", "--json", "--out", str(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(r.stdout)
+    assert s["correct"] and s["config"]["cpu_hog"] == 6
+    assert s["fidelity"]["verdict"] in ("degraded", "not faithful"), s["fidelity"]
+    assert "CPU" in s["fidelity"]["cause"], s["fidelity"]["cause"]
+    assert subprocess.run(["pgrep", "-f", BUSY_LOOP], capture_output=True).returncode == 1  # none left running
     assert leftovers("star:2") == []
 
 

@@ -102,6 +102,8 @@ def check_simulable(cfg: RunConfig, in_compare: bool = False, label: Label = fla
     check_modelled_compute(checked, label)
     if cfg.dilation != 1:
         raise OptionError("dilation applies to emulated runs only: a simulation has no real time to stretch")
+    if cfg.cpu_hog:
+        raise OptionError("--cpu-hog loads the machine under an emulated run: a simulation has no machine to load")
     if cfg.ecmp_ports == "emulated":
         if not in_compare:
             raise OptionError("--ecmp-ports emulated is for compare configs (the emulated row of the same label): "

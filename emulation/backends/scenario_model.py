@@ -22,7 +22,7 @@ def scenario_model(cfg: RunConfig, ranks: int) -> Dict[str, object]:
     the dilation) ({"gst_s": [...], "folder": ...}); or why there is no model ({"none": reason})."""
     out = os.path.join(cfg.out, FOLDER)
     try:
-        job = prepare(replace(cfg, out=out, force=True, dilation=1.0, ecmp_ports=None, local=False))
+        job = prepare(replace(cfg, out=out, force=True, dilation=1.0, ecmp_ports=None, local=False, cpu_hog=0))
         try:
             job = replace(job, ports=emulated_ports(cfg.out, ranks))
         except ValueError:

@@ -85,6 +85,9 @@ def prepare(base: RunConfig, warmup: int = 2, reps: int = 7) -> CalibrationPlan:
     if network.link_rates:
         raise OptionError("--link-rate does not apply to calibrate: a calibration fits one model per link level "
                           "(calibrate with every link at its level's rate, then run with --link-rate)")
+    if base.cpu_hog:
+        raise OptionError("--cpu-hog does not apply to calibrate: a calibration fits the links of a machine that is "
+                          "not short of CPU (run, jobs and bench take it, to see the verdict catch it)")
     out = output_folder(base.out, (CALIBRATION_FILE,), "a calibration", base.force, "calibrate")
     return CalibrationPlan(Checked(replace(base, out=out), network), warmup, reps)
 

@@ -10,6 +10,7 @@ import json
 from typing import Any, Callable, Optional
 
 from emulation.run import signals
+from emulation.run.faults import CpuHog
 from emulation.run.hosts import Hosts, hosts_for, network_lock
 from emulation.results.files import write_atomic
 from emulation.run.ranks import fork_server_ahead
@@ -45,8 +46,10 @@ class Lifecycle:
         self.writes = 0
 
     def sampling(self, interfaces: bool = False):
-        """Sample the CPU (and, with interfaces, every host interface's counters) while the block runs."""
+        """Sample the CPU (and, with interfaces, every host interface's counters) while the block runs, with the
+        busy processes --cpu-hog asks for beside it."""
         stack = contextlib.ExitStack()
+        stack.enter_context(CpuHog(self.network.cpu_hog))
         stack.enter_context(self.cpu)
         if interfaces:
             topo = self.network.topo

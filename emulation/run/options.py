@@ -212,6 +212,9 @@ class CommonConfig:
                       group=NETWORK)
     socket_buffer: int = run_option(TcpSettings.socket_buffer_bytes, "SO_SNDBUF/SO_RCVBUF of every connection, bytes",
                                 kind=int, low=16384, high=64 << 20, group=DILATION, quantity=BYTES)
+    cpu_hog: int = run_option(0, "an emulator fault on purpose: busy processes on this machine's cores while the "
+                          "ranks train (0: none), to see the fidelity verdict catch a machine short of CPU",
+                          kind=int, low=0, high=64, group=DILATION)
     host_queue: int = run_option(TcpSettings.host_queue_packets, "packets in a host's egress (NIC) queue", kind=int,
                              low=10, high=100000, group=NETWORK)
     queue: int = run_option(TcpSettings.switch_queue_packets, "packets of switch port buffer (switch-side queues)",

@@ -46,6 +46,7 @@ class NetworkSettings:
     background: Tuple[BackgroundFlow, ...] = ()  # flows injected beside the job
     events: Tuple[LinkEvent, ...] = ()  # links whose rate changes during the run
     plain_links: Tuple[Tuple[str, str], ...] = ()  # switch-to-switch links on plain ports of the userspace switch
+    cpu_hog: int = 0                   # busy processes on the machine while the ranks run (an emulator fault on purpose)
 
     @property
     def shaped_link_rates(self) -> Dict[Tuple[str, str], float]:

@@ -226,7 +226,7 @@ def check_network(cfg: RunConfig, label: Label = flag_label, emulated: bool = Tr
     cluster = tuple(parse_servers(cfg.cluster)) if cfg.cluster else ()
     network = NetworkSettings(topo, tuple(bw), shaped_rates(bw, cfg.dilation), impairment, tcp_settings(cfg),
                               controller, cluster, cfg.datapath, cfg.shape_ingress, cfg.tunnel, cfg.local, cfg.wait,
-                              cfg.dilation, link_rates, background, events)
+                              cfg.dilation, link_rates, background, events, cpu_hog=cfg.cpu_hog)
     if not userspace_switch(network) or cluster:
         return network
     return replace(network, plain_links=plain_links(topo, afxdp_port_budget()))
