@@ -24,7 +24,7 @@ def scenario_model(cfg: RunConfig, ranks: int) -> Dict[str, object]:
     try:
         job = prepare(replace(cfg, out=out, force=True, dilation=1.0, ecmp_ports=None, local=False, cpu_hog=0))
         try:
-            job = replace(job, ports=emulated_ports(cfg.out, ranks))
+            job = replace(job, ports=emulated_ports(cfg.out, ranks), cfg=replace(job.cfg, ecmp_ports=cfg.out))
         except ValueError:
             pass  # no connection recorded its ports: the model spreads ECMP as it would
         execute(job, quiet)

@@ -16,6 +16,7 @@ from typing import Dict, List
 from emulation.backends import emulator
 from emulation.backends.base import Log, quiet
 from emulation.backends.job_rows import job_row, overlap_fields, start_s
+from emulation.backends.jobs_flow import JobsFlowModel
 from emulation.core.background import horizon_s
 from emulation.core.job_specs import Hold, holds
 from emulation.run.background_traffic import BackgroundTraffic
@@ -96,7 +97,6 @@ def together_model(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str,
     """Per job, the flow model of every job together from the same starts and holds with the compute each measured
     alone: its median GST past warm-up, for every iteration in the run's own time (the emulated ranks' first
     iteration runs before their start gate, so the iterations do not pair one to one)."""
-    from emulation.backends.shared import JobsFlowModel
     try:
         model = JobsFlowModel(jobs, {n: c for n, c in computes.items() if c is not None})
         timeline = model.run(model.starting(starts), waits)
