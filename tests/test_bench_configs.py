@@ -405,3 +405,12 @@ def test_a_command_rows_peak_memory_is_its_own_not_its_parents():
     assert got["exit_code"] == 0 and got["gst_theory_s"] > 0
     assert 5 < got["peak_rss_mib"] < 350, got["peak_rss_mib"]  # the interpreter and dmlbed's imports, no ballast
     del ballast
+
+
+def test_a_run_command_rows_verdict_its_cause_and_its_scenario_are_the_rows_columns():
+    result = {"correct": True, "fidelity": {"verdict": "degraded", "cause": "CPU saturation: all cores busy",
+                                            "scenario_note": "stragglers: 3 of 9 transfers waited"}}
+    entry = {"label": "r", "job": type("Job", (), {"emulated": True})(), "out": "o", "sweep": {}}
+    row = matrix_rows.command_row(entry, result)
+    assert (row["fidelity"], row["fidelity_cause"], row["fidelity_scenario_note"]) == (
+        "degraded", "CPU saturation: all cores busy", "stragglers: 3 of 9 transfers waited")

@@ -410,6 +410,8 @@ def test_the_flow_model_of_the_scenario_judges_what_the_emulator_added():
     assert hog["verdict"] == "degraded" and "CPU saturation" in hog["cause"]  # a saturated machine still warns
     rerouted = dict(modelled, levels={"L0": {"critical_fidelity": 1.19}})  # traffic off its per-step paths
     assert verdict_and_cause(rerouted, 10, 1.0)["verdict"] == "faithful"
+    slow_rerouted = verdict_and_cause(dict(rerouted, scenario_model={"measured_over_model": 1.2, "cv": 0.02}), 10, 1.0)
+    assert slow_rerouted["verdict"] == "degraded" and "links idle" in slow_rerouted["cause"]  # not the shaper
     unshaped = dict(rerouted, scenario_model={"measured_over_model": 0.6, "cv": 0.02})  # faster than it could be
     v = verdict_and_cause(unshaped, 10, 1.0)
     assert v["verdict"] == "not faithful" and "1.19 times their shaped rate" in v["cause"]

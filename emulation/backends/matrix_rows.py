@@ -95,7 +95,8 @@ def command_row(entry: dict, result: dict) -> dict:
     fid = result.get("fidelity") if isinstance(result.get("fidelity"), dict) else {}  # a run's, or a check's verdict
     return {**dict.fromkeys(COLUMNS), **figures, "label": entry["label"], "mode": "emulate" if entry["job"].emulated
             else "simulate", "fidelity": result.get("verdict") or fid.get("verdict"),
-            "fidelity_cause": result.get("cause") or fid.get("cause"), "correct": result.get("correct"),
+            "fidelity_cause": result.get("cause") or fid.get("cause"),
+            "fidelity_scenario_note": fid.get("scenario_note"), "correct": result.get("correct"),
             "out": entry["out"], **entry["sweep"]}
 
 

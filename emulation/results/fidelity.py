@@ -341,7 +341,7 @@ def over_rate(r: Readings) -> Optional[Finding]:
     ones looks faster than it is; an unshaped link makes the run faster than the model)."""
     if r.level_max is not None and r.level_max > OVER_RATE_LEVEL:
         slower = r.modelled and r.fid["scenario_model"]["measured_over_model"] >= 1.0
-        return Finding(5000.0 + r.level_max, f"links carried {r.level_max:.2f} times their shaped rate: the shaper did "
+        return Finding((r.level_max - 1) / 100 if slower else 5000.0 + r.level_max, f"links carried {r.level_max:.2f} times their shaped rate: the shaper did "
                                              f"not hold it, so the timings are not those of the asked-for links (on "
                                              f"the userspace datapath switch->host is shaped only with "
                                              f"--shape-ingress, which incast into a server needs)",
