@@ -144,7 +144,8 @@ def test_a_link_left_unshaped_is_not_faithful(tmp_path):
 def test_a_machine_short_of_cpu_is_caught_and_named(tmp_path):
     """--cpu-hog takes the cores from the ranks and the switch (an emulator fault on purpose): the run stays correct,
     its verdict is not faithful to the machine and names the CPU, and the busy processes are gone afterwards."""
-    r = run_dmlbed("run", "--topo", "star:2", "--algo", "ring", "--model", "mlp:2MB", "--bw", "100", "--iters", "6",
+    # at 20 Mbit/s the six judged iterations take about 5 s: several CPU samples (at 100 one second held one sample)
+    r = run_dmlbed("run", "--topo", "star:2", "--algo", "ring", "--model", "mlp:2MB", "--bw", "20", "--iters", "8",
                    "--batch", "4", "--cpu-hog", "6", "--json", "--out", str(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads(r.stdout)

@@ -10,7 +10,9 @@ from test_emulation import leftovers
 
 pytestmark = pytest.mark.emulation
 
-CASES = [("ring", "star:4"), ("bml", "bcube:2,2"), ("ps", "star:4")]
+# PS is left out since every emulated run is judged against its own scenario's flow model (test_run_emulation.py's
+# algorithm runs assert that model for PS, BML, BlueConnect and two-level); here the compare matrix's two modes
+CASES = [("ring", "star:4"), ("bml", "bcube:2,2")]
 
 
 def test_simulated_gst_within_ten_percent_of_emulated(tmp_path):
