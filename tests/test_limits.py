@@ -127,6 +127,5 @@ def test_the_demos_own_networks_are_within_what_the_committed_table_measured():
     defaults = demo["defaults"]
     for run in demo["runs"]:
         topo = parse(run["topo"])
-        levels = 1 + max(link.level for link in topo.links)
-        shaped = [float(defaults["bw"]) / defaults.get("dilation", 1)] * levels
+        shaped = [float(defaults["bw"]) / defaults.get("dilation", 1)] * limits.levels(topo)
         assert limits.beyond_measured(topo, "user", shaped, defaults.get("dilation", 1)) is None, run

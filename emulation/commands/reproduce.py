@@ -332,8 +332,9 @@ def docs_page(claims: List[dict], origin: dict, rebuilt: Optional[dict] = None) 
               "formula or dmlbed's) checked, or a property that holds by construction. \"How\" says where ours comes "
               "from: a closed form, the flow model (\"simulated\"), loopback, or the emulated network with the worst "
               "[fidelity verdict](../explanation/fidelity.md) of the runs the claim uses; a claim resting on a run "
-              "that was degraded or not faithful is not judged, and says which. A derived claim follows from others and is not counted again. "
-              "Run it yourself: [Reproduce the papers](../how-to/reproduce-papers.md).", "", markdown(claims)]
+              "that was degraded or not faithful is not judged, and says which. A derived claim follows from others "
+              "and is not counted again. Run it yourself: [Reproduce the papers](../how-to/reproduce-papers.md).", "",
+              markdown(claims)]
     return "\n".join(lines)
 
 

@@ -36,6 +36,8 @@ TOLERANCE = 0.10  # ours/paper within this agrees, unless a claim sets its own
 MAX_TOLERANCE = 0.5
 NO_EFFECT = {"ratio": 1.0, "reduction": 0.0, "difference": 0.0}  # what a relation reads when the two rows do not differ
 OUT_OF_REACH = "out of reach here"
+
+
 def not_judged(fidelity: str) -> str:
     """A claim's verdict when the emulated run it rests on was not faithful, in the fidelity verdict's own word."""
     return f"not judged (emulation {fidelity})"

@@ -307,7 +307,13 @@ class Readings(NamedTuple):
     share: Optional[float]
     spurious: float
     totals: Dict[str, int]
-    modelled: bool  # the share is what the run lost against the flow model of its own scenario
+    over: Optional[float]      # measured over the flow model of the run's own scenario (None: no model)
+    model_cv: Optional[float]  # the spread of that ratio over the judged iterations
+
+    @property
+    def modelled(self) -> bool:
+        """The share is what the run lost against the flow model of its own scenario."""
+        return self.over is not None
 
 
 def readings(fid: Dict[str, object], theory_s: float) -> Readings:
@@ -318,19 +324,19 @@ def readings(fid: Dict[str, object], theory_s: float) -> Readings:
     d = fid.get("decomposition_median_s") or {}
     fidelities = [l["critical_fidelity"] for l in fid.get("levels", {}).values() if l.get("critical_fidelity")]
     emulator_s = max(0.0, max(0.0, d.get("below_rate_s") or 0) + (d.get("idle_s") or 0) - (d.get("early_s") or 0))
-    over = (fid.get("scenario_model") or {}).get("measured_over_model")
+    model = fid.get("scenario_model") or {}
+    over = model.get("measured_over_model")
     share = max(0.0, over - 1) if over is not None else emulator_s / theory_s if theory_s and d else None
     return Readings(fid, d, fid.get("cpu") or {}, theory_s, min(fidelities, default=None),
                     max(fidelities, default=None), share, fid.get("spurious_rto_per_worker_iteration") or 0,
-                    fid.get("tcp_totals", {}), over is not None)
+                    fid.get("tcp_totals", {}), over, model.get("cv"))
 
 
 def unsteady(r: Readings) -> bool:
     """The per-iteration GST varies beyond STEADY_CV: against the flow model of the scenario when there is one (its
     drawn compute and on/off flows vary both), else against theory without background flows."""
     if r.modelled:
-        cv = r.fid["scenario_model"].get("cv")
-        return cv is not None and cv > STEADY_CV
+        return r.model_cv is not None and r.model_cv > STEADY_CV
     cv = r.fid.get("gst_cv")
     return cv is not None and cv > STEADY_CV and not r.fid.get("background")
 
@@ -340,11 +346,11 @@ def over_rate(r: Readings) -> Optional[Finding]:
     than the flow model of its scenario (traffic a link event or a reroute moved onto other paths than the per-step
     ones looks faster than it is; an unshaped link makes the run faster than the model)."""
     if r.level_max is not None and r.level_max > OVER_RATE_LEVEL:
-        slower = r.modelled and r.fid["scenario_model"]["measured_over_model"] >= 1.0
-        return Finding((r.level_max - 1) / 100 if slower else 5000.0 + r.level_max, f"links carried {r.level_max:.2f} times their shaped rate: the shaper did "
-                                             f"not hold it, so the timings are not those of the asked-for links (on "
-                                             f"the userspace datapath switch->host is shaped only with "
-                                             f"--shape-ingress, which incast into a server needs)",
+        slower = r.modelled and r.over >= 1.0
+        return Finding((r.level_max - 1) / 100 if slower else 5000.0 + r.level_max,
+                       f"links carried {r.level_max:.2f} times their shaped rate: the shaper did not hold it, so the "
+                       f"timings are not those of the asked-for links (on the userspace datapath switch->host is "
+                       f"shaped only with --shape-ingress, which incast into a server needs)",
                        None if slower else Verdict.NOT_FAITHFUL)
     return None
 
@@ -361,18 +367,17 @@ def far_below_theory(r: Readings) -> Optional[Finding]:
 def faster_than_model(r: Readings) -> Optional[Finding]:
     """A run faster than the flow model of its scenario lets the network be: links above their rate somewhere, or
     traffic the model has and the run had not."""
-    over = r.fid["scenario_model"]["measured_over_model"] if r.modelled else None
-    if over is not None and over < FASTER_THAN_MODEL:
-        return Finding(3000.0 + 1 / over, f"the run took {over:.2f} of the flow model of its own scenario: faster "
-                                          f"than its links at their rates allow, so a shaper did not hold or "
-                                          f"traffic the scenario asks for did not run", Verdict.DEGRADED)
+    if r.modelled and r.over < FASTER_THAN_MODEL:
+        return Finding(3000.0 + 1 / r.over, f"the run took {r.over:.2f} of the flow model of its own scenario: "
+                                            f"faster than its links at their rates allow, so a shaper did not hold "
+                                            f"or traffic the scenario asks for did not run", Verdict.DEGRADED)
     return None
 
 
 def varying(r: Readings) -> Optional[Finding]:
     if not unsteady(r):
         return None
-    cv = r.fid["scenario_model"]["cv"] if r.modelled else r.fid["gst_cv"]
+    cv = r.model_cv if r.modelled else r.fid["gst_cv"]
     why = f"per-iteration GST varies (CV {cv:.2f}{' against the flow model of the scenario' if r.modelled else ''})"
     if r.spurious > SPURIOUS_RTO_PER_WORKER_ITERATION:
         why += (f" with {r.spurious:.1f} spurious TCP retransmission timeouts per worker and iteration (the ACKs "
@@ -472,8 +477,8 @@ def compute_over_budget(r: Readings) -> Optional[Finding]:
 # faithful when the network shows the damage (links far below rate, the emulator's share of the GST, links above
 # it). The verdict is the worst any rule makes; the cause named is the heaviest rule's words, unless faithful.
 CAUSE_RULES: Tuple[Callable[[Readings], Optional[Finding]], ...] = (
-    over_rate, far_below_theory, faster_than_model, varying, cpu_saturated, codec_on_cpu, switch_saturated, slow_links, emulator_share,
-    below_rate, idle_links, queue_drops, compute_over_budget)
+    over_rate, far_below_theory, faster_than_model, varying, cpu_saturated, codec_on_cpu, switch_saturated,
+    slow_links, emulator_share, below_rate, idle_links, queue_drops, compute_over_budget)
 
 
 def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) -> Dict[str, object]:

@@ -27,11 +27,17 @@ class Load(NamedTuple):
     switch_mbps: float  # every switch port's receive rate, summed: the most the switches may have to forward
     link_mbps: float    # the fastest link
 
+    def exceeding(self, other: "Load") -> List[str]:
+        """The counts on which this load asks more than `other`, each with both values."""
+        return [f"{name} ({mine:g} > {theirs:g})" for name, mine, theirs in zip(COUNTS, self, other)
+                if mine > theirs * (1 + 1e-9)]
+
     def covered_by(self, other: "Load") -> bool:
         """True when `other` asked at least as much on every count."""
-        return all(mine <= theirs * (1 + 1e-9) for mine, theirs in zip(self, other))
+        return not self.exceeding(other)
 
     def words(self) -> str:
+        """The four counts, as the note says them."""
         return (f"{self.hosts} hosts, {self.switch_ports} switch ports, {self.switch_mbps:g} Mbit/s into the switches "
                 f"({self.switch_mbps * 1e6 / MTU_BITS / 1000:.0f}k full frames/s), links up to {self.link_mbps:g} "
                 f"Mbit/s")
@@ -51,6 +57,12 @@ def load_of(topo: Topology, shaped: Sequence[float], overrides: Optional[Dict[Tu
         into += rate * ends
         fastest = max(fastest, rate)
     return Load(len(topo.hosts), ports, round(into, 6), fastest)
+
+
+def uniform_load(spec: str, rate_mbps: float) -> Load:
+    """The load of a topology spec with every link at one rate (a `net --check`'s, or a run's over its dilation)."""
+    topo = parse(spec)
+    return load_of(topo, [rate_mbps] * levels(topo))
 
 
 class Point(NamedTuple):
@@ -76,16 +88,14 @@ def faithful_points(table: dict) -> List[Point]:
     for entry in table.values():
         best = ((entry or {}).get("net") or {}).get("largest_faithful")
         if best:
-            topo = parse(best["spec"])
             out.append(Point(f"{best['spec']} net --check at {best['rate_mbps']:g} Mbit/s",
-                             load_of(topo, [best["rate_mbps"]] * levels(topo))))
+                             uniform_load(best["spec"], best["rate_mbps"])))
         for run in (entry or {}).get("runs", []):
             if run.get("verdict") == "faithful" and run.get("correct") is True:
-                topo, dilation = parse(run["spec"]), run.get("dilation") or 1.0
-                shaped = run["rate_mbps"] / dilation
+                dilation = run.get("dilation") or 1.0
                 what = f"{run['spec']} {run['algo']} run at {run['rate_mbps']:g} Mbit/s" + (
                     f", dilation {dilation:g}" if dilation != 1 else "")
-                out.append(Point(what, load_of(topo, [shaped] * levels(topo))))
+                out.append(Point(what, uniform_load(run["spec"], run["rate_mbps"] / dilation)))
     return out
 
 
@@ -101,6 +111,7 @@ def first_failures(table: dict) -> List[dict]:
 
 
 def levels(topo: Topology) -> int:
+    """How many link levels a topology has."""
     return 1 + max((link.level for link in topo.links), default=0)
 
 
@@ -117,16 +128,15 @@ def beyond_measured(topo: Topology, datapath: str, shaped: Sequence[float], dila
     if not points or any(load.covered_by(p.load) for p in points):
         return None
     nearest = min(points, key=lambda p: excess(load, p.load))
-    over = [f"{name} ({mine:g} > {theirs:g})" for name, mine, theirs in zip(COUNTS, load, nearest.load)
-            if mine > theirs * (1 + 1e-9)]
     dates = sorted({str((e.get("measured") or {}).get("date"))[:10] for e in table.values() if e.get("measured")}
-                   | {str(r.get("measured"))[:10] for e in table.values() for r in e.get("runs", []) if r.get("measured")})
+                   | {str(r.get("measured"))[:10] for e in table.values() for r in e.get("runs", [])
+                      if r.get("measured")})
     failed = [f"; {bad['spec']} net --check at {bad['rate_mbps']:g} Mbit/s, asking no more, was "
               f"{bad.get('verdict') or 'not measured'} ({bad.get('bottleneck')})" for bad in first_failures(table)
-              if load_of(parse(bad["spec"]), [bad["rate_mbps"]] * levels(parse(bad["spec"]))).covered_by(load)]
+              if uniform_load(bad["spec"], bad["rate_mbps"]).covered_by(load)]
     return (f"{topo.spec} asks more of this machine than any network measured faithful on a 2-core machine"
             f"{f' (to {dates[-1]})' if dates else ''}: {load.words()}; the nearest, {nearest.what}, had less "
-            f"{', '.join(over)}{''.join(failed[:1])}: "
+            f"{', '.join(load.exceeding(nearest.load))}{''.join(failed[:1])}: "
             f"{advice(load, points, dilation)} (docs/reference/limits.md)")
 
 
