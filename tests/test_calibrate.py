@@ -167,6 +167,7 @@ def test_reproduce_lists_the_paper_configs_and_refuses_unknown_names():
     assert r.returncode == 2 and "valid are blueconnect" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.benchmark  # 33 s of loopback runs: make test has reproduce's claims judged in test_paper_claims
 def test_reproduce_prints_paper_beside_ours(tmp_path):
     r = run_dmlbed("reproduce", "blueconnect", "--local", "--json", "--out", str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -82,7 +82,7 @@ def job_row(entry: dict, report: dict, job: dict) -> dict:
             "alone_iteration_mean_s": alone.get("iteration_mean_s", alone.get("iteration_s")),
             "slowdown": job.get("slowdown"), "overlap_median": job.get("overlap_median"), "start": job["start"],
             "hosts": " ".join(job["hosts"]), "fidelity": fid.get("verdict"), "fidelity_cause": fid.get("cause"),
-            "out": entry["config"].out, **entry["sweep"]}
+            "fidelity_scenario_note": fid.get("scenario_note"), "out": entry["config"].out, **entry["sweep"]}
 
 
 def command_row(entry: dict, result: dict) -> dict:
