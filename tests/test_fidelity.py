@@ -126,6 +126,29 @@ def test_a_connections_ports_put_its_transfer_on_its_ecmp_path():
     assert portless == {"h0>e0_0", "e3_0>h12"}
 
 
+def test_connections_ecmp_hashed_are_said_as_the_scenarios_when_the_flow_model_replays_them():
+    from emulation.results.fidelity import hashed_connections
+    from emulation.results.links import Paths
+    topo, mb, half = parse("fattree:4"), 1_000_000, 50e6 / 8 / 2
+    traces = [dict(trace(r, 0, 1.0, 1.0 + mb / half, mb, peer=p), ports=[33000 + r, 5000]) for r, p in [(0, 12), (1, 13)]]
+    traces.append(dict(trace(0, 0, 1.0, 1.0 + mb / half, mb, peer=1), ports=[33002, 5000]))  # one edge switch: no choice
+    assert {c[:2] for c in hashed_connections(traces, Paths(topo))} == {(0, 12), (1, 13)}
+    rows = [{"iteration": i, "gst_s": mb / half, "sync_start": 1.0, "sync_end": 1.0 + mb / half, "workers": 16}
+            for i in range(4)]
+    records = {r: [{}] * 4 for r in range(16)}
+
+    def judged(topology, scenario):
+        return report(Evidence(topology, (50.0,) * 3, mb / half, rows, records, [dict(t, iteration=i) for t in traces
+                                                                                 for i in range(4)],
+                               {}, {"saturated_share": 0.0}, True, scenario=scenario))
+    modelled = judged(topo, {"gst_s": [mb / half * 1.3] * 4})
+    assert "ECMP: 2 connections each took the equal-cost path" in modelled["scenario_note"]
+    assert "1.30 of the closed form" in modelled["scenario_note"]
+    assert "ECMP" not in (judged(topo, None).get("scenario_note") or "")  # no model replays them: nothing said
+    star = judged(parse("star:16"), {"gst_s": [mb / half] * 4})
+    assert "ECMP" not in (star.get("scenario_note") or "")
+
+
 def test_step_skew_is_the_spread_of_first_starts():
     traces = [trace(0, 0, 1.0, 2.0, 1), trace(1, 0, 1.3, 2.0, 1), trace(1, 0, 1.2, 2.0, 1), trace(0, 0, 5.0, 6.0, 1, step=1)]
     assert step_skew(traces, 2) == [pytest.approx(0.2)]

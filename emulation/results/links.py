@@ -304,6 +304,18 @@ def decompose(iteration: dict, links: List[dict], theory_s: float,
             "bottleneck": " then ".join(f"{b['link']} L{b['level']}" for b in chain)}
 
 
+def hashed_connections(sends: List[dict], paths: Paths) -> set:
+    """The connections of these sends that had equal-cost paths to choose from, each on the one its TCP ports hashed
+    to (rank, peer, level, ports)."""
+    out = set()
+    for t in sends:
+        if t.get("ports"):
+            key = (t["rank"], t["peer"], t["level"], tuple(t["ports"]))
+            if key not in out and len(paths.links(*key[:3])) < len(paths.links(*key)):
+                out.add(key)
+    return out
+
+
 def bottleneck_of(links: List[dict]) -> dict:
     """The link whose payload needs longest at the rate it could get; of links that need as long, the one carrying
     the most (the server's downlink, not one of the uplinks that share it fairly). Payload, not wire bytes: a rank's
@@ -325,6 +337,7 @@ class LinkTally:
     judged: int = 0
     shared_bottleneck: int = 0
     used_links: set = field(default_factory=set)
+    hashed: set = field(default_factory=set)  # the connections ECMP gave a choice of paths (their ports chose one)
 
     def add(self, links: List[dict], placement: Optional[Dict[str, str]]) -> None:
         """One iteration's links, each into its level's (and the tunnels') sums."""
