@@ -71,6 +71,14 @@ def execute(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
         return run_job(job, log, progress)
 
 
+def started_line(cfg: RunConfig, topo, workers: int) -> str:
+    """What a run says when its workers start (and, dilated, how its times are reported)."""
+    return f"started {workers} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}" + (
+        f"; time dilation {cfg.dilation:g}: links shaped to 1/{cfg.dilation:g} of their rate and compute "
+        f"stretched alike, so progress shows emulated seconds and results divide them by {cfg.dilation:g}"
+        if cfg.dilation != 1 else "")
+
+
 def run_job(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
     """Run a checked experiment in one lifecycle (lock, fork server, hosts, CPU sampler); summary.json is written
     even when it fails (with `error`)."""
@@ -97,10 +105,7 @@ def run_job(job: RunJob, log: Log = quiet, progress: bool = True) -> Summary:
         probes.start(hosts, lambda name: checked.network.topo.node(name).ip)
         state["spawned"] = time.time()
         procs = start_ranks(hosts, files, rank_configs(checked, os.path.abspath(files.path)), server=life.server)
-        log(f"started {len(procs)} workers: {cfg.algo} on {topo.spec}, {cfg.model}, batch {cfg.batch}" + (
-            f"; time dilation {cfg.dilation:g}: links shaped to 1/{cfg.dilation:g} of their rate and compute "
-            f"stretched alike, so progress shows emulated seconds and results divide them by {cfg.dilation:g}"
-            if cfg.dilation != 1 else ""))
+        log(started_line(cfg, topo, len(procs)))
         drops_before = hosts.port_drops()
         schedule = state["events"] = EventSchedule(network.events, files, len(topo.hosts), cfg.dilation,
                                                    lambda event: apply_event(hosts, event, cfg.dilation))
