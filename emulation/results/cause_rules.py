@@ -205,6 +205,10 @@ def idle_links(r: Readings) -> Optional[Finding]:
         if spurious_retransmissions(r.totals):
             why += (" (spurious: the receivers got every retransmitted segment twice, so nothing was lost and "
                     "the ACKs came later than the timer; a larger --rto-min avoids them)")
+    elif r.modelled:  # the scenario's own waits (stragglers, other traffic, events) are in the model: not these
+        why = ("links idle during synchronization beyond the flow model of the scenario, which has its waits "
+               "(stragglers, other traffic, link events) but not the software switch's latency per message or "
+               "ranks slowed by this machine's CPU")
     elif (r.fid.get("step_skew_s") or {}).get("median"):
         why = f"links idle during synchronization (ranks start steps up to " \
               f"{r.fid['step_skew_s']['median'] * 1000:.0f} ms apart, median)"
