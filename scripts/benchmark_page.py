@@ -24,7 +24,9 @@ CONFIG_SECTIONS = (("timing", "Timing targets"), ("low-rate", "Low rates"), ("ov
                    ("limits", "How large a network comes up faithfully"),
                    ("events", "Networks that change under a job"), ("collectives", "Every collective"),
                    ("codecs", "Gradient codecs on the wire"), ("codecs-convergence", "Every codec's convergence"),
-                   ("jobs", "Two jobs sharing a network"))
+                   ("jobs", "Two jobs sharing a network"),
+                   ("verdicts", "The verdict tells the scenario from the emulator"),
+                   ("limits-demo", "The demo's own networks"))
 SOURCES = {**{name: f"{BENCH}/{name}/targets.csv" for name, _ in CONFIG_SECTIONS},
            "rates": "results/codecs-rates/rates.json", "rates_slow": "results/codecs-rates-slow/rates.json"}
 
