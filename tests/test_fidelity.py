@@ -130,8 +130,10 @@ def test_connections_ecmp_hashed_are_said_as_the_scenarios_when_the_flow_model_r
     from emulation.results.fidelity import hashed_connections
     from emulation.results.links import Paths
     topo, mb, half = parse("fattree:4"), 1_000_000, 50e6 / 8 / 2
-    traces = [dict(trace(r, 0, 1.0, 1.0 + mb / half, mb, peer=p), ports=[33000 + r, 5000]) for r, p in [(0, 12), (1, 13)]]
-    traces.append(dict(trace(0, 0, 1.0, 1.0 + mb / half, mb, peer=1), ports=[33002, 5000]))  # one edge switch: no choice
+    traces = [dict(trace(r, 0, 1.0, 1.0 + mb / half, mb, peer=p), ports=[33000 + r, 5000])
+              for r, p in [(0, 12), (1, 13)]]
+    # one edge switch: no choice of path
+    traces.append(dict(trace(0, 0, 1.0, 1.0 + mb / half, mb, peer=1), ports=[33002, 5000]))
     assert {c[:2] for c in hashed_connections(traces, Paths(topo))} == {(0, 12), (1, 13)}
     rows = [{"iteration": i, "gst_s": mb / half, "sync_start": 1.0, "sync_end": 1.0 + mb / half, "workers": 16}
             for i in range(4)]

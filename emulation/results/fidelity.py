@@ -103,7 +103,8 @@ def report(e: Evidence) -> Dict[str, object]:
     foreign = [(frozenset(Paths(e.topo, e.link_rates, e.network).between(b["src"], b["dst"], b.get("ports"))),
                 list(b["received"])) for b in e.background]
     tally = tally_links(e, kept, theories, in_force, foreign)
-    out.update(link_readings(e, tally, foreign, changed_under))
+    model_s = (out.get("scenario_model") or {}).get("gst_median_s")
+    out.update(link_readings(e, tally, foreign, changed_under, model_s / theory_s if model_s and theory_s else None))
     out.update(tcp_readings(e, changed_under, out.get("scenario_note")))
     out.update(verdict_and_cause(out, len(kept), theory_s))
     return out
@@ -176,14 +177,16 @@ def tally_links(e: Evidence, kept: List[dict], theories: List[float], in_force: 
     return tally
 
 
-def link_readings(e: Evidence, tally: LinkTally, foreign, changed_under: List[int]) -> Dict[str, object]:
-    """Per level (and tunnels) the links' fidelity, the scenario's notes, the step skew, the GST decomposed."""
+def link_readings(e: Evidence, tally: LinkTally, foreign, changed_under: List[int],
+                  model_over_theory: Optional[float]) -> Dict[str, object]:
+    """Per level (and tunnels) the links' fidelity, the scenario's notes, the step skew, the GST decomposed
+    (model_over_theory: the judged iterations' flow model of the scenario over their closed form, None: no model)."""
     out: Dict[str, object] = {}
     tunnels = tally.per_level.pop("tunnels", None)
     out["levels"] = {f"L{level}": link_group(acc, e.bw[level]) for level, acc in sorted(tally.per_level.items())}
     if e.placement:
         out["tunnels"] = link_group(tunnels, None) if tunnels else {"note": "no data crossed machines"}
-    notes = scenario_notes(e, tally, foreign, changed_under)
+    notes = scenario_notes(e, tally, foreign, changed_under, model_over_theory)
     if notes:
         out["scenario_note"] = "; ".join(notes)
     out["background"] = bool(foreign)
@@ -197,7 +200,8 @@ def link_readings(e: Evidence, tally: LinkTally, foreign, changed_under: List[in
     return out
 
 
-def scenario_notes(e: Evidence, tally: LinkTally, foreign, changed_under: List[int]) -> List[str]:
+def scenario_notes(e: Evidence, tally: LinkTally, foreign, changed_under: List[int],
+                   model_over_theory: Optional[float]) -> List[str]:
     """What the scenario itself did (traffic beside the job, link events, stragglers), said apart."""
     notes = []
     if foreign:
@@ -213,12 +217,10 @@ def scenario_notes(e: Evidence, tally: LinkTally, foreign, changed_under: List[i
                      + (f"; iteration{'s' if many else ''} {', '.join(map(str, changed_under))} had the network "
                         f"change under {'them' if many else 'it'} and {'are' if many else 'is'} not judged"
                         if changed_under else ""))
-    if tally.hashed and e.scenario and e.scenario.get("gst_s"):
-        model = statistics.median(e.scenario["gst_s"]) / e.theory_s if e.theory_s else None
+    if tally.hashed and model_over_theory:
         notes.append(f"ECMP: {len(tally.hashed)} connections each took the equal-cost path its TCP ports hashed to; "
-                     f"the flow model replays those paths" + (f" ({model:.2f} of the closed form, which spreads "
-                                                              f"traffic evenly)" if model else "")
-                     + ", so the links they loaded unevenly are the scenario's, not the emulator's")
+                     f"the flow model replays those paths ({model_over_theory:.2f} of the closed form, which spreads "
+                     f"traffic evenly), so the links they loaded unevenly are the scenario's, not the emulator's")
     if e.stragglers:
         notes.append(f"stragglers: {len(tally.skipped)} of {tally.judged} transfers waited for a receiver still "
                      f"computing (the scenario's drawn compute, not the emulator); links are judged on the others")

@@ -307,13 +307,8 @@ def decompose(iteration: dict, links: List[dict], theory_s: float,
 def hashed_connections(sends: List[dict], paths: Paths) -> set:
     """The connections of these sends that had equal-cost paths to choose from, each on the one its TCP ports hashed
     to (rank, peer, level, ports)."""
-    out = set()
-    for t in sends:
-        if t.get("ports"):
-            key = (t["rank"], t["peer"], t["level"], tuple(t["ports"]))
-            if key not in out and len(paths.links(*key[:3])) < len(paths.links(*key)):
-                out.add(key)
-    return out
+    connections = {(t["rank"], t["peer"], t["level"], tuple(t["ports"])) for t in sends if t.get("ports")}
+    return {c for c in connections if len(paths.links(*c[:3])) < len(paths.links(*c))}
 
 
 def bottleneck_of(links: List[dict]) -> dict:
