@@ -13,6 +13,7 @@ from emulation.core.topology import parse
 from emulation.run.options import OptionError
 from emulation.simulation.flows import simulate_plan
 from emulation.simulation.routes import Router
+from emulation.simulation.step_state import as_slice
 from workloads.algorithms import get
 from workloads.models import tensor_sizes
 from workloads.plan import COPY, REDUCE, Plan, Transfer
@@ -210,3 +211,12 @@ def test_the_rings_declaration_that_its_pieces_move_as_tokens_holds(ranks):
             for check in (True, False)]
     assert runs[0].tokens and runs[1].tokens  # checked, no step broke the discipline
     assert runs[0].gst_s == runs[1].gst_s and runs[0].rank_done.tolist() == runs[1].rank_done.tolist()
+
+
+def test_indices_that_step_evenly_are_read_as_slices_and_others_as_themselves():
+    for index in (np.arange(5), np.arange(3, 40, 4), np.array([2, 5, 8])):
+        at = as_slice(index)
+        assert isinstance(at, slice) and np.array_equal(np.arange(100)[at], index)
+    for index in (np.array([1, 2, 4]), np.array([3, 2, 1]), np.array([4, 4]), np.roll(np.arange(6), 1),
+                  np.array([7])):
+        assert as_slice(index) is index

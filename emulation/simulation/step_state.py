@@ -48,6 +48,22 @@ class Shape:
     sharing: Optional[object] = None  # its messages that share a link (shared_step.Sharing), if any
     contested_version: int = -1  # the paths' version its contested crossings were found at
     contested_at: Optional[np.ndarray] = None  # its link crossings (indices into flat) on contested links
+    # the same indices as a slice where they step evenly (a ring's: a view reads and writes in place of a gather)
+    order_at: object = None
+    key_at: object = None
+    send_at: object = None
+    recv_at: object = None
+
+
+def as_slice(index: np.ndarray):
+    """index as the slice it walks where it steps evenly upwards (indexing by it then makes a view), else index."""
+    n = len(index)
+    if n < 2:
+        return index
+    first, stride = int(index[0]), int(index[1] - index[0])
+    if stride <= 0 or not np.array_equal(index, first + stride * np.arange(n, dtype=index.dtype)):
+        return index
+    return slice(first, first + stride * (n - 1) + 1, stride)
 
 
 def shape_of(src: np.ndarray, dst: np.ndarray, tags: np.ndarray, ranks: int) -> Shape:

@@ -25,7 +25,7 @@ import numpy as np
 from emulation.simulation.allocator import keep_large_arrays_in_heap
 from emulation.simulation.fairshare import TIME_TOLERANCE
 from emulation.simulation.shared_step import Sharing
-from emulation.simulation.step_state import Declined, NotTokens, Shape, Tokens, Touches, shape_of
+from emulation.simulation.step_state import Declined, NotTokens, Shape, Tokens, Touches, as_slice, shape_of
 from emulation.simulation.routes import Router
 from workloads.plan import Plan
 
@@ -298,8 +298,10 @@ class Stepper:
         sh.unit = np.repeat(np.arange(len(sh.src), dtype=np.int64), sh.lengths)
         sh.conn_send = self.state.slots((sh.src * self.ranks + sh.dst) * self.streams + stream)
         sh.conn_recv = self.state.slots(((self.ranks + sh.dst) * self.ranks + sh.src) * self.streams + stream)
-        sh.key = sh.src * self.levels + level
+        sh.key = level * self.ranks + sh.src  # level-major: a step of every rank on one level is a slice
         sh.keys = np.unique(sh.key)
+        sh.order_at, sh.key_at, sh.send_at, sh.recv_at = (as_slice(a) for a in (sh.order, sh.key, sh.conn_send,
+                                                                                  sh.conn_recv))
         sh.claimed = False
         sh.moved = np.zeros(len(sh.src))
 
@@ -307,7 +309,7 @@ class Stepper:
         """When each rank was done: its latest sends' arrival on any level, its connections' latest receive (each
         rank's sends on a level, and each connection's receives, are done in order, so the latest are the last)."""
         st, out = self.state, np.zeros(self.ranks)
-        np.maximum.at(out, np.arange(len(st.level_last)) // self.levels, st.level_last)
+        np.maximum(out, st.level_last.reshape(self.levels, self.ranks).max(axis=0), out=out)
         receiving = st.keys >= self.ranks * self.ranks * self.streams
         dst = st.keys[receiving] // self.streams // self.ranks - self.ranks
         np.maximum.at(out, dst, st.done[st.slot_of[receiving]])
@@ -351,7 +353,7 @@ class Stepper:
         """One step's messages: when each is sent, arrives and is received; the state moved on."""
         self.steps += 1
         sh = self.shape(stream, src, dst, tags)
-        pieces = piece[sh.order]
+        pieces = piece[sh.order_at]
         if sh.single:
             fp32 = self.sizes[pieces]
         else:
@@ -365,9 +367,9 @@ class Stepper:
                              st.level_last)
             sh.claimed = True
         duration = fp32 / sh.rate  # nothing for an empty message, or one that crosses no link (infinite rate)
-        level_ready = st.level_last[sh.key] if self.streams == 1 else st.level_ready(sh.key, n)
+        level_ready = st.level_last[sh.key_at] if self.streams == 1 else st.level_ready(sh.key, n)
         ready_send = np.maximum(self.data.ready_send(sh, pieces, stream), level_ready)
-        np.maximum(ready_send, st.done[sh.conn_send], out=ready_send)
+        np.maximum(ready_send, st.done[sh.send_at], out=ready_send)
         if sh.sharing is not None:
             duration = self.shared(sh, fp32, ready_send, duration)
         if self.paths.version:
@@ -376,16 +378,16 @@ class Stepper:
         arrive += sh.latency
         if step_delay:
             arrive += step_delay
-        done_recv = np.maximum(st.done[sh.conn_recv], arrive)
+        done_recv = np.maximum(st.done[sh.recv_at], arrive)
         waits = self.data.ready_recv(sh, pieces, stream)
         if waits is not None:
             np.maximum(done_recv, waits, out=done_recv)
         self.data.update(sh, pieces, stream, arrive, done_recv)
         if self.streams == 1 and len(sh.key) == len(sh.keys):  # each key's one send: this step's group
-            st.level_last[sh.key] = arrive
+            st.level_last[sh.key_at] = arrive
         else:
             st.level_update(sh.key, sh.keys, n, arrive)
-        st.done[sh.conn_send], st.done[sh.conn_recv] = arrive, done_recv
+        st.done[sh.send_at], st.done[sh.recv_at] = arrive, done_recv
         sh.moved += fp32
         self.units += len(sh.src)
         if self.rows is not None and self.units <= self.trace_units:
