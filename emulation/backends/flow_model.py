@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from emulation.backends.base import Job, Log, quiet
 from emulation.core.background import horizon_s
 from emulation.core.events import rates_in_force
@@ -22,7 +24,7 @@ from emulation.results.iterations import WARMUP, mean_after_warmup, median_after
 from emulation.results.iterations import straggler_report
 from emulation.results.summary import Models, Outcome, Simulation, Summary, Traffic
 from emulation.backends.heads import head, overlap_model, overlap_theory
-from emulation.results.trace import chrome_trace
+from emulation.results.trace import Sides, chrome_trace
 from emulation.run.validation import check_modelled_compute, validate
 from emulation.simulation.background_model import persistent_flows, varies as background_varies
 from emulation.simulation.flows import TRACE_UNITS, FlowResult, in_sequence, simulate_plan
@@ -443,13 +445,17 @@ def simulated_trace(result: FlowResult, topo, cfg: RunConfig, bw, compute: float
     latency = cfg.latency_us * 1e-6
     rows = {r: [{"iteration": 0, "start": 0.0, "end": compute + result.gst_s, "compute_s": compute,
                  "sync_start": compute, "sync_end": compute + done}] for r, done in enumerate(result.rank_done_s)}
-    traces = []
-    for stream, step, src, dst, size, start, end, level in result.units:
-        common = {"iteration": 0, "stream": stream, "step": step, "level": level, "bytes": size,
-                  "wire_bytes": size, "phase": "simulated"}
-        traces.append(dict(common, rank=src, peer=dst, dir="send", start=compute + start, end=compute + end))
-        traces.append(dict(common, rank=dst, peer=src, dir="recv", start=compute + start,
-                           end=compute + end + latency))
+    stream, step, src, dst, size, start, end, level = (np.asarray(c) for c in zip(*result.units)) if result.units \
+        else (np.zeros(0, dtype=np.int64),) * 8
+    count = len(src)
+
+    def twice(c):
+        return np.concatenate([c, c])
+    traces = Sides(np.concatenate([src, dst]), np.concatenate([dst, src]), np.repeat([True, False], count),
+                   twice(stream).astype(np.int64), twice(step).astype(object), twice(level).astype(object),
+                   twice(size).astype(float), twice(size).tolist(), ["simulated"] * (2 * count),
+                   np.zeros(2 * count, dtype=object), compute + twice(start).astype(float),
+                   compute + np.concatenate([end, end + latency]).astype(float))
     return chrome_trace(rows, traces, [h.name for h in topo.hosts], 1.0, list(bw))
 
 

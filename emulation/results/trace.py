@@ -4,7 +4,10 @@ built from what the workers recorded (per-iteration rows and per-transfer traces
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Dict, List, Optional
+
+import numpy as np
 
 from emulation.results.files import write_atomic
 from workloads.runfolder import RankRecords, RunFolder
@@ -22,15 +25,76 @@ def transfer_track(stream: int, direction: str) -> int:
     return 10 + 2 * stream + (direction == "recv")
 
 
-def chrome_trace(rows: Dict[int, List[dict]], traces: List[dict], hosts: List[str], dilation: float = 1.0,
+@dataclass
+class Sides:
+    """Transfers' sides as columns (one entry per send or receive): what the timeline draws of each."""
+
+    rank: np.ndarray
+    peer: np.ndarray
+    send: np.ndarray  # bool: the send side (else the receive side)
+    stream: np.ndarray
+    step: np.ndarray  # objects: as recorded
+    level: np.ndarray  # objects: as recorded
+    bytes: np.ndarray  # as recorded
+    wire_bytes: list  # None where not known
+    phase: list
+    iteration: np.ndarray  # objects: as recorded
+    start: np.ndarray  # NaN where not recorded
+    end: np.ndarray
+
+    @classmethod
+    def of(cls, traces: List[dict]) -> "Sides":
+        """The sides of a run's per-transfer records."""
+        def column(key, dtype=object):
+            return np.array([np.nan if t.get(key) is None and dtype is float else t.get(key) for t in traces],
+                            dtype=dtype)
+        return cls(column("rank", np.int64), column("peer", np.int64),
+                   np.array([t["dir"] == "send" for t in traces], dtype=bool), column("stream", np.int64),
+                   column("step"), column("level"), column("bytes"), [t.get("wire_bytes") for t in traces],
+                   [t.get("phase") for t in traces], column("iteration"), column("start", float),
+                   column("end", float))
+
+
+def transfer_events(sides: Sides, origin: float) -> List[dict]:
+    """Per rank and stream, a track of its sends and one of its receives; on it every transfer side (peer, level,
+    bytes), built a column at a time (a simulation's timeline holds up to 400,000 sides)."""
+    timed = np.isfinite(sides.start) & np.isfinite(sides.end)
+    if not timed.all():
+        at = np.flatnonzero(timed)
+        sides = Sides(*(c[at] if isinstance(c, np.ndarray) else [c[n] for n in at.tolist()]
+                        for c in vars(sides).values()))
+    tid = 10 + 2 * sides.stream + (~sides.send)
+    events: List[dict] = []
+    tracks, first = np.unique(np.stack([sides.rank, tid]), axis=1, return_index=True) if len(tid) else \
+        (np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.int64))
+    for (rank, track), at in zip(tracks.T.tolist(), first.tolist()):
+        events.append({"ph": "M", "pid": rank, "tid": track, "name": "thread_name",
+                       "args": {"name": f"stream {int(sides.stream[at])} {'send' if sides.send[at] else 'recv'}"}})
+    ts = np.round((sides.start - origin) * 1e6, 1).tolist()
+    dur = np.round((sides.end - sides.start) * 1e6, 1).tolist()
+    arrow = np.where(sides.send, "->", "<-").tolist()
+    events += [{"ph": "X", "pid": rank, "tid": track, "name": f"step {step} {a} {peer}", "ts": t, "dur": d,
+                "args": {"iteration": i, "peer": peer, "level": level, "bytes": b, "wire_bytes": w, "phase": ph,
+                         "stream": stream, "step": step}}
+               for rank, track, step, a, peer, t, d, i, level, b, w, ph, stream in
+               zip(sides.rank.tolist(), tid.tolist(), sides.step.tolist(), arrow, sides.peer.tolist(), ts, dur,
+                   sides.iteration.tolist(), sides.level.tolist(), sides.bytes.tolist(), sides.wire_bytes,
+                   sides.phase, sides.stream.tolist())]
+    return events
+
+
+def chrome_trace(rows: Dict[int, List[dict]], traces, hosts: List[str], dilation: float = 1.0,
                  shaped_mbps: Optional[List[float]] = None) -> dict:
     """Trace events: per rank, iterations, compute, synchronization and every transfer (peer, level, bytes);
-    per link level a counter of the rate all ranks sent at during each synchronization."""
-    starts = [r["start"] for rs in rows.values() for r in rs] + [t["start"] for t in traces if t.get("start")]
+    per link level a counter of the rate all ranks sent at during each synchronization. traces: the ranks'
+    per-transfer records, or their Sides."""
+    sides = traces if isinstance(traces, Sides) else Sides.of(traces)
+    begun = sides.start[(sides.start != 0) & ~np.isnan(sides.start)]
+    starts = [r["start"] for rs in rows.values() for r in rs] + ([float(begun.min())] if len(begun) else [])
     origin = min(starts) if starts else 0.0
     events: List[dict] = []
     names = {TRACK_ITERATION: "iterations", TRACK_COMPUTE: "compute", TRACK_SYNC: "synchronization"}
-    for rank in sorted(set(rows) | {t["rank"] for t in traces}):
+    for rank in sorted(set(rows) | set(sides.rank.tolist())):
         host = hosts[rank] if rank < len(hosts) else f"rank {rank}"
         events.append({"ph": "M", "pid": rank, "name": "process_name", "args": {"name": f"rank {rank} ({host})"}})
         events.append({"ph": "M", "pid": rank, "name": "process_sort_index", "args": {"sort_index": rank}})
@@ -50,29 +114,15 @@ def chrome_trace(rows: Dict[int, List[dict]], traces: List[dict], hosts: List[st
                 events.append({"ph": "X", "pid": rank, "tid": TRACK_SYNC, "name": "sync",
                                "ts": _us(r["sync_start"], origin), "dur": _us(r["sync_end"], r["sync_start"]),
                                "args": {"iteration": i}})
-    tracks = set()
-    for t in traces:
-        if t.get("start") is None or t.get("end") is None:
-            continue
-        tid = transfer_track(t["stream"], t["dir"])
-        if (t["rank"], tid) not in tracks:
-            tracks.add((t["rank"], tid))
-            events.append({"ph": "M", "pid": t["rank"], "tid": tid, "name": "thread_name",
-                           "args": {"name": f"stream {t['stream']} {t['dir']}"}})
-        arrow = "->" if t["dir"] == "send" else "<-"
-        events.append({"ph": "X", "pid": t["rank"], "tid": tid, "name": f"step {t['step']} {arrow} {t['peer']}",
-                       "ts": _us(t["start"], origin), "dur": _us(t["end"], t["start"]),
-                       "args": {"iteration": t["iteration"], "peer": t["peer"], "level": t["level"],
-                                "bytes": t["bytes"], "wire_bytes": t.get("wire_bytes"), "phase": t.get("phase"),
-                                "stream": t["stream"], "step": t["step"]}})
-    events += level_counters(rows, traces, origin, shaped_mbps)
+    events += transfer_events(sides, origin)
+    events += level_counters(rows, sides, origin, shaped_mbps)
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"clock": "wall time of the emulated hosts (one clock)", "dilation": dilation,
                           "note": "times are real; with dilation F, divide by F for the emulated time"
                           if dilation != 1 else "times are as measured"}}
 
 
-def level_counters(rows: Dict[int, List[dict]], traces: List[dict], origin: float,
+def level_counters(rows: Dict[int, List[dict]], sides: Sides, origin: float,
                    shaped_mbps: Optional[List[float]]) -> List[dict]:
     """Per link level: the rate (Mbit/s, all ranks' sends) during each iteration's synchronization window."""
     windows: Dict[int, List[float]] = {}
@@ -82,10 +132,10 @@ def level_counters(rows: Dict[int, List[dict]], traces: List[dict], origin: floa
                 w = windows.setdefault(r["iteration"], [r["sync_start"], r["sync_end"]])
                 w[0], w[1] = min(w[0], r["sync_start"]), max(w[1], r["sync_end"])
     sent: Dict[tuple, float] = {}
-    for t in traces:
-        if t["dir"] == "send":
-            key = (t["iteration"], t["level"])
-            sent[key] = sent.get(key, 0.0) + (t.get("wire_bytes") or t["bytes"])
+    wire = [w or b for w, b in zip(sides.wire_bytes, sides.bytes.tolist())]
+    for i, level, w, send in zip(sides.iteration.tolist(), sides.level.tolist(), wire, sides.send.tolist()):
+        if send:
+            sent[(i, level)] = sent.get((i, level), 0.0) + w
     levels = sorted({level for _, level in sent})
     if not levels:
         return []
