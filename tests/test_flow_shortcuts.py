@@ -12,6 +12,7 @@ from emulation.backends.flow_model import check_size
 from emulation.core.topology import parse
 from emulation.run.options import OptionError
 from emulation.simulation.flows import simulate_plan
+from emulation.simulation.flow_graph import cut
 from emulation.simulation.routes import Router
 from emulation.simulation.step_state import as_slice
 from workloads.algorithms import get
@@ -220,3 +221,33 @@ def test_indices_that_step_evenly_are_read_as_slices_and_others_as_themselves():
     for index in (np.array([1, 2, 4]), np.array([3, 2, 1]), np.array([4, 4]), np.roll(np.arange(6), 1),
                   np.array([7])):
         assert as_slice(index) is index
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_messages_larger_than_a_chunk_are_cut_into_greedy_runs_of_whole_chunks(seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 3000, 30) * rng.integers(1, 4)
+    counts = rng.integers(1, 6, 25)
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    pieces = rng.integers(0, len(sizes), ptr[-1])
+    total = np.add.reduceat(sizes[pieces], ptr[:-1])
+    chunk = int(rng.integers(200, 4000))
+    rows, regions, region_ptr = cut(pieces, ptr, total, sizes.tolist(), chunk)
+    for m in range(len(total)):
+        mine = np.flatnonzero(rows[:, 0] == m)
+        assert rows[mine, 1].sum() == total[m]
+        if total[m] <= chunk:
+            assert len(mine) == 1 and region_ptr[mine[0] + 1] - region_ptr[mine[0]] == ptr[m + 1] - ptr[m]
+            continue
+        own = pieces[ptr[m]:ptr[m + 1]]
+        chunk_sizes = [min(chunk, sizes[p] - j * chunk) if sizes[p] else 0 for p in own
+                       for j in range(max(1, -(-sizes[p] // chunk)))]
+        held = np.diff(region_ptr)[mine]
+        assert held.sum() == len(chunk_sizes)  # the units take every chunk of the message, in order, once
+        ends = np.cumsum(held)
+        for u, (bytes_, n) in enumerate(zip(rows[mine, 1], held)):
+            first = ends[u] - n
+            assert bytes_ == sum(chunk_sizes[first:ends[u]])
+            assert n == 1 or bytes_ <= chunk  # a unit is one chunk, or whole chunks that fit together
+            if ends[u] < len(chunk_sizes):  # greedy: the next chunk would not have fitted
+                assert bytes_ + chunk_sizes[ends[u]] > chunk

@@ -252,17 +252,15 @@ def cut(pieces: np.ndarray, ptr: np.ndarray, total: np.ndarray, piece_bytes: Seq
     chunks_of = np.ones(len(sizes), dtype=np.int64) if not chunk_bytes else np.maximum(1, -(-sizes // chunk_bytes))
     per = int(chunks_of.max()) + 1 if len(sizes) else 1  # region of chunk j of piece p: p * per + j + 1
     big = np.flatnonzero(total > chunk_bytes) if chunk_bytes else np.zeros(0, dtype=np.int64)
-    split = {int(m): chunked(pieces[ptr[m]:ptr[m + 1]], sizes, chunks_of, per, chunk_bytes) for m in big}
+    split = chunked(pieces, ptr, big, sizes, chunks_of, per, chunk_bytes)
     units_of = np.ones(count, dtype=np.int64)
-    units_of[big] = [len(split[int(m)]) for m in big]
+    units_of[big] = split.units
     unit_msg = np.repeat(np.arange(count, dtype=np.int64), units_of)
     first_unit = np.cumsum(units_of) - units_of
     unit_bytes = total.astype(np.int64)[unit_msg]
     held = np.diff(ptr)[unit_msg]
-    for m, parts in split.items():
-        at = first_unit[m]
-        unit_bytes[at:at + len(parts)] = [size for size, _ in parts]
-        held[at:at + len(parts)] = [len(r) for _, r in parts]
+    at = gather_index(first_unit, split.units, big)
+    unit_bytes[at], held[at] = split.bytes, split.held
     region_ptr = np.zeros(len(unit_msg) + 1, dtype=np.int64)
     np.cumsum(held, out=region_ptr[1:])
     regions = np.empty(int(region_ptr[-1]), dtype=np.int64)
@@ -272,26 +270,51 @@ def cut(pieces: np.ndarray, ptr: np.ndarray, total: np.ndarray, piece_bytes: Seq
     whole_rows = np.flatnonzero(whole)
     regions[gather_index(region_ptr[:-1], np.diff(region_ptr)[rows], rows)] = \
         pieces[gather_index(ptr[:-1], np.diff(ptr)[whole_rows], whole_rows)] * per
-    for m, parts in split.items():
-        at = region_ptr[first_unit[m]]
-        regions[at:at + sum(len(r) for _, r in parts)] = np.concatenate([r for _, r in parts])
+    regions[gather_index(region_ptr[first_unit], split.chunks, big)] = split.regions
     return np.stack([unit_msg, unit_bytes], axis=1), regions, region_ptr
 
 
-def chunked(own: np.ndarray, sizes: np.ndarray, chunks_of: np.ndarray, per: int, chunk_bytes: int):
-    """One message's units when it does not fit one chunk: [(fp32 bytes, regions)], each unit as many consecutive
-    chunks as fit in chunk_bytes (at least one)."""
+@dataclass
+class Chunked:
+    """The messages larger than a chunk, cut: per message its units and chunks; per unit (messages in turn) its
+    bytes and chunks; every chunk's region, messages and units in turn."""
+
+    units: np.ndarray
+    chunks: np.ndarray
+    bytes: np.ndarray
+    held: np.ndarray
+    regions: np.ndarray
+
+
+def chunked(pieces: np.ndarray, ptr: np.ndarray, big: np.ndarray, sizes: np.ndarray, chunks_of: np.ndarray,
+            per: int, chunk_bytes: int) -> Chunked:
+    """The big messages' units, each as many consecutive chunks as fit in chunk_bytes (at least one), every message
+    cut at once: one round per unit of the longest."""
+    counts = ptr[big + 1] - ptr[big]
+    own = pieces[gather_index(ptr[:-1], counts, big)]
     n = chunks_of[own]
     piece = np.repeat(own, n)
     j = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
     b = sizes[piece]
     size = np.where(b > 0, np.minimum(chunk_bytes, b - j * chunk_bytes), 0)
     region = np.where(np.repeat(n == 1, n), piece * per, piece * per + j + 1)
-    before = np.zeros(len(size) + 1, dtype=np.int64)  # bytes of the chunks before each
+    before = np.zeros(len(size) + 1, dtype=np.int64)  # bytes of the chunks before each, all messages in turn
     np.cumsum(size, out=before[1:])
-    parts, i = [], 0
-    while i < len(size):
-        end = max(i + 1, int(np.searchsorted(before, before[i] + chunk_bytes, side="right")) - 1)
-        parts.append((int(before[end] - before[i]), region[i:end]))
-        i = end
-    return parts
+    per_message = np.add.reduceat(n, np.cumsum(counts) - counts) if len(big) else np.zeros(0, dtype=np.int64)
+    end = np.cumsum(per_message)
+    here = end - per_message
+    starts, ends, active = [], [], np.arange(len(big), dtype=np.int64)
+    while len(active):
+        at = here[active]
+        to = np.maximum(at + 1, np.minimum(np.searchsorted(before, before[at] + chunk_bytes, side="right") - 1,
+                                           end[active]))
+        starts.append(at)
+        ends.append(to)
+        here[active] = to
+        active = active[to < end[active]]
+    first = np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
+    order = np.argsort(first, kind="stable")
+    first, last = first[order], (np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64))[order]
+    units = np.diff(np.searchsorted(first, np.concatenate([end - per_message, end[-1:]]))) if len(big) else \
+        np.zeros(0, dtype=np.int64)
+    return Chunked(units, per_message, before[last] - before[first], last - first, region)
