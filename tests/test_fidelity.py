@@ -146,9 +146,13 @@ def test_connections_ecmp_hashed_are_said_as_the_scenarios_when_the_flow_model_r
     modelled = judged(topo, {"gst_s": [mb / half * 1.3] * 4})
     assert "ECMP: 2 connections each took the equal-cost path" in modelled["scenario_note"]
     assert "1.30 of the closed form" in modelled["scenario_note"]
-    assert "ECMP" not in (judged(topo, None).get("scenario_note") or "")  # no model replays them: nothing said
+    unreplayed = judged(topo, {"none": "no flow model of this run: x"})
+    assert "ECMP" not in (unreplayed.get("scenario_note") or "")  # no model replays them: nothing said
+    assert unreplayed["unmodelled"] == ["hashed ECMP paths"] and unreplayed["verdict"] == "not judged"
+    assert unreplayed["cause"].startswith("not judged: no model of hashed ECMP paths (no flow model of this run: x)")
     star = judged(parse("star:16"), {"gst_s": [mb / half] * 4})
-    assert "ECMP" not in (star.get("scenario_note") or "")
+    assert "ECMP" not in (star.get("scenario_note") or "") and "unmodelled" not in star
+    assert "unmodelled" not in judged(parse("star:16"), None)  # nothing the closed form lacks: judged by it
 
 
 def test_step_skew_is_the_spread_of_first_starts():
@@ -447,6 +451,31 @@ def test_the_flow_model_of_the_scenario_judges_what_the_emulator_added():
     assert v["verdict"] == "degraded" and "0.70 of the flow model of its own scenario" in v["cause"]
     unsteady = verdict_and_cause(dict(modelled, scenario_model={"measured_over_model": 1.04, "cv": 0.2}), 10, 1.0)
     assert unsteady["verdict"] == "degraded" and "against the flow model" in unsteady["cause"]
+
+
+def test_a_scenario_the_closed_form_lacks_with_no_model_is_not_judged_unless_the_machine_failed():
+    """Traffic beside the job, link events, stragglers or hashed paths with no flow model of the scenario: the time
+    against the closed form could be either's, so only the machine's own faults judge the run."""
+    scenario = {"decomposition_median_s": {"below_rate_s": 0.1, "idle_s": 0.3},
+                "levels": {"L0": {"critical_fidelity": 0.6}}, "cpu": {"saturated_share": 0.1}, "tcp_totals": {},
+                "gst_cv": 0.3, "unmodelled": ["traffic beside the job", "link events"],
+                "scenario_model": {"none": "no flow model of this run: simulate runs the plan algorithms, not gloo"}}
+    v = verdict_and_cause(scenario, 10, 1.0)
+    assert v["verdict"] == "not judged" and v["emulator_share"] is None
+    assert v["cause"] == ("not judged: no model of traffic beside the job and link events (no flow model of this "
+                          "run: simulate runs the plan algorithms, not gloo), and the closed form has none of it")
+    assert v["judged_against"] == "the machine only (no model of the scenario)"
+    hog = verdict_and_cause(dict(scenario, cpu={"saturated_share": 0.9}), 10, 1.0)
+    assert hog["verdict"] == "degraded" and "CPU saturation" in hog["cause"]
+    drops = verdict_and_cause(dict(scenario, tcp_totals={"qdisc_drops": 500, "out_segs": 10000}), 10, 1.0)
+    assert drops["verdict"] == "degraded" and "dropped in host queues" in drops["cause"]
+    far = verdict_and_cause(dict(scenario, gst_ratio=0.1), 10, 1.0)
+    assert far["verdict"] == "not faithful" and "faster than the shaped links" in far["cause"]
+    plain = {k: v for k, v in scenario.items() if k != "unmodelled"}  # nothing the closed form lacks: judged by it
+    assert verdict_and_cause(plain, 10, 1.0)["verdict"] == "not faithful"
+    modelled = dict(scenario, scenario_model={"measured_over_model": 1.04, "cv": 0.02},
+                    levels={"L0": {"critical_fidelity": 0.9}})
+    assert verdict_and_cause(modelled, 10, 1.0)["verdict"] == "faithful"  # a model of it: judged against that
 
 
 def test_the_scenario_model_is_compared_iteration_by_iteration_and_its_absence_said():

@@ -29,12 +29,14 @@ class Verdict(str, Enum):
     DEGRADED = "degraded"
     NOT_FAITHFUL = "not faithful"
     NOT_MEASURED = "not measured"
+    NOT_JUDGED = "not judged"  # the scenario has effects the closed form lacks, and no flow model of it ran
+
 
     def __str__(self) -> str:
         return self.value
 
 
-UNFAITHFUL = (Verdict.DEGRADED, Verdict.NOT_FAITHFUL)  # verdicts a judged claim may not rest on
+UNFAITHFUL = (Verdict.DEGRADED, Verdict.NOT_FAITHFUL, Verdict.NOT_JUDGED)  # verdicts a judged claim may not rest on
 SEVERITY = {Verdict.FAITHFUL: 0, Verdict.DEGRADED: 1, Verdict.NOT_FAITHFUL: 2}
 
 
@@ -243,17 +245,30 @@ CAUSE_RULES: Tuple[Callable[[Readings], Optional[Finding]], ...] = (
     slow_links, emulator_share, below_rate, idle_links, queue_drops, compute_over_budget)
 
 
+# The rules that read the machine (its cores, the switch thread, host queues, the compute budget) or a GST no link
+# could give, not timing against a model: all a run can be judged by when its scenario has no model.
+MACHINE_RULES: Tuple[Callable[[Readings], Optional[Finding]], ...] = (
+    far_below_theory, cpu_saturated, codec_on_cpu, switch_saturated, queue_drops, compute_over_budget)
+
+
 def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) -> Dict[str, object]:
     """The verdict (faithful, degraded, not faithful) by the cause rules, and the dominant cause of what the emulator
-    added."""
+    added; where the scenario has effects the closed form lacks (fid["unmodelled"]) and no flow model of it ran,
+    the machine's faults only, else "not judged", saying what has no model."""
     r = readings(fid, theory_s)
-    found = [f for f in (rule(r) for rule in CAUSE_RULES) if f is not None]
+    unmodelled = fid.get("unmodelled") if not r.modelled else None
+    found = [f for f in (rule(r) for rule in (MACHINE_RULES if unmodelled else CAUSE_RULES)) if f is not None]
     verdict = max((f.makes for f in found if f.makes), key=SEVERITY.get, default=Verdict.FAITHFUL)
     causes = [(f.weight, f.text) for f in found if f.text]
     cause = max(causes)[1] if causes and verdict != Verdict.FAITHFUL else None
+    if unmodelled and verdict == Verdict.FAITHFUL:
+        why = (fid.get("scenario_model") or {}).get("none")
+        verdict, cause = Verdict.NOT_JUDGED, f"not judged: no model of {' and '.join(unmodelled)}" + \
+            (f" ({why})" if why else "") + ", and the closed form has none of it"
     out = {"verdict": verdict.value, "cause": cause,
-           "emulator_share": round(r.share, 4) if r.share is not None else None,
-           "judged_against": "the flow model of the run's scenario" if r.modelled else "per-step fair shares"}
+           "emulator_share": round(r.share, 4) if r.share is not None and not unmodelled else None,
+           "judged_against": "the flow model of the run's scenario" if r.modelled else
+           "the machine only (no model of the scenario)" if unmodelled else "per-step fair shares"}
     if r.spurious > SPURIOUS_RTO_PER_WORKER_ITERATION and not unsteady(r):  # counted; judged by what it did to timings
         out["timer_note"] = (f"{r.spurious:.1f} spurious TCP retransmission timeouts per worker and iteration (ACKs "
                              f"later than --rto-min, nothing lost); the timings held steady (CV "

@@ -47,8 +47,8 @@ NOT_JUDGED = not_judged("not faithful")
 NOT_JUDGED_LOOPBACK = "not judged (a time measured on loopback: no emulated network)"
 NETWORK_TIMES = ("gst_median_s", "gst_ratio", "iteration_median_s", "jct_s", "throughput_sps", "broadcast_s",
                  "comm_over_compute")  # metrics the network sets: a loopback run's value says nothing of them
-UNFAITHFUL = ("degraded", "not faithful")  # fidelity verdicts a judged claim may not rest on
-FIDELITY_ORDER = {"faithful": 0, "degraded": 1, "not faithful": 2}
+UNFAITHFUL = ("degraded", "not judged", "not faithful")  # fidelity verdicts a judged claim may not rest on
+FIDELITY_ORDER = {"faithful": 0, "degraded": 1, "not judged": 2, "not faithful": 3}
 
 Value = Union[float, Tuple[float, float]]
 

@@ -106,6 +106,9 @@ def report(e: Evidence) -> Dict[str, object]:
     model_s = (out.get("scenario_model") or {}).get("gst_median_s")
     out.update(link_readings(e, tally, foreign, changed_under, model_s / theory_s if model_s and theory_s else None))
     out.update(tcp_readings(e, changed_under, out.get("scenario_note")))
+    unmodelled = scenario_effects(e, tally, foreign) if "gst_median_s" not in (out.get("scenario_model") or {}) else []
+    if unmodelled:
+        out["unmodelled"] = unmodelled
     out.update(verdict_and_cause(out, len(kept), theory_s))
     return out
 
@@ -225,6 +228,13 @@ def scenario_notes(e: Evidence, tally: LinkTally, foreign, changed_under: List[i
         notes.append(f"stragglers: {len(tally.skipped)} of {tally.judged} transfers waited for a receiver still "
                      f"computing (the scenario's drawn compute, not the emulator); links are judged on the others")
     return notes
+
+
+def scenario_effects(e: Evidence, tally: LinkTally, foreign) -> List[str]:
+    """What the run's scenario does that the closed form does not model."""
+    effects = [("traffic beside the job", bool(foreign)), ("link events", bool(e.schedule)),
+               ("drawn compute (stragglers)", e.stragglers), ("hashed ECMP paths", bool(tally.hashed))]
+    return [name for name, present in effects if present]
 
 
 def tcp_readings(e: Evidence, changed_under: List[int], scenario_note: Optional[str]) -> Dict[str, object]:

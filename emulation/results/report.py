@@ -204,7 +204,8 @@ def page(title: str, head: str, sections: Sequence[str], figures: Sequence[Figur
 
 def verdict_class(verdict: Optional[str]) -> str:
     """The verdict box's colour class."""
-    return {"faithful": "faithful", "degraded": "degraded", "not faithful": "bad"}.get(verdict or "", "neutral")
+    return {"faithful": "faithful", "degraded": "degraded", "not judged": "neutral", "not faithful": "bad"}.get(
+        verdict or "", "neutral")
 
 
 def run_page(s: dict, figures: Sequence[Figure], folder: str) -> str:
@@ -260,7 +261,8 @@ def compare_report(result: dict) -> str:
     for r in rows:
         v = str(r.get("fidelity") or r.get("mode") or "-")
         verdicts[v] = verdicts.get(v, 0) + 1
-    worst = next((verdict_class(v) for v in ("not faithful", "degraded", "faithful") if v in verdicts), "neutral")
+    worst = next((verdict_class(v) for v in ("not faithful", "degraded", "not judged", "faithful") if v in verdicts),
+                 "neutral")
     head = (f'<p class="verdict {worst}"><b>{len(rows)} rows</b>: ' +
             ", ".join(f"{n} {html.escape(v)}" for v, n in sorted(verdicts.items())) + "</p>")
     columns = list(dict.fromkeys(["label", *keys, "mode", "gst_median_s", "gst_theory_s", "gst_ratio",

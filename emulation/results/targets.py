@@ -25,7 +25,7 @@ BENCH_DOMAINS = {"gst_cv": (0.0, math.inf), "spurious_rto_per_worker_iteration":
                  "interfaces_over_engine": (0.0, math.inf), "communication_s": (0.0, math.inf)}
 FIGURE = (-math.inf, math.inf)  # a command row's own figure (a dotted key of its JSON result): any number
 DOMAINS = {**METRIC_DOMAINS, **BENCH_DOMAINS}
-CHOICES = {"fidelity": ("faithful", "degraded", "not faithful"), "correct": (True, False),
+CHOICES = {"fidelity": ("faithful", "degraded", "not judged", "not faithful"), "correct": (True, False),
            "most_waited_for": None, "fidelity_scenario_note": None, "fidelity_cause": None}  # None: any text
 BOUNDS = ("at_most", "at_least", "between", "equals", "one_of", "contains")
 TARGET_KEYS = {"what", "row", "metric", "relative_to", "relation", "why", "in", "relative_in", "median_over", *BOUNDS}
