@@ -14,7 +14,8 @@ from emulation.run.options import OptionError
 from emulation.simulation.flows import simulate_plan
 from emulation.simulation.flow_graph import cut
 from emulation.simulation.routes import Router
-from emulation.simulation.step_state import as_slice
+from emulation.simulation.step_state import Declined, as_slice
+from emulation.simulation.stepwise import Pins
 from workloads.algorithms import get
 from workloads.models import tensor_sizes
 from workloads.plan import COPY, REDUCE, Plan, Transfer
@@ -251,3 +252,44 @@ def test_messages_larger_than_a_chunk_are_cut_into_greedy_runs_of_whole_chunks(s
             assert n == 1 or bytes_ <= chunk  # a unit is one chunk, or whole chunks that fit together
             if ends[u] < len(chunk_sizes):  # greedy: the next chunk would not have fitted
                 assert bytes_ + chunk_sizes[ends[u]] > chunk
+
+
+def pinned_one_by_one(steps):
+    """The pinning rule message by message: a pair's first tagged message pins its level; a pair that sent
+    untagged before it is pinned declines."""
+    known, untagged, out = {}, set(), []
+    for stream, src, dst, tag in steps:
+        levels = []
+        for a, b, t in zip(src.tolist(), dst.tolist(), tag.tolist()):
+            pair = (stream, min(a, b), max(a, b))
+            if t >= 0 and pair not in known:
+                if pair in untagged:
+                    return out, True
+                known[pair] = t
+            levels.append(known.get(pair, 0))
+            if pair not in known:
+                untagged.add(pair)
+        out.append(levels)
+    return out, False
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_levels_are_pinned_per_pair_by_its_first_tagged_message(seed):
+    rng = np.random.default_rng(seed)
+    ranks, steps = int(rng.integers(2, 7)), []
+    for _ in range(int(rng.integers(1, 6))):
+        count = int(rng.integers(1, 12))
+        src = rng.integers(0, ranks, count)
+        dst = (src + rng.integers(1, ranks, count)) % ranks
+        tag = np.where(rng.random(count) < 0.8, rng.integers(0, 3, count), -1)
+        steps.append((int(rng.integers(0, 2)), src, dst, tag))
+    steps.insert(0, (0, np.array([0]), np.array([1]), np.array([int(rng.integers(0, 3))])))  # pinned from the start
+    expected, declines = pinned_one_by_one(steps)
+    pins, got = Pins(ranks), []
+    try:
+        for stream, src, dst, tag in steps:
+            got.append(pins.levels(stream, src, dst, tag).tolist())
+        declined = False
+    except Declined:
+        declined = True
+    assert (got, declined) == (expected, declines)

@@ -194,30 +194,51 @@ class Pins:
     """Each message's link level: the level the first tagged message between its two ranks (either way) in its
     stream pinned, else 0 (Declined where a later message pins a pair an earlier one used untagged)."""
 
-    def __init__(self):
-        self.known: Dict[Tuple[int, int, int], int] = {}
-        self.untagged: set = set()
+    def __init__(self, ranks: int):
+        self.ranks = ranks
+        self.known = np.zeros(0, dtype=np.int64)  # pinned pairs' keys, sorted
+        self.known_level = np.zeros(0, dtype=np.int64)
+        self.untagged = np.zeros(0, dtype=np.int64)  # pairs that sent untagged while unpinned, sorted
         self.unpinned_before = False  # messages went untagged while nothing was pinned (their pairs not kept)
 
     def levels(self, stream: int, src: np.ndarray, dst: np.ndarray, tag: np.ndarray) -> np.ndarray:
         """The step's messages' levels."""
-        if not self.known and (tag < 0).all():  # the common case: nothing pinned anywhere (yet)
+        if not len(self.known) and (tag < 0).all():  # the common case: nothing pinned anywhere (yet)
             self.unpinned_before = True
             return np.zeros(len(src), dtype=np.int64)
         if self.unpinned_before:
             raise Declined("a level pinned after untagged messages")
-        out = np.zeros(len(src), dtype=np.int64)
-        for n, (a, b, t) in enumerate(zip(src.tolist(), dst.tolist(), tag.tolist())):
-            pair = (stream, min(a, b), max(a, b))
-            if t >= 0 and pair not in self.known:
-                if pair in self.untagged:
-                    raise Declined("a level pinned after its pair sent untagged")
-                self.known[pair] = t
-            if pair in self.known:
-                out[n] = self.known[pair]
-            else:
-                self.untagged.add(pair)
-        return out
+        key = (stream * self.ranks + np.minimum(src, dst)) * self.ranks + np.maximum(src, dst)
+        pairs, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        tagged = np.flatnonzero(tag >= 0)
+        tagged_pairs, at = np.unique(key[tagged], return_index=True)
+        first_tagged = np.full(len(pairs), len(key))  # per pair, its first tagged message (len(key): none)
+        first_tagged[np.searchsorted(pairs, tagged_pairs)] = tagged[at]
+        level = lookup(self.known, self.known_level, pairs)
+        fresh = (level < 0) & (first_tagged < len(key))
+        if np.any(fresh & ((first < first_tagged) | np.isin(pairs, self.untagged))):
+            raise Declined("a level pinned after its pair sent untagged")
+        level[fresh] = tag[first_tagged[fresh]]
+        if fresh.any():
+            self.known, self.known_level = merged(self.known, self.known_level, pairs[fresh], level[fresh])
+        loose = level < 0
+        if loose.any():
+            self.untagged = np.union1d(self.untagged, pairs[loose])
+        return np.maximum(level, 0)[inverse.ravel()]
+
+
+def lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """values of the wanted keys in sorted keys (-1 where absent)."""
+    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+    hit = (at < len(keys)) & (keys[at] == wanted) if len(keys) else np.zeros(len(wanted), dtype=bool)
+    return np.where(hit, values[at] if len(keys) else -1, -1).astype(np.int64)
+
+
+def merged(keys: np.ndarray, values: np.ndarray, new_keys: np.ndarray, new_values: np.ndarray):
+    """Sorted keys and their values with new (absent) keys added."""
+    keys, values = np.concatenate([keys, new_keys]), np.concatenate([values, new_values])
+    order = np.argsort(keys, kind="stable")
+    return keys[order], values[order]
 
 
 def simulate_stepwise(plan: Plan, piece_bytes: Sequence[int], router: Router, rates: Dict[int, float],
@@ -262,7 +283,7 @@ class Stepper:
         self.sizes_max = float(sizes.max(initial=0.0))
         self.levels = router.topo.levels + 1
         self.paths = Paths(router, rates, unit_latency, self.levels)
-        self.state, self.pins = State(self.ranks, self.levels), Pins()
+        self.state, self.pins = State(self.ranks, self.levels), Pins(self.ranks)
         declared = getattr(plan.table, "tokens", False) and check_tokens is False
         self.data = Tokens(regions, not declared) if tokens else Touches(self.ranks, regions, self.barriers)
         self.shapes: Dict[bytes, Shape] = {}
