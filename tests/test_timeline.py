@@ -36,6 +36,11 @@ def test_trace_has_a_track_per_rank_with_compute_sync_and_transfers():
     assert counters[0]["args"]["L1"] == pytest.approx(8000 / 0.7 / 1e6, abs=1e-3)
     assert counters[-1]["args"]["L1"] == 0
     json.dumps(trace)  # serializable as is
+    untimed = dict(TRACES[0], start=None, end=None, bytes=7000, wire_bytes=7000)
+    again = chrome_trace(ROWS, TRACES + [untimed], ["h0", "h1"], shaped_mbps=[100.0, 100.0])["traceEvents"]
+    assert len([e for e in again if e["ph"] == "X"]) == len(complete)  # a side without its times is not drawn
+    counted = [e for e in again if e["ph"] == "C" and e["pid"] == LINKS_PID]
+    assert counted[0]["args"]["L1"] == pytest.approx(8 * 8000 / 0.7 / 1e6, abs=1e-3)  # but its bytes were sent
 
 
 def test_local_run_writes_trace_and_timeline_draws_it(tmp_path):

@@ -4,7 +4,7 @@ built from what the workers recorded (per-iteration rows and per-transfer traces
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -55,14 +55,19 @@ class Sides:
                    column("end", float))
 
 
+def only(sides: Sides, at: np.ndarray) -> Sides:
+    """These sides (by position) alone."""
+    def pick(column):
+        return column[at] if isinstance(column, np.ndarray) else [column[n] for n in at.tolist()]
+    return Sides(**{f.name: pick(getattr(sides, f.name)) for f in fields(Sides)})
+
+
 def transfer_events(sides: Sides, origin: float) -> List[dict]:
     """Per rank and stream, a track of its sends and one of its receives; on it every transfer side (peer, level,
     bytes), built a column at a time (a simulation's timeline holds up to 400,000 sides)."""
     timed = np.isfinite(sides.start) & np.isfinite(sides.end)
     if not timed.all():
-        at = np.flatnonzero(timed)
-        sides = Sides(*(c[at] if isinstance(c, np.ndarray) else [c[n] for n in at.tolist()]
-                        for c in vars(sides).values()))
+        sides = only(sides, np.flatnonzero(timed))
     tid = 10 + 2 * sides.stream + (~sides.send)
     events: List[dict] = []
     tracks, first = np.unique(np.stack([sides.rank, tid]), axis=1, return_index=True) if len(tid) else \

@@ -229,9 +229,12 @@ class Pins:
 
 def lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """values of the wanted keys in sorted keys (-1 where absent)."""
-    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-    hit = (at < len(keys)) & (keys[at] == wanted) if len(keys) else np.zeros(len(wanted), dtype=bool)
-    return np.where(hit, values[at] if len(keys) else -1, -1).astype(np.int64)
+    out = np.full(len(wanted), -1, dtype=np.int64)
+    if len(keys):
+        at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+        hit = keys[at] == wanted
+        out[hit] = values[at[hit]]
+    return out
 
 
 def merged(keys: np.ndarray, values: np.ndarray, new_keys: np.ndarray, new_values: np.ndarray):
