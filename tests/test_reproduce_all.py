@@ -69,6 +69,11 @@ def test_how_a_value_was_obtained():
     assert how_obtained({"mode": "simulate"}) == "simulated"
     assert how_obtained({"mode": "emulate", "fidelity": "not measured"}) == "measured (loopback)"
     assert how_obtained({"mode": "emulate", "fidelity": "degraded"}) == "measured (emulated, degraded)"
+    bench = {"mode": "emulate", "fidelity.alltoall-direct.verdict": "faithful",  # a `bench` row: a verdict per op
+             "fidelity.alltoall-gloo.verdict": "degraded", "fidelity.alltoall-gloo.cause": "CPU saturation"}
+    assert how_obtained(bench) == "measured (emulated, degraded)"
+    assert how_obtained({"mode": "emulate", "fidelity.allgather-ring.verdict": "not measured"}) == \
+        "measured (loopback)"
 
 
 def test_all_and_a_name_are_refused_together():

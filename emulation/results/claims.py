@@ -163,10 +163,17 @@ def verdict(agrees: Optional[bool]) -> str:
 rows_used = judge_rows.rows_used
 
 
+def row_verdicts(row: dict) -> List[str]:
+    """A row's fidelity verdicts: its own, or a `bench` command row's, one per op and algorithm it ran."""
+    if row.get("fidelity") is not None:
+        return [row["fidelity"]]
+    return [v for k, v in row.items() if k.startswith("fidelity.") and k.endswith(".verdict") and v]
+
+
 def worst_fidelity(used: List[dict]) -> Optional[str]:
     """The worst fidelity verdict among emulated rows (None when none was emulated)."""
-    verdicts = [r.get("fidelity") for r in used if r.get("mode", "emulate") == "emulate" and
-                r.get("fidelity") in FIDELITY_ORDER]
+    verdicts = [v for r in used if r.get("mode", "emulate") == "emulate" for v in row_verdicts(r)
+                if v in FIDELITY_ORDER]
     return max(verdicts, key=FIDELITY_ORDER.get) if verdicts else None
 
 
@@ -229,9 +236,10 @@ def how_obtained(row: dict, worst: Optional[str] = None) -> str:
         return "simulated"
     if row.get("mode") == "theory":
         return "closed form"
-    if row.get("fidelity") in (None, "not measured"):
+    verdicts = [v for v in row_verdicts(row) if v != "not measured"]
+    if not verdicts:
         return "measured (loopback)"
-    return f"measured (emulated, {worst or row['fidelity']})"
+    return f"measured (emulated, {worst or max(verdicts, key=lambda v: FIDELITY_ORDER.get(v, -1))})"
 
 
 TITLES = {"measurement": "the papers' measurements vs ours", "model": "models (the papers' formulas, dmlbed's own) vs ours",
