@@ -31,7 +31,6 @@ class Verdict(str, Enum):
     NOT_MEASURED = "not measured"
     NOT_JUDGED = "not judged"  # the scenario has effects the closed form lacks, and no flow model of it ran
 
-
     def __str__(self) -> str:
         return self.value
 

@@ -239,7 +239,7 @@ def how_obtained(row: dict, worst: Optional[str] = None) -> str:
     verdicts = [v for v in row_verdicts(row) if v != "not measured"]
     if not verdicts:
         return "measured (loopback)"
-    return f"measured (emulated, {worst or max(verdicts, key=lambda v: FIDELITY_ORDER.get(v, -1))})"
+    return f"measured (emulated, {worst or worst_fidelity([row]) or verdicts[0]})"
 
 
 TITLES = {"measurement": "the papers' measurements vs ours", "model": "models (the papers' formulas, dmlbed's own) vs ours",

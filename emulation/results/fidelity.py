@@ -106,7 +106,7 @@ def report(e: Evidence) -> Dict[str, object]:
     model_s = (out.get("scenario_model") or {}).get("gst_median_s")
     out.update(link_readings(e, tally, foreign, changed_under, model_s / theory_s if model_s and theory_s else None))
     out.update(tcp_readings(e, changed_under, out.get("scenario_note")))
-    unmodelled = scenario_effects(e, tally, foreign) if "gst_median_s" not in (out.get("scenario_model") or {}) else []
+    unmodelled = scenario_effects(e, tally, foreign) if model_s is None else []
     if unmodelled:
         out["unmodelled"] = unmodelled
     out.update(verdict_and_cause(out, len(kept), theory_s))

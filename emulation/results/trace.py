@@ -68,7 +68,7 @@ def transfer_events(sides: Sides, origin: float) -> List[dict]:
     timed = np.isfinite(sides.start) & np.isfinite(sides.end)
     if not timed.all():
         sides = only(sides, np.flatnonzero(timed))
-    tid = 10 + 2 * sides.stream + (~sides.send)
+    tid = transfer_track(sides.stream, np.where(sides.send, "send", "recv"))
     events: List[dict] = []
     tracks, first = np.unique(np.stack([sides.rank, tid]), axis=1, return_index=True) if len(tid) else \
         (np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.int64))

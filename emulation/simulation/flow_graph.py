@@ -303,18 +303,19 @@ def chunked(pieces: np.ndarray, ptr: np.ndarray, big: np.ndarray, sizes: np.ndar
     per_message = np.add.reduceat(n, np.cumsum(counts) - counts) if len(big) else np.zeros(0, dtype=np.int64)
     end = np.cumsum(per_message)
     here = end - per_message
-    starts, ends, active = [], [], np.arange(len(big), dtype=np.int64)
+    owners, starts, ends, active = [], [], [], np.arange(len(big), dtype=np.int64)
     while len(active):
         at = here[active]
         to = np.maximum(at + 1, np.minimum(np.searchsorted(before, before[at] + chunk_bytes, side="right") - 1,
                                            end[active]))
+        owners.append(active)
         starts.append(at)
         ends.append(to)
         here[active] = to
         active = active[to < end[active]]
-    first = np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
-    order = np.argsort(first, kind="stable")
-    first, last = first[order], (np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64))[order]
-    units = np.diff(np.searchsorted(first, np.concatenate([end - per_message, end[-1:]]))) if len(big) else \
-        np.zeros(0, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    first, last = (np.concatenate(c) if c else none for c in (starts, ends))
+    order = np.argsort(first, kind="stable")  # units in chunk order: messages in turn, each's units in turn
+    first, last = first[order], last[order]
+    units = np.bincount(np.concatenate(owners) if owners else none, minlength=len(big))
     return Chunked(units, per_message, before[last] - before[first], last - first, region)
