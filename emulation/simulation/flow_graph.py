@@ -105,11 +105,11 @@ def chain(keys: np.ndarray, order: np.ndarray, sides: np.ndarray, next_node: int
     on the group of the same key just before it, through a join node when that group has several sides.
     Returns (edges from, edges to, nodes used)."""
     if not len(keys):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), next_node
+        return np.zeros(0, sides.dtype), np.zeros(0, sides.dtype), next_node
     top = int(order.max()) + 1
     new = np.ones(len(keys), dtype=bool)
     if int(keys.max()) < (1 << 62) // top:  # one sort key, and no sorted copies of keys and order
-        ranked = keys * top + order
+        ranked = keys.astype(index_type((int(keys.max()) + 1) * top), copy=False) * top + order
         o = np.argsort(ranked, kind="stable")  # timsort: plans list their transfers in runs
         ranked = ranked[o]
         new[1:] = ranked[1:] != ranked[:-1]
@@ -130,11 +130,11 @@ def chain(keys: np.ndarray, order: np.ndarray, sides: np.ndarray, next_node: int
     has_before[1:] = key_of[1:] == key_of[:-1]
     has_after = np.zeros(len(start), dtype=bool)
     has_after[:-1] = has_before[1:]
-    done_by = np.full(len(start), -1, dtype=np.int64)  # the node that says a group is done
+    done_by = np.full(len(start), -1, dtype=sd.dtype)  # the node that says a group is done
     single = has_after & (size == 1)
     done_by[single] = sd[start[single]]
     joined = has_after & (size > 1)
-    done_by[joined] = next_node + np.arange(int(joined.sum()))
+    done_by[joined] = next_node + np.arange(int(joined.sum()), dtype=sd.dtype)
     before = np.roll(done_by, 1)  # the group just before each (the same key where has_before)
     return (np.concatenate([sd[np.repeat(joined, size)], np.repeat(before[has_before], size[has_before])]),
             np.concatenate([np.repeat(done_by[joined], size[joined]), sd[np.repeat(has_before, size)]]),
@@ -184,14 +184,18 @@ def no_edges():
 def dependencies(g: FlowGraph, regions: np.ndarray, region_ptr: np.ndarray, ranks: int) -> None:
     """Fill in the graph's nodes and their dependents under the engine's three rules."""
     count = len(g.src)
-    units = np.arange(count, dtype=np.int64)
+    # node ids (at most two sides a unit and a join per chained side) in 32 bits where they fit: half the memory
+    ids = index_type(5 * count + 2 * len(regions))
+    units = np.arange(count, dtype=ids)
     edges_from, edges_to, nodes = [], [], 2 * count
     # a side waits until its rank finished every earlier-step operation on the data it carries
     unit_of = np.repeat(units, np.diff(region_ptr))
     region_count = int(regions.max()) + 1 if len(regions) else 1
-    touch = np.concatenate([g.src[unit_of], g.dst[unit_of]]) * region_count + np.concatenate([regions, regions])
+    keys = index_type(ranks * region_count)
+    touch = np.concatenate([g.src[unit_of], g.dst[unit_of]]).astype(keys) * region_count + \
+        np.concatenate([regions, regions]).astype(keys)
     del regions
-    a, b, nodes = chain(touch, np.concatenate([g.order[unit_of]] * 2),
+    a, b, nodes = chain(touch, np.concatenate([g.order[unit_of]] * 2).astype(keys),
                         np.concatenate([2 * unit_of, 2 * unit_of + 1]), nodes)
     del touch, unit_of
     edges_from.append(a)
@@ -212,10 +216,15 @@ def dependencies(g: FlowGraph, regions: np.ndarray, region_ptr: np.ndarray, rank
     frm, to = np.concatenate(edges_from), np.concatenate(edges_to)
     del edges_from, edges_to, a, b
     g.nodes = nodes
-    g.pending = np.bincount(to, minlength=nodes).astype(np.int64)
+    g.pending = np.bincount(to, minlength=nodes).astype(np.int64)  # a node's dependencies
     g.dependents_ptr = np.zeros(nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(frm, minlength=nodes), out=g.dependents_ptr[1:])
     g.dependents = to[np.argsort(frm, kind="stable")]
+
+
+def index_type(bound: int):
+    """The narrower integer type that holds values below bound."""
+    return np.int32 if bound < (1 << 31) else np.int64
 
 
 def pinned_levels(stream: np.ndarray, src: np.ndarray, dst: np.ndarray, level: np.ndarray, ranks: int) -> np.ndarray:
