@@ -1,8 +1,8 @@
 """The flow model's results on a set of cases, as a reference file: tests/test_flow_reference.py checks that
 the model still gives them (a faster model must give the same results). The cases are the reference file's own
-(its keys: `dmlbed simulate` arguments); --add ARGS writes one more. The scale file (--scale: 512 to 1,024 hosts,
-issue 61) is written by the event model (--flow-method events: the model before the shortcuts) and answered by
-whatever the model chooses now.
+(its keys: `dmlbed simulate` arguments, or "jobs " and `dmlbed jobs --mode simulate`'s); --add ARGS writes one
+more (with --only-added, only it). The scale file (--scale: 512 to 1,024 hosts, issue 61) is written by the event
+model (--flow-method events: the model before the shortcuts) and answered by whatever the model chooses now.
 
 Usage: .venv/bin/python scripts/flow_reference.py [--scale] [--add "--topo star:8 --algo ring"] [--out FILE]
 """
@@ -10,6 +10,7 @@ Usage: .venv/bin/python scripts/flow_reference.py [--scale] [--add "--topo star:
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -23,15 +24,24 @@ FIELDS = ("gst_median_s", "iteration_median_s", "jct_s", "messages", "rank_done_
           "link_utilization")
 
 
+JOBS = "jobs "  # a case of `dmlbed jobs --mode simulate` (the rest: its arguments), else of `dmlbed simulate`
+JOB_FIELDS = ("alone", "together", "slowdown", "overlap")
+
+
 def run(args: str) -> dict:
-    """One case's summary fields, from `dmlbed simulate --json`."""
+    """One case's result fields: from `dmlbed simulate --json`, or each job's from `dmlbed jobs --mode simulate
+    --json` (several jobs in one flow model)."""
+    jobs = args.startswith(JOBS)
+    command = ["jobs", "--mode", "simulate", *shlex.split(args[len(JOBS):])] if jobs else ["simulate", *args.split()]
     with tempfile.TemporaryDirectory() as out:
-        proc = subprocess.run([sys.executable, "-m", "emulation.commands.cli", "simulate", *args.split(), "--json",
-                               "--out", out, "--force"], capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run([sys.executable, "-m", "emulation.commands.cli", *command, "--json", "--out", out,
+                               "--force"], capture_output=True, text=True, cwd=ROOT)
     if proc.returncode:
         raise SystemExit(f"{args}: {proc.stderr.strip().splitlines()[-1]}")
-    summary = json.loads(proc.stdout)
-    return {k: summary.get(k) for k in FIELDS}
+    result = json.loads(proc.stdout)
+    if jobs:
+        return {job["name"]: {k: job.get(k) for k in JOB_FIELDS} for job in result["jobs"]}
+    return {k: result.get(k) for k in FIELDS}
 
 
 def main() -> int:
@@ -40,16 +50,24 @@ def main() -> int:
                                                 "flow_reference_scale.json)")
     ap.add_argument("--scale", action="store_true", help="the cases at 512 to 1,024 hosts, by the event model")
     ap.add_argument("--add", action="append", default=[], metavar="ARGS", help="one more case (its simulate "
-                                                                                  "arguments), repeatable")
+                    "arguments), repeatable")
+    ap.add_argument("--only-added", action="store_true", help="run only the --add cases and keep the others' results "
+                    "(the added ones' provenance kept beside the file's)")
     args = ap.parse_args()
     name = "flow_reference_scale.json" if args.scale else "flow_reference.json"
     path = os.path.join(ROOT, "tests", "data", name)
     with open(path) as f:
-        known = list(json.load(f)["cases"])
+        old = json.load(f)
     args.out = args.out or path
-    cases = {c: run(c + (EVENTS if args.scale else "")) for c in dict.fromkeys(known + args.add)}
+    if args.only_added:
+        data = {**old, "cases": dict(old["cases"])}
+        data.setdefault("added", {}).update({c: provenance() for c in args.add})
+    else:
+        data = {"provenance": provenance(), "cases": {}}
+    todo = args.add if args.only_added else list(dict.fromkeys(list(old["cases"]) + args.add))
+    data["cases"].update({c: run(c + (EVENTS if args.scale else "")) for c in todo})
     with open(args.out, "w") as f:
-        json.dump({"provenance": provenance(), "cases": cases}, f, indent=1, sort_keys=True)
+        json.dump(data, f, indent=1, sort_keys=True)
     return 0
 
 

@@ -11,16 +11,25 @@ import pytest
 from helpers import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from flow_reference import FIELDS, run  # noqa: E402
+from flow_reference import FIELDS, JOB_FIELDS, JOBS, run  # noqa: E402
 
 REFERENCE = json.load(open(os.path.join(ROOT, "tests", "data", "flow_reference.json")))
 SCALE = json.load(open(os.path.join(ROOT, "tests", "data", "flow_reference_scale.json")))
 CASES, SCALE_CASES = list(REFERENCE["cases"]), list(SCALE["cases"])  # the cases are the files' own
-# The slowest cases (13-35 s each) run in make benchmark; make test keeps each one's kind at a smaller size: background
-# on fattree:4, hier on fattree:8, TernGrad on star:4, BML on bcube:4,2.
+# The slowest cases (13-60 s each) run in make benchmark; make test keeps each one's kind at a smaller size: background
+# on fattree:4, hier on fattree:8, TernGrad on star:4, BML on bcube:4,2, two jobs in test_jobs.py.
 SLOW = {"--topo leafspine:16,32,8 --algo ring --background h256-h31 --share-hosts --hosts h0..h255",
         "--topo fattree:16 --algo hier", "--topo leafspine:16,32,8 --algo ring --codec terngrad",
-        "--topo bcube:8,2 --algo bml --model alexnet"}
+        "--topo bcube:8,2 --algo bml --model alexnet",
+        "jobs --topo leafspine:16,32,1 --algo ring --model lenet5 --bw 1000 --iters 3 "
+        "--job 'name=a hosts=interleaved ranks=256' --job 'name=b hosts=interleaved ranks=256'"}
+
+
+def complete(case: str, result: dict) -> bool:
+    """Whether a case's result holds every field (a jobs case: every job's)."""
+    if case.startswith(JOBS):
+        return len(result) >= 2 and all(set(job) == set(JOB_FIELDS) for job in result.values())
+    return set(result) == set(FIELDS)
 
 
 def cases(names) -> list:
@@ -41,7 +50,7 @@ def same(a, b, where: str = "") -> list:
 
 def test_the_reference_holds_every_case_with_every_field():
     assert SLOW <= set(CASES) | set(SCALE_CASES) and len(CASES) >= 27
-    assert all(set(result) == set(FIELDS) for result in REFERENCE["cases"].values())
+    assert all(complete(case, result) for case, result in REFERENCE["cases"].items())
 
 
 @pytest.mark.parametrize("case", cases(CASES))
@@ -51,7 +60,8 @@ def test_the_flow_model_gives_its_reference_results(case):
 
 def test_the_scale_reference_holds_every_case_by_events():
     assert len(SCALE_CASES) >= 11 and "--scale" in SCALE["provenance"]["command"]
-    assert all(set(result) == set(FIELDS) for result in SCALE["cases"].values())
+    assert all(complete(case, result) for case, result in SCALE["cases"].items())
+    assert any(case.startswith(JOBS) for case in SCALE_CASES)  # two jobs sharing the network
 
 
 @pytest.mark.parametrize("case", cases(SCALE_CASES))
