@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from emulation.core.topology import parse
+from emulation.results.iterations import period_median
 from workloads.algorithms.pflow import (DVF, broadcast_plan, build_overlay, check_feasible, direct_overlay, greedy_overlay,
                              milp_overlay, overlay_costs, push_plan)
 from workloads.plan import PieceLayout, PlanError, simulate, validate
@@ -175,3 +176,18 @@ def test_bsp_pushes_each_round_its_own_update_only():
     pushed, extras = w._next_push(0)
     assert extras == 0 and np.array_equal(pushed, updates[0])
     assert np.array_equal(w._next_push(1)[0], updates[1])
+
+
+def test_the_period_counts_each_round_once_where_iterations_overlap():
+    # SSP: each rank's iterations overlap (a span of 3 s, one ending every 1 s on rank 0 and every 1.5 s on rank 1);
+    # the period is the time between consecutive ends, the job's the slowest rank's, after the warm-up
+    def rows(step):
+        return [{"start": step * i, "end": 3.0 + step * i} for i in range(6)]
+    ranks = {0: rows(1.0), 1: rows(1.5), 2: rows(9.0)}
+    assert period_median(ranks, [0, 1]) == 1.5
+    assert period_median(ranks, [0, 1], dilation=2.0) == 0.75
+    assert period_median(ranks, [0, 1, 2]) == 9.0  # rank 2 is the slowest
+    assert period_median({0: [{"start": 0.0, "end": 2.0}]}, [0]) == 2.0  # one iteration: its own span
+    assert period_median({}, [0]) is None
+    spans = [it["end"] - it["start"] for it in ranks[0]]
+    assert min(spans) == 3.0  # each span is twice and more the period it would be mistaken for

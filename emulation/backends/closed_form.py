@@ -85,6 +85,7 @@ def execute(job: TheoryJob, log: Log = quiet, progress: bool = True) -> Summary:
         syncs, gsts = theory_timeline(checked, cfg.iters, compute)
         outcome.link_events = event_rows(checked, gsts,
                                     [took_effect(e, syncs) for e in checked.network.events])
+    outcome.period_median_s = outcome.iteration_median_s  # iterations back to back
     return Summary(top, models(checked), outcome, closed_form=closed)
 
 

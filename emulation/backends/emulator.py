@@ -21,7 +21,8 @@ from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import Label, RunConfig, flag_label
 from emulation.run.outputs import check_space, clear, default_parent, output_folder
 from emulation.run.ranks import memory_of, rank_configs, start_ranks, watch_training
-from emulation.results.iterations import WARMUP, dilate, mean_after_warmup, per_iteration, straggler_report
+from emulation.results.iterations import (WARMUP, dilate, mean_after_warmup, per_iteration, period_median,
+                                         straggler_report)
 from emulation.results.files import write_iterations, write_workers
 from emulation.run.sampling import counter_gains, first_iteration_s
 from emulation.results.summary import Emulation, Summary, measured
@@ -161,7 +162,8 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
     write_workers(cfg.out, records.rows, emulated_topo)
     write_trace(cfg.out, records, [h.name for h in topo.hosts], cfg.dilation, shaped)
     checks = verify(RunFolder(cfg.out).ranks().checks) if error is None else {}
-    m = measured(iterations, records.finals, checked.contributors, checks, error, cfg.dilation)
+    m = measured(iterations, records.finals, checked.contributors, checks, error, cfg.dilation,
+                 period_median(records.rows, checked.contributors, cfg.dilation))
     theory_s = top.gst_theory_s
     traffic = state["traffic"]
     window = links.measured_window(records.rows, WARMUP)

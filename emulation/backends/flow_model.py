@@ -322,6 +322,7 @@ def simulated_outcome(checked: Checked, gsts, computes, iterations, theory_s: fl
     outcome = Outcome(mode=MODE, iterations=len(gsts), gst_median_s=gst, gst_ratio=gst / theory_s if theory_s else None,
                       compute_median_s=median_after_warmup(computes),
                       iteration_median_s=median_after_warmup(iterations),
+                      period_median_s=median_after_warmup(iterations),  # iterations run back to back
                       jct_s=sum(iterations), correct=None, replicas_identical=None, sum_verified=None,
                       error=None, completed=True,
                       fidelity={"verdict": "simulated", "cause": "flow-level model: no packets moved"},

@@ -472,7 +472,7 @@ def reproducible(folder: str, block: str = "paper") -> Dict[str, str]:
     out = {}
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if name.endswith(".yaml"):
-            with open(os.path.join(folder, name)) as f:
-                if block in (yaml.safe_load(f) or {}):
+            with open(os.path.join(folder, name)) as f:  # libyaml's loader where built: --help lists them at once
+                if block in (yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}):
                     out[name[:-5]] = os.path.join(folder, name)
     return out

@@ -12,7 +12,7 @@ from emulation.run.sampling import switch_pid
 
 COLUMNS = ["label", "mode", "topology", "algo", "codec", "model", "batch", "bw_mbps", "workers", "iterations",
            "gst_median_s", "gst_theory_s", "gst_ratio", "compute_median_s", "iteration_median_s", "iteration_mean_s",
-           "most_waited_for", "most_waited_for_share", "jct_s", "throughput_sps", "comm_over_compute",
+           "period_median_s", "most_waited_for", "most_waited_for_share", "jct_s", "throughput_sps", "comm_over_compute",
            "communication_s", "wire_ratio", "first_step_wire_ratio", "later_steps_wire_ratio", "wire_payload_ratio",
            "interfaces_over_engine",
            "switch_ratio_fat_tree", "forward_phase_s", "overlapped_s", "comm_exposed_s", "compute_exposed_s", "push_s",

@@ -43,8 +43,8 @@ class Reproduce(Command):
         ("one benchmark config, or any config of yours with claims or targets",
          "--config configs/bench/scale.yaml --out results/bench-scale"),
     )
-    own = (command_option("name", "a paper config's name: a file of configs/ with a `paper:` block (--list names "
-                          "them)", positional=True, nargs="?"),
+    own = (command_option("name", f"{', '.join(matrix.reproducible(CONFIGS))} (see --list)", positional=True,
+                          nargs="?"),
            command_option("list", "list the paper configs (with --bench: the benchmark's)", False, kind=bool),
            command_option("all", "run every paper config, one after another, and write one table of every claim "
                           "(papers.md, papers.csv)", False, kind=bool),

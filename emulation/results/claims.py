@@ -14,7 +14,8 @@ from emulation.results import judge as judge_rows
 # ends, or that opens at the floor of a metric without a ceiling, cannot fail and is refused.
 METRIC_DOMAINS = {
     "gst_median_s": (0.0, math.inf), "gst_theory_s": (0.0, math.inf), "gst_ratio": (0.0, math.inf),
-    "compute_median_s": (0.0, math.inf), "iteration_median_s": (0.0, math.inf), "jct_s": (0.0, math.inf),
+    "compute_median_s": (0.0, math.inf), "iteration_median_s": (0.0, math.inf), "period_median_s": (0.0, math.inf),
+    "jct_s": (0.0, math.inf),
     "throughput_sps": (0.0, math.inf), "wire_ratio": (0.0, math.inf), "first_step_wire_ratio": (0.0, math.inf),
     "forward_phase_s": (0.0, math.inf), "overlapped_s": (0.0, math.inf), "comm_exposed_s": (0.0, math.inf),
     "compute_exposed_s": (0.0, math.inf), "push_s": (0.0, math.inf), "broadcast_s": (0.0, math.inf),
@@ -45,8 +46,8 @@ def not_judged(fidelity: str) -> str:
 
 NOT_JUDGED = not_judged("not faithful")
 NOT_JUDGED_LOOPBACK = "not judged (a time measured on loopback: no emulated network)"
-NETWORK_TIMES = ("gst_median_s", "gst_ratio", "iteration_median_s", "jct_s", "throughput_sps", "broadcast_s",
-                 "comm_over_compute")  # metrics the network sets: a loopback run's value says nothing of them
+NETWORK_TIMES = ("gst_median_s", "gst_ratio", "iteration_median_s", "period_median_s", "jct_s", "throughput_sps",
+                 "broadcast_s", "comm_over_compute")  # metrics the network sets: a loopback run's value says nothing of them
 UNFAITHFUL = ("degraded", "not judged", "not faithful")  # fidelity verdicts a judged claim may not rest on
 FIDELITY_ORDER = {"faithful": 0, "degraded": 1, "not judged": 2, "not faithful": 3}
 

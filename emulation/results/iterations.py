@@ -135,6 +135,21 @@ def median_after_warmup(values: List[float]) -> Optional[float]:
     return statistics.median(kept) if kept else None
 
 
+def period_median(rows: Dict[int, List[dict]], ranks: Sequence[int], dilation: float = 1.0) -> Optional[float]:
+    """The job's iteration period: per rank, the median after warm-up of the time between its consecutive iteration
+    ends (the first iteration's from its own start), in emulated time; the slowest of these ranks'. Unlike an
+    iteration's span (start to end), it counts a round once where iterations overlap (SSP's rounds queued ahead, a
+    BSP iteration that waits for the previous round)."""
+    medians = []
+    for rank in ranks:
+        its = rows.get(rank) or []
+        if its:
+            ends = [it["end"] for it in its]
+            periods = [ends[0] - its[0]["start"]] + [b - a for a, b in zip(ends, ends[1:])]
+            medians.append(median_after_warmup([p / dilation for p in periods]))
+    return max(medians) if medians else None
+
+
 def mean_after_warmup(values: List[float]) -> Optional[float]:
     """Mean leaving out the first WARMUP values (all of them if there are too few)."""
     kept = after_warmup(values)

@@ -98,6 +98,8 @@ class Outcome:
     fidelity: Dict[str, Any]
     split_median_s: Dict[str, Optional[float]] = field(default_factory=dict)
     throughput_sps: Optional[float] = optional("samples per second, where the back end gives it")
+    period_median_s: Optional[float] = optional("the time between consecutive iteration ends (per rank its median "
+                                                "after warm-up, the slowest rank's): what a speed-up compares")
     iteration_mean_s: Optional[float] = optional("mean iteration past warm-up, when compute varies by rank or "
                                                  "iteration (BSP's mean waits for the slowest draw: not its median)")
     stragglers: Dict[str, Any] = optional("when compute varies: per rank its compute and wait at the "
@@ -303,6 +305,7 @@ class Measured:
     compute_cpu_median_s: Optional[float]
     compute_over_budget: int
     iteration_median_s: Optional[float]
+    period_median_s: Optional[float]
     jct_s: Optional[float]
     bytes_by_level: Dict[str, int]
     frames_by_level: Dict[str, int]
@@ -328,7 +331,8 @@ class Measured:
         gst = self.gst_median_s
         return Outcome(mode=mode, iterations=self.iterations, gst_median_s=gst,
                        gst_ratio=gst / theory_s if gst else None, compute_median_s=self.compute_median_s,
-                       iteration_median_s=self.iteration_median_s, jct_s=self.jct_s, correct=self.correct,
+                       iteration_median_s=self.iteration_median_s, period_median_s=self.period_median_s,
+                       jct_s=self.jct_s, correct=self.correct,
                        replicas_identical=self.replicas_identical, sum_verified=self.sum_verified, error=self.error,
                        completed=self.error is None and self.iterations == requested, fidelity=fidelity,
                        split_median_s=self.split_median_s)
@@ -365,8 +369,9 @@ def extras(finals: Dict[int, dict], contributors) -> Dict[str, object]:
 
 
 def measured(iterations: List[dict], finals: Dict[int, dict], contributors, checks: Dict[str, Optional[bool]],
-             error: Optional[str], dilation: float = 1.0) -> Measured:
-    """What the ranks' records give the summary (iterations: per_iteration's rows, in emulated time)."""
+             error: Optional[str], dilation: float = 1.0, period_s: Optional[float] = None) -> Measured:
+    """What the ranks' records give the summary (iterations: per_iteration's rows, in emulated time; period_s: the
+    job's iteration period from its ranks' own rows, period_median)."""
     from workloads.verify import overall
     checksums = {finals[r]["checksum"] for r in contributors if r in finals}
     identical = len(checksums) == 1 and all(r in finals for r in contributors)
@@ -392,6 +397,7 @@ def measured(iterations: List[dict], finals: Dict[int, dict], contributors, chec
         "compute_cpu_median_s": median_after_warmup([it["compute_cpu_s"] for it in iterations]),
         "compute_over_budget": sum(it["compute_over_budget"] for it in iterations),
         "iteration_median_s": median_after_warmup([it["iteration_s"] for it in iterations]),
+        "period_median_s": period_s,
         "jct_s": (iterations[-1]["end"] - iterations[0]["start"]) / dilation if iterations else None,
         "bytes_by_level": by_level,
         "frames_by_level": frames,
