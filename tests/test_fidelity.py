@@ -500,3 +500,26 @@ def test_a_cpu_hog_runs_for_its_block_and_every_process_is_stopped():
     assert all(p.poll() is not None for p in procs) and hog.procs == []
     with CpuHog(0) as none:
         assert none.procs == []
+
+
+def test_a_filtered_payload_with_no_model_is_not_judged_against_the_unfiltered_closed_form():
+    """DVF drops a share its updates decide, and its closed form sends every value: a run far below that closed
+    form is the filter's doing, not a shaper that did not hold, so only the machine judges it."""
+    from emulation.core.topology import parse
+    from emulation.core.formulas import Theory
+    from workloads.algorithms.pflow import theory
+    topo, mb, rate = parse("star:4"), 1_000_000, 50e6 / 8
+    rows = [{"iteration": i, "gst_s": 0.2 * mb / rate, "sync_start": 1.0, "sync_end": 1.0 + 0.2 * mb / rate,
+             "workers": 4} for i in range(4)]  # a fifth of the closed form: what a filter that drops 4/5 gives
+
+    def judged(filtered, cpu=0.0):
+        return report(Evidence(topo, (50.0,), mb / rate, rows, {r: [{}] * 4 for r in range(4)}, [], {},
+                               {"saturated_share": cpu}, True, scenario={"none": "no flow model of this run: x"},
+                               filtered=filtered))
+    assert judged(False)["verdict"] == "not faithful"  # unfiltered, so fast a run means a shaper did not hold
+    v = judged(True)
+    assert v["verdict"] == "not judged" and "no model of a filtered payload" in v["cause"]
+    assert judged(True, cpu=0.9)["verdict"] == "degraded"  # the machine's own fault still counts
+    tree = theory(parse("star:10"), 4e6, (100.0,), 5, pf_tree="5,1", pf_dvf="1e-5,2e-5")
+    assert isinstance(tree, Theory) and tree.filtered
+    assert not theory(parse("star:10"), 4e6, (100.0,), 5, pf_tree="5,1", pf_dvf="none").filtered

@@ -176,7 +176,7 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
         topo, shaped, theory_s * cfg.dilation, raw, records.rows, records.transfers, records.finals,
         life.cpu.report(window), not cfg.local, switch_port_drops=state["port_drops"], placement=state["placement"],
         link_rates=checked.network.shaped_link_rates, stragglers=checked.compute.varies, background=traffic.foreign(),
-        network=checked.network.topo, schedule=in_force,
+        network=checked.network.topo, schedule=in_force, filtered=top.gst_theory_filtered is True,
         scenario=None if cfg.local or error is not None else state.get("scenario") or scenario_model(
             cfg, len(topo.hosts))))
     life.log(fidelity.one_line(verdict))

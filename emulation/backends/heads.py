@@ -34,6 +34,8 @@ def head(checked: Checked) -> Head:
                config=asdict(cfg), provenance=provenance())
     if theory.baselines:
         out.gst_baselines_s = dict(theory.baselines)
+    if theory.filtered:
+        out.gst_theory_filtered = True
     if network.link_rates:
         out.link_rates_mbps = described(network.link_rates)
     if network.link_rates or network.background:

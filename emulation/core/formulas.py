@@ -21,6 +21,7 @@ class Theory:
     formula: str
     tf_s: float
     baselines: Tuple[Tuple[str, float], ...] = ()  # (what, seconds) the paper sets beside it, same alpha
+    filtered: bool = False  # it sends every value while the run's filter drops a share that depends on the data
 
     def to_dict(self) -> Dict[str, object]:
         """JSON-ready form."""

@@ -81,6 +81,7 @@ class Evidence:
     schedule: Optional[Schedule] = None
     scenario: Optional[Dict[str, object]] = None  # the flow model of the run's scenario: per iteration its GST (in
     # the run's own time) under "gst_s", or why there is none under "none"
+    filtered: bool = False  # the closed form sends every value; the run's filter drops a share its updates decide
 
 
 def report(e: Evidence) -> Dict[str, object]:
@@ -106,6 +107,8 @@ def report(e: Evidence) -> Dict[str, object]:
     model_s = (out.get("scenario_model") or {}).get("gst_median_s")
     out.update(link_readings(e, tally, foreign, changed_under, model_s / theory_s if model_s and theory_s else None))
     out.update(tcp_readings(e, changed_under, out.get("scenario_note")))
+    if e.filtered:
+        out["payload_filtered"] = True
     unmodelled = scenario_effects(e, tally, foreign) if model_s is None else []
     if unmodelled:
         out["unmodelled"] = unmodelled
@@ -233,7 +236,8 @@ def scenario_notes(e: Evidence, tally: LinkTally, foreign, changed_under: List[i
 def scenario_effects(e: Evidence, tally: LinkTally, foreign) -> List[str]:
     """What the run's scenario does that the closed form does not model."""
     effects = [("traffic beside the job", bool(foreign)), ("link events", bool(e.schedule)),
-               ("drawn compute (stragglers)", e.stragglers), ("hashed ECMP paths", bool(tally.hashed))]
+               ("drawn compute (stragglers)", e.stragglers), ("hashed ECMP paths", bool(tally.hashed)),
+               ("a filtered payload (the share a filter drops depends on the updates)", e.filtered)]
     return [name for name, present in effects if present]
 
 

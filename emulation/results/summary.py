@@ -63,6 +63,8 @@ class Head:
     provenance: Dict[str, Any]
     gst_baselines_s: Dict[str, float] = optional("other algorithms' closed forms beside this one's")
     link_rates_mbps: Dict[str, float] = optional("links at another rate than their level's (--link-rate), Mbit/s")
+    gst_theory_filtered: bool = optional("the closed form sends every value, while the run's filter (DVF) drops a "
+                                         "share its updates decide")
 
 
 @dataclass

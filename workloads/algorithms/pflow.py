@@ -321,19 +321,20 @@ class PFlowOptions:
     pf_blocks: int = option(8, "pflow: blocks streamed down the tree", low=1, high=1024, shapes_plan=True)
 
 
-def theory(topo, gradient_bytes, bw, servers: int, pf_tree: str = "5,3", **_) -> Theory:
+def theory(topo, gradient_bytes, bw, servers: int, pf_tree: str = "5,3", pf_dvf: str = "none", **_) -> Theory:
     """Push to M servers, as long as its busiest cut needs, then the broadcast before DVF shrinks the bytes: as
     long as a push without a tree; down a tree, as long as its busiest sender's link needs (a server sends its
     G/M to each of its children, a relaying worker all of G to each of its own; the blocks stream)."""
     tf = host_tf(gradient_bytes, bw)
     push = dedicated_servers_time(topo, gradient_bytes, bw, servers)
+    filtered = parse_dvf(pf_dvf) is not None  # DVF drops a share the updates decide: no closed form has it
     if parse_tree(pf_tree) is None:
-        return Theory(2 * push, "2 * busiest cut of a push (no filter, no tree)", tf)
+        return Theory(2 * push, "2 * busiest cut of a push (no filter, no tree)", tf, filtered=filtered)
     overlay = overlay_for(pf_tree, topo, servers)
     fanout = max(len(overlay.children(0)) / servers, max(len(overlay.children(j)) for j in
                                                         range(1, len(overlay.parent))))
     return Theory(push + fanout * tf, f"busiest cut of a push + {fanout:g} TF (the tree's busiest sender; no filter)",
-                  tf)
+                  tf, filtered=filtered)
 
 
 def phases(topo: Topology, servers: int, options: PFlowOptions,
