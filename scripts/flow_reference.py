@@ -60,11 +60,10 @@ def main() -> int:
         old = json.load(f)
     args.out = args.out or path
     if args.only_added:
-        data = {**old, "cases": dict(old["cases"])}
+        data, todo = {**old, "cases": dict(old["cases"])}, args.add
         data.setdefault("added", {}).update({c: provenance() for c in args.add})
     else:
-        data = {"provenance": provenance(), "cases": {}}
-    todo = args.add if args.only_added else list(dict.fromkeys(list(old["cases"]) + args.add))
+        data, todo = {"provenance": provenance(), "cases": {}}, list(dict.fromkeys(list(old["cases"]) + args.add))
     data["cases"].update({c: run(c + (EVENTS if args.scale else "")) for c in todo})
     with open(args.out, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)

@@ -318,11 +318,10 @@ def iteration_gsts(run: FlowRun, phases, result: FlowResult, table, gst: float):
 
 def simulated_outcome(checked: Checked, gsts, computes, iterations, theory_s: float, split, table, syncs) -> Outcome:
     """The outcome section of a simulation."""
-    gst = median_after_warmup(gsts)
+    gst, iteration = median_after_warmup(gsts), median_after_warmup(iterations)
     outcome = Outcome(mode=MODE, iterations=len(gsts), gst_median_s=gst, gst_ratio=gst / theory_s if theory_s else None,
                       compute_median_s=median_after_warmup(computes),
-                      iteration_median_s=median_after_warmup(iterations),
-                      period_median_s=median_after_warmup(iterations),  # iterations run back to back
+                      iteration_median_s=iteration, period_median_s=iteration,  # iterations run back to back
                       jct_s=sum(iterations), correct=None, replicas_identical=None, sum_verified=None,
                       error=None, completed=True,
                       fidelity={"verdict": "simulated", "cause": "flow-level model: no packets moved"},

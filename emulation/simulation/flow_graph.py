@@ -106,10 +106,10 @@ def chain(keys: np.ndarray, order: np.ndarray, sides: np.ndarray, next_node: int
     Returns (edges from, edges to, nodes used)."""
     if not len(keys):
         return np.zeros(0, sides.dtype), np.zeros(0, sides.dtype), next_node
-    top = int(order.max()) + 1
+    top, high = int(order.max()) + 1, int(keys.max())
     new = np.ones(len(keys), dtype=bool)
-    if int(keys.max()) < (1 << 62) // top:  # one sort key, and no sorted copies of keys and order
-        ranked = keys.astype(index_type((int(keys.max()) + 1) * top), copy=False) * top + order
+    if high < (1 << 62) // top:  # one sort key, and no sorted copies of keys and order
+        ranked = keys.astype(index_type((high + 1) * top), copy=False) * top + order
         o = np.argsort(ranked, kind="stable")  # timsort: plans list their transfers in runs
         ranked = ranked[o]
         new[1:] = ranked[1:] != ranked[:-1]
@@ -184,7 +184,8 @@ def no_edges():
 def dependencies(g: FlowGraph, regions: np.ndarray, region_ptr: np.ndarray, ranks: int) -> None:
     """Fill in the graph's nodes and their dependents under the engine's three rules."""
     count = len(g.src)
-    # node ids (at most two sides a unit and a join per chained side) in 32 bits where they fit: half the memory
+    # node ids in 32 bits where they fit (half the memory): two sides a unit, and at most one join per group of the
+    # three chains (two sides a region touched, one a unit, two a unit)
     ids = index_type(5 * count + 2 * len(regions))
     units = np.arange(count, dtype=ids)
     edges_from, edges_to, nodes = [], [], 2 * count
@@ -216,7 +217,7 @@ def dependencies(g: FlowGraph, regions: np.ndarray, region_ptr: np.ndarray, rank
     frm, to = np.concatenate(edges_from), np.concatenate(edges_to)
     del edges_from, edges_to, a, b
     g.nodes = nodes
-    g.pending = np.bincount(to, minlength=nodes).astype(np.int64)  # a node's dependencies
+    g.pending = np.bincount(to, minlength=nodes).astype(np.int64)
     g.dependents_ptr = np.zeros(nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(frm, minlength=nodes), out=g.dependents_ptr[1:])
     g.dependents = to[np.argsort(frm, kind="stable")]

@@ -321,7 +321,7 @@ class PFlowOptions:
     pf_blocks: int = option(8, "pflow: blocks streamed down the tree", low=1, high=1024, shapes_plan=True)
 
 
-def theory(topo, gradient_bytes, bw, servers: int, pf_tree: str = "5,3", pf_dvf: str = "none", **_) -> Theory:
+def theory(topo, gradient_bytes, bw, servers: int, pf_tree: str = "5,3", pf_dvf: str = "1e-5,2e-5", **_) -> Theory:
     """Push to M servers, as long as its busiest cut needs, then the broadcast before DVF shrinks the bytes: as
     long as a push without a tree; down a tree, as long as its busiest sender's link needs (a server sends its
     G/M to each of its children, a relaying worker all of G to each of its own; the blocks stream)."""
