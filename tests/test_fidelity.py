@@ -453,6 +453,31 @@ def test_the_flow_model_of_the_scenario_judges_what_the_emulator_added():
     assert unsteady["verdict"] == "degraded" and "against the flow model" in unsteady["cause"]
 
 
+def test_tcps_split_of_links_shared_with_other_traffic_is_the_scenarios_only_while_the_links_delivered():
+    """Beside another job, slower than the max-min fair model while the links ran at their rate with data to send
+    (the job's bytes and the others' together): TCP's split, named, not counted; links that lost time, a run far
+    beyond the model, a job alone or a saturated CPU still judge it."""
+    shared = {"decomposition_median_s": {"below_rate_s": 0.16, "idle_s": 0.05, "early_s": 0.14},
+              "levels": {"L1": {"critical_fidelity": 0.9}}, "cpu": {"saturated_share": 0.0}, "tcp_totals": {},
+              "background": True, "scenario_note": "traffic beside the job: job a shared the job's links",
+              "scenario_model": {"measured_over_model": 1.11, "cv": 0.05}}
+    v = verdict_and_cause(shared, 8, 1.0)
+    assert v["verdict"] == "faithful" and v["emulator_share"] == pytest.approx(0.07)
+    assert v["scenario_note"].startswith("traffic beside the job") and "TCP's split of the shared links: the run " \
+        "took 1.11 times" in v["scenario_note"]
+    lossy = dict(shared, decomposition_median_s={"below_rate_s": 0.3, "idle_s": 0.05, "early_s": 0.1})
+    assert verdict_and_cause(lossy, 8, 1.0)["verdict"] == "degraded"  # the links lost 0.25 of theory
+    slow = dict(shared, levels={"L1": {"critical_fidelity": 0.8}})
+    assert verdict_and_cause(slow, 8, 1.0)["verdict"] == "degraded"
+    far = dict(shared, scenario_model={"measured_over_model": 1.4, "cv": 0.05})
+    assert verdict_and_cause(far, 8, 1.0)["verdict"] == "not faithful"
+    alone = verdict_and_cause(dict(shared, background=False), 8, 1.0)
+    assert alone["verdict"] == "degraded" and alone["emulator_share"] == pytest.approx(0.11)
+    assert "scenario_note" not in alone or "TCP's split" not in alone["scenario_note"]
+    hog = verdict_and_cause(dict(shared, cpu={"saturated_share": 0.9}), 8, 1.0)
+    assert hog["verdict"] == "degraded" and "CPU saturation" in hog["cause"]
+
+
 def test_a_scenario_the_closed_form_lacks_with_no_model_is_not_judged_unless_the_machine_failed():
     """Traffic beside the job, link events, stragglers or hashed paths with no flow model of the scenario: the time
     against the closed form could be either's, so only the machine's own faults judge the run."""

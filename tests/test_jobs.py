@@ -147,6 +147,29 @@ def test_two_rings_in_phase_offset_and_apart_in_theory_and_the_flow_model(tmp_pa
     assert json.load(open(tmp_path / "s" / "jobs.json"))["mode"] == "simulate"
 
 
+def test_the_flow_model_replays_measured_starts_so_a_drift_out_of_phase_is_the_scenarios():
+    """The emulated jobs' verdict replays each iteration's measured start: in phase, the shared uplinks make each
+    GST about twice its alone time; half an iteration apart, each has the links to itself; in the run's own time."""
+    import dmlbed
+    from emulation.backends.jobs_flow import JobsFlowModel
+    from emulation.backends.shared_emulation import replayed_model
+    from emulation.run.jobs_check import check_jobs
+    cfg = dmlbed.config("dmlbed.jobs", topo="tree:4,2", algo="ring", model="mlp:1MB", iters=4, compute_time="0.3")
+    jobs = check_jobs(cfg, CROSSING[1::2], emulated=False)
+    model = JobsFlowModel(jobs)
+    alone = model.run(model.replaying({"a": [0, 1, 2, 3], "b": [50, 51, 52, 53]})).gsts("a")
+    assert alone == pytest.approx([alone[0]] * 4, rel=1e-6) and 0.1 < alone[0] < 0.2
+    t0 = 1000.0  # measured clocks are the machine's: the replay counts from the earliest start
+    in_phase = replayed_model(jobs, {}, {"a": [(t0 + 2 * k, 0) for k in range(4)],
+                                         "b": [(t0 + 2 * k, 0) for k in range(4)]}, dilation=2.0)
+    assert in_phase["a"]["gst_s"] == pytest.approx([2 * 2 * alone[0]] * 4, rel=0.05)  # twice, in dilated time
+    drifting = replayed_model(jobs, {}, {"a": [(t0 + 2 * k, 0) for k in range(4)],
+                                         "b": [(t0 + 2 * k + 0.25 * k, 0) for k in range(4)]}, dilation=2.0)
+    gsts = drifting["b"]["gst_s"]
+    assert gsts[0] == pytest.approx(4 * alone[0], rel=0.05) and gsts[-1] == pytest.approx(2 * alone[0], rel=0.05)
+    assert "a job finished no iteration" in replayed_model(jobs, {}, {"a": [], "b": [(t0, 0)]}, 1.0)["a"]["none"]
+
+
 @pytest.mark.emulation
 def test_two_emulated_rings_in_phase_slow_each_other(tmp_path):
     from test_emulation import leftovers

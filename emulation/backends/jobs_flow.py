@@ -4,7 +4,7 @@ and each job timed on its own hosts; simulate mode's rows and the emulated jobs'
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 from emulation.backends.heads import head
 from emulation.core.background import horizon_s
@@ -40,10 +40,16 @@ class JobsFlowModel:
         self.background = persistent_flows(network.background, self.router, cfg.seed, horizon)
         self.latency = cfg.latency_us * 1e-6
 
-    def run(self, timed, waits=None):
-        """These timed jobs at once (waits: each job's held offsets)."""
-        return simulate_jobs(timed, self.iterations, self.router, self.rates, self.latency, self.background, waits)
+    def run(self, timed, waits=None, iterations: Optional[int] = None):
+        """These timed jobs at once (waits: each job's held offsets) for the run's iterations, or as many as given."""
+        return simulate_jobs(timed, iterations or self.iterations, self.router, self.rates, self.latency,
+                             self.background, waits)
 
     def starting(self, starts: Dict[str, float]) -> list:
         """Every job, each from its start."""
         return [replace(t, start_s=starts[t.name]) for t in self.timed]
+
+    def replaying(self, sync_starts: Dict[str, Sequence[float]]) -> list:
+        """Every job, each iteration's synchronization beginning when the measured run's did (seconds from the
+        timeline's origin), so the jobs overlap in the model as much as they did on the wire."""
+        return [replace(t, sync_starts=tuple(sync_starts[t.name])) for t in self.timed]

@@ -68,6 +68,7 @@ class Readings(NamedTuple):
     totals: Dict[str, int]
     over: Optional[float]      # measured over the flow model of the run's own scenario (None: no model)
     model_cv: Optional[float]  # the spread of that ratio over the judged iterations
+    link_share: Optional[float]  # what the links lost while they had data, as a share of theory (the decomposition)
 
     @property
     def modelled(self) -> bool:
@@ -85,10 +86,22 @@ def readings(fid: Dict[str, object], theory_s: float) -> Readings:
     emulator_s = max(0.0, max(0.0, d.get("below_rate_s") or 0) + (d.get("idle_s") or 0) - (d.get("early_s") or 0))
     model = fid.get("scenario_model") or {}
     over = model.get("measured_over_model")
-    share = max(0.0, over - 1) if over is not None else emulator_s / theory_s if theory_s and d else None
+    link_share = emulator_s / theory_s if theory_s and d else None
+    share = max(0.0, over - 1) if over is not None else link_share
     return Readings(fid, d, fid.get("cpu") or {}, theory_s, min(fidelities, default=None),
                     max(fidelities, default=None), share, fid.get("spurious_rto_per_worker_iteration") or 0,
-                    fid.get("tcp_totals", {}), over, model.get("cv"))
+                    fid.get("tcp_totals", {}), over, model.get("cv"), link_share)
+
+
+def tcp_split(r: Readings) -> bool:
+    """Slower than the fair-share flow model of a scenario with traffic beside the job, while the links delivered:
+    they ran at their rate whenever they had data (the job's and the others' bytes together), and lost no more than
+    FAITHFUL_EMULATION_SHARE of theory doing so. The time beyond the model is then how TCP split the shared links
+    between connections (a ring step waits for its slowest), which max-min fair sharing does not model: the
+    scenario's, up to DEGRADED_EMULATION_SHARE."""
+    return (r.modelled and bool(r.fid.get("background")) and FAITHFUL_EMULATION_SHARE < r.share
+            <= DEGRADED_EMULATION_SHARE and r.link_share is not None and r.link_share <= FAITHFUL_EMULATION_SHARE
+            and (r.level_min is None or r.level_min >= FAITHFUL_LEVEL))
 
 
 def unsteady(r: Readings) -> bool:
@@ -185,7 +198,7 @@ def slow_links(r: Readings) -> Optional[Finding]:
 def emulator_share(r: Readings) -> Optional[Finding]:
     """The time the emulator added (against the flow model of the scenario, else the per-step decomposition against
     theory): it moves the verdict; its causes are named by the other rules (links below rate, idle links, CPU)."""
-    if r.share is not None and r.share > FAITHFUL_EMULATION_SHARE:
+    if r.share is not None and r.share > FAITHFUL_EMULATION_SHARE and not tcp_split(r):
         words = (f"the run took {1 + r.share:.2f} times the flow model of its own scenario" if r.modelled else None)
         return Finding(0.01 if r.modelled else float("-inf"), words,  # named when no rule below names more
                        Verdict.NOT_FAITHFUL if r.share > DEGRADED_EMULATION_SHARE else Verdict.DEGRADED)
@@ -266,13 +279,19 @@ def verdict_and_cause(fid: Dict[str, object], iterations: int, theory_s: float) 
         verdict, cause = Verdict.NOT_JUDGED, f"not judged: no model of {' and '.join(unmodelled)}" + \
             (f" ({why})" if why else "") + ", and the closed form has none of it"
     out = {"verdict": verdict.value, "cause": cause,
-           "emulator_share": round(r.share, 4) if r.share is not None and not unmodelled else None,
+           "emulator_share": None if r.share is None or unmodelled else round(r.link_share, 4) if tcp_split(r)
+           else round(r.share, 4),
            "judged_against": "the flow model of the run's scenario" if r.modelled else
            "the machine only (no model of the scenario)" if unmodelled else "per-step fair shares"}
     if r.spurious > SPURIOUS_RTO_PER_WORKER_ITERATION and not unsteady(r):  # counted; judged by what it did to timings
         out["timer_note"] = (f"{r.spurious:.1f} spurious TCP retransmission timeouts per worker and iteration (ACKs "
                              f"later than --rto-min, nothing lost); the timings held steady (CV "
                              f"{fid.get('gst_cv') or 0:.3f})")
+    if tcp_split(r) and not unmodelled:
+        out["scenario_note"] = "; ".join(filter(None, [fid.get("scenario_note"), (
+            f"TCP's split of the shared links: the run took {r.over:.2f} times the flow model of its scenario, which "
+            f"shares links max-min fairly, while its links ran at {r.level_min or 1:.2f} of their rate with data "
+            f"to send and lost {r.link_share:.2f} of theory; the rest is how TCP shared them, not the emulator")]))
     drops = (fid.get("switch_port_drops") or {}).get("switch_queue_drops") or 0
     if drops:  # congestion inside the network: part of what is studied, so it informs, it does not judge
         out["network_note"] = (f"{drops} packets dropped at switch-side queues: congestion in the network under "

@@ -24,6 +24,7 @@ class TimedJob:
     piece_bytes: Tuple[int, ...]
     compute_s: float
     start_s: float = 0.0
+    sync_starts: Tuple[float, ...] = ()  # replaying a measured run: when each iteration's synchronization began
 
 
 @dataclass
@@ -60,7 +61,10 @@ def merged_plan(jobs: Sequence[TimedJob], iterations: int, hosts: int):
         for i in range(iterations):
             compute = tuple(Transfer(h, h, p, COPY) for h in job.hosts for p in pieces)
             n = len(steps)
-            delays[(s, n)] = job.compute_s + (job.start_s if i == 0 else 0.0)
+            if job.sync_starts:  # the measured start stands for the compute and any wait before it
+                delays[(s, n)] = job.sync_starts[0] if i == 0 else 0.0
+            else:
+                delays[(s, n)] = job.compute_s + (job.start_s if i == 0 else 0.0)
             zero_bits.update({(s, n, h, h, p): 0 for h in job.hosts for p in pieces})
             steps.append(compute)
             starts.append(len(steps))
@@ -88,15 +92,29 @@ def hold_gates(jobs: Sequence[TimedJob], iterations: int, first_steps: List[List
     return gates
 
 
+def replay_gates(jobs: Sequence[TimedJob], iterations: int,
+                 first_steps: List[List[int]]) -> Dict[Tuple[int, int], List[Tuple[Tuple[int, int], float]]]:
+    """A replayed job's synchronization of iteration k begins no earlier than its measured start: its compute step
+    is gated on the job's first step (which begins at time 0) by that start."""
+    gates: Dict[Tuple[int, int], List[Tuple[Tuple[int, int], float]]] = {}
+    for s, job in enumerate(jobs):
+        for k in range(1, min(iterations, len(job.sync_starts))):
+            gates[(s, first_steps[s][k] - 1)] = [((s, 0), job.sync_starts[k])]
+    return gates
+
+
 def simulate_jobs(jobs: Sequence[TimedJob], iterations: int, router: Router, rates: Dict[int, float],
                   latency_s: float = 0.0, background: Sequence[Persistent] = (),
                   holds: Optional[Dict[str, List[Hold]]] = None) -> JobTimeline:
     """Every job's iterations at once on one network (rates: payload bytes/s per link level; holds: each job's
-    waits for the others, where offsets are held)."""
+    waits for the others, where offsets are held; a job with sync_starts replays them instead of its compute)."""
     plan, piece_bytes, zero_bits, delays, first_steps = merged_plan(jobs, iterations, len(router.topo.hosts))
+    gates = hold_gates(jobs, iterations, first_steps, holds or {})
+    for step, more in replay_gates(jobs, iterations, first_steps).items():
+        gates.setdefault(step, []).extend(more)
     result = simulate_plan(plan, piece_bytes, router, rates, latency_s=latency_s, wire_bits=zero_bits,
                            background=background, step_delays=delays, keep_units=True,
-                           step_gates=hold_gates(jobs, iterations, first_steps, holds or {}))
+                           step_gates=gates)
     syncs: Dict[str, List[Tuple[float, float]]] = {}
     per_step: Dict[Tuple[int, int], Tuple[float, float]] = {}
     for (stream, step, src, dst, size, start, sent, level), landed in zip(result.units, result.arrived_s):
