@@ -212,6 +212,23 @@ def test_whole_tensor_parameter_server_sums_exactly(spec, servers):
         check_sum(plan, random_inputs(plan, plan.piece_layout(shape), i), plan.piece_layout(shape))
 
 
+@pytest.mark.parametrize("spec,servers,placement", [("star:9", 0, "even"), ("star:9", 3, "even"),
+                                                   ("tree:3,2,2", 2, "tensor"), ("bcube:3,2", 0, "tensor")])
+def test_a_parameter_server_behind_its_barrier_sums_exactly_and_pulls_after_its_pushes(spec, servers, placement):
+    """--ps-barrier server: the same transfers, a rank's pull step held until its push step is done."""
+    topo = parse(spec)
+    for i, shape in enumerate(SHAPES):
+        options = {"ps_placement": placement, "ps_barrier": "server"}
+        plan = ALGORITHMS["ps"].build_plan(topo, servers, options=options, layer_sizes=shape)
+        streaming = ALGORITHMS["ps"].build_plan(topo, servers, options=dict(options, ps_barrier="none"),
+                                                layer_sizes=shape)
+        assert plan.meta["barriers"] is True and not streaming.meta.get("barriers")
+        assert [list(s) for s in plan.streams[0]] == [list(s) for s in streaming.streams[0]]
+        validate(plan)
+        layout = plan.piece_layout(shape)
+        check_sum(plan, random_inputs(plan, layout, i), layout)
+
+
 def test_whole_tensor_plan_refuses_to_run_without_the_models_tensors():
     with pytest.raises(PlanError, match="tensor sizes"):
         ALGORITHMS["ps"].build_plan(parse("star:4"), 0, options={"ps_placement": "tensor"})

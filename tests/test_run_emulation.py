@@ -14,7 +14,7 @@ pytestmark = pytest.mark.emulation
 
 CASES = [("bml", "bcube:2,2", []), ("ps", "bcube:2,2", []), ("ps", "star:4", []), ("ring", "star:4", []),
          ("hier", "tree:2,2", []), ("gloo", "star:3", []), ("ps", "star:4", ["--servers", "1"]),
-         ("ps", "star:4", ["--ps-placement", "tensor"])]
+         ("ps", "star:4", ["--ps-placement", "tensor", "--ps-barrier", "server"])]
 
 
 @pytest.mark.parametrize("algo,topo,extra", CASES, ids=[f"{a}-{t}{''.join(e[:1]).replace('--', '-')}" for a, t, e in CASES])

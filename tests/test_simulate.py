@@ -443,6 +443,29 @@ def test_whole_tensor_parameter_server_in_whole_messages_is_its_closed_form(spec
     assert theory.gst_s > a.gst_theory(topo, sum(pieces), b, servers).gst_s  # one server holds more than its share
 
 
+@pytest.mark.parametrize("spec,servers,placement,model", [("star:5", 1, "even", "mlp:2MB"),
+                                                          ("star:9", 3, "even", "mlp:2MB"),
+                                                          ("star:9", 2, "tensor", "vgg19"),
+                                                          ("tree:3,2,2", 2, "even", "mlp:2MB")])
+def test_a_parameter_server_behind_its_barrier_takes_its_push_then_pull_closed_form(spec, servers, placement, model):
+    """In 256 KiB chunks a streaming server's pulls overlap later pushes (faster than push-then-pull where a
+    server's link is the cut); behind the server barrier the flow model gives the closed form, a push then a pull."""
+    from workloads.engine import CHUNK_BYTES
+    topo, layers, a = parse(spec), tensor_sizes(model), get("ps")
+    b = parse_bandwidth("100", topo)
+    rates = {l: v * 1e6 / 8 for l, v in enumerate(b)}
+    times = {}
+    for barrier in ("none", "server"):
+        options = {"ps_placement": placement, "ps_barrier": barrier}
+        plan = a.build_plan(topo, servers, options=options, layer_sizes=layers)
+        pieces = [n * 4 for n in plan.piece_sizes(layers)]
+        times[barrier] = simulate_plan(plan, pieces, Router(topo, "spread"), rates, 0.0,
+                                       chunk_bytes=CHUNK_BYTES).gst_s
+        theory = a.gst_theory(topo, sum(pieces), b, servers, options=options, layer_sizes=layers).gst_s
+    assert times["server"] == pytest.approx(theory, rel=0.03)
+    assert times["none"] < 0.8 * times["server"]
+
+
 @pytest.mark.parametrize("spec,ecmp", [("bcube:3,2", "spread"), ("bcube:4,3", "spread"), ("bcube:2,3", "hash"),
                                        ("fattree:4", "spread"), ("fattree:4", "hash"), ("tree:3,2,2", "spread"),
                                        ("leafspine:4,4,2", "spread"), ("star:5", "spread"), ("torus:3,3", "hash"),

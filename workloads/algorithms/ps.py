@@ -16,6 +16,7 @@ from workloads.plan_table import TransferTable, table_plan
 
 DEDICATED_FORMULA = "2 * busiest cut of a push (max(W/M, 1) * TF on a star)"
 PLACE_EVEN, PLACE_BY_TENSOR = "even", "tensor"
+STREAMING, SERVER_BARRIER = "none", "server"
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,11 @@ class PSOptions:
                                "(even), or whole tensors round-robin in the model's order, as TensorFlow's "
                                "replica_device_setter places variables (tensor; the BML paper's baseline)",
                                choices=(PLACE_EVEN, PLACE_BY_TENSOR), shapes_plan=True)
+    ps_barrier: str = option(STREAMING, "ps: when a server sends its sums back: each chunk as soon as every worker's "
+                             "push of it arrived (none: pulls overlap later pushes), or only after every push to it "
+                             "arrived (server: PS-lite's BSP and TensorFlow's synchronous PS, the baselines the BML "
+                             "and Parameter Flow papers measured; the closed form's push-then-pull)",
+                             choices=(STREAMING, SERVER_BARRIER), shapes_plan=True)
 
 
 def p2p_ps(workers: int) -> Plan:
@@ -83,19 +89,26 @@ def needs_tensors(layer_sizes: Optional[Sequence[int]]) -> Sequence[int]:
     return layer_sizes
 
 
-def plan(topo, servers: int, ps_placement: str = PLACE_EVEN, layer_sizes: Optional[Sequence[int]] = None) -> Plan:
-    """P2P PS over every host, or dedicated servers 0..M-1; with placement tensor, whole tensors."""
+def plan(topo, servers: int, ps_placement: str = PLACE_EVEN, layer_sizes: Optional[Sequence[int]] = None,
+         ps_barrier: str = STREAMING) -> Plan:
+    """P2P PS over every host, or dedicated servers 0..M-1; with placement tensor, whole tensors; with a server
+    barrier, a rank begins its pull only when its push step is done (every push to it arrived: step barriers)."""
     if ps_placement == PLACE_BY_TENSOR:
-        return tensor_ps(len(topo.hosts), servers, len(needs_tensors(layer_sizes)))
-    return dedicated_ps(len(topo.hosts), servers) if servers else p2p_ps(len(topo.hosts))
+        built = tensor_ps(len(topo.hosts), servers, len(needs_tensors(layer_sizes)))
+    else:
+        built = dedicated_ps(len(topo.hosts), servers) if servers else p2p_ps(len(topo.hosts))
+    if ps_barrier == SERVER_BARRIER:
+        built.meta.update(barriers=True, ps_barrier=SERVER_BARRIER)
+    return built
 
 
 def theory(topo, gradient_bytes, bw, servers: int, ps_placement: str = PLACE_EVEN,
-           layer_sizes: Optional[Sequence[int]] = None) -> Theory:
+           layer_sizes: Optional[Sequence[int]] = None, ps_barrier: str = STREAMING) -> Theory:
     """P2P: 2(N-1)/N * TF (BML paper). Dedicated: a push then a pull, each as long as its busiest cut needs
     (W/M of the gradient into a server's link, the whole gradient out of a worker's, or a subtree's uplinks).
     Whole tensors: the busiest host link, the server holding the most bytes B taking (workers-1 or workers) x B in
-    and out, every worker sending what it does not own: 2 * max over hosts of max(B_in, B_out) / rate."""
+    and out, every worker sending what it does not own: 2 * max over hosts of max(B_in, B_out) / rate. Each is a
+    push then a pull, the barrier's time; streaming pulls overlap later pushes where the cuts allow (ps_barrier)."""
     tf = host_tf(gradient_bytes, bw)
     if ps_placement == PLACE_BY_TENSOR:
         return tensor_theory(len(topo.hosts), servers, [4 * s for s in needs_tensors(layer_sizes)], tf)
