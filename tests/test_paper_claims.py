@@ -195,9 +195,13 @@ def test_a_claim_resting_on_an_unfaithful_run_is_not_judged():
     row, = paper.table([claim], rows, [])
     assert row["verdict"] == paper.NOT_JUDGED and row["agrees"] is None and row["ours"] == 0.5
     assert row["how"] == "measured (emulated, not faithful)"
-    rows[1]["fidelity"] = "degraded"  # said in the verdict's own word
+    rows[1]["fidelity"] = "degraded"  # said in the verdict's own word, with the run's cause
+    rows[1]["fidelity_cause"] = "CPU saturation: all cores busy in 92% of samples " + "and more " * 30
     row, = paper.table([claim], rows, [])
     assert row["verdict"] == "not judged (emulation degraded)" and row["agrees"] is None
+    assert row["how"].startswith("measured (emulated, degraded); its cause: CPU saturation: all cores busy in 92%")
+    assert row["how"].endswith(" ...") and len(row["how"]) < len("measured (emulated, degraded); its cause: ") + 170
+    del rows[1]["fidelity_cause"]
     rows[1]["fidelity"] = "faithful"
     row, = paper.table([claim], rows, [])
     assert row["verdict"] == "agrees" and row["how"] == "measured (emulated, faithful)"

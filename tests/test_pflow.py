@@ -191,3 +191,25 @@ def test_the_period_counts_each_round_once_where_iterations_overlap():
     assert period_median({}, [0]) is None
     spans = [it["end"] - it["start"] for it in ranks[0]]
     assert min(spans) == 3.0  # each span is twice and more the period it would be mistaken for
+
+
+@pytest.mark.emulation
+def test_ssp_iterates_at_least_as_fast_as_bsp_on_the_same_network_and_both_are_judged(tmp_path):
+    """Parameter Flow's SSP lets a worker run up to its staleness ahead of the slowest, so on the same network its
+    period (between consecutive iteration ends) is no longer than BSP's; both runs get a verdict of their own."""
+    import json
+    from helpers import run_dmlbed
+    from test_emulation import leftovers
+    periods = {}
+    for name, staleness in (("bsp", "0"), ("ssp", "2")):
+        r = run_dmlbed("run", "--topo", "star:6", "--algo", "pflow", "--servers", "2", "--pf-dvf", "none",
+                       "--pf-tree", "none", "--staleness", staleness, "--model", "lenet5", "--data", "digits",
+                       "--bw", "50", "--iters", "8", "--batch", "8", "--compute-time", "0.25", "--json",
+                       "--out", str(tmp_path / name), timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        s = json.loads(r.stdout)
+        assert s["correct"], s["error"]
+        assert s["fidelity"]["verdict"] in ("faithful", "degraded", "not faithful"), s["fidelity"]
+        periods[name] = s["period_median_s"]
+    assert periods["ssp"] <= 1.05 * periods["bsp"], periods
+    assert leftovers("star:6") == []

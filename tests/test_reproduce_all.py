@@ -96,3 +96,28 @@ def test_the_table_is_rebuilt_from_saved_rows_with_corrected_claims(tmp_path):
     assert r.returncode == 0, r.stderr
     after = (tmp_path / "all" / "papers.md").read_text()
     assert after == before.replace("| needs GPUs |", "| needs 192 GPUs |", 1) and after != before
+
+
+def test_the_docs_page_comes_with_an_archive_it_is_rebuilt_from_alone(tmp_path):
+    """--docs keeps every config's rows (not their run folders) and the run's provenance beside the page: the page
+    is rebuilt from them alone, and a claim's text corrected in a config shows as a different page."""
+    import json
+    import os
+    from emulation.commands.reproduce import page_from_archive, runs_digests
+    from emulation.results import papers_archive
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    paths = configs(folder)
+    page = tmp_path / "site" / "papers.md"
+    execute_all(prepare_all(paths, str(tmp_path / "all"), docs=str(page)))
+    archive = tmp_path / "site" / "papers"
+    assert sorted(os.listdir(archive)) == ["configs.json", "one.json", "provenance.json", "two.json"]
+    rows = json.load(open(archive / "one.json"))
+    assert [r["label"] for r in rows] == ["PS", "RING"] and all("out" not in r for r in rows)
+    assert page_from_archive(str(archive), str(folder)) == page.read_text()
+    assert papers_archive.runs_of(str(archive)) == runs_digests(paths)
+    (folder / "one.yaml").write_text(CONFIG.format(name="one").replace("needs GPUs", "needs 192 GPUs"))
+    assert page_from_archive(str(archive), str(folder)) != page.read_text()
+    assert papers_archive.runs_of(str(archive)) == runs_digests(paths)  # a claim's text is not what runs
+    (folder / "two.yaml").write_text(CONFIG.format(name="two").replace("bw: 100", "bw: 50"))
+    assert papers_archive.runs_of(str(archive))["two"] != runs_digests(paths)["two"]

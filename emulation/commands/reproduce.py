@@ -5,15 +5,19 @@ with the paper's value and source, ours, how ours was obtained, and the verdict;
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Tuple
+
+import yaml
 
 from emulation.backends import matrix
 from emulation.commands.base import Command, matrix_flags, matrix_passed
 from emulation.commands.command_rows import COMMAND_ROWS
+from emulation.results import claims as paper, papers_archive
 from emulation.results.claims import print_paper
 from emulation.results.targets import bench_line, print_targets
 from emulation.run.options import OptionError, command_option
@@ -26,6 +30,7 @@ PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file
 CONFIGS = os.path.join(PROJECT, "configs")
 BENCH = os.path.join(CONFIGS, "bench")  # the benchmark's configs: runs with targets (`make benchmark`)
 DOCS_PAGE = os.path.join(PROJECT, "docs", "reference", "papers.md")  # --docs: the documentation's papers page
+ARCHIVE = papers_archive.archive_of(DOCS_PAGE)  # the rows and provenance the page was written from
 
 
 class Reproduce(Command):
@@ -164,6 +169,7 @@ class AllJob:
     docs: Optional[str] = None  # the documentation page to write too
     bench: bool = False  # the benchmark's configs: one table of every target
     judge: bool = False  # nothing runs: the runs in `out` judged again
+    runs: Dict[str, str] = field(default_factory=dict)  # with docs: per config, the digest of what it runs
 
     @property
     def emulated(self) -> bool:
@@ -184,7 +190,7 @@ def prepare_all(configs: Dict[str, str], out_root: str = None, local: bool = Fal
                  for name, path in configs.items())
     if not out_root:
         claim_folder(out)
-    return AllJob(jobs, out, docs, bench)
+    return AllJob(jobs, out, docs, bench, runs=runs_digests(configs) if docs else {})
 
 
 def prepare_bench(args) -> AllJob:
@@ -268,9 +274,47 @@ def execute_all(job: AllJob, log: Callable[[str], None] = lambda m: None, progre
     write_atomic(os.path.join(job.out, "papers.md"), markdown(claims))
     write_atomic(os.path.join(job.out, "provenance.json"), json.dumps(origin, indent=1))
     if job.docs:
+        papers_archive.write(papers_archive.archive_of(job.docs), [(name, res["rows"]) for name, res in results],
+                             origin, job.runs)
         write_atomic(job.docs, docs_page(claims, origin))
     return {"out": job.out, "claims": claims, "rows": [r for _, res in results for r in res["rows"]],
             "configs": {name: res["out"] for name, res in results}, "docs": job.docs}
+
+
+def results_of(folder: str, configs: str = CONFIGS) -> List[Tuple[str, dict]]:
+    """(name, result) per paper config in `configs`, its claims as the config has them now evaluated on the rows the
+    folder saved (a reproduce --all folder or the page's archive); ValueError when a config's rows are missing."""
+    out = []
+    for name, path in matrix.reproducible(configs).items():
+        rows = papers_archive.rows_of(folder, name)
+        if rows is None:
+            raise ValueError(f"{folder} holds no rows of {name}: it is not a complete reproduce --all folder")
+        with open(path) as f:
+            data = yaml.safe_load(f)
+        keys = list((data.get("sweep") or {}).keys())
+        claims = paper.claims(data, list(dict.fromkeys(r["label"] for r in rows)))
+        out.append((name, {"paper": paper.table(claims, rows, keys), "sweep_keys": keys}))
+    return out
+
+
+def runs_digests(configs: Dict[str, str]) -> Dict[str, str]:
+    """Per paper config (name -> path), a digest of what it runs (all but its claims, whose text a rebuild may
+    change)."""
+    out = {}
+    for name, path in configs.items():
+        with open(path) as f:
+            data = yaml.safe_load(f)
+        runs = {k: v for k, v in data.items() if k != "paper"}
+        out[name] = hashlib.sha256(json.dumps(runs, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return out
+
+
+def page_from_archive(archive: str = ARCHIVE, configs: str = CONFIGS) -> str:
+    """The papers page as its archive's rows and provenance and the configs' current claims make it."""
+    origin = papers_archive.origin_of(archive)
+    if origin is None:
+        raise ValueError(f"{archive} holds no provenance.json: the page has no archive to be rebuilt from")
+    return docs_page(claim_rows(results_of(archive, configs)), origin, papers_archive.rebuilt_of(archive))
 
 
 def in_group(item: dict, keys: List[str]) -> str:

@@ -216,13 +216,29 @@ def table(claim_list: List[dict], rows: List[dict], sweep_keys: Sequence[str]) -
             agrees, over, shown = judge(c, value)
             worst = worst_fidelity(used)
             verdict_text = verdict(agrees)
+            how = how_obtained(used[0], worst)
             if worst in UNFAITHFUL:
                 agrees, verdict_text = None, not_judged(worst)
+                how += fidelity_cause(used, worst)
             elif c.get("metric") in NETWORK_TIMES and any(on_loopback(r) for r in used):
                 agrees, verdict_text = None, NOT_JUDGED_LOOPBACK
             out.append({**common, **group, "paper": shown, "ours": value, "ours_over_paper": over,
-                        "agrees": agrees, "verdict": verdict_text, "how": how_obtained(used[0], worst)})
+                        "agrees": agrees, "verdict": verdict_text, "how": how})
     return out
+
+
+CAUSE_CHARS = 160  # a not-judged claim's cause as the table shows it (the archived rows keep it whole)
+
+
+def fidelity_cause(used: List[dict], worst: str) -> str:
+    """Why the run a not-judged claim rests on got its verdict (its fidelity cause, shortened), or nothing."""
+    cause = next((r.get("fidelity_cause") for r in used if r.get("fidelity") == worst and r.get("fidelity_cause")),
+                 None)
+    if not cause:
+        return ""
+    if len(cause) > CAUSE_CHARS:
+        cause = cause[:CAUSE_CHARS].rsplit(" ", 1)[0] + " ..."
+    return f"; its cause: {cause}"
 
 
 def on_loopback(row: dict) -> bool:
