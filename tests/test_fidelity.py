@@ -478,6 +478,23 @@ def test_tcps_split_of_links_shared_with_other_traffic_is_the_scenarios_only_whi
     assert hog["verdict"] == "degraded" and "CPU saturation" in hog["cause"]
 
 
+def test_loss_at_switch_queues_beyond_the_lossless_model_is_named_as_the_cause():
+    """A run beyond its scenario's flow model after switch-side drops: still judged (the model is lossless), and the
+    cause names the drops and the knob, not their symptoms; a saturated CPU is still named first."""
+    lossy = {"decomposition_median_s": {"below_rate_s": 0.25, "idle_s": 0.04, "early_s": 0.14},
+             "levels": {"L1": {"critical_fidelity": 0.83}}, "cpu": {"saturated_share": 0.0}, "tcp_totals": {},
+             "background": True, "switch_port_drops": {"switch_queue_drops": 310},
+             "scenario_model": {"measured_over_model": 1.29, "cv": 0.14}}
+    v = verdict_and_cause(lossy, 8, 1.0)
+    assert v["verdict"] == "degraded" and v["cause"].startswith("TCP's recovery from 310 packets dropped at "
+                                                                  "switch-side queues") and "--queue" in v["cause"]
+    assert "310 packets dropped" in v["network_note"]
+    calm = verdict_and_cause(dict(lossy, switch_port_drops={}), 8, 1.0)
+    assert calm["verdict"] == "degraded" and "switch-side" not in calm["cause"]
+    hog = verdict_and_cause(dict(lossy, cpu={"saturated_share": 0.9}), 8, 1.0)
+    assert hog["cause"].startswith("CPU saturation")
+
+
 def test_a_scenario_the_closed_form_lacks_with_no_model_is_not_judged_unless_the_machine_failed():
     """Traffic beside the job, link events, stragglers or hashed paths with no flow model of the scenario: the time
     against the closed form could be either's, so only the machine's own faults judge the run."""

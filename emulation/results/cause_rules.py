@@ -205,6 +205,19 @@ def emulator_share(r: Readings) -> Optional[Finding]:
     return None
 
 
+def lossy_network(r: Readings) -> Optional[Finding]:
+    """Beyond the flow model of the scenario after drops at switch-side queues: the model moves traffic as a lossless
+    fluid, so TCP's recovery from them is what it lacks; named ahead of the symptoms (unsteady GST, links below rate)
+    so the user sees which knob it is (the switches' buffers), while the machine's own faults still come first."""
+    drops = (r.fid.get("switch_port_drops") or {}).get("switch_queue_drops") or 0
+    if r.modelled and drops and r.share is not None and r.share > FAITHFUL_EMULATION_SHARE and not tcp_split(r):
+        return Finding(2.0 + r.share, f"TCP's recovery from {drops} packets dropped at switch-side queues, which the "
+                                      f"lossless flow model of the scenario lacks: the run took {r.over:.2f} times "
+                                      f"the model (give the switches the buffers of the network under study: "
+                                      f"--queue)", None)
+    return None
+
+
 def below_rate(r: Readings) -> Optional[Finding]:
     if r.d and (r.d.get("below_rate_s") or 0) > 0.02 * r.theory_s:
         return Finding(r.d["below_rate_s"] / r.theory_s, "links busy below the shaped rate (TCP or switching)", None)
@@ -255,7 +268,7 @@ def compute_over_budget(r: Readings) -> Optional[Finding]:
 # it). The verdict is the worst any rule makes; the cause named is the heaviest rule's words, unless faithful.
 CAUSE_RULES: Tuple[Callable[[Readings], Optional[Finding]], ...] = (
     over_rate, far_below_theory, faster_than_model, varying, cpu_saturated, codec_on_cpu, switch_saturated,
-    slow_links, emulator_share, below_rate, idle_links, queue_drops, compute_over_budget)
+    slow_links, emulator_share, lossy_network, below_rate, idle_links, queue_drops, compute_over_budget)
 
 
 # The rules that read the machine (its cores, the switch thread, host queues, the compute budget) or a GST no link
