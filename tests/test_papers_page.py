@@ -42,3 +42,21 @@ def test_no_code_the_claims_run_changed_after_the_run_that_wrote_the_page():
                            capture_output=True, text=True, check=True).stdout.splitlines()
     assert not later, (f"the papers page was written at {origin['commit'][:12]}; since then {len(later)} commits "
                        f"changed the code its claims run (the latest: {later[0][:80]}): {RERUN}")
+
+
+def table_rows():
+    """The page's claim rows as cells (config, claim, evidence, paper, source, ours, ours/paper, how, verdict, why)."""
+    rows = []
+    for line in open(DOCS_PAGE):
+        if line.startswith("| ") and not line.startswith("| config |"):
+            rows.append([c.strip() for c in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def test_every_claim_that_differs_says_why_and_every_unjudged_one_its_runs_cause():
+    rows = table_rows()
+    assert len(rows) >= 50
+    silent = [f"{r[0]}: {r[1]}" for r in rows if r[8] == "differs" and not r[9]]
+    assert not silent, f"claims that differ from their paper without a why in their config: {silent}"
+    causeless = [f"{r[0]}: {r[1]}" for r in rows if r[8].startswith("not judged (emulation") and "its cause:" not in r[7]]
+    assert not causeless, f"claims not judged without their run's fidelity cause: {causeless}"
