@@ -8,7 +8,8 @@ import subprocess
 import pytest
 
 from emulation.backends.matrix import reproducible
-from emulation.commands.reproduce import ARCHIVE, CONFIGS, DOCS_PAGE, page_from_archive, runs_digests
+from emulation.commands.reproduce import (ARCHIVE, CONFIGS, DOCS_PAGE, claim_rows, page_from_archive, results_of,
+                                          runs_digests)
 from emulation.results import papers_archive
 from helpers import ROOT
 
@@ -44,19 +45,12 @@ def test_no_code_the_claims_run_changed_after_the_run_that_wrote_the_page():
                        f"changed the code its claims run (the latest: {later[0][:80]}): {RERUN}")
 
 
-def table_rows():
-    """The page's claim rows as cells (config, claim, evidence, paper, source, ours, ours/paper, how, verdict, why)."""
-    rows = []
-    for line in open(DOCS_PAGE):
-        if line.startswith("| ") and not line.startswith("| config |"):
-            rows.append([c.strip() for c in line.strip().strip("|").split(" | ")])
-    return rows
-
-
 def test_every_claim_that_differs_says_why_and_every_unjudged_one_its_runs_cause():
-    rows = table_rows()
+    rows = claim_rows(results_of(ARCHIVE))  # the page's rows (the first test holds the page to them)
     assert len(rows) >= 50
-    silent = [f"{r[0]}: {r[1]}" for r in rows if r[8] == "differs" and not r[9]]
+    silent = [f"{r['config']}: {r['what']}" for r in rows  # the page's why cell: the why, then what it derives from
+              if r["verdict"] == "differs" and not (r["why"] or r["derived"])]
     assert not silent, f"claims that differ from their paper without a why in their config: {silent}"
-    causeless = [f"{r[0]}: {r[1]}" for r in rows if r[8].startswith("not judged (emulation") and "its cause:" not in r[7]]
+    causeless = [f"{r['config']}: {r['what']}" for r in rows
+                 if r["verdict"].startswith("not judged (emulation") and "its cause:" not in r["how"]]
     assert not causeless, f"claims not judged without their run's fidelity cause: {causeless}"

@@ -461,7 +461,7 @@ def test_a_parameter_server_behind_its_barrier_takes_its_push_then_pull_closed_f
         pieces = [n * 4 for n in plan.piece_sizes(layers)]
         times[barrier] = simulate_plan(plan, pieces, Router(topo, "spread"), rates, 0.0,
                                        chunk_bytes=CHUNK_BYTES).gst_s
-        theory = a.gst_theory(topo, sum(pieces), b, servers, options=options, layer_sizes=layers).gst_s
+    theory = a.gst_theory(topo, sum(pieces), b, servers, options=options, layer_sizes=layers).gst_s
     assert times["server"] == pytest.approx(theory, rel=0.03)
     assert times["none"] < 0.8 * times["server"]
 
