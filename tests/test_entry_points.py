@@ -31,6 +31,33 @@ def test_vagrant_validate():
     assert "validated successfully" in r.stdout
 
 
+def test_dmlbed_mn_checks_a_remote_controller_without_decoding_its_hello():
+    """Ryu greets with a binary OpenFlow HELLO; its transaction id 0x9a... killed `mn` in Mininet's telnet check (CI).
+    dmlbed-mn's `remote` controller connects and reads nothing, so any HELLO passes and a closed port warns."""
+    import socket
+    import threading
+    from emulation.net import topos
+    from emulation.net.nodes import ConnectCheckedController
+    assert topos.controllers["remote"] is ConnectCheckedController
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def greet():
+        conn, _ = server.accept()
+        conn.sendall(bytes([0x04, 0x00, 0x00, 0x10, 0x9a, 0xff, 0xfe, 0x80]))
+        conn.close()
+    greeter = threading.Thread(target=greet, daemon=True)
+    greeter.start()
+    try:
+        assert ConnectCheckedController.isListening(None, "127.0.0.1", port) is True
+        greeter.join(timeout=10)  # a close while accept() blocks would leave the port listening
+    finally:
+        server.close()
+    assert ConnectCheckedController.isListening(None, "127.0.0.1", port) is False
+
+
 @pytest.mark.emulation
 @pytest.mark.parametrize("spec,mn_topo", [("star:4", "star,4"), ("bcube:2,2", "bcube,2,2"), ("tree:2,2", "tree,2,2")])
 def test_mn_custom_under_the_project_controller(spec, mn_topo, tmp_path):

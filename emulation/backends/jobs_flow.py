@@ -19,9 +19,9 @@ from workloads.models import tensor_sizes
 
 class JobsFlowModel:
     """The jobs on the flow model: the network's router, payload rates, latency and background flows, and each job
-    timed (its plan on its hosts, its compute: the given seconds per job, else its --compute-time)."""
+    timed (its plan on its hosts, its compute: its --compute-time's mean)."""
 
-    def __init__(self, jobs: CheckedJobs, computes: Optional[Dict[str, float]] = None):
+    def __init__(self, jobs: CheckedJobs):
         cfg, network = jobs.cfg, jobs.network
         self.iterations = cfg.iters
         self.rates = {level: b * 1e6 / 8 * link_goodput(cfg) for level, b in enumerate(network.bw)}
@@ -34,7 +34,7 @@ class JobsFlowModel:
                                                 4 * sum(sizes), sizes)
             self.timed.append(TimedJob(spec.name, plan, tuple(index[h.name] for h in checked.topo.hosts),
                                        tuple(4 * n for n in plan.piece_sizes(sizes)),
-                                       (computes or {}).get(spec.name, checked.compute.mean)))
+                                       checked.compute.mean))
         horizon = horizon_s(cfg.iters, max(t.compute_s for t in self.timed),
                             max(head(c).gst_theory_s for c in jobs.checked))
         self.background = persistent_flows(network.background, self.router, cfg.seed, horizon)

@@ -78,7 +78,7 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     starts = {s.name: start_s(s, periods[s.name]) for s in jobs.specs}
     computes = {s.name: alone[s.name]["compute_median_s"] for s in jobs.specs}
     waits = holds(jobs.specs, starts, {n: (computes[n], periods[n] - computes[n]) for n in periods})
-    together = run_together(jobs, starts, waits, log, computes)
+    together = run_together(jobs, starts, waits, log)
     rows = []
     for spec, checked in zip(jobs.specs, jobs.checked):
         row = job_row(spec, checked, jobs.hosts[spec.name])
@@ -92,14 +92,13 @@ def emulated_rows(jobs: CheckedJobs, log: Log = quiet) -> List[dict]:
     return rows
 
 
-def replayed_model(jobs: CheckedJobs, computes: Dict[str, float], syncs: Dict[str, List[tuple]],
-                   dilation: float) -> Dict[str, dict]:
+def replayed_model(jobs: CheckedJobs, syncs: Dict[str, List[tuple]], dilation: float) -> Dict[str, dict]:
     """Per job, each measured iteration's GST on the flow model of every job together, each iteration's
     synchronization beginning when the measured one did (so the model overlaps the jobs as much as the wire did, and
     a drift out of phase is the scenario's), in the run's own time; or why there is none."""
     try:
         origin = min(iv[0][0] for iv in syncs.values() if iv)
-        model = JobsFlowModel(jobs, {n: c for n, c in computes.items() if c is not None})
+        model = JobsFlowModel(jobs)
         iterations = min(len(iv) for iv in syncs.values())
         if not iterations:
             raise ValueError("a job finished no iteration")
@@ -125,10 +124,9 @@ def brief(summary: dict) -> dict:
             "out": summary["config"]["out"]}
 
 
-def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, List[Hold]], log: Log,
-                 computes: Dict[str, float]) -> dict:
-    """Every job at once in one lifecycle (waits: each job's held offsets; computes: each job's compute measured
-    alone); each job's summary, start and per-iteration overlap."""
+def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, List[Hold]], log: Log) -> dict:
+    """Every job at once in one lifecycle (waits: each job's held offsets); each job's summary, start and
+    per-iteration overlap."""
     cfg, network = jobs.cfg, jobs.network
     folders = {s.name: RunFolder(os.path.join(c.cfg.out, "together")) for s, c in zip(jobs.specs, jobs.checked)}
     checks = {s.name: replace(c, cfg=replace(c.cfg, out=folders[s.name].root)) for s, c in zip(jobs.specs,
@@ -168,7 +166,7 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, L
             raise errors[0]
 
     def finish(life: Lifecycle) -> dict:
-        out = job_summaries(jobs, checks, folders, life, emulations, dict(state, traffic=traffic), computes)
+        out = job_summaries(jobs, checks, folders, life, emulations, dict(state, traffic=traffic))
         out["starts"] = {n: actual.get(n) for n in checks}
         return out
 
@@ -182,15 +180,14 @@ def run_together(jobs: CheckedJobs, starts: Dict[str, float], waits: Dict[str, L
     return Lifecycle(network, log, None, fork_server=folders[jobs.specs[0].name].ranks()).run(body, finish, start)
 
 
-def job_summaries(jobs: CheckedJobs, checks, folders, life: Lifecycle, emulations, state: dict,
-                  computes: Dict[str, float]) -> dict:
+def job_summaries(jobs: CheckedJobs, checks, folders, life: Lifecycle, emulations, state: dict) -> dict:
     """Each job's summary (written to its folder), judged against the flow model of the jobs together replaying
     their measured starts, with the others' transfers as traffic beside it, and how much its synchronizations
     overlapped theirs."""
     records = {n: folders[n].ranks().read_all(len(c.topo.hosts)) for n, c in checks.items()}
     syncs = {n: [(it["sync_start"], it["sync_end"]) for it in per_iteration(records[n].rows, c.contributors, c.topo)]
              for n, c in checks.items()}
-    scenarios = replayed_model(jobs, computes, syncs, jobs.cfg.dilation)
+    scenarios = replayed_model(jobs, syncs, jobs.cfg.dilation)
     out = {"summaries": {}, "overlap": {}}
     for n, c in checks.items():
         others = [x for m, o in checks.items() if m != n for x in transfers_as_traffic(m, o.topo, records[m].transfers)]

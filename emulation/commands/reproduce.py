@@ -289,8 +289,7 @@ def results_of(folder: str, configs: str = CONFIGS) -> List[Tuple[str, dict]]:
         rows = papers_archive.rows_of(folder, name)
         if rows is None:
             raise ValueError(f"{folder} holds no rows of {name}: it is not a complete reproduce --all folder")
-        with open(path) as f:
-            data = yaml.safe_load(f)
+        data = matrix.load(path)
         keys = list((data.get("sweep") or {}).keys())
         claims = paper.claims(data, list(dict.fromkeys(r["label"] for r in rows)))
         out.append((name, {"paper": paper.table(claims, rows, keys), "sweep_keys": keys}))

@@ -3,10 +3,12 @@ switches with AF_XDP ports toward hosts, and a controller node for an already-li
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from typing import List, Optional
 
 from mininet.link import TCIntf, TCLink
+from mininet.log import warn
 from mininet.node import Host, OVSSwitch, RemoteController
 
 from emulation.net.kernel_probes import NetworkError
@@ -30,6 +32,20 @@ class ListeningController(RemoteController):
         """End this node's own shell: RemoteController.stop does nothing, so Mininet left it running and every
         teardown waited SHELL_EXIT_TIMEOUT_S for it. (Ryu itself is ControllerProcess's to stop.)"""
         self.terminate()
+
+
+class ConnectCheckedController(RemoteController):
+    """Mininet's remote controller for `dmlbed-mn --controller remote,...`, its listening check a plain TCP connect:
+    Mininet's telnet check decodes Ryu's binary OpenFlow HELLO as UTF-8 and `mn` dies on a random transaction id."""
+
+    def isListening(self, ip, port):
+        """True when a TCP connection to ip:port opens (warns as Mininet does when none does)."""
+        try:
+            with socket.create_connection((ip, port), timeout=2):
+                return True
+        except OSError:
+            warn(f"Unable to contact the remote controller at {ip}:{port}\n")
+            return False
 
 
 class QuietTCIntf(TCIntf):

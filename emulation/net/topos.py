@@ -12,6 +12,7 @@ from emulation.core.addressing import all_host_configs, config_commands
 from emulation.core.link_rates import rate_of
 from emulation.core.shaping import offloads_off_command
 from emulation.core.topology import Topology, bcube, fat_tree, jellyfish, leaf_spine, rail, star, torus, tree
+from emulation.net.nodes import ConnectCheckedController
 
 
 class ConfiguredHost(Host):
@@ -117,6 +118,9 @@ topos = {
                                                                                 int(per_switch), int(seed))),
     "rail": lambda servers=8, rails=2, spines=1: _mn(rail(int(servers), int(rails), int(spines))),
 }
+
+# `--controller remote,...` without Mininet's telnet check (see ConnectCheckedController)
+controllers = {"remote": ConnectCheckedController}
 
 
 def main() -> None:

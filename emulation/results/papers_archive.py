@@ -44,7 +44,7 @@ def rows_of(folder: str, name: str) -> Optional[List[dict]]:
 
 def origin_of(folder: str) -> Optional[dict]:
     """The provenance of the run whose rows the folder holds."""
-    return read_json(os.path.join(folder, ORIGIN)) if os.path.exists(os.path.join(folder, ORIGIN)) else None
+    return read_json(os.path.join(folder, ORIGIN))
 
 
 def runs_of(folder: str) -> Dict[str, str]:
@@ -54,8 +54,7 @@ def runs_of(folder: str) -> Dict[str, str]:
 
 def rebuilt_of(folder: str) -> Optional[dict]:
     """The provenance of the rebuild that last changed the page's claims' text (None: the page is the run's own)."""
-    path = os.path.join(folder, REBUILT)
-    return read_json(path) if os.path.exists(path) else None
+    return read_json(os.path.join(folder, REBUILT))
 
 
 def note_rebuild(folder: str, rebuilt: Optional[Dict[str, object]]) -> None:

@@ -98,7 +98,7 @@ def plan(topo, servers: int, ps_placement: str = PLACE_EVEN, layer_sizes: Option
     else:
         built = dedicated_ps(len(topo.hosts), servers) if servers else p2p_ps(len(topo.hosts))
     if ps_barrier == SERVER_BARRIER:
-        built.meta.update(barriers=True, ps_barrier=SERVER_BARRIER)
+        built.meta.update(barriers=True)
     return built
 
 
