@@ -169,8 +169,6 @@ def loaded(**claim):
 @pytest.mark.parametrize("bad,fragment", [
     ({"relative_to": "b", "paper": [1.0, 2.2]}, "holds 1, the ratio of no effect"),
     ({"relative_to": "b", "relation": "reduction", "paper": [-0.1, 0.5]}, "holds 0, the reduction of no effect"),
-    ({"relative_to": "b", "paper": 1.04}, "within its tolerance"),
-    ({"relative_to": "b", "paper": 1.038, "tolerance": 0.05}, "within its tolerance"),
     ({"paper": 1.0, "evidence": None}, "needs 'evidence'"),
     ({"paper": 1.0, "evidence": "hunch"}, "needs 'evidence'"),
     ({"paper": 1.0, "tolerance": 0.9}, "tolerance 0.9 is invalid"),
@@ -183,9 +181,28 @@ def test_a_claim_that_could_not_fail_is_refused(bad, fragment):
 
 def test_claims_that_can_fail_load():
     assert loaded(relative_to="b", paper=1.0)["tolerance"] == 0.1  # no effect claimed: fails when ours shows one
-    assert loaded(relative_to="b", paper=1.038, tolerance=0.03)["paper"] == 1.038
+    assert loaded(relative_to="b", paper=1.038)["paper"] == 1.038  # a small effect, judged on itself
     assert loaded(relative_to="b", relation="reduction", paper=[0.187, 0.564])["paper"] == (0.187, 0.564)
     assert loaded(relative_to="b", paper=2.2)["evidence"] == "measurement"
+
+
+def test_an_effect_is_judged_on_itself_not_on_the_ratio():
+    """The issue's case: a 2% gain does not reproduce a 13.6% one (within a tenth of 1.136 it did); a slowdown, a
+    reduction and a difference of points are held to a tenth of their effect too; a value or no effect as before."""
+    gain = loaded(relative_to="b", paper=1.136)
+    assert paper.bound(gain).low == pytest.approx(1.1224) and paper.bound(gain).high == pytest.approx(1.1496)
+    assert paper.judge(gain, 1.02)[0] is False and paper.judge(gain, 1.14)[0] is True
+    assert paper.judge(loaded(relative_to="b", paper=3.2), 3.0)[0] is True  # 2.0 of a 2.2 effect
+    slower = paper.bound(loaded(relative_to="b", paper=0.6))
+    assert (slower.low, slower.high) == pytest.approx((0.56, 0.64))
+    cut = paper.bound(loaded(relative_to="b", relation="reduction", paper=0.3))
+    assert (cut.low, cut.high) == pytest.approx((0.27, 0.33))
+    points = paper.bound(loaded(relative_to="b", relation="difference", metric="accuracy", paper=-0.02))
+    assert (points.low, points.high) == pytest.approx((-0.022, -0.018))
+    none = paper.bound(loaded(relative_to="b", paper=1.0))
+    assert (none.low, none.high) == pytest.approx((0.9, 1.1))
+    value = paper.bound(loaded(paper=2.0))
+    assert (value.low, value.high) == pytest.approx((1.8, 2.2))
 
 
 def test_a_claim_resting_on_an_unfaithful_run_is_not_judged():
@@ -250,7 +267,9 @@ def test_reproduce_blueconnect_fig5_in_the_flow_model(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     claims = {c["what"]: c for c in json.loads(r.stdout)["paper"]}
     fig5 = claims["all-reduce time flat ring / BlueConnect (10:1)"]
-    assert fig5["kind"] == "paper" and fig5["verdict"] == "agrees" and 1.4 < fig5["ours"] < 1.7
+    assert fig5["kind"] == "paper" and 1.4 < fig5["ours"] < 1.7
+    # a 50% gain against the paper's 60%: within a tenth of 1.6, not of its effect, so it differs and says why
+    assert fig5["verdict"] == "differs" and "NCCL" in fig5["why"]
 
 
 def test_reproduce_terngrad_fig5_evaluates_app_b_beside_the_flow_model(tmp_path):

@@ -111,24 +111,17 @@ def claim(c, where: str, labels: Sequence[str], block: dict) -> dict:
         raise PaperError(f"{where}: tolerance {tolerance!r} is invalid: give a share in (0, {MAX_TOLERANCE:g}]")
     if isinstance(value, tuple):
         check_can_fail(value, RELATION_DOMAINS.get(relation, METRIC_DOMAINS[c["metric"]]), where)
-    check_effect(value, relation, float(tolerance), where)
+    check_effect(value, relation, where)
     return {**out, "relation": relation, "paper": value, "tolerance": float(tolerance)}
 
 
-def check_effect(value: Value, relation: str, tolerance: float, where: str) -> None:
-    """Refuse a claim of an effect that no effect would also satisfy: a range holding the relation's value of no
-    effect (a speed-up 'up to 2.2x' scored as [1, 2.2]), or a claimed effect inside its own agreement band (1.04
-    within 10%). A claim of no effect itself (1.0 for a ratio) is kept: it fails when ours shows one."""
-    if relation not in NO_EFFECT:
-        return
-    none = NO_EFFECT[relation]
-    if isinstance(value, tuple):
-        if value[0] <= none <= value[1]:
-            raise PaperError(f"{where}: the range [{value[0]:g}, {value[1]:g}] holds {none:g}, the {relation} of no "
-                             f"effect, so it could not fail: give the paper's effect (its upper end) as a number")
-    elif value != none and abs(value - none) <= tolerance * abs(value):
-        raise PaperError(f"{where}: the effect claimed ({value:g}) is within its tolerance ({tolerance:g}) of no "
-                         f"effect ({none:g}), so it could not fail: give a tighter tolerance")
+def check_effect(value: Value, relation: str, where: str) -> None:
+    """Refuse a range holding the relation's value of no effect (a speed-up 'up to 2.2x' scored as [1, 2.2]): no
+    effect would satisfy it. A claimed effect as a number cannot: it is judged within a share of itself (bound)."""
+    none = NO_EFFECT.get(relation)
+    if none is not None and isinstance(value, tuple) and value[0] <= none <= value[1]:
+        raise PaperError(f"{where}: the range [{value[0]:g}, {value[1]:g}] holds {none:g}, the {relation} of no "
+                         f"effect, so it could not fail: give the paper's effect (its upper end) as a number")
 
 
 def paper_value(v, where: str) -> Value:
@@ -179,11 +172,16 @@ def worst_fidelity(used: List[dict]) -> Optional[str]:
 
 
 def bound(claim: dict) -> judge_rows.Bound:
-    """What ours must be to agree: inside the paper's range, or within the claim's tolerance of its value."""
-    paper = claim["paper"]
+    """What ours must be to agree: inside the paper's range, or within the claim's tolerance of its value (of its
+    effect, for a relation with a value of no effect)."""
+    paper, tolerance = claim["paper"], claim.get("tolerance", TOLERANCE)
     if isinstance(paper, tuple):
         return judge_rows.Bound(*paper)
-    return judge_rows.around(paper, claim.get("tolerance", TOLERANCE))
+    none = NO_EFFECT.get(claim.get("relation", "value"))
+    if none is None or paper == none:
+        return judge_rows.around(paper, tolerance)
+    # an effect is judged on itself: a 13.6% gain within a tenth of 13.6%, not 1.136 within a tenth of 1.136
+    return judge_rows.Bound(*sorted(none + (paper - none) * (1 + side * tolerance) for side in (-1, 1)))
 
 
 def judge(claim: dict, value: Optional[float]) -> Tuple[Optional[bool], Optional[float], str]:
@@ -264,8 +262,8 @@ TITLES = {"measurement": "the papers' measurements vs ours", "model": "models (t
 
 
 def print_paper(result: dict) -> None:
-    """The paper's values beside ours (ours/paper within the claim's tolerance, 10% by default, agrees; a range must
-    contain ours), by kind of evidence, each with how ours was obtained and why it differs where the config says;
+    """The paper's values beside ours (within the claim's tolerance, 10% by default, of the paper's value, or of its
+    effect for a ratio, reduction or difference, agrees; a range must contain ours), by kind of evidence, each with how ours was obtained and why it differs where the config says;
     then what is out of reach here and why."""
     keys = result["sweep_keys"]
     rows = result["paper"]
