@@ -73,6 +73,22 @@ def test_a_run_can_narrow_the_sweep(tmp_path):
                                     " - {topo: 'star:4', algo: ps, sweep: {batch: [4]}}\n")), str(tmp_path))
 
 
+def test_a_default_dilation_stretches_the_emulated_rows_only(tmp_path):
+    """A config sweeping emulate and simulate may dilate its emulated rows from `defaults`; a simulation has no time
+    to stretch, so its rows leave the default out, and one asking for it on the row is still refused."""
+    text = ("defaults: {model: 'mlp:100K', dilation: 3, cpu_hog: 1}\nsweep: {mode: [emulate, simulate]}\nruns:\n"
+            " - {label: S, topo: 'star:4', algo: ps}\n")
+    entries = expand(load(write(tmp_path, text)), str(tmp_path / "out"))
+    assert [(e["config"].mode, e["config"].dilation, e["config"].cpu_hog) for e in entries] == [
+        ("emulate", 3.0, 1), ("simulate", 1.0, 0)]
+    with pytest.raises(ConfigError, match="dilation applies to emulated runs only"):
+        expand(load(write(tmp_path, "runs:\n - {label: S, topo: 'star:4', algo: ps, mode: simulate, dilation: 2}\n")),
+               str(tmp_path / "out"))
+    r = run_dmlbed("compare", write(tmp_path, "runs:\n - {label: S, topo: 'star:4', algo: ps, mode: simulate, "
+                                              "dilation: 2}\n"), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "dilation applies to emulated runs only" in r.stderr
+
+
 PAPER = ("name: p\ndefaults: {model: 'mlp:1M', bw: 100, mode: simulate}\nsweep: {batch: [4]}\nruns:\n"
          " - {label: PS, topo: 'star:4', algo: ps}\n - {label: RING, topo: 'star:4', algo: ring}\n"
          " - {label: H, topo: 'tree:2,2', algo: hier}\n")

@@ -27,7 +27,7 @@ from emulation.results.files import write_iterations, write_workers
 from emulation.run.sampling import counter_gains, first_iteration_s
 from emulation.results.summary import Emulation, Summary, measured
 from emulation.backends.heads import head, models
-from emulation.backends.scenario_model import scenario_model
+from emulation.backends.scenario_model import replayed_events, scenario_model
 from emulation.results.trace import write_trace
 from emulation.run.validation import validate
 from emulation.simulation.background_model import varies as background_varies
@@ -178,7 +178,7 @@ def summary_of(job: RunJob, records: RankRecords, life: Lifecycle, top, beside, 
         link_rates=checked.network.shaped_link_rates, stragglers=checked.compute.varies, background=traffic.foreign(),
         network=checked.network.topo, schedule=in_force, filtered=top.gst_theory_filtered is True,
         scenario=None if cfg.local or error is not None else state.get("scenario") or scenario_model(
-            cfg, len(topo.hosts))))
+            cfg, len(topo.hosts), replayed_events(events, effect) if events else None)))
     life.log(fidelity.one_line(verdict))
     m.fill(emulation)
     emulation.rank_start = dict(state["startup"], first_iteration_s=first_iteration_s(records.rows, state["spawned"]))

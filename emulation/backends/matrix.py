@@ -95,6 +95,8 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
         combos = combinations(sweep, entry.pop("sweep", None), f"runs[{i}]") if command is None else [{}]
         for combo in ([{**c, REPEAT: n} for c in combos for n in repeats] if repeats else combos):
             merged = {**defaults, **{k: v for k, v in combo.items() if k != REPEAT}, **entry}
+            if merged.get("mode", "emulate") != "emulate":  # a default for the machine the row does not use
+                merged = {k: v for k, v in merged.items() if k not in EMULATION_ONLY or k in entry or k in combo}
             if command is None and ("topo" not in merged or "algo" not in merged):
                 raise ConfigError(f"runs[{i}] needs 'topo' and 'algo' (or 'command')")
             label = str(merged.pop("label", None) or f"{merged.get('algo')} {merged.get('topo')}")
@@ -116,6 +118,9 @@ def rows(data: dict, out_root: str, local: bool = False) -> List[dict]:
     return sorted(out, key=lambda e: e["sweep"].get(REPEAT, 0))
 
 
+# defaults that stretch or load this machine under an emulated run: a simulated or closed-form row of the same
+# config has no machine, so it does not take them from `defaults` (given on the row or swept, they are refused)
+EMULATION_ONLY = ("dilation", "cpu_hog")
 REPEAT = "repeat"  # the sweep key of a config's `repeat: N` (each row run N times, judged each time)
 MAX_REPEAT = 100
 

@@ -7,22 +7,33 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
 
 from emulation.backends.base import quiet
 from emulation.backends.flow_model import emulated_ports, execute, prepare
+from emulation.core.events import LinkEvent, from_iteration
 from emulation.results.files import read_iterations
 from emulation.run.options import RunConfig
 
 FOLDER = "scenario-model"
 
 
-def scenario_model(cfg: RunConfig, ranks: int) -> Dict[str, object]:
+def replayed_events(events: Sequence[LinkEvent], effect: Sequence[Optional[int]]) -> List[str]:
+    """The run's link events as its flow model applies them: each from the iteration it took effect in on the wire.
+    At the time given, the event would fall in another of the model's iterations (they are not the measured ones'
+    length), pairing a measured iteration after it with a modelled one before it; one that took effect in no
+    iteration is left out."""
+    return [from_iteration(e, k) for e, k in zip(events, effect) if k is not None]
+
+
+def scenario_model(cfg: RunConfig, ranks: int, events: Optional[List[str]] = None) -> Dict[str, object]:
     """Per iteration the GST the flow model gives for a finished emulated run's scenario, in the run's own time (times
-    the dilation) ({"gst_s": [...], "folder": ...}); or why there is no model ({"none": reason})."""
+    the dilation) ({"gst_s": [...], "folder": ...}); or why there is no model ({"none": reason}). events: the link
+    events as the run applied them (replayed_events), in place of those asked for."""
     out = os.path.join(cfg.out, FOLDER)
     try:
-        job = prepare(replace(cfg, out=out, force=True, dilation=1.0, ecmp_ports=None, local=False, cpu_hog=0))
+        job = prepare(replace(cfg, out=out, force=True, dilation=1.0, ecmp_ports=None, local=False, cpu_hog=0,
+                              event=cfg.event if events is None else list(events)))
         try:
             job = replace(job, ports=emulated_ports(cfg.out, ranks), cfg=replace(job.cfg, ecmp_ports=cfg.out))
         except ValueError:

@@ -47,6 +47,11 @@ class LinkEvent:
         return self.iteration <= iteration if self.iteration is not None else self.at_s <= t
 
 
+def from_iteration(event: LinkEvent, iteration: int) -> str:
+    """The event as a user writes it, in force from this iteration on (before it begins)."""
+    return f"{link_name(event.link)}={event.state or format(event.mbps, 'g')}@{iteration}it"
+
+
 def check_format(item: str) -> str:
     """ValueError unless item is LINK=RATE@WHEN (the topology and the run's length are checked later)."""
     m = ITEM.match(str(item))
