@@ -587,3 +587,15 @@ def test_a_run_within_its_model_names_the_rule_that_judged_it_not_idle_links():
     beyond = verdict_and_cause(dict(fid, compute_over_budget=0, scenario_model={"measured_over_model": 1.2,
                                                                                 "cv": 0.0}), 8, 7.86)
     assert beyond["verdict"] == "degraded" and beyond["cause"].startswith("links idle during synchronization beyond")
+
+
+def test_links_above_their_rate_in_a_run_as_slow_as_its_model_are_a_reroute_not_a_shaper():
+    """BCube link down (verdicts benchmark): BCube's hosts relay around the failed link, so a link carries 1.69 times
+    the rate its per-step paths give it, and the run took 0.997 of its model: judged "not faithful" (the shaper did
+    not hold) because 0.997 < 1. Within the verdict's own tolerance it is as slow as its model; faster, it is not."""
+    fid = {"decomposition_median_s": {"below_rate_s": 0.0, "idle_s": 0.01},
+           "levels": {"L0": {"critical_fidelity": 0.97}, "L1": {"critical_fidelity": 1.69}}, "cpu": {},
+           "tcp_totals": {}, "scenario_model": {"measured_over_model": 0.9969, "cv": 0.02}}
+    assert verdict_and_cause(fid, 8, 1.0)["verdict"] == "faithful"
+    fast = verdict_and_cause(dict(fid, scenario_model={"measured_over_model": 0.88, "cv": 0.02}), 8, 1.0)
+    assert fast["verdict"] == "not faithful" and "the shaper did not hold" in fast["cause"]

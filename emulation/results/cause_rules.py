@@ -122,7 +122,7 @@ def over_rate(r: Readings) -> Optional[Finding]:
     than the flow model of its scenario (traffic a link event or a reroute moved onto other paths than the per-step
     ones looks faster than it is; an unshaped link makes the run faster than the model)."""
     if r.level_max is not None and r.level_max > OVER_RATE_LEVEL:
-        slower = r.modelled and r.over >= 1.0
+        slower = r.modelled and r.over >= 1.0 - FAITHFUL_EMULATION_SHARE  # as slow as the model, within its noise
         return Finding((r.level_max - 1) / 100 if slower else 5000.0 + r.level_max,
                        f"links carried {r.level_max:.2f} times their shaped rate: the shaper did not hold it, so the "
                        f"timings are not those of the asked-for links (on the userspace datapath switch->host is "
