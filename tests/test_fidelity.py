@@ -572,3 +572,30 @@ def test_a_filtered_payload_with_no_model_is_not_judged_against_the_unfiltered_c
     tree = theory(parse("star:10"), 4e6, (100.0,), 5, pf_tree="5,1", pf_dvf="1e-5,2e-5")
     assert isinstance(tree, Theory) and tree.filtered
     assert not theory(parse("star:10"), 4e6, (100.0,), 5, pf_tree="5,1", pf_dvf="none").filtered
+
+
+def test_a_run_within_its_model_names_the_rule_that_judged_it_not_idle_links():
+    """Stragglers on star:16 (verdicts benchmark): 1.009 of the flow model of the scenario, 1.15 s of links idle (the
+    stragglers' waits, in the model) and 7 of 128 rank-iterations over their compute budget. The verdict is the
+    budget's, and so is the cause: not "links idle ... beyond the flow model", which the run was not."""
+    fid = {"decomposition_median_s": {"below_rate_s": -0.05, "idle_s": 1.15, "early_s": 1.04},
+           "levels": {"L0": {"critical_fidelity": 1.007}}, "cpu": {"saturated_share": 0.0}, "tcp_totals": {},
+           "compute_over_budget": 7, "compute_rank_iterations": 128,
+           "scenario_model": {"measured_over_model": 1.0089, "cv": 0.0}}
+    v = verdict_and_cause(fid, 8, 7.86)
+    assert v["verdict"] == "degraded" and v["cause"].startswith("real compute exceeded --compute-time in 7 of 128")
+    beyond = verdict_and_cause(dict(fid, compute_over_budget=0, scenario_model={"measured_over_model": 1.2,
+                                                                                "cv": 0.0}), 8, 7.86)
+    assert beyond["verdict"] == "degraded" and beyond["cause"].startswith("links idle during synchronization beyond")
+
+
+def test_links_above_their_rate_in_a_run_as_slow_as_its_model_are_a_reroute_not_a_shaper():
+    """BCube link down (verdicts benchmark): BCube's hosts relay around the failed link, so a link carries 1.69 times
+    the rate its per-step paths give it, and the run took 0.997 of its model: judged "not faithful" (the shaper did
+    not hold) because 0.997 < 1. Within the verdict's own tolerance it is as slow as its model; faster, it is not."""
+    fid = {"decomposition_median_s": {"below_rate_s": 0.0, "idle_s": 0.01},
+           "levels": {"L0": {"critical_fidelity": 0.97}, "L1": {"critical_fidelity": 1.69}}, "cpu": {},
+           "tcp_totals": {}, "scenario_model": {"measured_over_model": 0.9969, "cv": 0.02}}
+    assert verdict_and_cause(fid, 8, 1.0)["verdict"] == "faithful"
+    fast = verdict_and_cause(dict(fid, scenario_model={"measured_over_model": 0.88, "cv": 0.02}), 8, 1.0)
+    assert fast["verdict"] == "not faithful" and "the shaper did not hold" in fast["cause"]

@@ -109,8 +109,8 @@ def config_page() -> str:
     """docs/reference/config.md: a compare config's keys."""
     lines = ["# Compare config reference", "", GENERATED.strip(), "",
              "A compare config (`dmlbed compare FILE`, `dmlbed reproduce NAME`) is YAML: `name`, `defaults` (keys "
-             "for every run; `dilation` and `cpu_hog` only for its emulated rows), `runs` (a list, each with a `label` and its own keys, and optionally a `sweep` "
-             "narrowing the config's), `sweep` (key: list of values; every run is crossed with every "
+             "for every run; `dilation` and `cpu_hog` only for its emulated rows), `runs` (a list, each with a "
+             "`label` and its own keys, and optionally a `sweep` narrowing the config's), `sweep` (key: list of values; every run is crossed with every "
              "combination), an optional `paper` block, optional `targets` (what the benchmark holds the machine to) "
              "and `repeat` (the whole matrix run that many times over, round-robin, each row judged on its own). "
              "A run may instead be one "

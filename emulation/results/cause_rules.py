@@ -122,7 +122,7 @@ def over_rate(r: Readings) -> Optional[Finding]:
     than the flow model of its scenario (traffic a link event or a reroute moved onto other paths than the per-step
     ones looks faster than it is; an unshaped link makes the run faster than the model)."""
     if r.level_max is not None and r.level_max > OVER_RATE_LEVEL:
-        slower = r.modelled and r.over >= 1.0
+        slower = r.modelled and r.over >= 1.0 - FAITHFUL_EMULATION_SHARE  # as slow as the model, within its noise
         return Finding((r.level_max - 1) / 100 if slower else 5000.0 + r.level_max,
                        f"links carried {r.level_max:.2f} times their shaped rate: the shaper did not hold it, so the "
                        f"timings are not those of the asked-for links (on the userspace datapath switch->host is "
@@ -223,7 +223,15 @@ def lossy_network(r: Readings) -> Optional[Finding]:
     return None
 
 
+def within_model(r: Readings) -> bool:
+    """The run took no more than its scenario's flow model allows: its links' idle or slow time is the scenario's
+    (stragglers' waits, other traffic), so it names no cause."""
+    return r.modelled and r.share is not None and r.share <= FAITHFUL_EMULATION_SHARE
+
+
 def below_rate(r: Readings) -> Optional[Finding]:
+    if within_model(r):
+        return None
     if r.d and (r.d.get("below_rate_s") or 0) > 0.02 * r.theory_s:
         return Finding(r.d["below_rate_s"] / r.theory_s, "links busy below the shaped rate (TCP or switching)", None)
     return None
@@ -231,7 +239,7 @@ def below_rate(r: Readings) -> Optional[Finding]:
 
 def idle_links(r: Readings) -> Optional[Finding]:
     idle = (r.d.get("idle_s") or 0) if r.d else 0
-    if idle <= 0.02 * r.theory_s:
+    if idle <= 0.02 * r.theory_s or within_model(r):
         return None
     if r.totals.get("rto_timeouts"):
         why = f"links idle during synchronization; {r.totals['rto_timeouts']} TCP retransmission timeouts"

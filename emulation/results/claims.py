@@ -177,11 +177,8 @@ def bound(claim: dict) -> judge_rows.Bound:
     paper, tolerance = claim["paper"], claim.get("tolerance", TOLERANCE)
     if isinstance(paper, tuple):
         return judge_rows.Bound(*paper)
-    none = NO_EFFECT.get(claim.get("relation", "value"))
-    if none is None or paper == none:
-        return judge_rows.around(paper, tolerance)
     # an effect is judged on itself: a 13.6% gain within a tenth of 13.6%, not 1.136 within a tenth of 1.136
-    return judge_rows.Bound(*sorted(none + (paper - none) * (1 + side * tolerance) for side in (-1, 1)))
+    return judge_rows.around(paper, tolerance, NO_EFFECT.get(claim.get("relation", "value"), 0.0))
 
 
 def judge(claim: dict, value: Optional[float]) -> Tuple[Optional[bool], Optional[float], str]:
@@ -263,8 +260,8 @@ TITLES = {"measurement": "the papers' measurements vs ours", "model": "models (t
 
 def print_paper(result: dict) -> None:
     """The paper's values beside ours (within the claim's tolerance, 10% by default, of the paper's value, or of its
-    effect for a ratio, reduction or difference, agrees; a range must contain ours), by kind of evidence, each with how ours was obtained and why it differs where the config says;
-    then what is out of reach here and why."""
+    effect for a ratio, reduction or difference, agrees; a range must contain ours), by kind of evidence, each with
+    how ours was obtained and why it differs where the config says; then what is out of reach here and why."""
     keys = result["sweep_keys"]
     rows = result["paper"]
     print(f"\nclaims of {result.get('source') or 'the paper'}:")

@@ -53,11 +53,12 @@ class Bound:
         return f"{self.low:g}-{self.high:g}"
 
 
-def around(value: float, tolerance: float) -> Bound:
-    """Within a share `tolerance` of value (for a claimed 0: within tolerance of it)."""
-    if not value:
-        return Bound(-tolerance, tolerance)
-    ends = sorted((value * (1 - tolerance), value * (1 + tolerance)))
+def around(value: float, tolerance: float, origin: float = 0.0) -> Bound:
+    """Within a share `tolerance` of value's distance from origin (an effect from its value of no effect: 1.136 from
+    1 gives 1.122-1.150); value at the origin: within tolerance of it."""
+    if value == origin:
+        return Bound(origin - tolerance, origin + tolerance)
+    ends = sorted(origin + (value - origin) * (1 + side * tolerance) for side in (-1, 1))
     return Bound(ends[0], ends[1])
 
 
