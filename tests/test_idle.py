@@ -33,7 +33,9 @@ def test_the_readers_see_this_process():
 def test_ranks_on_the_machines_own_namespace_are_judged_by_their_cpu_alone():
     from emulation.run.idle import sample
     me = os.getpid()
+    before = interface_bytes(me)
     cpu, sent = sample([me])
-    assert cpu > 0 and sent == interface_bytes(me)
+    # the namespace's counters run on while other programs send: the sample lies between two reads, not on either
+    assert cpu > 0 and before <= sent <= interface_bytes(me)
     # a local launch's ranks share the machine's interfaces with every other program: their bytes are not the ranks'
     assert sample([me], own_links=False)[1] == 0
