@@ -16,6 +16,7 @@ from emulation.core.addressing import PLAN_PORT
 from emulation.core.calibration import load as load_calibration
 from emulation.results.bench_best import best_by_op
 from emulation.results.bench_fidelity import host_tcp, judge
+from emulation.results.bench_tables import print_bench, nccl_tests_blocks, write_nccl_tests
 from emulation.results.fidelity import one_line
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (DILATION, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS, REPLACE, TOPOLOGY, WAIT,
@@ -50,6 +51,7 @@ CALIBRATED_COLUMNS = ["theory_cal_s", "ratio_cal"]
 BENCH_FILES = ("bench.json", "bench.csv")
 EMULATE, SIMULATE = "emulate", "simulate"
 MODES = (EMULATE, SIMULATE)
+FORMATS = ("dmlbed", "nccl-tests")
 UNLIMITED = 1e6  # times a link's rate: a direction the flow model treats as unshaped
 FASTER_THAN_LINKS = 0.9  # a row this far below its model moved data faster than the shaped links carry
 INGRESS_MARGIN = 0.02  # a plan this much faster with switch->host unshaped has hosts receiving faster than they send
@@ -74,14 +76,17 @@ class Bench(Command):
            WARMUP, reps_option(5),
            command_option("mode", "emulate: run it on the emulated network; simulate: the flow model beside the "
                                   "closed form only, no network (any host count; gloo has no model)", EMULATE,
-                          choices=MODES))
+                          choices=MODES),
+           command_option("format", "the table printed: dmlbed's (every model beside every size) or nccl-tests' "
+                                    "(its columns and units, as its parsers read; written to "
+                                    "OUT/nccl-tests/LABEL.txt either way)", "dmlbed", choices=FORMATS))
 
     def prepare(self, args):
         values = self.values(args)
         algos = [a.strip() for a in (values["algo"] or "").split(",") if a.strip()]
         ops = [o.strip() for o in values["op"].split(",") if o.strip()]
         return prepare(self.config(args), algos, parse_sizes(values["sizes"]), values["warmup"], values["reps"], ops,
-                       values["mode"])
+                       values["mode"], values["format"])
 
     def needs_root(self, job):
         return job.mode == EMULATE and not job.network.local
@@ -90,7 +95,10 @@ class Bench(Command):
         return bench(job, log=log) if job.mode == EMULATE else modelled(job)
 
     def show(self, report):
-        print_bench(report)
+        if report.get("format") == "nccl-tests":
+            print("".join(nccl_tests_blocks(report).values()), end="")
+        else:
+            print_bench(report)
 
     def exit_code(self, report):
         return 0 if not report.get("error") and not any(r["wrong"] for r in report["rows"]) else 1
@@ -165,15 +173,18 @@ class BenchPlan:
     reps: int = 5
     ingress_bound: Tuple[str, ...] = ()  # runs whose hosts receive faster than they send: switch->host shaped
     mode: str = EMULATE
+    format: str = FORMATS[0]  # the table printed (both are written)
 
 
 def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2, reps: int = 5,
-            ops: Sequence[str] = (ALLREDUCE,), mode: str = EMULATE) -> BenchPlan:
+            ops: Sequence[str] = (ALLREDUCE,), mode: str = EMULATE, table_format: str = FORMATS[0]) -> BenchPlan:
     """Everything a benchmark needs, checked before anything starts: the network section, one run per op and
     algorithm (all-reduce: the plan algorithms and gloo; other ops: their plans and gloo; every op's algorithms and
     gloo when none are named), memory for the largest buffer, a calibration, and an --out free of another
     benchmark. Simulated: no host cap, memory or calibration, and no gloo (torch's algorithm has no model)."""
     check_values(base, groups=Bench.groups)
+    if table_format not in FORMATS:
+        raise OptionError(f"--format {table_format} is invalid: give one of {', '.join(FORMATS)}")
     emulated = mode == EMULATE
     if not emulated and base.local:
         raise OptionError("--mode simulate runs no ranks and --local runs them on loopback: give one of them")
@@ -199,7 +210,7 @@ def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2
             runs.append(check_run(base, network, op, algo, sizes, ranks))
     if not emulated:
         out = output_folder(base.out, BENCH_FILES, "a benchmark", base.force, "bench")
-        return BenchPlan(replace(base, out=out), network, runs, sizes, warmup, reps, mode=mode)
+        return BenchPlan(replace(base, out=out), network, runs, sizes, warmup, reps, mode=mode, format=table_format)
     binding = [run.label for run in runs if ingress_binds(run, max(sizes), base)]
     if binding and not network.local and not network.shape_ingress:
         network = replace(network, shape_ingress=True)
@@ -209,7 +220,7 @@ def prepare(base: RunConfig, algos: List[str], sizes: List[int], warmup: int = 2
     out = output_folder(base.out, BENCH_FILES, "a benchmark", base.force, "bench")
     return BenchPlan(replace(base, out=out), network,
                      [replace(r, checked=replace(r.checked, cfg=replace(r.checked.cfg, out=out))) for r in runs],
-                     sizes, warmup, reps, tuple(binding))
+                     sizes, warmup, reps, tuple(binding), format=table_format)
 
 
 def does(op: str, algo: str) -> bool:
@@ -326,7 +337,7 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
               "busbw_factor": {op: get_collective(op).busbw_text for op in ops},
               "busbw_note": busbw_note(network.topo), "local": base.local, "calibration": base.calibration,
               "dilation": base.dilation, "mtu": None if base.local else base.mtu, "provenance": provenance(),
-              "ingress_bound": list(job.ingress_bound)}
+              "ingress_bound": list(job.ingress_bound), "ranks": len(network.topo.hosts), "format": job.format}
     cal = load_calibration(base.calibration, network.topo.spec, network.bw) if base.calibration else None
 
     def body(life: Lifecycle) -> None:
@@ -364,6 +375,7 @@ def bench(job: BenchPlan, log: Callable[[str], None] = lambda m: None) -> dict:
             write_table(os.path.join(base.out, "bench.csv"), rows,
                         COLUMNS + SIMULATED_COLUMNS + (CALIBRATED_COLUMNS if base.calibration else []))
             report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, network)
+            write_nccl_tests(base.out, report)
         return report
 
     return Lifecycle(network, log, os.path.join(base.out, "bench.json"), fork_server=folder.ranks(),
@@ -391,9 +403,11 @@ def modelled(job: BenchPlan) -> dict:
               "ops": ops, "busbw_factor": {op: get_collective(op).busbw_text for op in ops},
               "busbw_note": busbw_note(network.topo), "datapath": "flow model",
               "ecmp": "dmodk" if network.topo.routing == "dmodk" else "spread",
-              "provenance": provenance(), "rows": rows, "error": None, "best": best_by_op(rows, network.bw[0], GLOO)}
+              "provenance": provenance(), "rows": rows, "error": None, "best": best_by_op(rows, network.bw[0], GLOO),
+              "ranks": len(network.topo.hosts), "format": job.format, "reps": 0}
     write_table(os.path.join(base.out, "bench.csv"), rows, COLUMNS + SIMULATED_COLUMNS)
     report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, network)
+    write_nccl_tests(base.out, report)
     write_atomic(os.path.join(base.out, "bench.json"), json.dumps(report, indent=1))
     return report
 
@@ -458,42 +472,6 @@ def plot(path: str, rows: List[dict], network: NetworkSettings) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-
-
-def print_bench(report: dict) -> None:
-    """nccl-tests' table: per algorithm and size, time, algbw, busbw, theory and wrong results."""
-    factors = ", ".join(f"{op} {text}" for op, text in report["busbw_factor"].items())
-    print(f"bench on {report['topology']} at {report['bw_mbps']} Mbit/s ({report['datapath']}); busbw = algbw x "
-          f"{factors}; {report['busbw_note']}")
-    cal = bool(report.get("calibration"))
-    print(f"{'op':<13} {'algo':<12} {'size':>10} {'time_s':>9} {'algbw':>9} {'busbw':>9} {'theory_s':>9} {'ratio':>6} "
-          f"{'sim_s':>9} {'ratio':>6} " + (f"{'cal_s':>9} {'ratio':>6} " if cal else "") + f"{'#wrong':>6}")
-    for r in report["rows"]:
-        extra = (f"{r['theory_cal_s']:>9.4f} {r['ratio_cal']:>6.2f} " if cal else "")
-        print(f"{r['op']:<13} {r['algo']:<12} {r['size_bytes']:>10} {r['time_s']:>9.4f} {r['algbw_mbps']:>9.2f} "
-              f"{r['busbw_mbps']:>9.2f} {r['theory_s']:>9.4f} {r['ratio']:>6.2f} {number(r.get('sim_s'), 9, 4)} "
-              f"{number(r.get('ratio_sim'), 6, 2)} {extra}{'-' if r['wrong'] is None else r['wrong']:>6}")
-    for r in report["rows"]:
-        if r.get("faster_than_links"):
-            share = r["time_s"] / (r.get("sim_s") or r["theory_s"])
-            print(f"warning: {r['op']} {r['algo']} at {r['size_bytes']} bytes took {share:.2f} of its model's time: "
-                  f"faster than the shaped links carry, not a faithful timing")
-    for label, verdict in (report.get("fidelity") or {}).items():
-        print(f"{label}: {one_line(verdict)}")
-    if report.get("mode") == SIMULATE:
-        paths = ("each flow on its destination's one path, D-mod-k" if report.get("routing") == "dmodk" else
-                 "each flow spread over its equal-cost paths")
-        print(f"simulated: time_s is the plan in the flow model ({paths}), ratio its closed form's; nothing ran, so "
-              f"nothing was checked (#wrong -)")
-    if report.get("ingress_bound"):
-        print(f"switch->host shaped too (--shape-ingress): {', '.join(report['ingress_bound'])} receive faster than "
-              f"their senders send")
-    print(f"results: {os.path.dirname(report['plot'])}/bench.csv, bench.json; plot: {report['plot']}")
-
-
-def number(value: Optional[float], width: int, places: int) -> str:
-    """A table cell: the value, or '-' where there is none."""
-    return f"{value:>{width}.{places}f}" if value is not None else f"{'-':>{width}}"
 
 
 COMMAND = Bench()
