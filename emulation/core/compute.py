@@ -1,18 +1,23 @@
-"""Compute time per rank and per iteration: one value for every rank, or a distribution drawn per rank and iteration
-(seeded, the same draws in emulation and simulation), times a persistent factor for slow hosts; and what BSP waits
+"""Compute time per rank and per iteration: one value for every rank, a distribution drawn per rank and iteration
+(seeded, the same draws in emulation and simulation) or a measured trace replayed, times a persistent factor for slow
+hosts; and what BSP waits
 for, the expected slowest of the ranks' draws (H_n x mean for exponential times, Dutta et al., AISTATS'18)."""
 
 from __future__ import annotations
 
+import bisect
+import csv
 import math
+import os
 import random
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Dict, List, Sequence, Tuple
 
-FIXED, EXP, LOGNORMAL, NORMAL = "fixed", "exp", "lognormal", "normal"
+FIXED, EXP, LOGNORMAL, NORMAL, TRACE = "fixed", "exp", "lognormal", "normal", "trace"
 COMPUTE_HELP = ("SECONDS (every rank, every iteration) | exp:MEAN | lognormal:MEAN,SIGMA | normal:MEAN,SD (truncated "
-                "at 0): drawn per rank and iteration from --seed")
+                "at 0): drawn per rank and iteration from --seed | trace:FILE.csv[,COLUMN]: measured seconds replayed in "
+                "order, each rank from a row --seed picks")
 SLOW_HELP = "HOST:FACTORx[@ITERATION], comma-separated (h3:2x: h3 computes twice as long; h3:2x@10 from iteration 10)"
 NORMAL_TRIES = 1000  # a truncated normal redraws negative values; past this many it gives 0
 INTEGRATION_STEPS = 20000
@@ -35,6 +40,9 @@ class ComputeModel:
     mean: float = 0.0
     spread: float = 0.0  # lognormal: sigma of the log; normal: standard deviation before truncation
     slow: Tuple[SlowRank, ...] = ()
+    values: Tuple[float, ...] = ()  # trace: the file's times in its order (each rank replays them from its own row)
+    ordered: Tuple[float, ...] = ()  # trace: the same sorted (any iteration's time is one of them, equally likely)
+    source: str = ""  # trace: FILE[,COLUMN] as given, the file's path made absolute (ranks read it again)
 
     @property
     def varies(self) -> bool:
@@ -46,6 +54,8 @@ class ComputeModel:
         """The --compute-time form it was given in."""
         if self.kind == FIXED:
             return f"{self.mean:g}"
+        if self.kind == TRACE:
+            return f"{TRACE}:{self.source}"
         return f"{self.kind}:{self.mean:g}" + (f",{self.spread:g}" if self.kind in (LOGNORMAL, NORMAL) else "")
 
     def draw(self, rng: random.Random) -> float:
@@ -54,6 +64,8 @@ class ComputeModel:
             return self.mean
         if self.kind == EXP:
             return rng.expovariate(1.0 / self.mean)
+        if self.kind == TRACE:
+            return rng.choice(self.values)
         if self.kind == LOGNORMAL:
             return rng.lognormvariate(math.log(self.mean) - self.spread ** 2 / 2, self.spread)
         for _ in range(NORMAL_TRIES):
@@ -73,6 +85,9 @@ class ComputeModel:
     def times(self, rank: int, iterations: int, seed: int) -> List[float]:
         """The rank's compute seconds for iterations 0..iterations-1 (the same for a seed wherever drawn)."""
         rng = random.Random(f"compute:{seed}:{rank}")
+        if self.kind == TRACE:  # the file in its order, from a row the seed picks (ranks apart, each the whole file)
+            first = rng.randrange(len(self.values))
+            return [self.values[(first + i) % len(self.values)] * self.factor(rank, i) for i in range(iterations)]
         return [self.draw(rng) * self.factor(rank, i) for i in range(iterations)]
 
     def table(self, ranks: Sequence[int], iterations: int, seed: int) -> Dict[int, List[float]]:
@@ -88,6 +103,8 @@ class ComputeModel:
             return 1.0 if x >= m else 0.0
         if self.kind == EXP:
             return 1.0 - math.exp(-x / m)
+        if self.kind == TRACE:
+            return bisect.bisect_right(self.ordered, x / scale) / len(self.ordered)
         if x == 0:
             return 0.0
         if self.kind == LOGNORMAL:
@@ -108,6 +125,11 @@ class ComputeModel:
         if self.kind == EXP and len(set(factors)) == 1:
             n = len(ranks)
             return harmonic(n) * self.mean * factors[0], f"H_{n} x mean (i.i.d. exponential compute)"
+        if self.kind == TRACE and len(set(factors)) == 1:
+            # each rank's row is uniform over the file (its starting row is), independently of the others' rows
+            n, m = len(ranks), len(self.ordered)
+            exact = sum(v * ((k / m) ** n - ((k - 1) / m) ** n) for k, v in enumerate(self.ordered, 1))
+            return exact * factors[0], f"E[max of {n} ranks' rows of the trace's {m} times] (exact)"
         groups = Counter(factors)
         upper = self._upper(max(factors))
         h = upper / INTEGRATION_STEPS
@@ -139,6 +161,8 @@ class ComputeModel:
     def _upper(self, factor: float) -> float:
         """Where the slowest rank's draw is past with negligible probability."""
         m = self.mean * factor
+        if self.kind == TRACE:
+            return self.ordered[-1] * factor
         if self.kind == EXP:
             return 40 * m
         if self.kind == LOGNORMAL:
@@ -164,6 +188,8 @@ def parse_compute(text) -> ComputeModel:
     """A --compute-time value: seconds, or kind:parameters (ValueError naming the valid forms)."""
     raw = str(text).strip()
     kind, sep, rest = raw.partition(":")
+    if kind == TRACE:
+        return parse_trace(rest)
     try:
         if not sep:
             model = ComputeModel(FIXED, float(raw))
@@ -180,6 +206,49 @@ def parse_compute(text) -> ComputeModel:
         raise ValueError(f"--compute-time {raw} is not valid: give {COMPUTE_HELP}, with finite parameters >= 0 "
                          f"(MEAN, SIGMA and SD > 0)")
     return model
+
+
+def parse_trace(spec: str) -> ComputeModel:
+    """trace:FILE[,COLUMN]: a CSV's column of seconds (COLUMN a header name or a 0-based index; without one, the first
+    column every row of which is a number), replayed in order (ValueError naming what is wrong)."""
+    path, _, column = spec.partition(",")
+    where = f"--compute-time trace:{spec}"
+    try:
+        with open(path, newline="") as f:
+            rows = [r for r in csv.reader(f) if any(c.strip() for c in r)]
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot read {path} ({exc.strerror or exc}): give trace:FILE.csv[,COLUMN]") from None
+    header = rows[0] if rows and not all(number(c) is not None for c in rows[0]) else None
+    body = rows[1:] if header else rows
+    names = [c.strip() for c in header] if header else [str(i) for i in range(max((len(r) for r in body), default=0))]
+    if column:
+        at = names.index(column.strip()) if column.strip() in names else \
+            int(column) if column.strip().isdigit() and int(column) < len(names) else None
+        if at is None:
+            raise ValueError(f"{where}: the file has no column {column}: valid are {', '.join(names)} (or 0-based "
+                             f"indexes)")
+    else:
+        at = next((i for i in range(len(names)) if body and all(i < len(r) and number(r[i]) is not None
+                                                                for r in body)), 0 if len(names) == 1 else None)
+        if at is None:  # (one column: its first cell that is not a number is named below)
+            raise ValueError(f"{where}: the file has no column of numbers in every row: give trace:FILE.csv,COLUMN")
+    values = [number(r[at]) if at < len(r) else None for r in body]
+    bad = next((n for n, v in enumerate(values) if v is None or not math.isfinite(v) or v < 0), None)
+    if not values or bad is not None:
+        cell = "" if not values or at >= len(body[bad]) else body[bad][at].strip()
+        what = "no rows" if not values else f"row {bad + 1 + bool(header)} is '{cell}'"
+        raise ValueError(f"{where}: column {names[at]} has {what}: give seconds >= 0 in every row")
+    source = os.path.abspath(path) + (f",{column}" if column else "")
+    return ComputeModel(TRACE, sum(values) / len(values), values=tuple(values), ordered=tuple(sorted(values)),
+                        source=source)
+
+
+def number(text: str):
+    """A CSV cell as a float, or None where it is not a number."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def parse_slow(text) -> Tuple[Tuple[str, float, int], ...]:
