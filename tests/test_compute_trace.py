@@ -120,3 +120,20 @@ def test_a_bad_trace_is_one_line_and_exit_2(trace, tmp_path, spec, message):
     given = spec.format(path=path, bad=bad, negative=negative)
     r = run_dmlbed("theory", "--topo", "star:4", "--algo", "ring", "--compute-time", given, timeout=60)
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.emulation
+@pytest.mark.benchmark  # 200 iterations on an emulated network: make benchmark runs it (the loopback form runs always)
+def test_emulated_ranks_replay_the_traces_times_and_its_tail(trace, tmp_path):
+    from test_emulation import leftovers
+    path, values = trace
+    out = tmp_path / "run"
+    s = cli_json("run", "--topo", "star:2", "--algo", "ring", "--model", "mlp:64KB", "--batch", "4", "--iters", "200",
+                 "--bw", "100", "--compute-time", f"trace:{path},step_s", "--seed", "4", "--out", str(out),
+                 timeout=900)
+    assert s["correct"] is True and s["sum_verified"] is True
+    measured = [float(r["compute_s"]) for r in csv.DictReader(open(out / "workers.csv"))]
+    assert len(measured) == 400
+    assert statistics.mean(measured) == pytest.approx(statistics.mean(values), rel=0.05)
+    assert quantile(measured, 0.99) == pytest.approx(quantile(values, 0.99), rel=0.05)
+    assert leftovers("star:2") == []
