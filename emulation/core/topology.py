@@ -312,20 +312,25 @@ BUILDERS = {
 TOPOLOGY_HELP = ("bcube:n,k | fattree:k | star:N | tree:F0,F1,... | leafspine:leaves,hosts_per_leaf,spines | "
                  "torus:rows,cols[,hosts_per_switch] | jellyfish:switches,degree,hosts_per_switch[,seed] | "
                  "rail:hosts,rails[,spines] | "
-                 "FILE.json/.yaml (dmlbed topo SPEC --export FILE writes one)")
+                 "FILE.json/.yaml (dmlbed topo SPEC --export FILE writes one) | "
+                 "mininet:FILE.py:NAME[,ARGS] (a Mininet Topo, as mn --custom takes it)")
 
 
 def parse(spec: str) -> Topology:
     """Build a topology from a spec string such as 'bcube:3,2', 'fattree:4', 'star:9', 'tree:3,2,2',
     'leafspine:4,4,2', or read it from a topology file (JSON or YAML, see topology_file)."""
     from emulation.core.topology_file import is_topology_file, read_topology
+    from emulation.core.topology_mininet import is_mininet_spec, read_mininet
+    if is_mininet_spec(spec):
+        return read_mininet(spec)
     if is_topology_file(spec):
         return read_topology(spec)
     kind, _, rest = spec.strip().partition(":")
     kind = kind.lower()
     if kind not in BUILDERS:
         valid = ", ".join(usage for _, usage, _ in BUILDERS.values())
-        raise TopologyError(f"unknown topology '{kind}': valid are {valid}, or a topology file (.json, .yaml)")
+        raise TopologyError(f"unknown topology '{kind}': valid are {valid}, a topology file (.json, .yaml) or "
+                           f"mininet:FILE.py:NAME[,ARGS] (a Mininet Topo, as mn --custom takes it)")
     builder, usage, arity = BUILDERS[kind]
     try:
         params = [int(p) for p in rest.split(",")] if rest.strip() else []
