@@ -99,3 +99,17 @@ def test_a_bad_mininet_topology_is_one_line_and_exit_2(custom, tmp_path, spec, m
         parse(given)
     r = run_dmlbed("topo", given)
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.emulation
+@pytest.mark.benchmark  # two networks brought up: make benchmark runs it (the pure tests check the conversion)
+@pytest.mark.parametrize("call", ["tree,2,2", "linear,k=3,n=1"])
+def test_a_mininet_topo_checks_and_runs_a_ring_on_the_emulated_network(custom, tmp_path, call):
+    from test_emulation import leftovers
+    spec = f"mininet:{custom}:{call}"
+    r = run_dmlbed("net", "--topo", spec, "--check", "--bw", "100", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = cli_json("run", "--topo", spec, "--algo", "ring", "--model", "mlp:1MB", "--iters", "4", "--bw", "100",
+                 "--out", str(tmp_path / "run"), timeout=600)
+    assert s["correct"] is True and s["sum_verified"] is True and s["topology"] == spec
+    assert leftovers(spec) == []
