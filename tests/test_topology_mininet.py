@@ -107,7 +107,7 @@ def test_a_bad_mininet_topology_is_one_line_and_exit_2(custom, tmp_path, spec, m
 def test_a_mininet_topo_checks_and_runs_a_ring_on_the_emulated_network(custom, tmp_path, call):
     from test_emulation import leftovers
     spec = f"mininet:{custom}:{call}"
-    r = run_dmlbed("net", "--topo", spec, "--check", "--bw", "100", timeout=600)
+    r = run_dmlbed("net", spec, "--check", "--bw", "100", timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     s = cli_json("run", "--topo", spec, "--algo", "ring", "--model", "mlp:1MB", "--iters", "4", "--bw", "100",
                  "--out", str(tmp_path / "run"), timeout=600)
