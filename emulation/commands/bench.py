@@ -16,7 +16,7 @@ from emulation.core.addressing import PLAN_PORT
 from emulation.core.calibration import load as load_calibration
 from emulation.results.bench_best import best_by_op
 from emulation.results.bench_fidelity import host_tcp, judge
-from emulation.results.bench_tables import print_bench, nccl_tests_blocks, write_nccl_tests
+from emulation.results.bench_tables import bench_label, nccl_tests_blocks, print_bench, write_nccl_tests
 from emulation.results.fidelity import one_line
 from emulation.run.lifecycle import Lifecycle
 from emulation.run.options import (DILATION, LINKS, NETWORK, OUTPUT, PLAN_INPUTS, RANKS, REPLACE, TOPOLOGY, WAIT,
@@ -146,7 +146,7 @@ class BenchRun:
     @property
     def label(self) -> str:
         """Its rows' and folders' name: the algorithm, and the op when it is not all-reduce."""
-        return self.algo if self.op == ALLREDUCE else f"{self.op}-{self.algo}"
+        return bench_label(self.op, self.algo)
 
     def plan_pieces(self, size: int) -> Tuple[Plan, List[int]]:
         """Its plan for a buffer of size bytes (one tensor), and the bytes of each piece (not gloo's: gloo runs its
@@ -404,7 +404,7 @@ def modelled(job: BenchPlan) -> dict:
               "busbw_note": busbw_note(network.topo), "datapath": "flow model",
               "ecmp": "dmodk" if network.topo.routing == "dmodk" else "spread",
               "provenance": provenance(), "rows": rows, "error": None, "best": best_by_op(rows, network.bw[0], GLOO),
-              "ranks": len(network.topo.hosts), "format": job.format, "reps": 0}
+              "ranks": len(network.topo.hosts), "format": job.format}
     write_table(os.path.join(base.out, "bench.csv"), rows, COLUMNS + SIMULATED_COLUMNS)
     report["plot"] = plot(os.path.join(base.out, "busbw.png"), rows, network)
     write_nccl_tests(base.out, report)

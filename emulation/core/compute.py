@@ -12,6 +12,7 @@ import os
 import random
 from collections import Counter
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Dict, List, Sequence, Tuple
 
 FIXED, EXP, LOGNORMAL, NORMAL, TRACE = "fixed", "exp", "lognormal", "normal", "trace"
@@ -41,7 +42,6 @@ class ComputeModel:
     spread: float = 0.0  # lognormal: sigma of the log; normal: standard deviation before truncation
     slow: Tuple[SlowRank, ...] = ()
     values: Tuple[float, ...] = ()  # trace: the file's times in its order (each rank replays them from its own row)
-    ordered: Tuple[float, ...] = ()  # trace: the same sorted (any iteration's time is one of them, equally likely)
     source: str = ""  # trace: FILE[,COLUMN] as given, the file's path made absolute (ranks read it again)
 
     @property
@@ -64,8 +64,6 @@ class ComputeModel:
             return self.mean
         if self.kind == EXP:
             return rng.expovariate(1.0 / self.mean)
-        if self.kind == TRACE:
-            return rng.choice(self.values)
         if self.kind == LOGNORMAL:
             return rng.lognormvariate(math.log(self.mean) - self.spread ** 2 / 2, self.spread)
         for _ in range(NORMAL_TRIES):
@@ -73,6 +71,11 @@ class ComputeModel:
             if value >= 0:
                 return value
         return 0.0
+
+    @cached_property
+    def ordered(self) -> Tuple[float, ...]:
+        """A trace's times sorted (any iteration's time is one of them, equally likely)."""
+        return tuple(sorted(self.values))
 
     def factor(self, rank: int, iteration: int) -> float:
         """The slow factor of a rank in an iteration (1 for the others)."""
@@ -239,8 +242,7 @@ def parse_trace(spec: str) -> ComputeModel:
         what = "no rows" if not values else f"row {bad + 1 + bool(header)} is '{cell}'"
         raise ValueError(f"{where}: column {names[at]} has {what}: give seconds >= 0 in every row")
     source = os.path.abspath(path) + (f",{column}" if column else "")
-    return ComputeModel(TRACE, sum(values) / len(values), values=tuple(values), ordered=tuple(sorted(values)),
-                        source=source)
+    return ComputeModel(TRACE, sum(values) / len(values), values=tuple(values), source=source)
 
 
 def number(text: str):

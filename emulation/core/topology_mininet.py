@@ -85,7 +85,8 @@ def mininet_data(spec: str) -> dict:
                                 f"letters, digits or _, and not a host's new name (h0..)")
     links: List[dict] = []
     neighbours: Dict[str, List[str]] = {s: [] for s in switches}
-    for a, b, info in topo.links(sort=True, withInfo=True):
+    mininet_links = list(topo.links(sort=True, withInfo=True))
+    for a, b, info in mininet_links:
         options = sorted(k for k in info if k not in ENDS)
         if options:
             raise TopologyError(f"topology '{spec}': link {a}-{b} sets {', '.join(options)}: dmlbed does not apply a "
@@ -94,7 +95,7 @@ def mininet_data(spec: str) -> dict:
         if a in neighbours and b in neighbours:
             neighbours[a].append(b)
             neighbours[b].append(a)
-    edge = {b if a in rename else a for a, b, _ in topo.links(sort=True, withInfo=True) if (a in rename) != (b in rename)}
+    edge = {b if a in rename else a for a, b, _ in mininet_links if (a in rename) != (b in rename)}
     level = {s: 0 for s in edge}
     queue = deque(edge)
     while queue:

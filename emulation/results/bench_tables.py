@@ -9,7 +9,7 @@ from typing import Dict, List, Optional
 
 from emulation.results.fidelity import one_line
 from emulation.results.files import write_atomic
-from workloads.collectives import get as get_collective
+from workloads.collectives import ALLREDUCE, get as get_collective
 
 SIMULATE = "simulate"
 NCCL_TESTS_FOLDER = "nccl-tests"
@@ -17,6 +17,12 @@ NCCL_TYPE = "float"  # every buffer is fp32
 REDUCING = {"allreduce", "reduce", "reducescatter"}  # nccl-tests' redop column: sum for these, none for the rest
 # nccl-tests' count column is the count it passes the call: per rank for these (size is the whole array), else all
 PER_RANK_COUNT = {"allgather", "reducescatter", "alltoall", "alltoallv", "gather", "scatter"}
+
+
+def bench_label(op: str, algo: str) -> str:
+    """A benchmarked (op, algorithm)'s name for its rows, folders and logs: the algorithm, and the op unless
+    all-reduce."""
+    return algo if op == ALLREDUCE else f"{op}-{algo}"
 
 
 def print_bench(report: dict) -> None:
@@ -90,7 +96,7 @@ def nccl_tests_blocks(report: dict) -> Dict[str, str]:
                          f"{'N/A':>6}  {'N/A':>6}  {'N/A':>5}")
         lines += ["# Out of bounds values : N/A (dmlbed checks every result exactly: #wrong)",
                   f"# Avg bus bandwidth    : {sum(r['busbw_mbps'] for r in rows) / len(rows) / 8000:.6f} ", "#"]
-        blocks[algo if op == "allreduce" else f"{op}-{algo}"] = "\n".join(lines) + "\n"
+        blocks[bench_label(op, algo)] = "\n".join(lines) + "\n"
     return blocks
 
 
