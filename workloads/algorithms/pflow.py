@@ -215,14 +215,18 @@ def milp_overlay(costs: np.ndarray, degree: int, depth: int, time_limit: float =
 
 
 def build_overlay(costs: np.ndarray, degree: int, depth: int) -> Overlay:
-    """P3 by MILP when the group is small (the greedy construction if the solver finds no tree in time), else the
-    greedy construction."""
-    if len(costs) - 1 <= MILP_MAX_WORKERS:
-        try:
-            return milp_overlay(costs, degree, depth)
-        except PlanError:
-            check_feasible(len(costs) - 1, degree, depth)
-    return greedy_overlay(costs, degree, depth)
+    """P3 by MILP when the group is small, else the greedy construction; the greedy tree also when the solver's
+    time ran out on a tree that costs more (or on none)."""
+    if len(costs) - 1 > MILP_MAX_WORKERS:
+        return greedy_overlay(costs, degree, depth)
+    try:
+        exact = milp_overlay(costs, degree, depth)
+    except PlanError:
+        return greedy_overlay(costs, degree, depth)
+    if exact.method == "milp":
+        return exact
+    greedy = greedy_overlay(costs, degree, depth)
+    return exact if exact.cost <= greedy.cost else greedy
 
 
 def direct_overlay(n_workers: int) -> Overlay:
