@@ -35,7 +35,7 @@ LAYERS = {
 }
 THIRD_PARTY_WATCHED = {"torch", "scipy", "lz4", "sklearn", "mininet", "ryu", "eventlet", "yaml", "matplotlib", "tqdm"}
 FOLDERS = {"core", "simulation", "net", "results", "run", "backends", "commands"}  # emulation/<folder> is its own layer
-HARNESS = {"registry", "cli", "reference", "__main__", "base", "command_rows"}  # commands/ modules that are not commands
+HARNESS = {"registry", "cli", "reference", "__main__", "base", "command_rows", "matrix_child"}  # commands/ modules that are not commands (matrix_child: a matrix task's process)
 SHARED = {"base", "command_rows"}  # of those, what command modules may import (the harness hands command_rows its parser)
 
 

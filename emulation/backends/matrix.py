@@ -15,21 +15,20 @@ from typing import Callable, Dict, List, Optional
 import yaml
 
 from emulation.backends import BACKENDS
-from emulation.backends.matrix_rows import COLUMNS, MachineWatch, command_row, job_row, row
+from emulation.backends.matrix_record import check_resumable
+from emulation.backends.matrix_rows import COLUMNS
+from emulation.backends.matrix_run import JOBS_BACKEND, ConfigError, checked_job, run_rows
+from emulation.backends.matrix_tasks import Scheduler, check_reachable, parse_scheduler
 from emulation.core.job_specs import parse_jobs
 from emulation.core.topology_file import is_topology_file
 from emulation.results import claims as paper
 from emulation.results import targets as bench_targets
-from emulation.run.options import OptionError, RunConfig, from_mapping, option_of, yaml_key
+from emulation.run.options import OptionError, RunConfig, from_mapping
 from emulation.run.outputs import check_output, claim_folder, default_parent, planned_folder
 from emulation.results.files import read_json, write_atomic, write_table
 from emulation.results.figures import plot
 from emulation.results.provenance import provenance
 
-
-
-class ConfigError(ValueError):
-    """The compare config is malformed; the message names the key."""
 
 
 def load(path: str) -> dict:
@@ -163,21 +162,6 @@ def derived_options(merged: dict, where: str, earlier: set) -> tuple:
     return {**merged, **{k: defaults.get(k, 0) for k in derived}}, derived
 
 
-def derived_config(entry: dict, rows: List[dict]):
-    """The row's configuration with its derived keys set from the earlier rows' figures (the row in its own sweep
-    group when there is one), or an error naming what is missing."""
-    values = {}
-    for key, spec in entry["derived"].items():
-        mine = [r for r in rows if r["label"] == spec["from"]]
-        source = next((r for r in mine if all(r.get(k) == v for k, v in entry["sweep"].items() if k in r)),
-                      mine[-1] if mine else None)
-        figure = None if source is None else source.get(spec["metric"])
-        if not isinstance(figure, (int, float)) or isinstance(figure, bool):
-            return None, f"{key}: row '{spec['from']}' has no {spec['metric']} (got {figure!r})"
-        values[key] = str(round(figure * spec.get("times", 1), 6))
-    return dataclasses.replace(entry["config"], **values), None
-
-
 def checked_until(until, where: str) -> Optional[dict]:
     """A row's `until: {metric: FIGURE, attempts: N}` (run again while the figure is missing or zero), or None."""
     if until is None:
@@ -240,16 +224,6 @@ def expand(data: dict, out_root: str, local: bool = False, command_rows=None) ->
     return out
 
 
-def checked_job(backend, cfg, jobs, where: str):
-    """A row's configuration checked on its back end (ConfigError naming the row)."""
-    try:
-        return backend.prepare(cfg, lambda n: f"{where}: {yaml_key(n, option_of(n))}", in_matrix=True,
-                               **({} if jobs is None else {"jobs": jobs}))
-    except ValueError as exc:
-        text = str(exc)
-        raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
-
-
 def row_labels(entries: List[dict]) -> List[str]:
     """The labels of the matrix's rows: each run's, and for a run of several jobs each job's (LABEL/JOB)."""
     out = []
@@ -284,21 +258,6 @@ def combinations(sweep: dict, override, where: str) -> List[dict]:
     return [dict(zip(sweep, values)) for values in itertools.product(*sweep.values())] if sweep else [{}]
 
 
-class JobsRows:
-    """A run of several jobs in a compare config (`jobs:`): the jobs back end in the row's mode."""
-
-    @staticmethod
-    def prepare(cfg, label=None, in_matrix: bool = False, jobs=()):
-        from emulation.backends import shared
-        return shared.prepare(cfg, list(jobs), cfg.mode)
-
-    @staticmethod
-    def execute(job, log=lambda m: None, progress: bool = True) -> dict:
-        from emulation.backends import shared
-        return shared.execute(job, log)
-
-
-JOBS_BACKEND = JobsRows()
 PROVENANCE_FILE = "provenance.json"  # where the comparison's rows came from
 TARGETS_FILE = "targets.csv"  # the config's targets, judged
 TARGET_COLUMNS = ["target", "ours", "verdict", "met", "how", "why"]
@@ -339,6 +298,8 @@ class CompareJob:
     out: str
     wait: bool = False
     targets: List[dict] = ()
+    scheduler: Optional[Scheduler] = None  # the Dask scheduler the rows run on (None: in turn, here)
+    resume: bool = False  # run only the rows that have not landed in out
 
     @property
     def emulated(self) -> bool:
@@ -348,9 +309,13 @@ class CompareJob:
 
 
 def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False,
-            wait: bool = False, kind: str = "compare", command_rows=None) -> CompareJob:
+            wait: bool = False, kind: str = "compare", command_rows=None, scheduler: Optional[str] = None,
+            resume: bool = False) -> CompareJob:
     """Everything a compare needs, checked before anything starts: config, every run, paper claims, targets, output
-    (--out, or a new results/KIND/NAME/DATE-TIME)."""
+    (--out, or a new results/KIND/NAME/DATE-TIME), the scheduler its rows run on (reached, with a worker)."""
+    where_to = parse_scheduler(scheduler)
+    if resume and not out_root:
+        raise ConfigError("--resume runs the rows missing from an earlier run's folder: give that folder as --out")
     data = load(path)
     planned = out_root or planned_folder(default_parent(kind, config_name(data, path)))
     entries = expand(data, planned, local, command_rows)
@@ -362,11 +327,16 @@ def prepare(path: str, out_root: str = None, local: bool = False, force: bool = 
                                                                **({REPEAT: repeats} if repeats else {})})
     except (paper.PaperError, bench_targets.TargetError) as exc:
         raise ConfigError(str(exc)) from None
-    if out_root:
+    name = config_name(data, path)
+    if resume:
+        check_resumable(out_root, name, entries)
+    elif out_root:
         check_output(out_root, ("comparison.json",), "a comparison", force)
     else:
         claim_folder(planned)  # its runs' folders are named inside it already
-    return CompareJob(config_name(data, path), data, entries, claims, planned, wait, checked_targets)
+    if where_to is not None:
+        check_reachable(where_to)
+    return CompareJob(name, data, entries, claims, planned, wait, checked_targets, where_to, resume)
 
 
 def compare(path: str, out_root: str = None, local: bool = False,
@@ -378,64 +348,22 @@ def compare(path: str, out_root: str = None, local: bool = False,
 
 def execute(job: CompareJob, log: Callable[[str], None] = lambda m: None, progress: bool = True) -> Dict[str, object]:
     """Run every checked configuration; write comparison.csv/json, paper.csv and plots (holding the network lock
-    for the whole matrix, so no other run slips in between two of its runs)."""
-    if not job.emulated:
+    for the whole matrix, so no other run slips in between two of its runs; on a scheduler, each emulated row holds
+    its own machine's)."""
+    if not job.emulated or job.scheduler is not None:
         return _execute(job, log, progress)
     from emulation.net.lock import NetworkLock
     with NetworkLock(wait=job.wait):
         return _execute(job, log, progress)
 
 
-def run_entry(entry: dict, earlier: List[dict], machine: Optional[MachineWatch], log, progress) -> tuple:
-    """One entry's rows and accuracy curve: its derived keys set from the earlier rows, run again while its `until`
-    figure is missing or zero (up to its attempts; each row then says how many it took)."""
-    until = entry.get("until") or {}
-    attempts = until.get("attempts", 1)
-    job = entry["job"]
-    if entry.get("derived"):
-        cfg, missing = derived_config(entry, earlier)
-        if missing:
-            log(f"{entry['label']}: not run: {missing}")
-            return [{**dict.fromkeys(COLUMNS), "label": entry["label"], "error": f"not run: {missing}",
-                     **entry["sweep"]}], []
-        job = checked_job(entry["backend"], cfg, entry["jobs"], entry["where"])
-        entry = dict(entry, config=job.cfg, job=job)
-    for attempt in range(1, attempts + 1):
-        summary = entry["backend"].execute(job, log=log, progress=progress)
-        curves = []
-        if entry["jobs"] is not None:  # several jobs on one network: a row per job
-            rows = [job_row(entry, summary, j) for j in summary["jobs"]]
-        elif entry["command"] is not None:
-            rows = [command_row(entry, summary)]
-        else:
-            rows = [row(entry, summary)]
-            curves = [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
-                      for i, a in summary.get("accuracy_curve") or []]
-        if machine is not None and rows[-1].get("mode") == "emulate":
-            rows[-1].update(machine.after_run())
-        if not until or rows[-1].get(until["metric"]):
-            break
-        value = rows[-1].get(until["metric"])
-        log(f"{entry['label']}: {until['metric']} is {value}: " + (f"again ({attempt}/{attempts})" if attempt < attempts
-                                                                  else f"still, after {attempts} attempts: kept"))
-    if until:
-        for r in rows:
-            r["attempts"] = attempt
-    return rows, curves
-
-
 def _execute(job: CompareJob, log, progress) -> Dict[str, object]:
     """execute() holding the lock."""
-    data, entries, out_root = job.data, job.entries, job.out
+    data, out_root = job.data, job.out
     sweep_keys = sweep_keys_of(data)
     os.makedirs(out_root, exist_ok=True)
-    rows, curves = [], []
-    machine = MachineWatch() if job.emulated else None
-    for n, entry in enumerate(entries, 1):
-        log(f"[{n}/{len(entries)}] {entry['label']} {entry['sweep'] or ''}")
-        more, more_curves = run_entry(entry, rows, machine, log, progress)
-        rows, curves = rows + more, curves + more_curves
-        write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)  # each row as it lands
+    rows, curves = run_rows(job, sweep_keys, log, progress)
+    write_table(os.path.join(out_root, "comparison.csv"), rows, COLUMNS, sweep_keys)
     write_atomic(os.path.join(out_root, "comparison.json"), json.dumps(rows, indent=1))
     write_atomic(os.path.join(out_root, PROVENANCE_FILE), json.dumps({"name": job.name, **provenance()}, indent=1))
     plots = plot(out_root, rows, sweep_keys, curves)

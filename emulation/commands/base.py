@@ -36,7 +36,12 @@ def matrix_flags(what: str) -> Tuple[Option, ...]:
     return (command_option("out", "output folder (default: a new results/COMMAND/NAME/DATE-TIME)"),
             command_option("local", "run the workers on 127.0.0.1 without emulation", False, kind=bool),
             command_option("force", f"replace an earlier {what} in --out", False, kind=bool),
-            command_option("wait", "wait for another run's emulated network instead of refusing", False, kind=bool))
+            command_option("wait", "wait for another run's emulated network instead of refusing", False, kind=bool),
+            command_option("scheduler", "run the rows as Dask tasks: local:N (N worker processes here) or "
+                           "tcp://HOST:PORT (a running dask scheduler; default: $DMLBED_SCHEDULER, else in turn "
+                           "here); one emulated network per machine at a time"),
+            command_option("resume", "run only the rows missing or failed in --out (an earlier run of this "
+                           "config, interrupted or with failed rows)", False, kind=bool))
 
 
 def matrix_passed(result: dict) -> int:

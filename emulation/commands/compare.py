@@ -30,7 +30,8 @@ class Compare(Command):
            *matrix_flags("comparison"))
 
     def prepare(self, args):
-        return matrix.prepare(args.config, args.out, args.local, args.force, args.wait, command_rows=COMMAND_ROWS)
+        return matrix.prepare(args.config, args.out, args.local, args.force, args.wait, command_rows=COMMAND_ROWS,
+                              scheduler=args.scheduler, resume=args.resume)
 
     def needs_root(self, job):
         return job.emulated

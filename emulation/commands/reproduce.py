@@ -77,18 +77,20 @@ class Reproduce(Command):
             if args.name:
                 raise OptionError("--config runs the file it names: give either --config or a name, not both")
             return matrix.prepare(args.config, args.out, args.local, args.force, args.wait, kind="reproduce",
-                                  command_rows=COMMAND_ROWS)
+                                  command_rows=COMMAND_ROWS, scheduler=args.scheduler, resume=args.resume)
         if args.bench:
             return prepare_bench(args)
         if args.all:
             if args.name:
                 raise OptionError("--all runs every paper config: give either --all or a name, not both")
-            return prepare_all(configs, args.out, args.local, args.force, args.wait, DOCS_PAGE if args.docs else None)
+            return prepare_all(configs, args.out, args.local, args.force, args.wait, DOCS_PAGE if args.docs else None,
+                               scheduler=args.scheduler, resume=args.resume)
         if not args.name:
             raise OptionError(f"a name is required: {', '.join(configs)} (or --all, --bench, --config or --list)")
         if args.name not in configs:
             raise OptionError(f"no paper config named '{args.name}': valid are {', '.join(configs)}")
-        return matrix.prepare(configs[args.name], args.out, args.local, args.force, args.wait, kind="reproduce")
+        return matrix.prepare(configs[args.name], args.out, args.local, args.force, args.wait, kind="reproduce",
+                              scheduler=args.scheduler, resume=args.resume)
 
     def needs_root(self, job):
         return isinstance(job, (matrix.CompareJob, AllJob)) and job.emulated
@@ -178,15 +180,19 @@ class AllJob:
 
 
 def prepare_all(configs: Dict[str, str], out_root: str = None, local: bool = False, force: bool = False,
-                wait: bool = False, docs: Optional[str] = None, bench: bool = False) -> AllJob:
+                wait: bool = False, docs: Optional[str] = None, bench: bool = False, scheduler: Optional[str] = None,
+                resume: bool = False) -> AllJob:
     """Check every config (a bad one refuses the whole reproduction before anything runs); bench: the benchmark's
     configs (their `command:` rows run as dmlbed runs them, one table of every target)."""
     out = out_root or planned_folder(default_parent("reproduce", "bench" if bench else "all"))
-    if out_root:
+    if resume and not out_root:
+        raise OptionError("--resume runs the rows missing from an earlier run's folder: give that folder as --out")
+    if out_root and not resume:
         check_output(out_root, (BENCH_TABLE + ".md", BENCH_TABLE + ".csv") if bench else ("papers.md", "papers.csv"),
                      "a benchmark" if bench else "a reproduction of every paper", force)
     jobs = tuple((name, matrix.prepare(path, os.path.join(out, name), local, force, wait, kind="reproduce",
-                                       command_rows=COMMAND_ROWS if bench else None))
+                                       command_rows=COMMAND_ROWS if bench else None, scheduler=scheduler,
+                                       resume=resume))
                  for name, path in configs.items())
     if not out_root:
         claim_folder(out)
@@ -205,7 +211,8 @@ def prepare_bench(args) -> AllJob:
         if missing:
             raise OptionError(f"--judge: {args.out} holds no run of {', '.join(missing)} (no comparison.json): run "
                               f"it first")
-    job = prepare_all(configs, args.out, args.local, args.force or args.judge, args.wait, bench=True)
+    job = prepare_all(configs, args.out, args.local, args.force or args.judge, args.wait, bench=True,
+                      scheduler=args.scheduler, resume=args.resume)
     return replace(job, judge=args.judge)
 
 

@@ -320,6 +320,7 @@ def algorithm_fields() -> List[Tuple[str, type, Any]]:
 
 RunConfig = make_dataclass("RunConfig", algorithm_fields(), bases=(CommonConfig,))
 RunConfig.__doc__ = "Everything one run-shaped job needs, each algorithm's own options included; checked once."
+RunConfig.__module__ = __name__  # pickled by reference (a matrix row sent to another process)
 
 Label = Callable[[str], str]
 
