@@ -4,6 +4,10 @@
 import csv
 import json
 import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
@@ -122,3 +126,139 @@ def test_a_24_row_simulated_matrix_on_two_local_workers_takes_at_most_065_of_the
     ratio = took["spread"] / took["serial"]
     print(f"24 simulated rows: serial {took['serial']:.1f} s, local:2 {took['spread']:.1f} s, ratio {ratio:.2f}")
     assert ratio <= 0.65
+
+
+EMULATED = """name: emulated
+defaults: {iters: 4, bw: 100, model: lenet5}
+runs:
+  - {label: ring-4, algo: ring, topo: "star:4"}
+  - {label: ps-4, algo: ps, topo: "star:4"}
+  - {label: ring-3, algo: ring, topo: "star:3"}
+  - {label: hd-4, algo: hd, topo: "star:4"}
+"""
+
+
+def parent_of(pid):
+    """A process's parent PID (0 when it is gone)."""
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def processes(pattern, under=None):
+    """PIDs of processes whose command line holds pattern (under: only those descending from that PID, so the
+    tests running beside this one are not counted)."""
+    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+    found = [int(p) for p in r.stdout.split()]
+    if under is None:
+        return found
+
+    def descends(pid):
+        while pid > 1:
+            if pid == under:
+                return True
+            pid = parent_of(pid)
+        return False
+    return [p for p in found if descends(p)]
+
+
+def cmdline(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline").read()
+    except OSError:
+        return None
+
+
+class Sampler(threading.Thread):
+    """Every process a matrix started (seen while it ran), and the most controllers (one per emulated network) and
+    row processes it had up at once."""
+
+    def __init__(self, under):
+        super().__init__(daemon=True)
+        self.under, self.controllers, self.rows, self.seen = under, 0, 0, {}
+        self.halt = threading.Event()
+        self.start()
+
+    def run(self):
+        while not self.halt.is_set():
+            mine = processes(".", self.under)
+            self.seen.update({p: cmdline(p) for p in mine if p not in self.seen})
+            self.controllers = max(self.controllers, sum("controllers.ryu_manager" in (self.seen[p] or "")
+                                                         for p in mine))
+            self.rows = max(self.rows, sum("emulation.commands.matrix_child" in (self.seen[p] or "") for p in mine))
+            time.sleep(0.2)
+
+    def stopped(self):
+        self.halt.set()
+        self.join()
+        return self
+
+    def left(self):
+        """The processes it started that are still there, and the bridges."""
+        alive = [c for p, c in self.seen.items() if c and cmdline(p) == c]
+        return alive + subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout.split()
+
+
+def start_compare(config, out, *flags):
+    return subprocess.Popen([sys.executable, "-m", "emulation.commands.cli", "compare", str(config), "--out", str(out),
+                             "--no-report", *flags], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def first_row_process(proc, timeout=120):
+    """The PID of the first row process a matrix started."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        rows = processes("emulation.commands.matrix_child", proc.pid)
+        if rows:
+            return rows[0]
+        time.sleep(0.2)
+    raise AssertionError("no row process started")
+
+
+@pytest.mark.emulation
+def test_two_workers_on_one_machine_never_bring_two_networks_up_and_a_killed_workers_row_runs_again(tmp_path):
+    config = tmp_path / "emulated.yaml"
+    config.write_text(EMULATED)
+    proc = start_compare(config, tmp_path / "out", "--scheduler", "local:2", "--json")
+    sampler = Sampler(proc.pid)
+    child = first_row_process(proc)
+    time.sleep(3)
+    worker = parent_of(child)
+    os.kill(worker, signal.SIGKILL)  # the worker running the row dies: its row process tears its network down
+    out, err = proc.communicate(timeout=600)
+    sampler.stopped()
+    assert proc.returncode == 0, err[-3000:]
+    rows = json.loads(out)["rows"]
+    assert sorted(r["label"] for r in rows) == ["hd-4", "ps-4", "ring-3", "ring-4"]  # each once
+    assert all(r["correct"] is True and r["fidelity"] for r in rows)
+    assert sampler.controllers == 1 and sampler.rows == 1
+    time.sleep(2)
+    assert sampler.left() == []
+
+
+@pytest.mark.emulation
+def test_ctrl_c_stops_every_row_and_resume_runs_only_the_rows_that_had_not_landed(tmp_path):
+    config = tmp_path / "emulated.yaml"
+    config.write_text(EMULATED)
+    proc = start_compare(config, tmp_path / "out", "--scheduler", "local:2")
+    sampler = Sampler(proc.pid)
+    first_row_process(proc)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    sampler.stopped()
+    assert proc.returncode == 130 and "interrupted by SIGINT" in err, err[-3000:]
+    assert sampler.rows == 1 and any("matrix_child" in (c or "") for c in sampler.seen.values())
+    time.sleep(2)
+    assert sampler.left() == []
+    landed = len([n for n in os.listdir(tmp_path / "out" / ".matrix") if n != "matrix.json"])
+    assert landed < 4
+    again = run_dmlbed("compare", str(config), "--out", str(tmp_path / "out"), "--resume", "--json", timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resume: {landed} of 4 rows landed before" in again.stderr
+    rows = json.loads(again.stdout)["rows"]
+    assert sorted(r["label"] for r in rows) == ["hd-4", "ps-4", "ring-3", "ring-4"]
+    assert all(r["correct"] is True for r in rows)
+    assert subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout.split() == []
