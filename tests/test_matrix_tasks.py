@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -93,6 +94,19 @@ def test_rows_on_two_local_workers_give_the_serial_comparison_and_resume_runs_on
     assert comparison(tmp_path / "serial") == comparison(tmp_path / "spread")
 
 
+def test_a_row_that_did_not_run_fails_the_matrix_and_says_how_to_run_it_again():
+    from emulation.backends.matrix_rows import COLUMNS
+    from emulation.backends.matrix_tasks import failed_row
+    from emulation.commands.base import failed_rows, matrix_passed
+    ran = {**dict.fromkeys(COLUMNS), "label": "a", "correct": True}
+    lost = failed_row({"label": "b", "sweep": {"bw": 100}}, COLUMNS, "failed on host2: exit 1: out of memory")
+    assert lost["bw"] == 100 and lost["correct"] is None
+    assert matrix_passed({"rows": [ran]}) == 0 and failed_rows({"rows": [ran]}) is None
+    assert matrix_passed({"rows": [ran, lost]}) == 1
+    said = failed_rows({"rows": [ran, lost]})
+    assert said.startswith("1 of 2 rows did not run (first: b: failed on host2") and "--resume" in said
+
+
 def test_bad_schedulers_and_a_folder_of_another_config_are_refused_before_anything_starts(tmp_path):
     config = tmp_path / "small.yaml"
     config.write_text(SMALL)
@@ -111,6 +125,51 @@ def test_bad_schedulers_and_a_folder_of_another_config_are_refused_before_anythi
         assert out is None or out == tmp_path / "a" or not os.path.exists(out)
         assert time.monotonic() - started < 60
     assert json.load(open(tmp_path / "a" / ".matrix" / "matrix.json"))["name"] == "small"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dask_process(*args):
+    """A Dask scheduler or worker process (distributed.cli.dask_NAME ARGS), quiet."""
+    return subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": ROOT})
+
+
+def test_a_running_scheduler_without_a_worker_is_refused_and_with_one_gives_the_serial_comparison(tmp_path):
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL)
+    address = f"tcp://127.0.0.1:{free_port()}"
+    scheduler = dask_process("distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port",
+                             address.rsplit(":", 1)[1], "--no-dashboard")
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            r = run_dmlbed("compare", str(config), "--out", str(tmp_path / "none"), "--scheduler", address)
+            if "cannot reach it" not in r.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert r.returncode == 2 and "has no worker" in r.stderr, r.stderr[-1500:]
+        assert not os.path.exists(tmp_path / "none")
+        worker = dask_process("distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard")
+        deadline = time.monotonic() + 60
+        while True:
+            r = run_dmlbed("compare", str(config), "--out", str(tmp_path / "remote"), "--json", "--scheduler", address)
+            if "has no worker" not in r.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert run_dmlbed("compare", str(config), "--out", str(tmp_path / "serial"), "--json").returncode == 0
+        assert comparison(tmp_path / "remote") == comparison(tmp_path / "serial")
+    finally:
+        for p in (worker, scheduler):
+            if p is not None:
+                p.terminate()
+                p.wait(timeout=60)
 
 
 @pytest.mark.benchmark

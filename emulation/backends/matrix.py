@@ -334,9 +334,10 @@ def prepare(path: str, out_root: str = None, local: bool = False, force: bool = 
         check_output(out_root, ("comparison.json",), "a comparison", force)
     else:
         claim_folder(planned)  # its runs' folders are named inside it already
+    job = CompareJob(name, data, entries, claims, planned, wait, checked_targets, where_to, resume)
     if where_to is not None:
-        check_reachable(where_to)
-    return CompareJob(name, data, entries, claims, planned, wait, checked_targets, where_to, resume)
+        check_reachable(where_to, job.emulated)
+    return job
 
 
 def compare(path: str, out_root: str = None, local: bool = False,

@@ -61,22 +61,46 @@ def parse_scheduler(text: Optional[str]) -> Optional[Scheduler]:
                          f"{MAX_LOCAL_WORKERS}) or tcp://HOST:PORT (a running dask scheduler)")
 
 
-def check_reachable(scheduler: Scheduler) -> int:
-    """The number of workers of a remote scheduler, checked before anything starts (SchedulerError: unreachable,
-    or no worker)."""
+def worker_facts() -> dict:
+    """What a worker offers a row: root rights, and the dmlbed it runs (version and commit)."""
+    from emulation.results.provenance import environment
+    env = environment()
+    return {"root": os.geteuid() == 0, "dmlbed": env["dmlbed"], "commit": env["commit"]}
+
+
+def fitting(client) -> Dict[str, List[str]]:
+    """The workers that run this dmlbed ('any': its version and commit) and, of those, the ones that run as root
+    ('emulated'): a row is only sent where it fits."""
+    mine = worker_facts()
+    facts = client.run(worker_facts)
+    same = [w for w, f in facts.items() if f["dmlbed"] == mine["dmlbed"] and  # a commit git will not tell is unknown
+            (f["commit"] == mine["commit"] or None in (f["commit"], mine["commit"]))]
+    return {"any": same, "emulated": [w for w in same if facts[w]["root"]], "all": list(facts)}
+
+
+def check_reachable(scheduler: Scheduler, emulated: bool) -> None:
+    """A remote scheduler reached, with a worker that runs this dmlbed (and, for emulated rows, one that runs as
+    root), checked before anything starts (SchedulerError saying what is missing)."""
     if scheduler.address is None:
-        return scheduler.workers
+        return
     from distributed import Client
     try:
         with Client(scheduler.address, timeout=CONNECT_S) as client:
-            workers = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+            workers = fitting(client)
     except (OSError, TimeoutError) as exc:
         raise SchedulerError(f"--scheduler {scheduler.address}: cannot reach it ({str(exc).splitlines()[0]}): start "
                              f"one with `dask scheduler` and its workers with `dask worker ADDRESS`") from None
-    if not workers:
+    if not workers["all"]:
         raise SchedulerError(f"--scheduler {scheduler.address} has no worker: start one with `dask worker "
                              f"{scheduler.address}` on a machine set up with `make setup`")
-    return workers
+    mine = worker_facts()
+    if not workers["any"]:
+        raise SchedulerError(f"--scheduler {scheduler.address}: none of its {len(workers['all'])} workers runs this "
+                             f"dmlbed ({mine['dmlbed']}, commit {str(mine['commit'])[:12]}): check the same commit "
+                             f"out on every machine and run `make setup`")
+    if emulated and not workers["emulated"]:
+        raise SchedulerError(f"--scheduler {scheduler.address}: no worker runs as root, and the matrix has emulated "
+                             f"rows (they bring networks up): start `dask worker` as root on a machine for them")
 
 
 @contextmanager
@@ -225,11 +249,14 @@ def run_distributed(scheduler: Scheduler, entries: List[dict], specs: List[dict]
     landed, failed = [list(before)], 0
     with connected(scheduler) as client:
         stop = Event(stop_name, client=client)
+        workers = fitting(client)
         futures: Dict = {}
         try:
             for wave in waves(specs):
                 futures = {client.submit(run_row, specs[i], [r for x in landed for r in x], token, stop_name, here,
-                                         key=f"row-{token}-{i}", pure=False, retries=RETRIES): i for i in wave}
+                                         key=f"row-{token}-{i}", pure=False, retries=RETRIES,
+                                         workers=workers["emulated" if specs[i]["emulated"] else "any"] or None,
+                                         allow_other_workers=False): i for i in wave}
                 log(f"{len(futures)} row{'s' if len(futures) > 1 else ''} sent to {scheduler}")
                 for future in as_completed(futures):
                     i = futures[future]

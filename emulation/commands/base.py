@@ -45,11 +45,20 @@ def matrix_flags(what: str) -> Tuple[Option, ...]:
 
 
 def matrix_passed(result: dict) -> int:
-    """0 unless a row that checks correctness was wrong (a simulated or closed-form row's `correct` is None) or a
-    target of the config was missed or has no value."""
-    wrong = any(r["correct"] is False for r in result["rows"])
+    """0 unless a row that checks correctness was wrong (a simulated or closed-form row's `correct` is None), a row
+    failed to run (on a scheduler's worker), or a target of the config was missed or has no value."""
+    wrong = any(r["correct"] is False or r.get("failed") for r in result["rows"])
     missed = any(t["met"] is not True for t in result.get("targets") or [])
     return 1 if wrong or missed else 0
+
+
+def failed_rows(result: dict) -> Optional[str]:
+    """The line that says which rows did not run (on a scheduler's workers), or None."""
+    failed = [r for r in result["rows"] if r.get("failed")]
+    if not failed:
+        return None
+    return (f"{len(failed)} of {len(result['rows'])} rows did not run (first: {failed[0]['label']}: "
+            f"{failed[0]['error']}); `--resume` with the same --out runs them again")
 
 
 class Command:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import List
 
 from emulation.backends import matrix
-from emulation.commands.base import Command, fmt, matrix_flags, matrix_passed
+from emulation.commands.base import Command, failed_rows, fmt, matrix_flags, matrix_passed
 from emulation.commands.command_rows import COMMAND_ROWS
 from emulation.results.claims import print_paper
 from emulation.results.targets import print_targets
@@ -48,6 +48,9 @@ class Compare(Command):
 
     def exit_code(self, result):
         return matrix_passed(result)
+
+    def failure(self, result):
+        return failed_rows(result)
 
 
 def print_comparison(result: dict) -> None:

@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import yaml
 
 from emulation.backends import matrix
-from emulation.commands.base import Command, matrix_flags, matrix_passed
+from emulation.commands.base import Command, failed_rows, matrix_flags, matrix_passed
 from emulation.commands.command_rows import COMMAND_ROWS
 from emulation.results import claims as paper, papers_archive
 from emulation.results.claims import print_paper
@@ -142,6 +142,9 @@ class Reproduce(Command):
 
     def exit_code(self, result):
         return 0 if "list" in result else matrix_passed(result)
+
+    def failure(self, result):
+        return None if "list" in result or "rows" not in result else failed_rows(result)
 
 
 def print_claim_counts(claims: List[dict]) -> None:
