@@ -194,7 +194,10 @@ runs:
   - {label: ps-4, algo: ps, topo: "star:4"}
   - {label: ring-3, algo: ring, topo: "star:3"}
   - {label: hd-4, algo: hd, topo: "star:4"}
+  - {label: sim-ring, algo: ring, topo: "fattree:8", mode: simulate, model: resnet50}
+  - {label: sim-hd, algo: hd, topo: "fattree:8", mode: simulate, model: resnet50}
 """
+EMULATED_LABELS = ["hd-4", "ps-4", "ring-3", "ring-4", "sim-hd", "sim-ring"]
 
 
 def parent_of(pid):
@@ -290,9 +293,16 @@ def test_two_workers_on_one_machine_never_bring_two_networks_up_and_a_killed_wor
     sampler.stopped()
     assert proc.returncode == 0, err[-3000:]
     rows = json.loads(out)["rows"]
-    assert sorted(r["label"] for r in rows) == ["hd-4", "ps-4", "ring-3", "ring-4"]  # each once
-    assert all(r["correct"] is True and r["fidelity"] for r in rows)
+    assert sorted(r["label"] for r in rows) == EMULATED_LABELS  # each once
+    assert all(r["correct"] is True and r["fidelity"] for r in rows if r["mode"] == "emulate")
     assert sampler.controllers == 1 and sampler.rows == 1
+    records = [json.load(open(tmp_path / "out" / ".matrix" / name))
+               for name in os.listdir(tmp_path / "out" / ".matrix") if name != "matrix.json"]
+    emulated = [(r["started"], r["finished"]) for r in records if r["rows"][0]["mode"] == "emulate"]
+    simulated = [(r["started"], r["finished"]) for r in records if r["rows"][0]["mode"] == "simulate"]
+    assert len(emulated) == 4 and len(simulated) == 2
+    # nothing ran beside a network: every simulated row before or after every emulated one
+    assert all(s_end <= e_start or e_end <= s_start for s_start, s_end in simulated for e_start, e_end in emulated)
     time.sleep(2)
     assert sampler.left() == []
 
@@ -313,11 +323,11 @@ def test_ctrl_c_stops_every_row_and_resume_runs_only_the_rows_that_had_not_lande
     time.sleep(2)
     assert sampler.left() == []
     landed = len([n for n in os.listdir(tmp_path / "out" / ".matrix") if n != "matrix.json"])
-    assert landed < 4
+    assert landed < 6
     again = run_dmlbed("compare", str(config), "--out", str(tmp_path / "out"), "--resume", "--json", timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resume: {landed} of 4 rows landed before" in again.stderr
+    assert f"resume: {landed} of 6 rows landed before" in again.stderr
     rows = json.loads(again.stdout)["rows"]
-    assert sorted(r["label"] for r in rows) == ["hd-4", "ps-4", "ring-3", "ring-4"]
-    assert all(r["correct"] is True for r in rows)
+    assert sorted(r["label"] for r in rows) == EMULATED_LABELS
+    assert all(r["correct"] is not False for r in rows)
     assert subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout.split() == []

@@ -116,7 +116,8 @@ def run_rows(job, sweep_keys: List[str], log, progress) -> tuple:
         rows = result["rows"] if result["rows"] is not None else \
             [failed_row(entries[i], COLUMNS, f"failed on {result.get('machine') or 'a lost worker'}: "
                                              f"{result.get('error')}")]
-        landed[i] = {"rows": rows, "curves": result.get("curves") or [], "machine": result.get("machine")}
+        landed[i] = {"rows": rows, "curves": result.get("curves") or [],
+                     **{k: result.get(k) for k in ("machine", "machine_id", "started", "finished")}}
         record(out_root, entries[i], landed[i])
         so_far = [r for x in landed if x is not None for r in x["rows"]]
         write_table(os.path.join(out_root, "comparison.csv"), so_far, COLUMNS, sweep_keys)

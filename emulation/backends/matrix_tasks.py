@@ -1,8 +1,8 @@
-"""A compare matrix's rows as Dask tasks (`--scheduler local:N` or `tcp://HOST:PORT`): each row runs in a child
-process on a worker (its own main thread, for the run's signal handlers; killed with its worker), an emulated row
-only while it holds its machine's network lease (one emulated network per machine, however many workers share it),
-and its folder comes home: written in place where the worker sees the submitter's --out, else shipped back as a
-tarball and unpacked at the same path."""
+"""A compare matrix's rows as Dask tasks (`--scheduler local:N` or `tcp://HOST:PORT`): an emulated row runs in a child
+process on a worker (its own main thread, for the run's signal handlers; stopped with its worker) while it holds its
+whole machine (one emulated network per machine, nothing beside it, however many workers share the machine), a
+simulated row in the worker's process on one of its machine's slots. Its folder comes home: written in place where
+the worker sees the submitter's --out, else shipped back as a tarball and unpacked at the same path."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import tarfile
 import tempfile
 import time
 import uuid
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional
 
@@ -65,17 +65,20 @@ def worker_facts() -> dict:
     """What a worker offers a row: root rights, and the dmlbed it runs (version and commit)."""
     from emulation.results.provenance import environment
     env = environment()
-    return {"root": os.geteuid() == 0, "dmlbed": env["dmlbed"], "commit": env["commit"]}
+    return {"root": os.geteuid() == 0, "dmlbed": env["dmlbed"], "commit": env["commit"], "machine": machine_id()}
 
 
-def fitting(client) -> Dict[str, List[str]]:
+def fitting(client) -> Dict:
     """The workers that run this dmlbed ('any': its version and commit) and, of those, the ones that run as root
-    ('emulated'): a row is only sent where it fits."""
+    ('emulated'): a row is only sent where it fits; 'slots': per machine, how many workers it has."""
     mine = worker_facts()
     facts = client.run(worker_facts)
     same = [w for w, f in facts.items() if f["dmlbed"] == mine["dmlbed"] and  # a commit git will not tell is unknown
             (f["commit"] == mine["commit"] or None in (f["commit"], mine["commit"]))]
-    return {"any": same, "emulated": [w for w in same if facts[w]["root"]], "all": list(facts)}
+    slots: Dict[str, int] = {}
+    for f in facts.values():
+        slots[f["machine"]] = slots.get(f["machine"], 0) + 1
+    return {"any": same, "emulated": [w for w in same if facts[w]["root"]], "all": list(facts), "slots": slots}
 
 
 def check_reachable(scheduler: Scheduler, emulated: bool) -> None:
@@ -204,17 +207,44 @@ def run_child(spec: dict, earlier: List[dict], stop) -> dict:
                 "error": "stopped" if told is not None else f"exit {child.returncode}: {last[0]}"}
 
 
-def run_row(spec: dict, earlier: List[dict], token: str, stop_name: Optional[str], here: Callable) -> dict:
+@contextmanager
+def machine_share(emulated: bool, slots: Dict[str, int]) -> Iterator[None]:
+    """This machine for a row: a simulated row takes one of its slots (one per worker on it); an emulated row takes
+    every slot, one emulated row at a time, so nothing else runs beside its network to take the cores it needs."""
+    from distributed import Lock, Semaphore
+    here = machine_id()
+    slots_here = slots.get(here, 1)
+    share = Semaphore(max_leases=slots_here, name=f"dmlbed-machine@{here}")
+    if not emulated:
+        with share:
+            yield
+        return
+    with Lock(f"dmlbed-network@{here}"):
+        taken = 0
+        try:
+            for _ in range(slots_here):
+                share.acquire()
+                taken += 1
+            yield
+        finally:
+            for _ in range(taken):
+                share.release()
+
+
+def run_row(spec: dict, earlier: List[dict], token: str, stop_name: Optional[str], here: Callable,
+            slots: Dict[str, int]) -> dict:
     """A Dask task: one matrix row on this worker (see the module's docstring), in this process by here(spec,
     earlier) where it needs neither root nor the dmlbed parser; its rows, curves, the machine that ran it and,
-    where this machine does not see --out, its folder packed."""
-    from distributed import Event, Lock
+    where this machine does not see --out, its folder packed. slots: per machine, its workers."""
+    from distributed import Event
     stop = Event(stop_name) if stop_name else None
-    lease = Lock(f"dmlbed-network@{machine_id()}") if spec["emulated"] else nullcontext()
     home = sees_folder(spec["out_root"], token)
-    with lease:
+    with machine_share(spec["emulated"], slots):
+        started = time.time()
         result = here(spec, earlier) if spec["in_worker"] else run_child(spec, earlier, stop)
-    result.update(machine=socket.gethostname(), tarball=None)
+        finished = time.time()
+    result.update(machine=socket.gethostname(), machine_id=machine_id(), started=started, finished=finished,
+                  tarball=None)
     if not home:
         import shutil
         result["tarball"] = packed(spec["out"])
@@ -254,7 +284,7 @@ def run_distributed(scheduler: Scheduler, entries: List[dict], specs: List[dict]
         try:
             for wave in waves(specs):
                 futures = {client.submit(run_row, specs[i], [r for x in landed for r in x], token, stop_name, here,
-                                         key=f"row-{token}-{i}", pure=False, retries=RETRIES,
+                                         workers["slots"], key=f"row-{token}-{i}", pure=False, retries=RETRIES,
                                          workers=workers["emulated" if specs[i]["emulated"] else "any"] or None,
                                          allow_other_workers=False): i for i in wave}
                 log(f"{len(futures)} row{'s' if len(futures) > 1 else ''} sent to {scheduler}")
