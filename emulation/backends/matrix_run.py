@@ -141,7 +141,7 @@ def spec_of(entry: dict, job) -> dict:
     emulated = entry["job"].emulated if entry["jobs"] is not None or entry["command"] is not None else \
         entry["backend"] is BACKENDS["emulate"] and not entry["config"].local
     return {**{k: v for k, v in entry.items() if k not in ("job", "backend")}, "emulated": emulated,
-            "in_worker": not emulated and entry["command"] is None,
+            "in_worker": entry["command"] is None and entry["config"].mode != "emulate",  # no process of its own
             "out_root": job.out, "wait": True, "sibling": bool(entry["job"].replays_sibling)
             if entry["command"] is None else False}
 

@@ -116,7 +116,7 @@ def connected(scheduler: Scheduler) -> Iterator:
         with Client(scheduler.address, timeout=CONNECT_S) as client:
             yield client
         return
-    with LocalCluster(n_workers=scheduler.workers, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=scheduler.workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 
@@ -212,6 +212,9 @@ def machine_share(emulated: bool, slots: Dict[str, int]) -> Iterator[None]:
     """This machine for a row: a simulated row takes one of its slots (one per worker on it); an emulated row takes
     every slot, one emulated row at a time, so nothing else runs beside its network to take the cores it needs."""
     from distributed import Lock, Semaphore
+    if not slots:  # a matrix without emulated rows: no network to keep its rows from
+        yield
+        return
     here = machine_id()
     slots_here = slots.get(here, 1)
     share = Semaphore(max_leases=slots_here, name=f"dmlbed-machine@{here}")
@@ -284,7 +287,7 @@ def run_distributed(scheduler: Scheduler, entries: List[dict], specs: List[dict]
         try:
             for wave in waves(specs):
                 futures = {client.submit(run_row, specs[i], [r for x in landed for r in x], token, stop_name, here,
-                                         workers["slots"], key=f"row-{token}-{i}", pure=False, retries=RETRIES,
+                                         workers["slots"] if any(sp["emulated"] for sp in specs) else {}, key=f"row-{token}-{i}", pure=False, retries=RETRIES,
                                          workers=workers["emulated" if specs[i]["emulated"] else "any"] or None,
                                          allow_other_workers=False): i for i in wave}
                 log(f"{len(futures)} row{'s' if len(futures) > 1 else ''} sent to {scheduler}")
