@@ -110,6 +110,13 @@ def kill_worker_midway(out_dir, rank, args, start_timeout=120):
     return json.loads(stdout), time.monotonic() - start
 
 
+def free_port() -> int:
+    """A TCP port nobody listens on at 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def wait_listening(port, timeout=30):
     """Wait until something accepts TCP connections on 127.0.0.1:port (a controller starting)."""
     deadline = time.monotonic() + timeout

@@ -7,11 +7,12 @@ import contextlib
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from typing import Dict, Iterator
+
+from helpers import free_port
 
 SSHD = "/usr/sbin/sshd"
 
@@ -27,19 +28,13 @@ def available() -> str:
     return ""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def loopback_sshd(timeout_s: float = 10.0) -> Iterator[Dict[str, str]]:
     """Run sshd on 127.0.0.1:PORT accepting a fresh key for root, tunnels allowed; yields the environment that
     points dmlbed's ssh at it (DMLBED_SSH_OPTIONS). Stops sshd and its sessions and removes every file after."""
     folder = tempfile.mkdtemp(prefix="dmlbed-sshd-")
     os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory
-    port = _free_port()
+    port = free_port()
     host_key, user_key = os.path.join(folder, "host_key"), os.path.join(folder, "id")
     for key in (host_key, user_key):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)

@@ -5,7 +5,6 @@ import csv
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ import pytest
 
 from emulation.backends.matrix_tasks import SchedulerError, Scheduler, packed, parse_scheduler, sees_folder, unpack, \
     waves, write_token
-from helpers import ROOT, run_dmlbed
+from helpers import ROOT, free_port, run_dmlbed
 
 SMALL = """name: small
 defaults: {mode: simulate, iters: 2}
@@ -125,12 +124,6 @@ def test_bad_schedulers_and_a_folder_of_another_config_are_refused_before_anythi
         assert out is None or out == tmp_path / "a" or not os.path.exists(out)
         assert time.monotonic() - started < 60
     assert json.load(open(tmp_path / "a" / ".matrix" / "matrix.json"))["name"] == "small"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def dask_process(*args):

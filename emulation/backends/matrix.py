@@ -17,7 +17,7 @@ import yaml
 from emulation.backends import BACKENDS
 from emulation.backends.matrix_record import check_resumable
 from emulation.backends.matrix_rows import COLUMNS
-from emulation.backends.matrix_run import JOBS_BACKEND, ConfigError, checked_job, run_rows
+from emulation.backends.matrix_run import JOBS_BACKEND, ConfigError, checked_job, entry_emulated, run_rows
 from emulation.backends.matrix_tasks import Scheduler, check_reachable, parse_scheduler
 from emulation.core.job_specs import parse_jobs
 from emulation.core.topology_file import is_topology_file
@@ -304,8 +304,7 @@ class CompareJob:
     @property
     def emulated(self) -> bool:
         """Whether any run brings up an emulated network (then the matrix holds the network lock)."""
-        return any(e["job"].emulated if e["jobs"] is not None or e["command"] is not None else
-                   e["backend"] is BACKENDS["emulate"] and not e["config"].local for e in self.entries)
+        return any(entry_emulated(e) for e in self.entries)
 
 
 def prepare(path: str, out_root: str = None, local: bool = False, force: bool = False,

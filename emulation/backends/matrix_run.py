@@ -136,14 +136,18 @@ def run_rows(job, sweep_keys: List[str], log, progress) -> tuple:
     return [r for x in landed for r in x["rows"]], [c for x in landed for c in x["curves"]]
 
 
+def entry_emulated(entry: dict) -> bool:
+    """Whether a matrix entry brings up an emulated network."""
+    if entry["jobs"] is not None or entry["command"] is not None:
+        return entry["job"].emulated
+    return entry["backend"] is BACKENDS["emulate"] and not entry["config"].local
+
+
 def spec_of(entry: dict, job) -> dict:
     """What a task needs to check and run an entry on another machine (its checked job is built there again)."""
-    emulated = entry["job"].emulated if entry["jobs"] is not None or entry["command"] is not None else \
-        entry["backend"] is BACKENDS["emulate"] and not entry["config"].local
-    return {**{k: v for k, v in entry.items() if k not in ("job", "backend")}, "emulated": emulated,
+    return {**{k: v for k, v in entry.items() if k not in ("job", "backend")}, "emulated": entry_emulated(entry),
             "in_worker": entry["command"] is None and entry["config"].mode != "emulate",  # no process of its own
-            "out_root": job.out, "wait": True, "sibling": bool(entry["job"].replays_sibling)
-            if entry["command"] is None else False}
+            "out_root": job.out, "sibling": bool(entry["job"].replays_sibling) if entry["command"] is None else False}
 
 
 def rechecked(spec: dict, command_rows) -> dict:

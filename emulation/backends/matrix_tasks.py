@@ -70,7 +70,8 @@ def worker_facts() -> dict:
 
 def fitting(client) -> Dict:
     """The workers that run this dmlbed ('any': its version and commit) and, of those, the ones that run as root
-    ('emulated'): a row is only sent where it fits; 'slots': per machine, how many workers it has."""
+    ('emulated'): a row is only sent where it fits; 'slots': per machine, how many workers it has; 'mine': this
+    machine's facts."""
     mine = worker_facts()
     facts = client.run(worker_facts)
     same = [w for w, f in facts.items() if f["dmlbed"] == mine["dmlbed"] and  # a commit git will not tell is unknown
@@ -78,7 +79,8 @@ def fitting(client) -> Dict:
     slots: Dict[str, int] = {}
     for f in facts.values():
         slots[f["machine"]] = slots.get(f["machine"], 0) + 1
-    return {"any": same, "emulated": [w for w in same if facts[w]["root"]], "all": list(facts), "slots": slots}
+    return {"any": same, "emulated": [w for w in same if facts[w]["root"]], "all": list(facts), "slots": slots,
+            "mine": mine}
 
 
 def check_reachable(scheduler: Scheduler, emulated: bool) -> None:
@@ -96,7 +98,7 @@ def check_reachable(scheduler: Scheduler, emulated: bool) -> None:
     if not workers["all"]:
         raise SchedulerError(f"--scheduler {scheduler.address} has no worker: start one with `dask worker "
                              f"{scheduler.address}` on a machine set up with `make setup`")
-    mine = worker_facts()
+    mine = workers["mine"]
     if not workers["any"]:
         raise SchedulerError(f"--scheduler {scheduler.address}: none of its {len(workers['all'])} workers runs this "
                              f"dmlbed ({mine['dmlbed']}, commit {str(mine['commit'])[:12]}): check the same commit "
@@ -201,9 +203,9 @@ def run_child(spec: dict, earlier: List[dict], stop) -> dict:
         log.close()
         if child.returncode == 0 and os.path.exists(taken):
             with open(taken, "rb") as f:
-                return dict(pickle.load(f), log=text)
+                return pickle.load(f)
         last = [line for line in text.splitlines() if line.strip()][-1:] or [f"exit {child.returncode}"]
-        return {"rows": None, "curves": [], "log": text,
+        return {"rows": None, "curves": [],
                 "error": "stopped" if told is not None else f"exit {child.returncode}: {last[0]}"}
 
 
@@ -279,15 +281,17 @@ def run_distributed(scheduler: Scheduler, entries: List[dict], specs: List[dict]
     from distributed import Event, as_completed, wait
     token = write_token(out_root)
     stop_name = f"dmlbed-stop-{token}"
-    landed, failed = [list(before)], 0
+    earlier, landed, failed = list(before), 0, 0
     with connected(scheduler) as client:
         stop = Event(stop_name, client=client)
         workers = fitting(client)
+        slots = workers["slots"] if any(spec["emulated"] for spec in specs) else {}
         futures: Dict = {}
         try:
             for wave in waves(specs):
-                futures = {client.submit(run_row, specs[i], [r for x in landed for r in x], token, stop_name, here,
-                                         workers["slots"] if any(sp["emulated"] for sp in specs) else {}, key=f"row-{token}-{i}", pure=False, retries=RETRIES,
+                sent = list(earlier)
+                futures = {client.submit(run_row, specs[i], sent, token, stop_name, here, slots,
+                                         key=f"row-{token}-{i}", pure=False, retries=RETRIES,
                                          workers=workers["emulated" if specs[i]["emulated"] else "any"] or None,
                                          allow_other_workers=False): i for i in wave}
                 log(f"{len(futures)} row{'s' if len(futures) > 1 else ''} sent to {scheduler}")
@@ -298,9 +302,10 @@ def run_distributed(scheduler: Scheduler, entries: List[dict], specs: List[dict]
                     except Exception as exc:  # noqa: BLE001 (its workers died more often than allowed)
                         result = {"rows": None, "curves": [], "error": f"lost: {type(exc).__name__}: {exc}"}
                     failed += result["rows"] is None
-                    landed.append(result["rows"] or [])
+                    landed += 1
+                    earlier.extend(result["rows"] or [])
                     done(i, result)
-                    log(f"[{len(landed) - 1}/{len(specs)}] {entries[i]['label']} {entries[i]['sweep'] or ''} on "
+                    log(f"[{landed}/{len(specs)}] {entries[i]['label']} {entries[i]['sweep'] or ''} on "
                         f"{result.get('machine') or '?'}: {result.get('error') or 'done'} (running "
                         f"{sum(not f.done() for f in futures)}, failed {failed})")
         except BaseException:
