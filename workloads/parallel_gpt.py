@@ -1,0 +1,227 @@
+"""A GPT split over tensor, pipeline and data parallel ranks as Megatron-LM splits it: column-parallel QKV and first
+MLP matrix, row-parallel projection and second MLP matrix (two all-reduces forward, two backward per layer), layers in
+pipeline stages sending activations and their gradients point to point in the schedule's order, and the gradient
+summed over each data-parallel group. With tp = pp = dp = 1 it is the plain model on one process."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from workloads.parallel_layout import Layout
+from workloads.pipeline_schedule import stage_ops
+from workloads.transformer import Transformer
+
+LAYER_TENSORS = ("ln1_w", "ln1_b", "w_qkv", "b_qkv", "w_o", "b_o", "ln2_w", "ln2_b", "w_1", "b_1", "w_2", "b_2")
+
+
+def full_weights(model: Transformer, seed: int, dtype=torch.float32) -> Dict[str, torch.Tensor]:
+    """Every weight of the unsplit model, drawn from `seed` (GPT-2's initialisation: N(0, 0.02), zero biases,
+    unit layer norms)."""
+    g = torch.Generator().manual_seed(seed)
+    h, v, s = model.hidden, model.vocab, model.seq
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64).mul_(0.02).to(dtype)
+
+    out = {"tok": normal(v, h), "pos": normal(s, h), "lnf_w": torch.ones(h, dtype=dtype),
+           "lnf_b": torch.zeros(h, dtype=dtype), "head": normal(h, v)}
+    for i in range(model.layers):
+        out.update({f"{i}.ln1_w": torch.ones(h, dtype=dtype), f"{i}.ln1_b": torch.zeros(h, dtype=dtype),
+                    f"{i}.w_qkv": normal(h, 3 * h), f"{i}.b_qkv": torch.zeros(3 * h, dtype=dtype),
+                    f"{i}.w_o": normal(h, h), f"{i}.b_o": torch.zeros(h, dtype=dtype),
+                    f"{i}.ln2_w": torch.ones(h, dtype=dtype), f"{i}.ln2_b": torch.zeros(h, dtype=dtype),
+                    f"{i}.w_1": normal(h, 4 * h), f"{i}.b_1": torch.zeros(4 * h, dtype=dtype),
+                    f"{i}.w_2": normal(4 * h, h), f"{i}.b_2": torch.zeros(h, dtype=dtype)})
+    return out
+
+
+def shard_index(name: str, hidden: int, tp: int, rank: int):
+    """(dim, index) of the slice tensor-parallel rank `rank` of tp holds of a layer tensor, or None (whole)."""
+    kind = name.split(".")[-1]
+    h, part = hidden, hidden // tp
+    if kind in ("w_qkv", "b_qkv"):  # this rank's heads of Q, of K and of V
+        idx = torch.cat([torch.arange(k * h + rank * part, k * h + (rank + 1) * part) for k in range(3)])
+        return (1 if kind == "w_qkv" else 0), idx
+    if kind in ("w_1", "b_1"):
+        return (1 if kind == "w_1" else 0), torch.arange(rank * 4 * part, (rank + 1) * 4 * part)
+    if kind == "w_o":
+        return 0, torch.arange(rank * part, (rank + 1) * part)
+    if kind == "w_2":
+        return 0, torch.arange(rank * 4 * part, (rank + 1) * 4 * part)
+    return None
+
+
+def stage_layers(model: Transformer, layout: Layout, stage: int) -> range:
+    """The transformer layers pipeline stage `stage` holds."""
+    per = model.layers // layout.pp
+    return range(stage * per, (stage + 1) * per)
+
+
+def stage_names(model: Transformer, layout: Layout, stage: int) -> List[str]:
+    """Names of the weights one rank of a stage holds."""
+    names = [f"{i}.{t}" for i in stage_layers(model, layout, stage) for t in LAYER_TENSORS]
+    return (["tok", "pos"] if stage == 0 else []) + names + \
+        (["lnf_w", "lnf_b", "head"] if stage == layout.pp - 1 else [])
+
+
+def rank_weights(full: Dict[str, torch.Tensor], model: Transformer, layout: Layout, rank: int) -> Dict[str, torch.Tensor]:
+    """The slices of the full weights a rank holds, as leaf tensors that take gradients."""
+    c = layout.coords(rank)
+    out = {}
+    for name in stage_names(model, layout, c["pp"]):
+        where = shard_index(name, model.hidden, layout.tp, c["tp"])
+        w = full[name] if where is None else full[name].index_select(where[0], where[1])
+        out[name] = w.clone().requires_grad_(True)
+    return out
+
+
+class _CopyToGroup(torch.autograd.Function):
+    """Megatron's f: identity forward, gradient summed over the tensor-parallel group backward."""
+
+    @staticmethod
+    def forward(ctx, x, reduce):
+        ctx.reduce = reduce
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.reduce(grad.clone()), None
+
+
+class _ReduceFromGroup(torch.autograd.Function):
+    """Megatron's g: partial sums added over the tensor-parallel group forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x, reduce):
+        return reduce(x.clone())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+def attention(x: torch.Tensor, w: Dict[str, torch.Tensor], i: int, heads: int) -> torch.Tensor:
+    """Causal self-attention over this rank's heads (x: batch, seq, hidden); the rows of the projection it holds."""
+    b, s, _ = x.shape
+    qkv = x @ w[f"{i}.w_qkv"] + w[f"{i}.b_qkv"]
+    q, k, v = (t.reshape(b, s, heads, -1).transpose(1, 2) for t in qkv.chunk(3, dim=-1))
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    out = (scores.masked_fill(mask, float("-inf")).softmax(-1) @ v).transpose(1, 2).reshape(b, s, -1)
+    return out @ w[f"{i}.w_o"]
+
+
+def layer(x: torch.Tensor, w: Dict[str, torch.Tensor], i: int, heads: int, reduce: Callable) -> torch.Tensor:
+    """One pre-norm transformer layer on this rank's shards."""
+    h = x.shape[-1]
+    a = _CopyToGroup.apply(F.layer_norm(x, (h,), w[f"{i}.ln1_w"], w[f"{i}.ln1_b"]), reduce)
+    x = x + _ReduceFromGroup.apply(attention(a, w, i, heads), reduce) + w[f"{i}.b_o"]
+    m = _CopyToGroup.apply(F.layer_norm(x, (h,), w[f"{i}.ln2_w"], w[f"{i}.ln2_b"]), reduce)
+    return x + _ReduceFromGroup.apply(F.gelu(m @ w[f"{i}.w_1"] + w[f"{i}.b_1"]) @ w[f"{i}.w_2"], reduce) + \
+        w[f"{i}.b_2"]
+
+
+def stage_forward(x: torch.Tensor, w: Dict[str, torch.Tensor], model: Transformer, layout: Layout, stage: int,
+                  reduce: Callable, targets: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """A stage's forward pass: tokens in on the first stage, the loss out of the last, activations between."""
+    if stage == 0:
+        x = w["tok"][x] + w["pos"][: x.shape[1]]
+    for i in stage_layers(model, layout, stage):
+        x = layer(x, w, i, model.heads // layout.tp, reduce)
+    if stage < layout.pp - 1:
+        return x
+    logits = F.layer_norm(x, (model.hidden,), w["lnf_w"], w["lnf_b"]) @ w["head"]
+    return F.cross_entropy(logits.reshape(-1, model.vocab), targets.reshape(-1))
+
+
+def batch(model: Transformer, seed: int, iteration: int, sequences: int) -> torch.Tensor:
+    """An iteration's token sequences (sequences, seq + 1): inputs and their next tokens."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + iteration)
+    return torch.randint(0, model.vocab, (sequences, model.seq + 1), generator=g)
+
+
+@dataclass
+class Groups:
+    """This rank's process groups and its pipeline neighbours (global ranks)."""
+    tp: object
+    dp: object
+    prev: Optional[int]
+    next: Optional[int]
+
+
+def make_groups(layout: Layout, rank: int) -> Groups:
+    """Every group of every kind created on every rank (torch.distributed asks that), this rank's kept."""
+    mine = {}
+    for kind in ("tp", "dp"):
+        for g in layout.groups(kind):
+            group = dist.new_group(g) if len(g) > 1 else None
+            if rank in g:
+                mine[kind] = group
+    c = layout.coords(rank)
+    prev = layout.rank_of({**c, "pp": c["pp"] - 1}) if c["pp"] > 0 else None
+    nxt = layout.rank_of({**c, "pp": c["pp"] + 1}) if c["pp"] < layout.pp - 1 else None
+    return Groups(mine["tp"], mine["dp"], prev, nxt)
+
+
+def reducer(group) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A tensor summed over a group in place (identity without one)."""
+    def reduce(t: torch.Tensor) -> torch.Tensor:
+        if group is not None:
+            dist.all_reduce(t, group=group)
+        return t
+    return reduce
+
+
+def train_step(w: Dict[str, torch.Tensor], model: Transformer, layout: Layout, rank: int, groups: Groups,
+               tokens: torch.Tensor, micro_batches: int, schedule: str, lr: float) -> Optional[float]:
+    """One iteration on this rank: its micro-batches' passes in the schedule's order, activations and gradients to
+    and from its pipeline neighbours, the gradient summed over its data-parallel group, an SGD step. Returns the
+    summed loss of its data-parallel replica on the last stage (None elsewhere)."""
+    c = layout.coords(rank)
+    stage, reduce = c["pp"], reducer(groups.tp)
+    per = tokens.shape[0] // (layout.dp * micro_batches)
+    mine = tokens[c["dp"] * micro_batches * per:(c["dp"] + 1) * micro_batches * per]
+    scale = 1.0 / (layout.dp * micro_batches)
+    act_shape, dtype = (per, model.seq, model.hidden), next(iter(w.values())).dtype
+    inputs, outputs, pending, loss_sum = {}, {}, [], 0.0
+    for kind, i in stage_ops(schedule, stage, layout.pp, micro_batches):
+        rows = mine[i * per:(i + 1) * per]
+        if kind == "F":
+            if stage == 0:
+                x = rows[:, :-1]
+            else:
+                x = torch.empty(act_shape, dtype=dtype)
+                dist.recv(x, groups.prev, tag=i)
+                x.requires_grad_(True)
+            inputs[i] = x
+            out = stage_forward(x, w, model, layout, stage, reduce, rows[:, 1:])
+            if groups.next is None:
+                loss_sum += out.item()
+                out = out * scale
+            else:
+                pending.append(dist.isend(out.detach().contiguous(), groups.next, tag=i))
+            outputs[i] = out
+        else:
+            if groups.next is None:
+                outputs[i].backward()
+            else:
+                grad = torch.empty_like(outputs[i])
+                dist.recv(grad, groups.next, tag=micro_batches + i)
+                outputs[i].backward(grad)
+            if groups.prev is not None:
+                pending.append(dist.isend(inputs[i].grad.contiguous(), groups.prev, tag=micro_batches + i))
+            del inputs[i], outputs[i]
+    for p in pending:
+        p.wait()
+    with torch.no_grad():
+        flat = reducer(groups.dp)(torch.cat([t.grad.reshape(-1) for t in w.values()]))
+        for t, g in zip(w.values(), flat.split([t.numel() for t in w.values()])):
+            t -= lr * g.reshape(t.shape)
+            t.grad = None
+    return loss_sum if groups.next is None else None
