@@ -53,16 +53,18 @@ def check_summaries(args, result):
     from emulation.commands.schema import schema
     if not args:
         return
+    kind = "parallel" if "--parallel" in args else SUMMARY_SCHEMAS.get(args[0])
     if args[0] in SUMMARY_SCHEMAS and "--out" in args:
         path = os.path.join(args[args.index("--out") + 1], "summary.json")
         if os.path.isfile(path):
-            jsonschema.Draft202012Validator(schema(SUMMARY_SCHEMAS[args[0]])).validate(json.load(open(path)))
+            jsonschema.Draft202012Validator(schema(kind)).validate(json.load(open(path)))
     if args[0] in ("compare", "reproduce") and "--out" in args:  # every row's own folder
         import glob
         for path in glob.glob(os.path.join(args[args.index("--out") + 1], "**", "summary.json"), recursive=True):
             jsonschema.Draft202012Validator(schema("summary")).validate(json.load(open(path)))
-    if args[0] == "theory" and "--json" in args and result.returncode == 0:
-        jsonschema.Draft202012Validator(schema("summary")).validate(json.loads(result.stdout))
+    if args[0] in ("theory", "simulate") and "--json" in args and result.returncode == 0 and \
+            (args[0] == "theory" or kind == "parallel"):
+        jsonschema.Draft202012Validator(schema(kind or "summary")).validate(json.loads(result.stdout))
 
 
 def kill_worker(out_dir, rank, sig=9):

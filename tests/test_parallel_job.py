@@ -4,10 +4,10 @@ equal to the unsplit model's in real processes."""
 
 import pytest
 
-from emulation.simulation.parallel_theory import (ParallelJob, allreduce_s, host_path_rate, kind_rates_Bps,
-                                             parallel_theory, ring_share)
+from emulation.simulation.parallel_theory import ParallelJob, allreduce_s, kind_rates_Bps, parallel_theory, ring_share
 from emulation.core.topology import parse
 from emulation.simulation.pipeline_timeline import pipeline_timeline
+from emulation.simulation.routes import Router
 from workloads.parallel_layout import LayoutError, parse_layout
 from workloads.pipeline_schedule import ScheduleError, check_schedule, in_flight, stage_ops
 from workloads.transformer import PRESETS, Transformer, TransformerError, parse_transformer
@@ -132,15 +132,18 @@ def test_bytes_per_kind_count_rings_and_sends():
     assert allreduce_s(100, 4, 10.0, 0.5) == pytest.approx(15 + 3)
 
 
-def test_placement_decides_each_kinds_rate():
-    topo = parse("leafspine:2,4,1")  # 4 hosts per leaf
+def test_placement_decides_each_kinds_rate_with_every_group_sending_at_once():
+    topo = parse("leafspine:2,4,1")  # 4 hosts per leaf, one spine
     hosts = [h.name for h in topo.hosts]
-    bw = [100.0, 25.0]  # host links 100 Mbit/s, leaf-spine 25
-    assert host_path_rate(topo, hosts[0], hosts[1], bw) == 100 and host_path_rate(topo, hosts[0], hosts[4], bw) == 25
-    inside = kind_rates_Bps(topo, parse_layout("tp=4,dp=2"), hosts, bw)  # tensor groups inside a leaf
-    across = kind_rates_Bps(topo, parse_layout("tp=4,dp=2,order=dp-tp-pp"), hosts, bw)  # across the spine
-    assert inside["tp"] == 100e6 / 8 and inside["dp"] == 25e6 / 8
-    assert across["tp"] == 25e6 / 8 and across["dp"] == 100e6 / 8
+    router = Router(topo, "spread")
+    rates = {0: 100.0, 1: 25.0}  # host links 100 B/s, leaf to spine 25
+    inside = kind_rates_Bps(router, parse_layout("tp=4,dp=2"), hosts, rates)  # tensor groups inside a leaf
+    across = kind_rates_Bps(router, parse_layout("tp=4,dp=2,order=dp-tp-pp"), hosts, rates)  # across the spine
+    assert inside["tp"] == 100 and across["dp"] == 100
+    assert inside["dp"] == 25 / 4  # four data-parallel rings, each with a flow up the one uplink each way
+    assert across["tp"] == 25 / 2  # two rings h0,h2,h4,h6 and h1,h3,h5,h7: each crosses once each way
+    pipeline = kind_rates_Bps(router, parse_layout("pp=2,dp=4"), hosts, rates)
+    assert pipeline["pp"] == 25 / 4 and pipeline["tp"] == float("inf")
 
 
 @pytest.mark.parametrize("layout", ["tp=2,pp=1,dp=2", "tp=1,pp=2,dp=2", "tp=2,pp=2,dp=2", "tp=2,pp=2,dp=4"])

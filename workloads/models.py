@@ -17,6 +17,8 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from workloads.transformer import FORMAT as TRANSFORMER_FORMAT, is_transformer
+
 Layer = Tuple  # ("conv", in, out, kernel, stride, padding) | ("linear", in, out) | ("relu",) | ("maxpool", k, s)
                # | ("avgpool", h, w) | ("flatten",) | ("dropout", p)
 TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_table.json")
@@ -145,6 +147,8 @@ ZOO_MODELS = ("resnet50", "googlenet", "inception_v3")  # built by workloads.zoo
 NAMED = tuple(LAYER_MODELS) + ZOO_MODELS
 VALID = (f"{', '.join(NAMED)}, mlp:SIZE (e.g. mlp:12.5MB), {MOE_VALID}, or package.module:factory (your own "
          f"nn.Module)")
+TRANSFORMER_HINT = {True: f" (a transformer, {TRANSFORMER_FORMAT} or a preset, runs with --parallel in theory and "
+                         f"simulate)"}
 USER_MODEL = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
@@ -190,7 +194,7 @@ def entry(name: str) -> dict:
         return table()[name]
     if is_user_model(name):
         return user_model(name)
-    raise ModelError(f"unknown model '{name}': valid are {VALID}")
+    raise ModelError(f"unknown model '{name}': valid are {VALID}" + TRANSFORMER_HINT.get(is_transformer(name), ""))
 
 
 def input_shape(name: str) -> Tuple[int, ...]:
@@ -346,7 +350,7 @@ def build_model(name: str, seed: int = 0, folders: Sequence[str] = ()):
         from workloads.moe import MoEModel
         return MoEModel(*moe_shape(name)), (MLP_INPUT,)
     if name not in LAYER_MODELS and not name.startswith("mlp:"):
-        raise ModelError(f"unknown model '{name}': valid are {VALID}")
+        raise ModelError(f"unknown model '{name}': valid are {VALID}" + TRANSFORMER_HINT.get(is_transformer(name), ""))
     layers, shape = layers_of(name)
     return torch.nn.Sequential(*[to_module(l) for l in layers]), shape
 

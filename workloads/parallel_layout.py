@@ -108,3 +108,10 @@ def parse_layout(text: str) -> Layout:
         raise LayoutError(f"--parallel {text}: ep={layout.ep} must divide dp={layout.dp} (experts are spread over "
                           f"data-parallel ranks)")
     return layout
+
+
+def check_layout_format(text: str) -> str:
+    """A --parallel value as written if it parses ('' : none)."""
+    if text:
+        parse_layout(text)
+    return text

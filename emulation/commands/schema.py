@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterable, Sequence
 from emulation.commands.base import Command
 from emulation.results import claims as paper
 from emulation.results import targets
+from emulation.results.parallel_summary import ParallelSummary
 from emulation.results.summary import MODE_SECTIONS, SECTIONS, Head, LaunchSummary
 from emulation.run.options import Option, OptionError, command_option, described, flag_of, in_groups, yaml_key
 
@@ -230,7 +231,12 @@ def launch_schema() -> dict:
     return {"$schema": DRAFT, "title": "dmlbed launch summary.json", **schema}
 
 
-SCHEMAS = {"config": config_schema, "summary": summary_schema, "launch": launch_schema}
+def parallel_schema() -> dict:
+    """summary.json of a parallel job (`--parallel` in theory and simulate), generated from its type."""
+    return {"$schema": DRAFT, "title": "dmlbed parallel job summary.json", **dataclass_schema(ParallelSummary)}
+
+
+SCHEMAS = {"config": config_schema, "summary": summary_schema, "launch": launch_schema, "parallel": parallel_schema}
 
 
 def schema(name: str) -> dict:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 
-from emulation.backends import flow_model
+from emulation.backends import flow_model, parallel_job
 from emulation.commands.base import Command, print_link_events
-from emulation.run.options import (BACKGROUND, EVENTS, FLOW_MODEL, ITERATIONS, LINKS, OUTPUT, PLAN_INPUTS, REPLACE, SEED,
-                                   SYNCHRONIZATION, TOPOLOGY)
+from emulation.run.options import (BACKGROUND, BATCH, EVENTS, FLOW_MODEL, ITERATIONS, LINKS, OUTPUT, PLAN_INPUTS, REPLACE,
+                                   SEED,
+                                   PARALLEL, SYNCHRONIZATION, TOPOLOGY)
 from emulation.run.progress import log
 
 
@@ -23,19 +24,28 @@ class Simulate(Command):
         ("1,024 servers: BML on BCube(32,2) at 1 Gbit/s",
          "--topo bcube:32,2 --algo bml --bw 1000"),
     )
-    groups = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, SYNCHRONIZATION, PLAN_INPUTS, ITERATIONS, SEED, FLOW_MODEL, OUTPUT, REPLACE)
+    groups = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, SYNCHRONIZATION, PARALLEL, PLAN_INPUTS, BATCH, ITERATIONS, SEED, FLOW_MODEL,
+              OUTPUT, REPLACE)
 
     def prepare(self, args):
-        return flow_model.prepare(self.config(args))
+        cfg = self.config(args)
+        return parallel_job.prepare(cfg, "simulate") if cfg.parallel else flow_model.prepare(cfg)
 
     def execute(self, job, args):
+        if isinstance(job, parallel_job.ParallelRun):
+            return parallel_job.execute(job, "simulate", log=log)
         return flow_model.execute(job, log=log)
 
     def report(self, summary):
+        if isinstance(summary, parallel_job.ParallelSummary):
+            return None
         from emulation.results.report import run_report
         return run_report(summary["config"]["out"])
 
     def show(self, summary):
+        if isinstance(summary, parallel_job.ParallelSummary):
+            parallel_job.print_parallel(summary)
+            return
         print_simulation(summary)
 
 

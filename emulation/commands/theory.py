@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from emulation.backends import closed_form
+from emulation.backends import closed_form, parallel_job
 from emulation.commands.base import Command, print_link_events
-from emulation.run.options import APP_B, BACKGROUND, EVENTS, BATCH, ITERATIONS, LINKS, PLAN_INPUTS, SYNCHRONIZATION, TOPOLOGY
+from emulation.run.options import (APP_B, BACKGROUND, EVENTS, BATCH, ITERATIONS, LINKS, PARALLEL, PLAN_INPUTS,
+                                   SYNCHRONIZATION, TOPOLOGY)
 
 
 class Theory(Command):
@@ -20,15 +21,21 @@ class Theory(Command):
         ("BlueConnect with a per-message latency",
          "--topo tree:4,2 --algo blueconnect --bw 100,10 --alpha 5ms"),
     )
-    groups = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS, APP_B)
+    groups = (TOPOLOGY, LINKS, BACKGROUND, EVENTS, SYNCHRONIZATION, PARALLEL, PLAN_INPUTS, BATCH, ITERATIONS, APP_B)
 
     def prepare(self, args):
-        return closed_form.prepare(self.config(args))
+        cfg = self.config(args)
+        return parallel_job.prepare(cfg, "theory") if cfg.parallel else closed_form.prepare(cfg)
 
     def execute(self, job, args):
+        if isinstance(job, parallel_job.ParallelRun):
+            return parallel_job.execute(job, "theory")
         return closed_form.execute(job)
 
     def show(self, summary):
+        if isinstance(summary, parallel_job.ParallelSummary):
+            parallel_job.print_parallel(summary)
+            return
         print_theory(summary)
 
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence
 
 from emulation.core.units import EXAMPLES
 from emulation.run.options import (APP_B, BACKGROUND, BATCH, CONTROLLER, DILATION, EVENTS, FLOW_MODEL, ITERATIONS,
-                                   LINKS, MATRIX, NETWORK, OUTPUT, PLAN_INPUTS, RANKS, REPLACE, SEED, SYNCHRONIZATION,
+                                   LINKS, MATRIX, NETWORK, OUTPUT, PARALLEL, PLAN_INPUTS, RANKS, REPLACE, SEED, SYNCHRONIZATION,
                                    TOPOLOGY, TRAINING, WAIT, Option, flag_of, in_groups)
 
 
@@ -35,11 +35,12 @@ def argument_help(opt: Option, default: Any, command: Optional[str] = None) -> s
 # first, under its name; algorithms' and codecs' own options have a section of their own).
 HELP_SECTIONS = (("network", (TOPOLOGY, LINKS, BACKGROUND, EVENTS, NETWORK, CONTROLLER)),
                  ("training and synchronization", (SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS, SEED, TRAINING)),
+                 ("parallel job (tensor, pipeline and data parallelism)", (PARALLEL,)),
                  ("algorithm- and codec-specific (each applies to the algorithms or codec it names)", ()),
                  ("models (theory, simulate)", (FLOW_MODEL, APP_B, MATRIX)),
                  ("machine", (RANKS, DILATION, WAIT)),
                  ("output", (OUTPUT, REPLACE)))
-SPECIFIC = HELP_SECTIONS[2][0]
+SPECIFIC = HELP_SECTIONS[3][0]
 
 
 def help_section(opt: Option, own_title: str) -> str:

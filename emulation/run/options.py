@@ -29,6 +29,8 @@ from workloads.option_fields import option_kind
 from workloads.codecs import COMPRESSORS
 from workloads.overlap import DDP_BUCKET_MB
 from emulation.run.forkclient import RANK_STARTS
+from workloads.parallel_layout import FORMAT as LAYOUT_FORMAT, check_layout_format
+from workloads.pipeline_schedule import SCHEDULES
 from workloads.schedule import SCHEDULE_HELP, parse_schedule
 
 MODES = ("emulate", "simulate", "theory")  # the back ends of a compare row (emulation/backends)
@@ -54,8 +56,9 @@ REPLACE = "replace"                  # replacing earlier results
 WAIT = "wait"                        # waiting for the machine's one emulated network
 BACKGROUND = "background traffic"    # flows injected beside the job
 EVENTS = "network events"            # links that change during the run
-GROUPS = (TOPOLOGY, LINKS, BACKGROUND, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PLAN_INPUTS, BATCH, ITERATIONS,
-          SEED, TRAINING, FLOW_MODEL, APP_B, MATRIX, OUTPUT, REPLACE, WAIT)
+PARALLEL = "parallel job"            # a transformer under tensor, pipeline and data parallelism
+GROUPS = (TOPOLOGY, LINKS, BACKGROUND, NETWORK, CONTROLLER, RANKS, DILATION, SYNCHRONIZATION, PARALLEL, PLAN_INPUTS,
+          BATCH, ITERATIONS, SEED, TRAINING, FLOW_MODEL, APP_B, MATRIX, OUTPUT, REPLACE, WAIT)
 COMMAND_OWN = "command"              # the group of an option one command declares for itself
 
 
@@ -157,6 +160,16 @@ class CommonConfig:
                                           "between hosts no job uses)", kind=bool, group=BACKGROUND)
     servers: int = run_option(0, "dedicated servers (ranks 0..M-1): ps (0 = peer-to-peer), ibatch and pflow (default 1)",
                           kind=int, low=0, high=MAX_HOSTS, group=PLAN_INPUTS)
+    parallel: str = run_option("", "a transformer job (--model gpt:... or a preset) under tensor, pipeline and data "
+                               "parallelism at once: " + LAYOUT_FORMAT + " (ranks numbered as Megatron-LM numbers "
+                               "them, tensor fastest, unless order says otherwise; rank r on the job's host r)",
+                               parse=check_layout_format, group=PARALLEL)
+    micro_batches: int = run_option(1, "--parallel: micro-batches per iteration, the pipeline's m (--batch, each "
+                                       "replica's sequences, is split into them)", kind=int, low=1, high=4096,
+                                    group=PARALLEL)
+    pipeline: str = run_option("1f1b", "--parallel: the pipeline's schedule: gpipe (every forward, then every "
+                                       "backward) or 1f1b (PipeDream-Flush)", choices=SCHEDULES, flag="--schedule",
+                               group=PARALLEL)
     batch: int = run_option(32, "sub-minibatch per worker", kind=int, low=1, high=4096, group=BATCH)
     iters: int = run_option(10, "iterations", kind=int, low=1, high=100000, group=ITERATIONS)
     data: str = run_option("synthetic", "synthetic | digits | mnist:PATH", group=TRAINING)

@@ -1,19 +1,19 @@
 """The closed form of a transformer job under tensor, pipeline and data parallelism (Narayanan et al., SC'21): its
 bytes per kind of traffic, each pass's time with its tensor-parallel all-reduces, the pipeline's span with its
-bubble, and the data-parallel gradient sum after it; every group's rate is the slowest link on a shortest path
-between neighbouring members where the placement puts them."""
+bubble, and the data-parallel gradient sum after it; each kind's rate is its slowest flow's fair share of the
+busiest link on its route when all the kind's groups send at once where the placement puts them."""
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
-from emulation.core.link_rates import rate_of
-from emulation.core.topology import Topology
+from emulation.simulation.routes import Router
 from workloads.parallel_layout import Layout
 from workloads.transformer import Transformer
 
+KINDS_SUMMED = ("tp", "pp", "dp")  # the kinds of traffic a dense transformer's job sends
 BACKWARD_RATIO = 2.0  # a backward pass costs twice its forward pass (Megatron-LM's 3x of the forward in all)
 
 
@@ -101,41 +101,23 @@ def parallel_theory(job: ParallelJob, compute_s: Sequence[float], rates_Bps: Dic
                           [1 - m * pair / span for pair in pairs], tp_pass, job.bytes_per_kind())
 
 
-def host_path_rate(topo: Topology, a: str, b: str, bw: Sequence[float], overrides=None) -> float:
-    """Mbit/s of the slowest link on a shortest path from host a to host b (breadth first; ties: the first found)."""
-    if a == b:
-        return float("inf")
-    near: Dict[str, List[tuple]] = {}
-    for link in topo.links:
-        near.setdefault(link.lower, []).append((link.upper, link.level))
-        near.setdefault(link.upper, []).append((link.lower, link.level))
-    hosts = {h.name for h in topo.hosts}
-    came: Dict[str, Optional[tuple]] = {a: None}
-    todo = deque([a])
-    while todo and b not in came:
-        node = todo.popleft()
-        for other, level in near.get(node, ()):
-            if other not in came and (other not in hosts or other == b):  # hosts do not forward
-                came[other] = (node, level)
-                todo.append(other)
-    if b not in came:
-        raise ValueError(f"{topo.spec}: no path from {a} to {b}")
-    slowest, node = float("inf"), b
-    while came[node] is not None:
-        prev, level = came[node]
-        slowest = min(slowest, rate_of(prev, node, level, bw, overrides))
-        node = prev
-    return slowest
+def kind_pairs(layout: Layout, kind: str) -> List[tuple]:
+    """The (sender, receiver) ranks of one kind's traffic at once: every ring's member to its successor, every
+    pipeline stage to the next."""
+    groups = layout.groups(kind)
+    if kind == "pp":
+        return [(g[i], g[i + 1]) for g in groups for i in range(len(g) - 1)]
+    return [(g[i], g[(i + 1) % len(g)]) for g in groups if len(g) > 1 for i in range(len(g))]
 
 
-def kind_rates_Bps(topo: Topology, layout: Layout, hosts: Sequence[str], bw: Sequence[float],
-                   overrides=None) -> Dict[str, float]:
-    """Per kind, the slowest rate (bytes/s) between ring neighbours of any of its groups (a pipeline's stages in a
-    line), rank r on hosts[r]."""
+def kind_rates_Bps(router: Router, layout: Layout, hosts: Sequence[str], rates: Dict[int, float]) -> Dict[str, float]:
+    """Per kind, the rate (bytes/s) of its slowest flow when all its groups send at once (rank r on hosts[r]): each
+    flow's fair share of the busiest link on its route, equal-cost links counted together (rates: bytes/s per link
+    level)."""
     out = {}
-    for kind in ("tp", "pp", "dp"):
-        pairs = [(g[i], g[(i + 1) % len(g)]) for g in layout.groups(kind) for i in range(len(g) if kind != "pp"
-                                                                                          else len(g) - 1)]
-        rates = [host_path_rate(topo, hosts[a], hosts[b], bw, overrides) for a, b in pairs if a != b]
-        out[kind] = min(rates) * 1e6 / 8 if rates else float("inf")
+    for kind in KINDS_SUMMED:
+        routes = [router.between(hosts[a], hosts[b]) for a, b in kind_pairs(layout, kind)]
+        load = Counter(hop for route in routes for hop in route)
+        shares = [min(router.capacity(hop, rates) / load[hop] for hop in route) for route in routes if route]
+        out[kind] = min(shares) if shares else float("inf")
     return out

@@ -1,0 +1,199 @@
+"""A transformer job under tensor, pipeline and data parallelism (`--parallel`) in closed form (theory) and on the
+flow model (simulate): per kind of traffic its bytes, its time on the critical path, each stage's bubble and the
+iteration. The flow model times each kind's phase with all its groups at once on the topology (every tensor-parallel
+ring, every stage boundary's send, every data-parallel ring) and the schedule's timeline composes the phases; it
+does not put different kinds' traffic on the links at the same time."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Dict, Sequence
+
+from emulation.backends.base import Log, quiet
+from emulation.core.compute import compute_model
+from emulation.core.link_rates import factors as link_factors
+from emulation.core.topology import Topology, job_view, parse_hosts
+from emulation.results.files import write_summary
+from emulation.results.parallel_summary import ParallelSummary
+from emulation.results.provenance import provenance
+from emulation.run.options import Label, OptionError, RunConfig, flag_label
+from emulation.run.outputs import output_folder
+from workloads.runfolder import RunFolder
+from emulation.run.resolution import payload_rates
+from emulation.run.validation import check_network, check_values
+from emulation.simulation.jobs_model import TimedJob, simulate_jobs
+from emulation.simulation.parallel_theory import KINDS_SUMMED, ParallelJob, kind_rates_Bps, parallel_theory
+from emulation.simulation.pipeline_timeline import Timeline, pipeline_timeline
+from emulation.simulation.routes import Router
+from workloads.algorithms import ALGORITHMS
+from workloads.collectives import COLLECTIVES
+from workloads.parallel_layout import LayoutError, parse_layout
+from workloads.transformer import TransformerError, parse_transformer
+
+RING = "ring"  # the tensor- and data-parallel sums (NCCL's ring, as Megatron-LM runs them)
+
+
+@dataclass(frozen=True)
+class ParallelRun:
+    """A --parallel configuration checked: the job, the topology its ranks sit on (rank r on hosts[r]), the link
+    rates and each micro-batch's compute per stage."""
+    cfg: RunConfig
+    job: ParallelJob
+    topo: Topology
+    hosts: tuple
+    bw: tuple
+    link_rates: object
+    compute_s: float
+
+    @property
+    def replays_sibling(self) -> bool:
+        """A parallel job never takes another row's TCP ports."""
+        return False
+
+
+def prepare(cfg: RunConfig, mode: str, label: Label = flag_label) -> ParallelRun:
+    """Validate a --parallel configuration: the layout against the hosts and the model, the batch against the
+    micro-batches, a fixed compute time, and (simulate) the results folder (OptionError naming what is wrong and what
+    is valid)."""
+    check_values(cfg, label)
+    network = check_network(cfg, label, emulated=False)
+    try:
+        model, layout = parse_transformer(cfg.model), parse_layout(cfg.parallel)
+    except (TransformerError, LayoutError) as exc:
+        raise OptionError(str(exc).replace("--model", label("model")).replace("--parallel", label("parallel")))
+    hosts = parse_hosts(cfg.hosts, network.topo, label("hosts")) or tuple(h.name for h in network.topo.hosts)
+    if layout.ranks > len(network.topo.hosts):
+        raise OptionError(f"{label('parallel')} {layout.label}: tp x pp x dp = {layout.ranks} ranks, but "
+                          f"{network.topo.spec} has {len(network.topo.hosts)} hosts (one rank per host: give degrees "
+                          f"whose product is at most that, or a larger topology)")
+    if layout.ranks != len(hosts):
+        raise OptionError(f"{label('parallel')} {layout.label}: tp x pp x dp = {layout.ranks} ranks, but the job "
+                          f"has {len(hosts)} hosts on {network.topo.spec} (give {label('hosts')} with "
+                          f"{layout.ranks} of them, or degrees whose product is {len(hosts)})")
+    try:
+        layout.check(layout.ranks, model.layers, model.heads)
+    except LayoutError as exc:
+        raise OptionError(str(exc).replace("--parallel", label("parallel"))) from None
+    if cfg.batch % cfg.micro_batches:
+        raise OptionError(f"{label('batch')} {cfg.batch} does not split into {label('micro_batches')} "
+                          f"{cfg.micro_batches} equal micro-batches (give a batch that is a multiple of it)")
+    if cfg.algo != RING:
+        raise OptionError(f"{label('algo')} {cfg.algo}: a parallel job's data-parallel sum runs {RING} here "
+                          f"(give {label('algo')} {RING})")
+    compute = compute_model(cfg.compute_time, cfg.slow, {h.name: h.index for h in network.topo.hosts})
+    if compute.varies:
+        raise OptionError(f"{label('compute_time')} {cfg.compute_time}: a parallel job takes one fixed time per "
+                          f"micro-batch and stage, forward and backward (e.g. 0.05)")
+    job = ParallelJob(model, layout, cfg.micro_batches, cfg.batch // cfg.micro_batches, cfg.pipeline)
+    if mode == "simulate":
+        cfg = replace(cfg, out=output_folder(cfg.out, (RunFolder.SUMMARY,), "a run's results", cfg.force, mode))
+    return ParallelRun(cfg, job, network.topo, hosts, tuple(network.bw), network.link_rates, compute.mean)
+
+
+def execute(run: ParallelRun, mode: str, log: Log = quiet) -> dict:
+    """The closed form (mode theory) or the flow model (simulate), as a summary written to --out if given."""
+    rates = kind_rates_Bps(router_of(run, "spread"), run.job.layout, run.hosts, payload_rates(run.cfg, run.bw))
+    theory = parallel_theory(run.job, [run.compute_s], rates)
+    if mode == "theory":
+        timeline = pipeline_timeline(run.job.schedule, run.job.micro_batches, theory.forward_s, theory.backward_s,
+                                     [theory.send_s] * (run.job.layout.pp - 1), theory.dp_s)
+        phases = {"tp": theory.tp_s_per_pass[0] / max(2 * run.job.layers_per_stage, 1), "pp": theory.send_s,
+                  "dp": list(theory.dp_s)}
+        iteration = theory.iteration_s
+    else:
+        log("flow model: every group of each kind at once")
+        phases = flow_phases(run)
+        timeline = phased_timeline(run, phases)
+        iteration = timeline.iteration
+    summary = summarize(run, mode, timeline, phases, iteration, theory)
+    if mode == "theory":  # the formula's span and bubbles (the timeline above only lays its passes out)
+        summary.pipeline_s, summary.bubble_per_stage = theory.pipeline_s, theory.bubbles
+    if run.cfg.out:
+        os.makedirs(run.cfg.out, exist_ok=True)
+        write_summary(run.cfg.out, summary.to_dict())
+    return summary
+
+
+def router_of(run: ParallelRun, ecmp: str) -> Router:
+    """The flow model's routes on the job's network (ecmp: spread evenly over equal-cost links, or as asked)."""
+    return Router(run.topo, ecmp, None, link_factors(run.topo, run.bw, run.link_rates))
+
+
+def flow_phases(run: ParallelRun) -> Dict[str, float]:
+    """Seconds of one tensor-parallel all-reduce, one stage-to-stage send and each stage's data-parallel sum (the
+    slowest group), every group of the kind on the network at once."""
+    rates, router = payload_rates(run.cfg, run.bw), router_of(run, run.cfg.ecmp)
+    index = {h.name: h.index for h in run.topo.hosts}
+    layout, job = run.job.layout, run.job
+    out: Dict[str, float] = {"tp": 0.0, "pp": 0.0}
+    sums = [("tp", g, job.activation_bytes) for g in layout.groups("tp")]
+    sends = [("pp", [g[s], g[s + 1]], job.activation_bytes) for g in layout.groups("pp") for s in range(len(g) - 1)]
+    dps = [(f"dp{layout.stage_of(g[0])}", g, job.gradient_bytes(layout.stage_of(g[0]))) for g in layout.groups("dp")]
+    for batch in (sums, sends, dps):
+        timed = [timed_group(run, f"{kind}-{i}", ranks, nbytes, index) for i, (kind, ranks, nbytes) in
+                 enumerate(batch) if len(ranks) > 1]
+        if not timed:
+            continue
+        got = simulate_jobs(timed, 1, router, rates, run.cfg.latency_us * 1e-6)
+        for (kind, _, _), t in zip([b for b in batch if len(b[1]) > 1], timed):
+            out[kind] = max(out.get(kind, 0.0), got.gsts(t.name)[0])
+    out["dp"] = [out.get(f"dp{s}", 0.0) for s in range(layout.pp)]
+    return out
+
+
+def timed_group(run: ParallelRun, name: str, ranks: Sequence[int], nbytes: int, index: Dict[str, int]) -> TimedJob:
+    """One group's collective on its hosts: a ring all-reduce of nbytes, or with two ranks of a pipeline a send."""
+    names = [run.hosts[r] for r in ranks]
+    if name.startswith("pp"):
+        op = COLLECTIVES["broadcast"]
+        plan, elements = op.plan("direct", 2), op.op_pieces(nbytes, 2)
+    else:
+        plan = ALGORITHMS[RING].build_plan(job_view(run.topo, names), 0)
+        elements = plan.piece_sizes([nbytes // 4])
+    return TimedJob(name, plan, tuple(index[n] for n in names), tuple(4 * n for n in elements), 0.0)
+
+
+def phased_timeline(run: ParallelRun, phases: Dict[str, float]) -> Timeline:
+    """The schedule's timeline with the flow model's phase times: each pass its compute and its layers' two
+    tensor-parallel all-reduces."""
+    job, c = run.job, run.compute_s
+    tp = 2 * job.layers_per_stage * phases["tp"]
+    p = job.layout.pp
+    return pipeline_timeline(job.schedule, job.micro_batches, [c / 3 + tp] * p, [2 * c / 3 + tp] * p,
+                             [phases["pp"]] * (p - 1), phases["dp"])
+
+
+def summarize(run: ParallelRun, mode: str, timeline: Timeline, phases: Dict[str, float], iteration: float,
+              theory) -> ParallelSummary:
+    """The summary: the job, per kind its bytes and its time on the critical path, each stage's bubble, the
+    iteration, the closed form beside it and the timeline's spans."""
+    job, layout = run.job, run.job.layout
+    m, p = job.micro_batches, layout.pp
+    dp = phases["dp"] if isinstance(phases["dp"], list) else [phases["dp"]] * p
+    critical = {"tp": 2 * 2 * job.layers_per_stage * phases["tp"] * (m + p - 1),
+                "pp": 2 * (p - 1) * phases["pp"], "dp": dp[0]}
+    return ParallelSummary(
+        mode=mode, topology=run.topo.spec, model=job.model.label, parallel=layout.label, schedule=job.schedule,
+        micro_batches=m, micro_batch_size=job.micro_batch_size, ranks=layout.ranks, parameters=job.model.parameters,
+        compute_per_micro_batch_s=run.compute_s, bytes_per_kind=job.bytes_per_kind(), critical_path_s=critical,
+        phase_s={"tp_allreduce": phases["tp"], "pp_send": phases["pp"], "dp_sum_per_stage": dp},
+        bubble_per_stage=timeline.bubbles(), bubble_formula=(p - 1) / (m + p - 1),
+        pipeline_s=max(timeline.finished), iteration_s=iteration, iteration_theory_s=theory.iteration_s,
+        over_theory=iteration / theory.iteration_s if theory.iteration_s else None,
+        timeline=[[s.stage, s.kind, s.micro_batch, round(s.start, 9), round(s.end, 9)] for s in timeline.spans],
+        kinds=list(KINDS_SUMMED), provenance=provenance())
+
+
+def print_parallel(summary: ParallelSummary) -> None:
+    """The summary for a person."""
+    s = summary.to_dict()
+    print(f"{s['model']} ({s['parameters'] / 1e6:,.1f}M parameters) on {s['topology']}, {s['parallel']}, "
+          f"{s['schedule']}, {s['micro_batches']} micro-batches of {s['micro_batch_size']} ({s['mode']})")
+    print(f"  iteration {s['iteration_s']:.4f} s (closed form {s['iteration_theory_s']:.4f} s), pipeline "
+          f"{s['pipeline_s']:.4f} s, bubble {max(s['bubble_per_stage']):.3f} of the pipeline "
+          f"((p-1)/(m+p-1) = {s['bubble_formula']:.3f})")
+    for kind in s["kinds"]:
+        print(f"  {kind}: {s['bytes_per_kind'][kind] / 2**20:,.1f} MiB sent, {s['critical_path_s'][kind]:.4f} s on "
+              f"the critical path")
+

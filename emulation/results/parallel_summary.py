@@ -1,0 +1,48 @@
+"""summary.json of a transformer job under tensor, pipeline and data parallelism (`--parallel` in theory and
+simulate): the job, per kind of traffic its bytes and its time on the critical path, each stage's bubble, the
+iteration beside the closed form's, and the pipeline's timeline."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+
+def doc(text: str, **kwargs):
+    """A field with its description for the schema."""
+    return field(metadata={"doc": text}, **kwargs)
+
+
+@dataclass
+class ParallelSummary:
+    """One parallel job answered in closed form (mode theory) or on the flow model (simulate)."""
+
+    mode: str = doc("theory | simulate")
+    topology: str = doc("the network's spec")
+    model: str = doc("the transformer (a preset name or gpt:LAYERS,HIDDEN,HEADS,SEQ,VOCAB)")
+    parallel: str = doc("the layout: tp=T,pp=P,dp=D[,ep=E][,order=...]")
+    schedule: str = doc("gpipe | 1f1b")
+    micro_batches: int = doc("m, micro-batches per iteration")
+    micro_batch_size: int = doc("sequences per micro-batch (--batch / m)")
+    ranks: int = doc("tp x pp x dp, one per host")
+    parameters: int = doc("the model's parameters")
+    compute_per_micro_batch_s: float = doc("a micro-batch's forward and backward compute on one stage, split 1:2")
+    bytes_per_kind: Dict[str, int] = doc("bytes every rank sends in one iteration, summed over ranks, per kind")
+    critical_path_s: Dict[str, float] = doc("per kind, seconds of its traffic on the iteration's critical path")
+    phase_s: Dict[str, Union[float, List[float]]] = doc(
+        "one tensor-parallel all-reduce, one stage-to-stage send, each stage's data-parallel sum (every group of "
+        "the kind at once)")
+    bubble_per_stage: List[float] = doc("each stage's idle share of the pipeline's span")
+    bubble_formula: float = doc("(p-1)/(m+p-1), Megatron-LM's bubble")
+    pipeline_s: float = doc("from the first pass to the last stage's last pass")
+    iteration_s: float = doc("the iteration: the pipeline, then each stage's data-parallel sum")
+    iteration_theory_s: float = doc("the closed form's iteration")
+    over_theory: Optional[float] = doc("iteration_s / iteration_theory_s")
+    timeline: List[List[Any]] = doc("the pipeline's spans: [stage, kind (F, B, send-F, send-B, dp), micro-batch, "
+                                    "start_s, end_s]")
+    kinds: List[str] = doc("the kinds of traffic the job sends")
+    provenance: Dict[str, Any] = doc("command, date, dmlbed version and commit")
+
+    def to_dict(self) -> dict:
+        """Its fields as JSON values."""
+        return asdict(self)

@@ -1,0 +1,79 @@
+"""`--parallel` on theory and simulate: the closed form and the flow model answer the same job alike, placement
+changes the iteration by the closed form's factor in both, bubbles follow (p-1)/(m+p-1), summaries match their
+schema, and bad input is one line and exit 2."""
+
+import json
+
+import pytest
+
+from helpers import cli_json, run_dmlbed
+
+JOB = ("--algo", "ring", "--model", "gpt-mini", "--compute-time", "0.02")
+
+
+def both(*args):
+    """The closed form's and the flow model's summaries of one job."""
+    return cli_json("theory", *JOB, *args), cli_json("simulate", *JOB, *args)
+
+
+def test_theory_and_simulate_agree_on_a_job_without_contention():
+    theory, simulated = both("--topo", "fattree:4", "--bw", "100", "--parallel", "tp=2,pp=2,dp=4",
+                             "--micro-batches", "8", "--batch", "16", "--schedule", "gpipe")
+    assert theory["mode"] == "theory" and simulated["mode"] == "simulate"
+    assert theory["bytes_per_kind"] == simulated["bytes_per_kind"]
+    assert simulated["iteration_s"] == pytest.approx(theory["iteration_s"], rel=0.05)
+    assert set(theory["critical_path_s"]) == {"tp", "pp", "dp"}
+    assert all(span[1] in ("F", "B", "send-F", "send-B", "dp") for span in simulated["timeline"])
+
+
+def test_placement_changes_the_iteration_by_the_closed_forms_factor_in_the_flow_model_too():
+    common = ("--topo", "leafspine:2,8,1", "--bw", "100,25", "--micro-batches", "4", "--batch", "8")
+    rack = both(*common, "--parallel", "tp=8,dp=2")
+    spine = both(*common, "--parallel", "tp=8,dp=2,order=dp-tp-pp")
+    theory_factor = spine[0]["iteration_s"] / rack[0]["iteration_s"]
+    flow_factor = spine[1]["iteration_s"] / rack[1]["iteration_s"]
+    assert spine[0]["phase_s"]["tp_allreduce"] > 4 * rack[0]["phase_s"]["tp_allreduce"]  # TP across the spine
+    assert flow_factor == pytest.approx(theory_factor, rel=0.10)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_a_4_stage_pipelines_bubble_follows_p_minus_1_over_m_plus_p_minus_1(schedule):
+    for m in (4, 8, 16):
+        got = cli_json("simulate", *JOB, "--topo", "star:4", "--bw", "1000", "--parallel", "pp=4",
+                       "--micro-batches", str(m), "--batch", str(m), "--schedule", schedule, "--compute-time", "0.4")
+        assert max(got["bubble_per_stage"]) == pytest.approx(3 / (m + 3), rel=0.10)
+
+
+def test_a_summary_goes_to_out_and_matches_its_schema(tmp_path):
+    r = run_dmlbed("simulate", *JOB, "--topo", "star:4", "--parallel", "tp=2,pp=2", "--micro-batches", "2",
+                   "--batch", "4", "--out", str(tmp_path / "job"))
+    assert r.returncode == 0, r.stderr
+    summary = json.load(open(tmp_path / "job" / "summary.json"))
+    assert summary["parallel"] == "tp=2,pp=2,dp=1" and summary["provenance"]["command"]
+    assert "iteration" in r.stdout and "bubble" in r.stdout
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--topo", "star:4", "--parallel", "tp=2,dp=4"), "star:4 has 4 hosts"),
+    (("--topo", "star:8", "--parallel", "tp=2,dp=2"), "the job has 8 hosts"),
+    (("--topo", "star:4", "--parallel", "tp=3,dp=1", "--hosts", "h0..h2"), "8 attention heads do not split over tp=3"),
+    (("--topo", "star:6", "--parallel", "pp=3,dp=2"), "8 layers do not split into pp=3"),
+    (("--topo", "star:4", "--parallel", "pp=2,dp=2", "--batch", "5", "--micro-batches", "2"), "--batch 5"),
+    (("--topo", "star:4", "--parallel", "tp=2,dp=2,zz=1"), "'zz=1' is not a degree"),
+    (("--topo", "star:4", "--parallel", "dp=4", "--compute-time", "exp:0.1"), "one fixed time"),
+    (("--topo", "star:4", "--parallel", "dp=4", "--schedule", "zb"), "--schedule"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, said):
+    for command in ("theory", "simulate"):
+        r = run_dmlbed(command, *JOB, *args)
+        assert r.returncode == 2 and said in r.stderr, (command, r.stderr)
+        assert len([line for line in r.stderr.splitlines() if line.strip()]) == 1, r.stderr
+
+
+def test_a_transformer_without_parallel_and_parallel_without_a_transformer_say_what_to_give():
+    r = run_dmlbed("theory", "--topo", "star:4", "--algo", "ring", "--model", "gpt-tiny")
+    assert r.returncode == 2 and "runs with --parallel" in r.stderr
+    r = run_dmlbed("theory", "--topo", "star:4", "--algo", "ring", "--parallel", "dp=4")
+    assert r.returncode == 2 and "--model lenet5 is not a transformer" in r.stderr
+    r = run_dmlbed("theory", "--topo", "star:4", "--algo", "bml", "--model", "gpt-tiny", "--parallel", "dp=4")
+    assert r.returncode == 2 and "runs ring here" in r.stderr
