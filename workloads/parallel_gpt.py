@@ -6,6 +6,7 @@ summed over each data-parallel group. With tp = pp = dp = 1 it is the plain mode
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
@@ -178,50 +179,89 @@ def reducer(group) -> Callable[[torch.Tensor], torch.Tensor]:
     return reduce
 
 
+def no_record(kind: str, micro_batch: int, start: float, end: float) -> None:
+    """A pass's span, not kept."""
+
+
 def train_step(w: Dict[str, torch.Tensor], model: Transformer, layout: Layout, rank: int, groups: Groups,
-               tokens: torch.Tensor, micro_batches: int, schedule: str, lr: float) -> Optional[float]:
+               tokens: torch.Tensor, micro_batches: int, schedule: str, lr: float,
+               record: Callable[[str, int, float, float], None] = no_record, pass_s=(0.0, 0.0)) -> Optional[float]:
     """One iteration on this rank: its micro-batches' passes in the schedule's order, activations and gradients to
     and from its pipeline neighbours, the gradient summed over its data-parallel group, an SGD step. Returns the
-    summed loss of its data-parallel replica on the last stage (None elsewhere)."""
+    summed loss of its data-parallel replica on the last stage (None elsewhere). record(kind, micro-batch, start,
+    end) gets each pass's span and the data-parallel sum's ('dp', -1); pass_s: a device's forward and backward
+    seconds, each pass held to at least that long."""
     c = layout.coords(rank)
-    stage, reduce = c["pp"], reducer(groups.tp)
     per = tokens.shape[0] // (layout.dp * micro_batches)
     mine = tokens[c["dp"] * micro_batches * per:(c["dp"] + 1) * micro_batches * per]
-    scale = 1.0 / (layout.dp * micro_batches)
-    act_shape, dtype = (per, model.seq, model.hidden), next(iter(w.values())).dtype
-    inputs, outputs, pending, loss_sum = {}, {}, [], 0.0
-    for kind, i in stage_ops(schedule, stage, layout.pp, micro_batches):
-        rows = mine[i * per:(i + 1) * per]
-        if kind == "F":
-            if stage == 0:
-                x = rows[:, :-1]
-            else:
-                x = torch.empty(act_shape, dtype=dtype)
-                dist.recv(x, groups.prev, tag=i)
-                x.requires_grad_(True)
-            inputs[i] = x
-            out = stage_forward(x, w, model, layout, stage, reduce, rows[:, 1:])
-            if groups.next is None:
-                loss_sum += out.item()
-                out = out * scale
-            else:
-                pending.append(dist.isend(out.detach().contiguous(), groups.next, tag=i))
-            outputs[i] = out
-        else:
-            if groups.next is None:
-                outputs[i].backward()
-            else:
-                grad = torch.empty_like(outputs[i])
-                dist.recv(grad, groups.next, tag=micro_batches + i)
-                outputs[i].backward(grad)
-            if groups.prev is not None:
-                pending.append(dist.isend(inputs[i].grad.contiguous(), groups.prev, tag=micro_batches + i))
-            del inputs[i], outputs[i]
-    for p in pending:
+    stage = StagePasses(w, model, layout, c["pp"], groups, (per, model.seq, model.hidden),
+                        1.0 / (layout.dp * micro_batches), micro_batches)
+    for kind, i in stage_ops(schedule, c["pp"], layout.pp, micro_batches):
+        started = stage.run(kind, i, mine[i * per:(i + 1) * per])
+        hold(started, pass_s[kind == "B"])
+        record(kind, i, started, time.perf_counter())
+        stage.send(kind, i)
+    for p in stage.pending:
         p.wait()
+    started = time.perf_counter()
     with torch.no_grad():
         flat = reducer(groups.dp)(torch.cat([t.grad.reshape(-1) for t in w.values()]))
+        record("dp", -1, started, time.perf_counter())
         for t, g in zip(w.values(), flat.split([t.numel() for t in w.values()])):
             t -= lr * g.reshape(t.shape)
             t.grad = None
-    return loss_sum if groups.next is None else None
+    return stage.loss_sum if groups.next is None else None
+
+
+class StagePasses:
+    """One rank's passes of a pipeline stage: each waits for its input from a neighbour, runs, and sends on."""
+
+    def __init__(self, w, model: Transformer, layout: Layout, stage: int, groups: Groups, act_shape, scale: float,
+                 micro_batches: int):
+        self.w, self.model, self.layout, self.stage, self.groups = w, model, layout, stage, groups
+        self.act_shape, self.scale, self.m = act_shape, scale, micro_batches
+        self.dtype = next(iter(w.values())).dtype
+        self.inputs, self.outputs, self.pending, self.loss_sum = {}, {}, [], 0.0
+        self.reduce = reducer(groups.tp)
+
+    def run(self, kind: str, i: int, rows: torch.Tensor) -> float:
+        """A pass of micro-batch i once its input is here; when it started (after the input arrived)."""
+        if kind == "F":
+            x = rows[:, :-1]
+            if self.stage > 0:
+                x = torch.empty(self.act_shape, dtype=self.dtype)
+                dist.recv(x, self.groups.prev, tag=i)
+                x.requires_grad_(True)
+            started = time.perf_counter()
+            self.inputs[i] = x
+            out = stage_forward(x, self.w, self.model, self.layout, self.stage, self.reduce, rows[:, 1:])
+            if self.groups.next is None:
+                self.loss_sum += out.item()
+                out = out * self.scale
+            self.outputs[i] = out
+            return started
+        if self.groups.next is None:
+            started = time.perf_counter()
+            self.outputs[i].backward()
+            return started
+        grad = torch.empty_like(self.outputs[i])
+        dist.recv(grad, self.groups.next, tag=self.m + i)
+        started = time.perf_counter()
+        self.outputs[i].backward(grad)
+        return started
+
+    def send(self, kind: str, i: int) -> None:
+        """A finished pass's output on to its neighbour (without waiting for it to land)."""
+        if kind == "F" and self.groups.next is not None:
+            self.pending.append(dist.isend(self.outputs[i].detach().contiguous(), self.groups.next, tag=i))
+        if kind == "B":
+            if self.groups.prev is not None:
+                self.pending.append(dist.isend(self.inputs[i].grad.contiguous(), self.groups.prev, tag=self.m + i))
+            del self.inputs[i], self.outputs[i]
+
+
+def hold(started: float, seconds: float) -> None:
+    """Wait until `seconds` have passed since started (a device slower than this CPU)."""
+    left = started + seconds - time.perf_counter()
+    if left > 0:
+        time.sleep(left)
