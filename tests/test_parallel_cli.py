@@ -77,3 +77,15 @@ def test_a_transformer_without_parallel_and_parallel_without_a_transformer_say_w
     assert r.returncode == 2 and "--model lenet5 is not a transformer" in r.stderr
     r = run_dmlbed("theory", "--topo", "star:4", "--algo", "bml", "--model", "gpt-tiny", "--parallel", "dp=4")
     assert r.returncode == 2 and "runs ring here" in r.stderr
+
+
+@pytest.mark.benchmark
+def test_the_flow_model_answers_a_1024_gpu_3d_parallel_job_within_a_minute():
+    import time
+    started = time.monotonic()
+    got = cli_json("simulate", "--topo", "fattree:16", "--bw", "100Gbit", "--algo", "ring", "--model", "gpt3-175b",
+                   "--parallel", "tp=8,pp=8,dp=16", "--micro-batches", "32", "--batch", "32", "--compute-time", "2")
+    took = time.monotonic() - started
+    print(f"1,024 GPUs (gpt3-175b, tp=8,pp=8,dp=16 on fattree:16): {took:.1f} s")
+    assert got["ranks"] == 1024 and got["over_theory"] == pytest.approx(1.0, rel=0.10)
+    assert took < 60
