@@ -46,8 +46,10 @@ def test_a_4_stage_pipelines_bubble_follows_p_minus_1_over_m_plus_p_minus_1(sche
 
 def test_a_summary_goes_to_out_and_matches_its_schema(tmp_path):
     r = run_dmlbed("simulate", *JOB, "--topo", "star:4", "--parallel", "tp=2,pp=2", "--micro-batches", "2",
-                   "--batch", "4", "--out", str(tmp_path / "job"))
+                   "--batch", "4", "--out", str(tmp_path / "job"), report=True)
     assert r.returncode == 0, r.stderr
+    assert "pipeline.svg" in open(tmp_path / "job" / "report.html").read()
+    assert (tmp_path / "job" / "pipeline.png").stat().st_size > 1000
     summary = json.load(open(tmp_path / "job" / "summary.json"))
     assert summary["parallel"] == "tp=2,pp=2,dp=1" and summary["provenance"]["command"]
     assert "iteration" in r.stdout and "bubble" in r.stdout

@@ -182,7 +182,7 @@ def summarize(run: ParallelRun, mode: str, timeline: Timeline, phases: Dict[str,
         pipeline_s=max(timeline.finished), iteration_s=iteration, iteration_theory_s=theory.iteration_s,
         over_theory=iteration / theory.iteration_s if theory.iteration_s else None,
         timeline=[[s.stage, s.kind, s.micro_batch, round(s.start, 9), round(s.end, 9)] for s in timeline.spans],
-        kinds=list(KINDS_SUMMED), provenance=provenance())
+        kinds=list(KINDS_SUMMED), provenance=provenance(), out=run.cfg.out or None)
 
 
 def print_parallel(summary: ParallelSummary) -> None:

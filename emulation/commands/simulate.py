@@ -38,7 +38,8 @@ class Simulate(Command):
 
     def report(self, summary):
         if isinstance(summary, parallel_job.ParallelSummary):
-            return None
+            from emulation.results.parallel_report import parallel_report
+            return parallel_report(summary.out, summary.to_dict())
         from emulation.results.report import run_report
         return run_report(summary["config"]["out"])
 

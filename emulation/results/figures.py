@@ -125,3 +125,31 @@ def plot_accuracy(out_root: str, curves: List[dict], sweep_keys: List[str], plt)
     ax.set_xlabel("iteration")
     ax.set_ylabel("held-out accuracy")
     return save(fig, ax, plt, "Convergence", os.path.join(out_root, "accuracy"))
+
+
+PIPELINE_COLOURS = {"F": "#4c78a8", "B": "#f58518", "send-F": "#9ecae9", "send-B": "#ffbf79", "dp": "#54a24b"}
+
+
+def plot_pipeline(out_root: str, spans: List[list], stages: int, title: str) -> str:
+    """pipeline.png: one lane per pipeline stage, its forward and backward passes, its sends (thin, below the lane)
+    and its data-parallel sum, as Megatron-LM's and GPipe's papers draw a schedule; idle time is the white between."""
+    import matplotlib
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(9, 1 + 0.6 * stages))
+    for stage, kind, micro_batch, start, end in spans:
+        thin = kind.startswith("send")
+        y = stages - 1 - stage - (0.42 if thin else 0.0)
+        ax.barh(y, end - start, left=start, height=0.14 if thin else 0.6, color=PIPELINE_COLOURS[kind],
+                edgecolor="white", linewidth=0.4)
+        if kind in ("F", "B") and end - start > 0:
+            ax.text(start + (end - start) / 2, y, str(micro_batch), ha="center", va="center", fontsize=6)
+    ax.set_yticks([stages - 1 - s for s in range(stages)], [f"stage {s}" for s in range(stages)])
+    ax.set_xlabel("seconds from the iteration's start")
+    names = {"F": "forward", "B": "backward", "send-F": "activation sent", "send-B": "gradient sent",
+             "dp": "data-parallel sum"}
+    handles = [Patch(color=c, label=names[k]) for k, c in PIPELINE_COLOURS.items()]
+    return save(fig, ax, plt, title, os.path.join(out_root, "pipeline"), handles)

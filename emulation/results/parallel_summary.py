@@ -42,6 +42,7 @@ class ParallelSummary:
                                     "start_s, end_s]")
     kinds: List[str] = doc("the kinds of traffic the job sends")
     provenance: Dict[str, Any] = doc("command, date, dmlbed version and commit")
+    out: Optional[str] = doc("the results folder (simulate; none for theory)")
 
     def to_dict(self) -> dict:
         """Its fields as JSON values."""
