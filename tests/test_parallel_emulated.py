@@ -10,6 +10,7 @@ import pytest
 
 from helpers import cli_json, run_dmlbed
 from test_emulation import leftovers
+from workloads.parallel_train import collect
 
 pytestmark = pytest.mark.emulation
 
@@ -35,4 +36,22 @@ def test_a_3d_parallel_job_on_the_emulated_network_is_exact_and_sends_the_closed
     for kind in ("tp", "pp", "dp"):  # gloo's message headers on top of the payload: a few per cent at most
         assert measured[kind] == pytest.approx(theory["bytes_per_kind"][kind], rel=0.03), (kind, measured)
     assert measured.get("other", 0) < 0.001 * sum(measured.values())
+    collected = collect(str(out))
+    assert collected["bytes_per_iteration_by_kind"] == pytest.approx(measured)
+    assert len(collected["bubble_per_stage"]) == 2 and all(0 < b < 1 for b in collected["bubble_per_stage"])
     assert leftovers("star:8") == []
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_an_emulated_4_stage_pipelines_bubble_is_p_minus_1_over_m_plus_p_minus_1(schedule, tmp_path):
+    for m in (4, 8, 16):
+        out = tmp_path / f"m{m}"
+        r = run_dmlbed("launch", "--topo", "star:4", "--bw", "100", "--out", str(out), "--wait", "--", "python", "-m",
+                       "workloads.parallel_train", "--parallel", "pp=4", "--micro-batches", str(m), "--batch", str(m),
+                       "--schedule", schedule, "--iterations", "3", "--compute-time", "0.4", "--no-check",
+                       timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        bubbles = collect(str(out))["bubble_per_stage"]
+        print(f"{schedule} m={m}: bubble per stage {[round(b, 3) for b in bubbles]}, formula {3 / (m + 3):.3f}")
+        assert max(bubbles) == pytest.approx(3 / (m + 3), rel=0.10)

@@ -2,7 +2,8 @@
 `dmlbed launch ... -- python -m workloads.parallel_train --parallel tp=2,pp=2,dp=4 ...` (or torchrun): per rank
 its iteration times, each pass's span, the bytes its TCP connections delivered to the peers of each kind (from the
 kernel's own counters, `ss -ti`), and whether its weights equal the unsplit model's trained on one process.
-Written to $DMLBED_OUT/parallel-rank-N.json (and printed)."""
+Written to $DMLBED_OUT/parallel-rank-N.json (and printed); `--collect FOLDER` reads a job's back: bytes per kind,
+iteration, every stage's bubble."""
 
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def train(args) -> dict:
         began = time.perf_counter()
         loss = train_step(w, model, layout, rank, groups, batch(model, args.seed, it, layout.dp * args.batch),
                           args.micro_batches, args.schedule, args.lr,
-                          lambda kind, i, a, b: kept.append([it, kind, i, a - began, b - began]), pass_s)
+                          lambda kind, i, a, b: kept.append([it, kind, i, a, b]), pass_s)
         iterations.append(time.perf_counter() - began)
         losses.append(loss)
     after = settled_bytes()
@@ -147,8 +148,51 @@ def train(args) -> dict:
             "bytes_per_iteration_by_kind": per_kind, "max_weight_difference": worst}
 
 
+def collect(folder: str) -> dict:
+    """A launched job's ranks read back: per kind the bytes all ranks delivered per iteration, the slowest rank's
+    median iteration, and per stage the median over iterations of its idle share of the pipeline's span (from the
+    first forward anywhere to the last backward anywhere; the spans' clock is the machine's monotonic one, shared by
+    every rank)."""
+    import glob
+    import statistics
+    ranks = []
+    for path in sorted(glob.glob(os.path.join(folder, "**", OUT_NAME.format(rank="*")), recursive=True)):
+        with open(path) as f:
+            ranks.append(json.load(f))
+    if not ranks:
+        raise ValueError(f"{folder} holds no {OUT_NAME.format(rank='N')} (run the job under dmlbed launch first)")
+    layout = parse_layout(ranks[0]["parallel"])
+    per_kind: Dict[str, float] = {}
+    for d in ranks:
+        for kind, sent in d["bytes_per_iteration_by_kind"].items():
+            per_kind[kind] = per_kind.get(kind, 0) + sent
+    first = {d["coords"]["pp"]: d for d in ranks if d["coords"]["tp"] == 0 and d["coords"]["dp"] == 0}
+    bubbles: List[List[float]] = [[] for _ in range(layout.pp)]
+    for it in sorted({s[0] for d in ranks for s in d["spans"]}):
+        passes = [s for d in ranks for s in d["spans"] if s[0] == it and s[1] in ("F", "B")]
+        span = max(s[4] for s in passes) - min(s[3] for s in passes)
+        for stage, d in first.items():
+            busy = sum(s[4] - s[3] for s in d["spans"] if s[0] == it and s[1] in ("F", "B"))
+            bubbles[stage].append(1 - busy / span)
+    warm = ranks[0]["warmup"]
+    return {"parallel": layout.label, "ranks": len(ranks), "bytes_per_iteration_by_kind": per_kind,
+            "iteration_median_s": max(statistics.median(d["iterations_s"][warm:] or d["iterations_s"])
+                                      for d in ranks),
+            "bubble_per_stage": [statistics.median(b) for b in bubbles],
+            "max_weight_difference": max((d["max_weight_difference"] or 0.0) for d in ranks)}
+
+
 def main(argv: List[str] = None) -> int:
-    """Check the options, train, write this rank's record."""
+    """Check the options, train, write this rank's record (or with --collect FOLDER, read a job's records)."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--collect"]:
+        try:
+            print(json.dumps(collect(argv[1] if len(argv) > 1 else ".")))
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     args = arguments(argv)
     try:
         model, layout = parse_transformer(args.model), parse_layout(args.parallel)
