@@ -288,7 +288,9 @@ def test_two_workers_on_one_machine_never_bring_two_networks_up_and_a_killed_wor
     rows = json.loads(out)["rows"]
     assert sorted(r["label"] for r in rows) == EMULATED_LABELS  # each once
     assert all(r["correct"] is True and r["fidelity"] for r in rows if r["mode"] == "emulate")
-    assert sampler.controllers == 1 and sampler.rows == 1
+    # one network at a time; the killed worker's row, tearing its network down, may still be there when its rerun
+    # starts and waits on the machine's network lock, so two row processes can be seen for those seconds
+    assert sampler.controllers == 1 and sampler.rows <= 2
     records = [json.load(open(tmp_path / "out" / ".matrix" / name))
                for name in os.listdir(tmp_path / "out" / ".matrix") if name != "matrix.json"]
     emulated = [(r["started"], r["finished"]) for r in records if r["rows"][0]["mode"] == "emulate"]

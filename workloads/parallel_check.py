@@ -9,7 +9,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import socket
 import sys
 import tempfile
 from typing import Dict, List
@@ -17,60 +16,47 @@ from typing import Dict, List
 import torch
 import torch.distributed as dist
 
-from workloads.parallel_gpt import Groups, full_weights, make_groups, rank_weights, train_step
-from workloads.parallel_layout import Layout, LayoutError, parse_layout
-from workloads.pipeline_schedule import ScheduleError, check_schedule
-from workloads.transformer import TransformerError, parse_transformer
+from workloads.parallel_gpt import Groups, batch, checked_job, full_weights, make_groups, rank_weights, train_step
+from workloads.parallel_layout import Layout
+from workloads.transformer import Transformer
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on at 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rank_main(rank: int, args: dict, port: int, folder: str) -> None:
+def rank_main(rank: int, args: dict, model: Transformer, layout: Layout, folder: str) -> None:
     """One rank: its shards of the seeded model trained for the iterations, saved with its losses."""
     torch.set_num_threads(1)
-    model, layout = parse_transformer(args["model"]), parse_layout(args["layout"])
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=layout.ranks)
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=layout.ranks)
     try:
         groups = make_groups(layout, rank)
         w = rank_weights(full_weights(model, args["seed"], torch.float64), model, layout, rank)
-        losses = [train_step(w, model, layout, rank, groups, batch_of(args, it), args["micro_batches"],
-                             args["schedule"], args["lr"]) for it in range(args["iterations"])]
+        losses = [train_step(w, model, layout, rank, groups, batch_of(args, model, layout, it),
+                             args["micro_batches"], args["schedule"], args["lr"]) for it in range(args["iterations"])]
         torch.save({"weights": {k: v.detach() for k, v in w.items()}, "losses": losses},
                    os.path.join(folder, f"rank-{rank}.pt"))
     finally:
         dist.destroy_process_group()
 
 
-def batch_of(args: dict, iteration: int) -> torch.Tensor:
+def batch_of(args: dict, model: Transformer, layout: Layout, iteration: int) -> torch.Tensor:
     """The global batch of an iteration."""
-    from workloads.parallel_gpt import batch
-    layout = parse_layout(args["layout"])
-    return batch(parse_transformer(args["model"]), args["seed"], iteration,
-                 layout.dp * args["micro_batches"] * args["micro_batch_size"])
+    return batch(model, args["seed"], iteration, layout.dp * args["micro_batches"] * args["micro_batch_size"])
 
 
-def reference(args: dict) -> Dict:
+def reference(args: dict, model: Transformer, layout: Layout) -> Dict:
     """The unsplit model on this process, trained on the same global batches."""
-    model, one = parse_transformer(args["model"]), Layout()
+    one = Layout()
     w = rank_weights(full_weights(model, args["seed"], torch.float64), model, one, 0)
     none = Groups(None, None, None, None)
-    losses = [train_step(w, model, one, 0, none, batch_of(args, it), 1, "gpipe", args["lr"])
+    losses = [train_step(w, model, one, 0, none, batch_of(args, model, layout, it), 1, "gpipe", args["lr"])
               for it in range(args["iterations"])]
     return {"weights": {k: v.detach() for k, v in w.items()}, "losses": losses}
 
 
 def compare(args: dict) -> dict:
     """Run the split job and the reference; losses side by side and the largest weight difference."""
-    from workloads.parallel_gpt import shard_index
-    model, layout = parse_transformer(args["model"]), parse_layout(args["layout"])
+    model, layout = checked_job(args["model"], args["layout"], None, args["schedule"], args["micro_batches"])
     with tempfile.TemporaryDirectory(prefix="dmlbed-parallel-") as folder:
-        port, ctx = free_port(), multiprocessing.get_context("fork")
-        procs = [ctx.Process(target=rank_main, args=(r, args, port, folder)) for r in range(layout.ranks)]
+        ctx = multiprocessing.get_context("fork")
+        procs = [ctx.Process(target=rank_main, args=(r, args, model, layout, folder)) for r in range(layout.ranks)]
         for p in procs:
             p.start()
         for p in procs:
@@ -79,16 +65,13 @@ def compare(args: dict) -> dict:
         if failed:
             raise RuntimeError(f"ranks {failed} failed")
         ranks = [torch.load(os.path.join(folder, f"rank-{r}.pt")) for r in range(layout.ranks)]
-    ref = reference(args)
+    ref = reference(args, model, layout)
     start = full_weights(model, args["seed"], torch.float64)
     moved = max((ref["weights"][k] - start[k]).abs().max().item() for k in ref["weights"])
     worst = 0.0
     for r, got in enumerate(ranks):
-        c = layout.coords(r)
-        for name, value in got["weights"].items():
-            where = shard_index(name, model.hidden, layout.tp, c["tp"])
-            want = ref["weights"][name] if where is None else ref["weights"][name].index_select(*where)
-            worst = max(worst, (value - want).abs().max().item())
+        want = rank_weights(ref["weights"], model, layout, r)
+        worst = max([worst] + [(value - want[name]).abs().max().item() for name, value in got["weights"].items()])
     split = [sum(l[i] for l in (g["losses"] for g in ranks) if l[i] is not None) / (layout.tp * layout.dp *
              args["micro_batches"]) for i in range(args["iterations"])]
     return {"layout": layout.label, "schedule": args["schedule"], "model": model.label,
@@ -109,10 +92,8 @@ def main(argv: List[str] = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
     try:
-        model, layout = parse_transformer(a.model), parse_layout(a.layout)
-        layout.check(layout.ranks, model.layers, model.heads)
-        check_schedule(a.schedule, a.micro_batches)
-    except (LayoutError, TransformerError, ScheduleError) as exc:
+        model, layout = checked_job(a.model, a.layout, None, a.schedule, a.micro_batches)
+    except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args = dict(vars(a), layout=layout.label, model=model.label)

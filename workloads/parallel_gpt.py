@@ -14,11 +14,20 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from workloads.parallel_layout import Layout
-from workloads.pipeline_schedule import stage_ops
-from workloads.transformer import Transformer
+from workloads.parallel_layout import Layout, parse_layout
+from workloads.pipeline_schedule import check_schedule, stage_ops
+from workloads.transformer import Transformer, parse_transformer
 
 LAYER_TENSORS = ("ln1_w", "ln1_b", "w_qkv", "b_qkv", "w_o", "b_o", "ln2_w", "ln2_b", "w_1", "b_1", "w_2", "b_2")
+
+
+def checked_job(model: str, layout: str, ranks: Optional[int], schedule: str, micro_batches: int):
+    """The model and layout parsed and checked against the ranks (None: the layout's own count), the layers, the
+    heads and the schedule (LayoutError, TransformerError or ScheduleError, all ValueErrors, naming what is wrong)."""
+    parsed, split = parse_transformer(model), parse_layout(layout)
+    split.check(split.ranks if ranks is None else ranks, parsed.layers, parsed.heads)
+    check_schedule(schedule, micro_batches)
+    return parsed, split
 
 
 def full_weights(model: Transformer, seed: int, dtype=torch.float32) -> Dict[str, torch.Tensor]:

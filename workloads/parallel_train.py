@@ -20,11 +20,10 @@ from typing import Dict, List
 import torch
 import torch.distributed as dist
 
-from workloads.parallel_gpt import (Groups, batch, full_weights, make_groups, rank_weights, shard_index,
-                                    train_step)
-from workloads.parallel_layout import Layout, LayoutError, parse_layout
-from workloads.pipeline_schedule import SCHEDULES, ScheduleError, check_schedule
-from workloads.transformer import TransformerError, parse_transformer
+from workloads.parallel_gpt import Groups, batch, checked_job, full_weights, make_groups, rank_weights, train_step
+from workloads.parallel_layout import Layout, parse_layout
+from workloads.pipeline_schedule import SCHEDULES
+from workloads.transformer import Transformer
 
 OUT_NAME = "parallel-rank-{rank}.json"
 SETTLE_S = 0.5  # the barrier's own acknowledgements, and any in flight, land well within it on the emulated links
@@ -96,19 +95,13 @@ def reference_shards(args, model, layout: Layout, rank: int) -> Dict[str, torch.
         flat = torch.cat([w[k].detach().reshape(-1) for k in start])
     dist.broadcast(flat, 0)
     full = {k: t.reshape(start[k].shape) for k, t in zip(start, flat.split([v.numel() for v in start.values()]))}
-    c = layout.coords(rank)
-    out = {}
-    for name in rank_weights(start, model, layout, rank):
-        where = shard_index(name, model.hidden, layout.tp, c["tp"])
-        out[name] = full[name] if where is None else full[name].index_select(*where)
-    return out
+    return {k: v.detach() for k, v in rank_weights(full, model, layout, rank).items()}
 
 
-def train(args) -> dict:
-    """This rank's run: its iterations, spans, bytes per kind of peer and the exactness check."""
-    model, layout = parse_transformer(args.model), parse_layout(args.parallel)
+def train(args, model: Transformer, layout: Layout) -> dict:
+    """This rank's run (model and layout checked against the world): its iterations, spans, bytes per kind of peer
+    and the exactness check."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    layout.check(world, model.layers, model.heads)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     groups = make_groups(layout, rank)
     addresses = [None] * world
@@ -194,17 +187,17 @@ def main(argv: List[str] = None) -> int:
             return 2
         return 0
     args = arguments(argv)
+    world = os.environ.get("WORLD_SIZE")
     try:
-        model, layout = parse_transformer(args.model), parse_layout(args.parallel)
-        layout.check(int(os.environ.get("WORLD_SIZE", layout.ranks)), model.layers, model.heads)
-        check_schedule(args.schedule, args.micro_batches)
+        model, layout = checked_job(args.model, args.parallel, int(world) if world else None, args.schedule,
+                                    args.micro_batches)
         if args.batch % args.micro_batches:
             raise ValueError(f"--batch {args.batch} does not split into --micro-batches {args.micro_batches}")
-    except (LayoutError, TransformerError, ScheduleError, ValueError) as exc:
+    except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     torch.set_num_threads(1)
-    record = train(args)
+    record = train(args, model, layout)
     text = json.dumps(record)
     if os.environ.get("DMLBED_OUT"):
         os.makedirs(os.environ["DMLBED_OUT"], exist_ok=True)

@@ -46,11 +46,6 @@ class ParallelRun:
     link_rates: object
     compute_s: float
 
-    @property
-    def replays_sibling(self) -> bool:
-        """A parallel job never takes another row's TCP ports."""
-        return False
-
 
 def prepare(cfg: RunConfig, mode: str, label: Label = flag_label) -> ParallelRun:
     """Validate a --parallel configuration: the layout against the hosts and the model, the batch against the
@@ -95,20 +90,17 @@ def execute(run: ParallelRun, mode: str, log: Log = quiet) -> dict:
     """The closed form (mode theory) or the flow model (simulate), as a summary written to --out if given."""
     rates = kind_rates_Bps(router_of(run, "spread"), run.job.layout, run.hosts, payload_rates(run.cfg, run.bw))
     theory = parallel_theory(run.job, [run.compute_s], rates)
-    if mode == "theory":
+    if mode == "theory":  # the formula's span and bubbles; the timeline only lays its passes out for the report
         timeline = pipeline_timeline(run.job.schedule, run.job.micro_batches, theory.forward_s, theory.backward_s,
                                      [theory.send_s] * (run.job.layout.pp - 1), theory.dp_s)
-        phases = {"tp": theory.tp_s_per_pass[0] / max(2 * run.job.layers_per_stage, 1), "pp": theory.send_s,
-                  "dp": list(theory.dp_s)}
-        iteration = theory.iteration_s
+        phases = {"tp": theory.tp_allreduce_s, "pp": theory.send_s, "dp": list(theory.dp_s)}
+        span, bubbles, iteration = theory.pipeline_s, theory.bubbles, theory.iteration_s
     else:
         log("flow model: every group of each kind at once")
         phases = flow_phases(run)
         timeline = phased_timeline(run, phases)
-        iteration = timeline.iteration
-    summary = summarize(run, mode, timeline, phases, iteration, theory)
-    if mode == "theory":  # the formula's span and bubbles (the timeline above only lays its passes out)
-        summary.pipeline_s, summary.bubble_per_stage = theory.pipeline_s, theory.bubbles
+        span, bubbles, iteration = max(timeline.finished), timeline.bubbles(), timeline.iteration
+    summary = summarize(run, mode, timeline, phases, (span, bubbles, iteration), theory)
     if run.cfg.out:
         os.makedirs(run.cfg.out, exist_ok=True)
         write_summary(run.cfg.out, summary.to_dict())
@@ -120,25 +112,25 @@ def router_of(run: ParallelRun, ecmp: str) -> Router:
     return Router(run.topo, ecmp, None, link_factors(run.topo, run.bw, run.link_rates))
 
 
-def flow_phases(run: ParallelRun) -> Dict[str, float]:
+def flow_phases(run: ParallelRun) -> Dict[str, object]:
     """Seconds of one tensor-parallel all-reduce, one stage-to-stage send and each stage's data-parallel sum (the
     slowest group), every group of the kind on the network at once."""
     rates, router = payload_rates(run.cfg, run.bw), router_of(run, run.cfg.ecmp)
     index = {h.name: h.index for h in run.topo.hosts}
     layout, job = run.job.layout, run.job
-    out: Dict[str, float] = {"tp": 0.0, "pp": 0.0}
-    sums = [("tp", g, job.activation_bytes) for g in layout.groups("tp")]
-    sends = [("pp", [g[s], g[s + 1]], job.activation_bytes) for g in layout.groups("pp") for s in range(len(g) - 1)]
-    dps = [(f"dp{layout.stage_of(g[0])}", g, job.gradient_bytes(layout.stage_of(g[0]))) for g in layout.groups("dp")]
-    for batch in (sums, sends, dps):
-        timed = [timed_group(run, f"{kind}-{i}", ranks, nbytes, index) for i, (kind, ranks, nbytes) in
-                 enumerate(batch) if len(ranks) > 1]
-        if not timed:
-            continue
-        got = simulate_jobs(timed, 1, router, rates, run.cfg.latency_us * 1e-6)
-        for (kind, _, _), t in zip([b for b in batch if len(b[1]) > 1], timed):
-            out[kind] = max(out.get(kind, 0.0), got.gsts(t.name)[0])
-    out["dp"] = [out.get(f"dp{s}", 0.0) for s in range(layout.pp)]
+    sums = [(0, g, job.activation_bytes) for g in layout.groups("tp")]
+    sends = [(0, [g[s], g[s + 1]], job.activation_bytes) for g in layout.groups("pp") for s in range(len(g) - 1)]
+    dps = [(layout.stage_of(g[0]), g, job.gradient_bytes(layout.stage_of(g[0]))) for g in layout.groups("dp")]
+    out: Dict[str, object] = {}
+    for kind, batch, slots in (("tp", sums, 1), ("pp", sends, 1), ("dp", dps, layout.pp)):
+        slowest = [0.0] * slots
+        batch = [(slot, ranks, nbytes) for slot, ranks, nbytes in batch if len(ranks) > 1]
+        timed = [timed_group(run, f"{kind}-{i}", ranks, nbytes, index) for i, (_, ranks, nbytes) in enumerate(batch)]
+        if timed:
+            got = simulate_jobs(timed, 1, router, rates, run.cfg.latency_us * 1e-6)
+            for (slot, _, _), t in zip(batch, timed):
+                slowest[slot] = max(slowest[slot], got.gsts(t.name)[0])
+        out[kind] = slowest if kind == "dp" else slowest[0]
     return out
 
 
@@ -164,13 +156,15 @@ def phased_timeline(run: ParallelRun, phases: Dict[str, float]) -> Timeline:
                              [phases["pp"]] * (p - 1), phases["dp"])
 
 
-def summarize(run: ParallelRun, mode: str, timeline: Timeline, phases: Dict[str, float], iteration: float,
+def summarize(run: ParallelRun, mode: str, timeline: Timeline, phases: Dict[str, object], answer: tuple,
               theory) -> ParallelSummary:
     """The summary: the job, per kind its bytes and its time on the critical path, each stage's bubble, the
-    iteration, the closed form beside it and the timeline's spans."""
+    iteration, the closed form beside it and the timeline's spans (answer: the pipeline's span, each stage's bubble
+    and the iteration, as this mode gives them)."""
     job, layout = run.job, run.job.layout
     m, p = job.micro_batches, layout.pp
-    dp = phases["dp"] if isinstance(phases["dp"], list) else [phases["dp"]] * p
+    dp = phases["dp"]
+    span, bubbles, iteration = answer
     critical = {"tp": 2 * 2 * job.layers_per_stage * phases["tp"] * (m + p - 1),
                 "pp": 2 * (p - 1) * phases["pp"], "dp": dp[0]}
     return ParallelSummary(
@@ -178,8 +172,8 @@ def summarize(run: ParallelRun, mode: str, timeline: Timeline, phases: Dict[str,
         micro_batches=m, micro_batch_size=job.micro_batch_size, ranks=layout.ranks, parameters=job.model.parameters,
         compute_per_micro_batch_s=run.compute_s, bytes_per_kind=job.bytes_per_kind(), critical_path_s=critical,
         phase_s={"tp_allreduce": phases["tp"], "pp_send": phases["pp"], "dp_sum_per_stage": dp},
-        bubble_per_stage=timeline.bubbles(), bubble_formula=(p - 1) / (m + p - 1),
-        pipeline_s=max(timeline.finished), iteration_s=iteration, iteration_theory_s=theory.iteration_s,
+        bubble_per_stage=bubbles, bubble_formula=(p - 1) / (m + p - 1),
+        pipeline_s=span, iteration_s=iteration, iteration_theory_s=theory.iteration_s,
         over_theory=iteration / theory.iteration_s if theory.iteration_s else None,
         timeline=[[s.stage, s.kind, s.micro_batch, round(s.start, 9), round(s.end, 9)] for s in timeline.spans],
         kinds=list(KINDS_SUMMED), provenance=provenance(), out=run.cfg.out or None)

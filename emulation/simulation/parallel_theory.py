@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Sequence
 
+from emulation.core.formulas import t_ring
 from emulation.simulation.routes import Router
 from workloads.parallel_layout import Layout
 from workloads.transformer import Transformer
@@ -58,27 +59,21 @@ def ring_share(group: int) -> float:
 
 def allreduce_s(nbytes: float, group: int, rate_Bps: float, alpha_s: float = 0.0) -> float:
     """A ring all-reduce of nbytes over `group` members at rate_Bps per member."""
-    if group < 2:
-        return 0.0
-    return ring_share(group) * nbytes / rate_Bps + 2 * (group - 1) * alpha_s
+    return 2 * t_ring(group, nbytes, alpha_s, rate_Bps) if group > 1 else 0.0
 
 
 @dataclass(frozen=True)
 class ParallelTheory:
-    """The closed form's answer: per-stage pass times, send and gradient-sum times, span, bubbles, iteration."""
+    """The closed form's answer: per-stage pass times, one tensor-parallel all-reduce, send and gradient-sum times,
+    span, bubbles, iteration."""
     forward_s: List[float]
     backward_s: List[float]
+    tp_allreduce_s: float
     send_s: float
     dp_s: List[float]
     pipeline_s: float
     iteration_s: float
     bubbles: List[float]
-    tp_s_per_pass: List[float]
-    bytes: Dict[str, int]
-
-    def to_dict(self) -> dict:
-        """Its fields as JSON values."""
-        return dict(self.__dict__)
 
 
 def parallel_theory(job: ParallelJob, compute_s: Sequence[float], rates_Bps: Dict[str, float],
@@ -88,17 +83,17 @@ def parallel_theory(job: ParallelJob, compute_s: Sequence[float], rates_Bps: Dic
     (m - 1) times the slowest pair, plus 2 (p - 1) sends; each stage's gradient sum after its last backward."""
     p, m, t = job.layout.pp, job.micro_batches, job.layout.tp
     compute = list(compute_s) * p if len(compute_s) == 1 else list(compute_s)
-    tp_pass = [job.layers_per_stage * 2 * allreduce_s(job.activation_bytes, t, rates_Bps.get("tp", 1.0), alpha_s)
-               for _ in range(p)]
-    forward = [c / (1 + BACKWARD_RATIO) + tp_pass[s] for s, c in enumerate(compute)]
-    backward = [c * BACKWARD_RATIO / (1 + BACKWARD_RATIO) + tp_pass[s] for s, c in enumerate(compute)]
+    tp_allreduce = allreduce_s(job.activation_bytes, t, rates_Bps.get("tp", 1.0), alpha_s)
+    tp_pass = job.layers_per_stage * 2 * tp_allreduce
+    forward = [c / (1 + BACKWARD_RATIO) + tp_pass for c in compute]
+    backward = [c * BACKWARD_RATIO / (1 + BACKWARD_RATIO) + tp_pass for c in compute]
     send = job.activation_bytes / rates_Bps.get("pp", 1.0) + alpha_s if p > 1 else 0.0
     pairs = [f + b for f, b in zip(forward, backward)]
     span = sum(pairs) + (m - 1) * max(pairs) + 2 * (p - 1) * send
     dp = [allreduce_s(job.gradient_bytes(s), job.layout.dp, rates_Bps.get("dp", 1.0), alpha_s) for s in range(p)]
     finished = [span - s * (max(backward) + send) for s in range(p)]  # stage s's last backward, stage 0 last
-    return ParallelTheory(forward, backward, send, dp, span, max(f + d for f, d in zip(finished, dp)),
-                          [1 - m * pair / span for pair in pairs], tp_pass, job.bytes_per_kind())
+    return ParallelTheory(forward, backward, tp_allreduce, send, dp, span, max(f + d for f, d in zip(finished, dp)),
+                          [1 - m * pair / span for pair in pairs])
 
 
 def kind_pairs(layout: Layout, kind: str) -> List[tuple]:
