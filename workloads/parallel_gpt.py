@@ -179,43 +179,54 @@ def make_groups(layout: Layout, rank: int) -> Groups:
     return Groups(mine["tp"], mine["dp"], prev, nxt)
 
 
-def reducer(group) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A tensor summed over a group in place (identity without one)."""
-    def reduce(t: torch.Tensor) -> torch.Tensor:
-        if group is not None:
-            dist.all_reduce(t, group=group)
+class Reducer:
+    """A tensor summed over a group in place (identity without one), with the seconds spent summing so far."""
+
+    def __init__(self, group):
+        self.group, self.spent = group, 0.0
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        if self.group is not None:
+            began = time.perf_counter()
+            dist.all_reduce(t, group=self.group)
+            self.spent += time.perf_counter() - began
         return t
-    return reduce
 
 
-def no_record(kind: str, micro_batch: int, start: float, end: float) -> None:
+def no_record(kind: str, micro_batch: int, start: float, end: float, computed: float) -> None:
     """A pass's span, not kept."""
 
 
 def train_step(w: Dict[str, torch.Tensor], model: Transformer, layout: Layout, rank: int, groups: Groups,
                tokens: torch.Tensor, micro_batches: int, schedule: str, lr: float,
-               record: Callable[[str, int, float, float], None] = no_record, pass_s=(0.0, 0.0)) -> Optional[float]:
+               record: Callable[[str, int, float, float, float], None] = no_record,
+               pass_s=(0.0, 0.0)) -> Optional[float]:
     """One iteration on this rank: its micro-batches' passes in the schedule's order, activations and gradients to
     and from its pipeline neighbours, the gradient summed over its data-parallel group, an SGD step. Returns the
     summed loss of its data-parallel replica on the last stage (None elsewhere). record(kind, micro-batch, start,
-    end) gets each pass's span and the data-parallel sum's ('dp', -1); pass_s: a device's forward and backward
-    seconds, each pass held to at least that long."""
+    end, computed) gets each pass's span with its real compute (this CPU's seconds, sums left out) and the
+    data-parallel sum's ('dp', -1); pass_s: a device's forward and backward
+    seconds, each pass held to at least that long plus its tensor-parallel sums."""
     c = layout.coords(rank)
     per = tokens.shape[0] // (layout.dp * micro_batches)
     mine = tokens[c["dp"] * micro_batches * per:(c["dp"] + 1) * micro_batches * per]
     stage = StagePasses(w, model, layout, c["pp"], groups, (per, model.seq, model.hidden),
                         1.0 / (layout.dp * micro_batches), micro_batches)
     for kind, i in stage_ops(schedule, c["pp"], layout.pp, micro_batches):
+        summing = stage.reduce.spent
         started = stage.run(kind, i, mine[i * per:(i + 1) * per])
-        hold(started, pass_s[kind == "B"])
-        record(kind, i, started, time.perf_counter())
+        summed = stage.reduce.spent - summing
+        computed = time.perf_counter() - started - summed
+        # the device's time, then the pass's tensor-parallel sums on top (a device computes, then the network sums)
+        hold(started, pass_s[kind == "B"] + summed)
+        record(kind, i, started, time.perf_counter(), computed)
         stage.send(kind, i)
     for p in stage.pending:
         p.wait()
     started = time.perf_counter()
     with torch.no_grad():
-        flat = reducer(groups.dp)(torch.cat([t.grad.reshape(-1) for t in w.values()]))
-        record("dp", -1, started, time.perf_counter())
+        flat = Reducer(groups.dp)(torch.cat([t.grad.reshape(-1) for t in w.values()]))
+        record("dp", -1, started, time.perf_counter(), 0.0)
         for t, g in zip(w.values(), flat.split([t.numel() for t in w.values()])):
             t -= lr * g.reshape(t.shape)
             t.grad = None
@@ -231,7 +242,7 @@ class StagePasses:
         self.act_shape, self.scale, self.m = act_shape, scale, micro_batches
         self.dtype = next(iter(w.values())).dtype
         self.inputs, self.outputs, self.pending, self.loss_sum = {}, {}, [], 0.0
-        self.reduce = reducer(groups.tp)
+        self.reduce = Reducer(groups.tp)
 
     def run(self, kind: str, i: int, rows: torch.Tensor) -> float:
         """A pass of micro-batch i once its input is here; when it started (after the input arrived)."""

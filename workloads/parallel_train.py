@@ -1,7 +1,8 @@
 """A GPT trained under tensor, pipeline and data parallelism by real processes, one per host, started by
 `dmlbed launch ... -- python -m workloads.parallel_train --parallel tp=2,pp=2,dp=4 ...` (or torchrun): per rank
 its iteration times, each pass's span, the bytes its TCP connections delivered to the peers of each kind (from the
-kernel's own counters, `ss -ti`), and whether its weights equal the unsplit model's trained on one process.
+kernel's own counters, `ss -ti`), and whether its weights equal the unsplit model's trained on one process; times in
+emulated seconds (real ones divided by $DMLBED_DILATION).
 Written to $DMLBED_OUT/parallel-rank-N.json (and printed); `--collect FOLDER` reads a job's back: bytes per kind,
 iteration, every stage's bubble."""
 
@@ -23,6 +24,7 @@ import torch.distributed as dist
 from workloads.parallel_gpt import Groups, batch, checked_job, full_weights, make_groups, rank_weights, train_step
 from workloads.parallel_layout import Layout, parse_layout
 from workloads.pipeline_schedule import SCHEDULES
+from workloads.runfolder import RankFiles
 from workloads.transformer import Transformer
 
 OUT_NAME = "parallel-rank-{rank}.json"
@@ -42,7 +44,8 @@ def arguments(argv: List[str] = None) -> argparse.Namespace:
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1, help="iterations left out of the timings and byte counts")
     ap.add_argument("--compute-time", type=float, default=0.0,
-                    help="a device's forward and backward seconds per micro-batch on a stage (split 1:2)")
+                    help="a device's forward and backward seconds per micro-batch on a stage (split 1:2); under "
+                    "dmlbed launch --dilation F held F times as long, and every time recorded divided by F")
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-check", dest="check", action="store_false",
@@ -108,18 +111,26 @@ def train(args, model: Transformer, layout: Layout) -> dict:
     dist.all_gather_object(addresses, os.environ.get("DMLBED_ADDRESSES", socket.gethostname()).split(","))
     rank_of = {ip: r for r, ips in enumerate(addresses) for ip in ips}
     w = rank_weights(full_weights(model, args.seed), model, layout, rank)
-    pass_s = (args.compute_time / 3, 2 * args.compute_time / 3)
-    iterations, spans, losses, before = [], [], [], None
+    dilation = float(os.environ.get("DMLBED_DILATION") or 1.0)  # dmlbed launch --dilation F: links at bw / F
+    pass_s = (dilation * args.compute_time / 3, dilation * 2 * args.compute_time / 3)
+    iterations, spans, losses, before, window, over = [], [], [], None, [None, None], 0
     for it in range(args.iterations):
         if it == args.warmup:
             before = settled_bytes()
-        kept = spans if it >= args.warmup else []
+            window[0] = time.time()
+        kept, computed = (spans if it >= args.warmup else []), []
+
+        def record(kind, i, a, b, real):
+            kept.append([it, kind, i, a / dilation, b / dilation])
+            computed.append(real)
         began = time.perf_counter()
         loss = train_step(w, model, layout, rank, groups, batch(model, args.seed, it, layout.dp * args.batch),
-                          args.micro_batches, args.schedule, args.lr,
-                          lambda kind, i, a, b: kept.append([it, kind, i, a, b]), pass_s)
-        iterations.append(time.perf_counter() - began)
+                          args.micro_batches, args.schedule, args.lr, record, pass_s)
+        iterations.append((time.perf_counter() - began) / dilation)
         losses.append(loss)
+        # this CPU computed longer than the device time it stands for: the pipeline waited on the machine
+        over += it >= args.warmup and args.compute_time > 0 and sum(computed) > args.micro_batches * sum(pass_s)
+    window[1] = time.time()
     after = settled_bytes()
     per_kind: Dict[str, float] = {}
     measured = max(args.iterations - args.warmup, 1)
@@ -138,14 +149,16 @@ def train(args, model: Transformer, layout: Layout) -> dict:
     return {"rank": rank, "coords": layout.coords(rank), "parallel": layout.label, "model": model.label,
             "schedule": args.schedule, "micro_batches": args.micro_batches, "batch": args.batch,
             "iterations_s": iterations, "warmup": args.warmup, "losses": losses, "spans": spans,
-            "bytes_per_iteration_by_kind": per_kind, "max_weight_difference": worst}
+            "bytes_per_iteration_by_kind": per_kind, "max_weight_difference": worst, "dilation": dilation,
+            "measured": {"start": window[0], "end": window[1], "compute_over_budget": over,
+                         "rank_iterations": measured if args.compute_time > 0 else 0}}
 
 
 def collect(folder: str) -> dict:
     """A launched job's ranks read back: per kind the bytes all ranks delivered per iteration, the slowest rank's
-    median iteration, and per stage the median over iterations of its idle share of the pipeline's span (from the
-    first forward anywhere to the last backward anywhere; the spans' clock is the machine's monotonic one, shared by
-    every rank)."""
+    median iteration, and per stage the median over iterations of its idle share of the pipeline's span (from its
+    first forward to its last backward on any stage of the first replica's pipeline, tensor-parallel rank 0; the
+    spans' clock is the machine's monotonic one, shared by every rank)."""
     import glob
     import statistics
     ranks = []
@@ -162,7 +175,7 @@ def collect(folder: str) -> dict:
     first = {d["coords"]["pp"]: d for d in ranks if d["coords"]["tp"] == 0 and d["coords"]["dp"] == 0}
     bubbles: List[List[float]] = [[] for _ in range(layout.pp)]
     for it in sorted({s[0] for d in ranks for s in d["spans"]}):
-        passes = [s for d in ranks for s in d["spans"] if s[0] == it and s[1] in ("F", "B")]
+        passes = [s for d in first.values() for s in d["spans"] if s[0] == it and s[1] in ("F", "B")]
         span = max(s[4] for s in passes) - min(s[3] for s in passes)
         for stage, d in first.items():
             busy = sum(s[4] - s[3] for s in d["spans"] if s[0] == it and s[1] in ("F", "B"))
@@ -203,6 +216,8 @@ def main(argv: List[str] = None) -> int:
         os.makedirs(os.environ["DMLBED_OUT"], exist_ok=True)
         with open(os.path.join(os.environ["DMLBED_OUT"], OUT_NAME.format(rank=record["rank"])), "w") as f:
             f.write(text)
+        with open(RankFiles(os.environ["DMLBED_OUT"]).measured(record["rank"]), "w") as f:
+            json.dump(record["measured"], f)  # launch judges the CPU over these seconds, and the compute's budget
     print(text)
     return 0
 

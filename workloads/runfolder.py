@@ -74,6 +74,22 @@ class RankFiles:
         """The rank's standard output (`dmlbed launch`)."""
         return self._file(rank, "stdout")
 
+    def measured(self, rank: int) -> str:
+        """What a launched script measured, for launch's verdict: its measured seconds (wall clock) and how often
+        its real compute overran the device time it holds (`dmlbed launch`; see write_measured)."""
+        return self._file(rank, "measured.json")
+
+    def read_measured(self, ranks: int) -> Dict[int, dict]:
+        """The measured records of the ranks that wrote one."""
+        out = {}
+        for r in range(ranks):
+            try:
+                with open(self.measured(r)) as f:
+                    out[r] = json.load(f)
+            except (OSError, ValueError):
+                continue
+        return out
+
     def bench(self, rank: int) -> str:
         """One timed or warm-up repetition of a bench or calibration rank per line."""
         return self._file(rank, "bench.jsonl")

@@ -23,8 +23,8 @@ from emulation.commands.base import Command
 from emulation.results import fidelity
 from emulation.run.idle import IdleWatch, readers
 from emulation.run.lifecycle import Lifecycle
-from emulation.run.options import (COMMAND_OWN, CONTROLLER, LINKS, NETWORK, OUTPUT, RANKS, REPLACE, TOPOLOGY, WAIT,
-                                   Option, OptionError, RunConfig, command_option, described, flag_label)
+from emulation.run.options import (COMMAND_OWN, CONTROLLER, DILATION, LINKS, NETWORK, OUTPUT, RANKS, REPLACE,
+                                   TOPOLOGY, WAIT, Option, OptionError, RunConfig, command_option, described, flag_label)
 from emulation.run.outputs import clear, output_folder
 from emulation.run.progress import log
 from emulation.results.provenance import provenance
@@ -70,7 +70,7 @@ class Launch(Command):
         ("any command: each rank gets RANK, WORLD_SIZE and MASTER_ADDR as torchrun gives them",
          "--topo bcube:2,2 --bw 50 --time-limit 2min -- python -c 'import os; print(os.environ[\"RANK\"])'"),
     )
-    groups = (TOPOLOGY, LINKS, NETWORK, CONTROLLER, RANKS, OUTPUT, REPLACE, WAIT)
+    groups = (TOPOLOGY, LINKS, NETWORK, CONTROLLER, RANKS, DILATION, OUTPUT, REPLACE, WAIT)
     own = (command_option("algo", "the algorithm whose DDP hook dmlbed.ddp.register(model) installs in your script "
                           "(default: none, the script's own synchronization)", choices=tuple(ALGORITHMS)),
            command_option("cwd", "working directory of the command (default: this one)"),
@@ -184,7 +184,7 @@ def rank_environment(job: LaunchJob, rank: int, master_port: int, config_path: O
                MASTER_ADDR="127.0.0.1" if cfg.local else topo.hosts[0].ip, MASTER_PORT=str(master_port),
                DMLBED_HOST=host.name, DMLBED_TOPOLOGY=topo.spec, DMLBED_LEVELS=str(len(host.interfaces)),
                DMLBED_ADDRESSES=",".join(i.ip for i in host.interfaces), DMLBED_OUT=files_path,
-               DMLBED_BW_MBPS=",".join(f"{b:g}" for b in job.checked.bw))
+               DMLBED_BW_MBPS=",".join(f"{b:g}" for b in job.checked.bw), DMLBED_DILATION=f"{cfg.dilation:g}")
     for intf in host.interfaces:
         env[f"DMLBED_ADDR_L{intf.level}"] = intf.ip
         env[f"DMLBED_IFNAME_L{intf.level}"] = intf.name
@@ -208,7 +208,7 @@ def execute(job: LaunchJob, log: Callable[[str], None] = lambda m: None) -> Laun
         synchronization=(f"{cfg.algo}{'' if cfg.codec == 'none' else ' with codec ' + cfg.codec} (DDP communication "
                          f"hook, dmlbed.ddp.register)" if job.hooked else
                          "the script's own (DDP's all-reduce over gloo unless it registers a hook)"),
-        bw_mbps=bw_value(checked.bw), shaped_mbps=list(checked.shaped),
+        bw_mbps=bw_value(checked.bw), shaped_mbps=list(checked.shaped), dilation=cfg.dilation,
         config={"out": cfg.out, "topology": topo.spec, "bw": cfg.bw, "local": cfg.local}, provenance=provenance())
     state = {"exit_codes": {}, "started": time.time(), "ended": None, "port_drops": {}}
     procs: Dict[int, subprocess.Popen] = {}
@@ -326,7 +326,8 @@ def results(job: LaunchJob, folder: RunFolder, summary: LaunchSummary, life: Lif
     summary.link_peak_mbps = {k: round(v, 3) for k, v in sorted(peaks.items())}
     summary.buckets, summary.checks, summary.error = summarize_buckets(records.buckets), checks, error
     summary.completed = error is None and len(exit_codes) == ranks and all(c == 0 for c in exit_codes.values())
-    summary.fidelity = launch_fidelity(cfg, topo, shaped, peaks, sampler, life.cpu, state["port_drops"])
+    summary.fidelity = launch_fidelity(cfg, topo, shaped, peaks, sampler, life.cpu, state["port_drops"],
+                                       files.read_measured(ranks))
     launch_trace(folder.file(RunFolder.TRACE), topo, started, ended, rates, level_of, records.buckets,
                  records.transfers, list(shaped))
 
@@ -347,16 +348,21 @@ def summarize_buckets(buckets: List[dict]) -> dict:
 
 
 def launch_fidelity(cfg: RunConfig, topo, shaped, peaks: Dict[str, float], sampler: Optional[InterfaceSampler],
-                    cpu: CpuSampler, port_drops: dict) -> dict:
-    """The verdict from what can be seen from outside a user's script: CPU and switch-thread saturation, the
-    hosts' TCP counters and queue drops, and links sending above their shaped rate."""
+                    cpu: CpuSampler, port_drops: dict, measured: Optional[Dict[int, dict]] = None) -> dict:
+    """The verdict from what can be seen from outside a user's script: CPU and switch-thread saturation (over the
+    seconds the ranks say they measured, when they write rank-N.measured.json), the hosts' TCP counters and queue
+    drops, links sending above their shaped rate, and the ranks' own count of compute over its device time."""
+    window = measured_window(measured or {})
     if cfg.local:
-        return {"verdict": "not measured", "cause": "loopback run: no emulated network", "cpu": cpu.report()}
+        return {"verdict": "not measured", "cause": "loopback run: no emulated network", "cpu": cpu.report(window)}
     hosts = {h: {k: v for k, v in c.items()} for h, c in (sampler.tcp() if sampler else {}).items()}
-    fid = {"cpu": cpu.report(), "hosts": hosts, "switch_port_drops": port_drops,
+    fid = {"cpu": cpu.report(window), "hosts": hosts, "switch_port_drops": port_drops,
            "tcp_totals": {k: sum(h.get(k, 0) for h in hosts.values()) for k in
                           ("retrans_segs", "rto_timeouts", "loss_probes", "dsack_received", "out_segs")},
            "levels": {}, "scope": "counters sampled every 0.5 s from outside the ranks (no per-transfer timing)"}
+    if measured:
+        fid["compute_over_budget"] = sum(int(m.get("compute_over_budget") or 0) for m in measured.values())
+        fid["compute_rank_iterations"] = sum(int(m.get("rank_iterations") or 0) for m in measured.values())
     fid.update(fidelity.verdict_and_cause(fid, 1, 0.0))
     # interface counters and the shaper both count whole frames: the peak compares with the shaped rate itself
     above = {level: round(mbps / shaped[int(level[1:])], 3) for level, mbps in peaks.items()
@@ -367,6 +373,13 @@ def launch_fidelity(cfg: RunConfig, topo, shaped, peaks: Dict[str, float], sampl
         fid.update(verdict="not faithful", cause=f"links sent above their shaped rate ({above}): the shaping did not "
                                                  f"hold")
     return fid
+
+
+def measured_window(measured: Dict[int, dict]) -> Optional[Tuple[float, float]]:
+    """From the first rank's start to the last rank's end of what they measured (wall clock), if any said."""
+    starts = [m["start"] for m in measured.values() if isinstance(m.get("start"), (int, float))]
+    ends = [m["end"] for m in measured.values() if isinstance(m.get("end"), (int, float))]
+    return (min(starts), max(ends)) if starts and ends and min(starts) < max(ends) else None
 
 
 def print_launch(s: LaunchSummary) -> None:

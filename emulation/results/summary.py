@@ -270,6 +270,9 @@ class LaunchSummary:
     shaped_mbps: List[float]
     config: Dict[str, Any]
     provenance: Dict[str, Any]
+    # links shaped at bw / dilation; a script that reads DMLBED_DILATION stretches its own device time by it and
+    # divides the times it reports (its real CPU compute is not stretched), wall_s is real time
+    dilation: float = 1.0
     completed: bool = False
     error: Optional[str] = None
     exit_codes: Dict[str, Optional[int]] = field(default_factory=dict)
