@@ -166,3 +166,24 @@ def test_torchs_own_fsdp_example_trains_sharded_with_identical_full_parameters(t
     assert len({re.search(r"parameters (\w+)", o).group(1) for o in outputs}) == 1
     shards = [float(re.search(r"shard ([\d.]+)", o).group(1)) for o in outputs]
     assert sum(shards) == pytest.approx(1.0, abs=0.01) and max(shards) < 0.3  # each rank holds a quarter
+
+
+def test_the_ranks_measured_seconds_scope_the_cpu_and_their_overruns_are_judged():
+    from types import SimpleNamespace
+
+    from emulation.commands.launch import launch_fidelity, measured_window
+    from emulation.run.sampling import CpuSampler
+    assert measured_window({}) is None
+    assert measured_window({0: {"start": 10.0, "end": 20.0}, 1: {"start": 11.0, "end": 22.0}}) == (10.0, 22.0)
+    assert measured_window({0: {"start": 10.0}}) is None  # a rank that never finished says nothing
+    cpu = CpuSampler()
+    cpu.samples = [(0.0, 0.5, 1.0), (0.5, 1.0, 1.0), (10.5, 11.0, 0.3), (11.0, 11.5, 0.4)]  # busy importing torch
+    cfg = SimpleNamespace(local=False)
+    measured = {0: {"start": 10.0, "end": 12.0, "compute_over_budget": 0, "rank_iterations": 4}}
+    fid = launch_fidelity(cfg, None, [100.0], {}, None, cpu, {}, measured)
+    assert fid["cpu"]["scope"] == "measured iterations" and fid["cpu"]["saturated_share"] == 0
+    assert fid["verdict"] == "faithful"
+    assert launch_fidelity(cfg, None, [100.0], {}, None, cpu, {})["cpu"]["saturated_share"] == 0.5  # whole run
+    measured[1] = {"start": 10.0, "end": 12.0, "compute_over_budget": 3, "rank_iterations": 4}
+    fid = launch_fidelity(cfg, None, [100.0], {}, None, cpu, {}, measured)
+    assert fid["verdict"] == "degraded" and "exceeded --compute-time in 3 of 8" in fid["cause"]

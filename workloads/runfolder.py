@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 RANKS_FOLDER = "workers"
 
@@ -34,6 +34,18 @@ class RankRecords:
     finals: Dict[int, dict]
     transfers: List[dict]
     buckets: List[dict]
+
+
+def _json_per_rank(path_of: Callable[[int], str], ranks: int) -> Dict[int, dict]:
+    """Each rank's JSON file, of the ranks that wrote a whole one."""
+    out = {}
+    for r in range(ranks):
+        try:
+            with open(path_of(r)) as f:
+                out[r] = json.load(f)
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 class RankFiles:
@@ -81,14 +93,7 @@ class RankFiles:
 
     def read_measured(self, ranks: int) -> Dict[int, dict]:
         """The measured records of the ranks that wrote one."""
-        out = {}
-        for r in range(ranks):
-            try:
-                with open(self.measured(r)) as f:
-                    out[r] = json.load(f)
-            except (OSError, ValueError):
-                continue
-        return out
+        return _json_per_rank(self.measured, ranks)
 
     def bench(self, rank: int) -> str:
         """One timed or warm-up repetition of a bench or calibration rank per line."""
@@ -127,14 +132,7 @@ class RankFiles:
 
     def read_finals(self, ranks: int) -> Dict[int, dict]:
         """The end-of-run record of each rank that finished."""
-        finals = {}
-        for r in range(ranks):
-            try:
-                with open(self.final(r)) as f:
-                    finals[r] = json.load(f)
-            except (OSError, ValueError):
-                continue
-        return finals
+        return _json_per_rank(self.final, ranks)
 
     def write_final(self, rank: int, record: dict) -> None:
         """Write a rank's final record through a temporary file (the runner never reads half of it)."""
