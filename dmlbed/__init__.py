@@ -26,7 +26,7 @@ import subprocess
 from typing import Callable, Dict, List, Optional, Sequence
 
 from emulation.backends import BACKENDS, matrix
-from emulation.commands import launch as launching
+from emulation.backends import launcher as launching
 from emulation.run.hosts import hosts_for, network_lock
 from emulation.run.options import CONTROLLER, LINKS, NETWORK, TOPOLOGY, WAIT, RunConfig, from_mapping
 from emulation.results.summary import LaunchSummary, Summary

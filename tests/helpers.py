@@ -54,7 +54,8 @@ def check_summaries(args, result):
     if not args:
         return
     own = args[:args.index("--")] if "--" in args else args  # a launched command's own flags are not dmlbed's
-    kind = "parallel" if args[0] in ("theory", "simulate") and "--parallel" in own else SUMMARY_SCHEMAS.get(args[0])
+    kind = "parallel" if args[0] in ("theory", "simulate", "run") and "--parallel" in own else \
+        SUMMARY_SCHEMAS.get(args[0])
     if args[0] in SUMMARY_SCHEMAS and "--out" in args:
         path = os.path.join(args[args.index("--out") + 1], "summary.json")
         if os.path.isfile(path):

@@ -171,7 +171,7 @@ def test_torchs_own_fsdp_example_trains_sharded_with_identical_full_parameters(t
 def test_the_ranks_measured_seconds_scope_the_cpu_and_their_overruns_are_judged():
     from types import SimpleNamespace
 
-    from emulation.commands.launch import launch_fidelity, measured_window
+    from emulation.backends.launcher import launch_fidelity, measured_window
     from emulation.run.sampling import CpuSampler
     assert measured_window({}) is None
     assert measured_window({0: {"start": 10.0, "end": 20.0}, 1: {"start": 11.0, "end": 22.0}}) == (10.0, 22.0)

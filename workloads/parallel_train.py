@@ -22,12 +22,12 @@ import torch
 import torch.distributed as dist
 
 from workloads.parallel_gpt import Groups, batch, checked_job, full_weights, make_groups, rank_weights, train_step
-from workloads.parallel_layout import Layout, parse_layout
+from workloads.parallel_layout import Layout
+from workloads.parallel_records import OUT_NAME, collect
 from workloads.pipeline_schedule import SCHEDULES
 from workloads.runfolder import RankFiles
 from workloads.transformer import Transformer
 
-OUT_NAME = "parallel-rank-{rank}.json"
 SETTLE_S = 0.5  # the barrier's own acknowledgements, and any in flight, land well within it on the emulated links
 _SS_CONN = re.compile(r"^(?:[A-Za-z-]+\s+)?\d+\s+\d+\s+(\S+):(\d+)\s+(\S+):(\d+)$")  # [state] recv-q send-q local peer
 _SS_ACKED = re.compile(r"bytes_acked:(\d+)")
@@ -152,40 +152,6 @@ def train(args, model: Transformer, layout: Layout) -> dict:
             "bytes_per_iteration_by_kind": per_kind, "max_weight_difference": worst, "dilation": dilation,
             "measured": {"start": window[0], "end": window[1], "compute_over_budget": over,
                          "rank_iterations": measured if args.compute_time > 0 else 0}}
-
-
-def collect(folder: str) -> dict:
-    """A launched job's ranks read back: per kind the bytes all ranks delivered per iteration, the slowest rank's
-    median iteration, and per stage the median over iterations of its idle share of the pipeline's span (from its
-    first forward to its last backward on any stage of the first replica's pipeline, tensor-parallel rank 0; the
-    spans' clock is the machine's monotonic one, shared by every rank)."""
-    import glob
-    import statistics
-    ranks = []
-    for path in sorted(glob.glob(os.path.join(folder, "**", OUT_NAME.format(rank="*")), recursive=True)):
-        with open(path) as f:
-            ranks.append(json.load(f))
-    if not ranks:
-        raise ValueError(f"{folder} holds no {OUT_NAME.format(rank='N')} (run the job under dmlbed launch first)")
-    layout = parse_layout(ranks[0]["parallel"])
-    per_kind: Dict[str, float] = {}
-    for d in ranks:
-        for kind, sent in d["bytes_per_iteration_by_kind"].items():
-            per_kind[kind] = per_kind.get(kind, 0) + sent
-    first = {d["coords"]["pp"]: d for d in ranks if d["coords"]["tp"] == 0 and d["coords"]["dp"] == 0}
-    bubbles: List[List[float]] = [[] for _ in range(layout.pp)]
-    for it in sorted({s[0] for d in ranks for s in d["spans"]}):
-        passes = [s for d in first.values() for s in d["spans"] if s[0] == it and s[1] in ("F", "B")]
-        span = max(s[4] for s in passes) - min(s[3] for s in passes)
-        for stage, d in first.items():
-            busy = sum(s[4] - s[3] for s in d["spans"] if s[0] == it and s[1] in ("F", "B"))
-            bubbles[stage].append(1 - busy / span)
-    warm = ranks[0]["warmup"]
-    return {"parallel": layout.label, "ranks": len(ranks), "bytes_per_iteration_by_kind": per_kind,
-            "iteration_median_s": max(statistics.median(d["iterations_s"][warm:] or d["iterations_s"])
-                                      for d in ranks),
-            "bubble_per_stage": [statistics.median(b) for b in bubbles],
-            "max_weight_difference": max((d["max_weight_difference"] or 0.0) for d in ranks)}
 
 
 def main(argv: List[str] = None) -> int:

@@ -49,15 +49,19 @@ class ParallelRun:
 
 def prepare(cfg: RunConfig, mode: str, label: Label = flag_label) -> ParallelRun:
     """Validate a --parallel configuration: the layout against the hosts and the model, the batch against the
-    micro-batches, a fixed compute time, and (simulate) the results folder (OptionError naming what is wrong and what
-    is valid)."""
+    micro-batches, a fixed compute time, (emulate) a rank on every host, and (simulate, emulate) the results folder
+    (OptionError naming what is wrong and what is valid)."""
     check_values(cfg, label)
-    network = check_network(cfg, label, emulated=False)
+    network = check_network(cfg, label, emulated=mode == "emulate")
     try:
         model, layout = parse_transformer(cfg.model), parse_layout(cfg.parallel)
     except (TransformerError, LayoutError) as exc:
         raise OptionError(str(exc).replace("--model", label("model")).replace("--parallel", label("parallel")))
     hosts = parse_hosts(cfg.hosts, network.topo, label("hosts")) or tuple(h.name for h in network.topo.hosts)
+    if mode == "emulate" and (cfg.local or cfg.hosts or layout.ranks != len(network.topo.hosts)):
+        raise OptionError(f"{label('parallel')} {layout.label}: the emulated job runs one rank on every host of "
+                          f"{network.topo.spec} ({len(network.topo.hosts)}) on its network (give degrees whose "
+                          f"product is that, without {label('hosts')} or {label('local')})")
     if layout.ranks > len(network.topo.hosts):
         raise OptionError(f"{label('parallel')} {layout.label}: tp x pp x dp = {layout.ranks} ranks, but "
                           f"{network.topo.spec} has {len(network.topo.hosts)} hosts (one rank per host: give degrees "
@@ -80,8 +84,12 @@ def prepare(cfg: RunConfig, mode: str, label: Label = flag_label) -> ParallelRun
     if compute.varies:
         raise OptionError(f"{label('compute_time')} {cfg.compute_time}: a parallel job takes one fixed time per "
                           f"micro-batch and stage, forward and backward (e.g. 0.05)")
+    if mode == "emulate" and compute.mean <= 0:
+        raise OptionError(f"{label('compute_time')} {cfg.compute_time}: the emulated ranks hold a device's time per "
+                          f"micro-batch and stage, and the flow model they are judged against takes the same (give "
+                          f"seconds, e.g. 0.05; this machine's own compute is not a device's)")
     job = ParallelJob(model, layout, cfg.micro_batches, cfg.batch // cfg.micro_batches, cfg.pipeline)
-    if mode == "simulate":
+    if mode in ("simulate", "emulate"):
         cfg = replace(cfg, out=output_folder(cfg.out, (RunFolder.SUMMARY,), "a run's results", cfg.force, mode))
     return ParallelRun(cfg, job, network.topo, hosts, tuple(network.bw), network.link_rates, compute.mean)
 
@@ -184,6 +192,16 @@ def print_parallel(summary: ParallelSummary) -> None:
     s = summary.to_dict()
     print(f"{s['model']} ({s['parameters'] / 1e6:,.1f}M parameters) on {s['topology']}, {s['parallel']}, "
           f"{s['schedule']}, {s['micro_batches']} micro-batches of {s['micro_batch_size']} ({s['mode']})")
+    if s["mode"] == "emulate":
+        fid = s["fidelity"] or {}
+        print(f"  correct {s['correct']} (largest weight difference from the unsplit model "
+              f"{s['max_weight_difference']}); fidelity {fid.get('verdict')}"
+              f"{': ' + fid['cause'] if fid.get('cause') else ''}; dilation {s['dilation']:g}")
+        if s["iteration_s"] is None:
+            print(f"  nothing measured: {s['error']}")
+            return
+        print(f"  iteration {s['iteration_s']:.4f} s measured, flow model {s['flow_model_iteration_s']:.4f} s "
+              f"({s['over_flow_model']:.3f}x)")
     print(f"  iteration {s['iteration_s']:.4f} s (closed form {s['iteration_theory_s']:.4f} s), pipeline "
           f"{s['pipeline_s']:.4f} s, bubble {max(s['bubble_per_stage']):.3f} of the pipeline "
           f"((p-1)/(m+p-1) = {s['bubble_formula']:.3f})")

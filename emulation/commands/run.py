@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 
-from emulation.backends import emulator
+from emulation.backends import emulator, parallel_emulation, parallel_job
 from emulation.commands.base import RUN_GROUPS, Command, fmt, print_link_events
 from emulation.results.fidelity import one_line
+from emulation.run.options import PARALLEL, SYNCHRONIZATION
 from emulation.run.progress import log
 
 
@@ -25,30 +26,47 @@ class Run(Command):
          "--topo star:4 --algo ring --local --iters 3"),
         ("top-k with error feedback on a slow link, synchronized during backward as DDP does",
          "--topo star:8 --algo ring --bw 25 --model mlp:12.5MB --codec topk --k-ratio 0.01 --error-feedback --overlap"),
+        ("a small GPT under tensor, pipeline and data parallelism, beside the flow model of the same job",
+         "--topo fattree:4 --routing dmodk --bw 100 --dilation 8 --algo ring --model gpt:4,128,4,64,512 "
+         "--parallel tp=2,pp=2,dp=4 --micro-batches 8 --batch 8 --compute-time 0.05 --iters 6"),
     )
-    groups = RUN_GROUPS
+    groups = tuple(g for group in RUN_GROUPS for g in ((group, PARALLEL) if group == SYNCHRONIZATION else (group,)))
 
     def prepare(self, args):
-        return emulator.prepare(self.config(args))
+        cfg = self.config(args)
+        return parallel_emulation.prepare(cfg) if cfg.parallel else emulator.prepare(cfg)
 
     def needs_root(self, job):
         return not job.cfg.local
 
     def execute(self, job, args):
+        if isinstance(job, parallel_emulation.ParallelEmulation):
+            return parallel_emulation.execute(job, log=log)
         return emulator.execute(job, log=log, progress=not args.json)
 
     def report(self, summary):
+        if isinstance(summary, parallel_job.ParallelSummary):
+            from emulation.results.parallel_report import parallel_report
+            return parallel_report(summary.out, summary.to_dict())
         from emulation.results.report import run_report
         return run_report(summary["config"]["out"])
 
     def show(self, summary):
+        if isinstance(summary, parallel_job.ParallelSummary):
+            parallel_job.print_parallel(summary)
+            return
         print_summary(summary)
 
     def exit_code(self, summary):
-        return 0 if summary["correct"] else 1
+        return 0 if as_dict(summary)["correct"] else 1
 
     def failure(self, summary):
-        return summary["error"]
+        return as_dict(summary)["error"]
+
+
+def as_dict(summary) -> dict:
+    """A run's summary, or a parallel job's, as its JSON fields."""
+    return summary.to_dict() if isinstance(summary, parallel_job.ParallelSummary) else summary
 
 
 def print_summary(s) -> None:

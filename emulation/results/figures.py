@@ -88,10 +88,11 @@ def spread(out_root: str, rows: List[dict], sweep_keys: List[str], plt, column: 
     return save(fig, ax, plt, title, os.path.join(out_root, name), handles)
 
 
-def save(fig, ax, plt, title: str, stem: str, handles: Optional[list] = None) -> str:
-    """Title and legend the axes, write the figure as stem.png and stem.svg, close it; the PNG's path."""
+def save(fig, ax, plt, title: str, stem: str, handles: Optional[list] = None, outside: bool = False) -> str:
+    """Title and legend the axes (outside: right of them, clear of the data), write the figure as stem.png and
+    stem.svg, close it; the PNG's path."""
     ax.set_title(title, fontsize=10)
-    ax.legend(handles=handles, fontsize=8)
+    ax.legend(handles=handles, fontsize=8, **({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if outside else {}))
     fig.tight_layout()
     for fmt in FORMATS:
         fig.savefig(f"{stem}.{fmt}", dpi=110)
@@ -152,4 +153,4 @@ def plot_pipeline(out_root: str, spans: List[list], stages: int, title: str) -> 
     names = {"F": "forward", "B": "backward", "send-F": "activation sent", "send-B": "gradient sent",
              "dp": "data-parallel sum"}
     handles = [Patch(color=c, label=names[k]) for k, c in PIPELINE_COLOURS.items()]
-    return save(fig, ax, plt, title, os.path.join(out_root, "pipeline"), handles)
+    return save(fig, ax, plt, title, os.path.join(out_root, "pipeline"), handles, outside=True)
