@@ -27,7 +27,8 @@ LABS = {"lab1-topologies": ("results/lab1", "bcube-net.json", "fidelity_min"),
         "lab4-hierarchy": ("results/lab4", "blueconnect/summary.json", "gst_ratio"),
         "lab5-latency": ("results/lab5", "bml-400KB/summary.json", "gst_theory_calibrated_s"),
         "lab6-write-a-plan": ("results/lab6", "my_plan.py", None),
-        "lab7-capstone": ("results/lab7", "reproduction/comparison.json", "0.gst_ratio")}
+        "lab7-capstone": ("results/lab7", "reproduction/comparison.json", "0.gst_ratio"),
+        "lab8-3d-parallelism": ("results/lab8", "1f1b/summary.json", "over_flow_model")}
 WRITEUP_FILLER = ("This paragraph stands in for a student's text in the handouts' own run of the lab, written to "
                   "exercise the checker: the sections, the length and the quoted numbers. ")
 
