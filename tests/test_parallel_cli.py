@@ -91,3 +91,17 @@ def test_the_flow_model_answers_a_1024_gpu_3d_parallel_job_within_a_minute():
     print(f"1,024 GPUs (gpt3-175b, tp=8,pp=8,dp=16 on fattree:16): {took:.1f} s")
     assert got["ranks"] == 1024 and got["over_theory"] == pytest.approx(1.0, rel=0.10)
     assert took < 60
+
+
+@pytest.mark.benchmark
+def test_the_flow_model_answers_an_8192_gpu_3d_parallel_job():
+    import time
+    started = time.monotonic()
+    got = cli_json("simulate", "--topo", "fattree:32", "--bw", "100Gbit", "--algo", "ring", "--model", "gpt3-175b",
+                   "--parallel", "tp=8,pp=8,dp=128", "--micro-batches", "32", "--batch", "32", "--compute-time", "2",
+                   timeout=1800)
+    took = time.monotonic() - started
+    print(f"8,192 GPUs (gpt3-175b, tp=8,pp=8,dp=128 on fattree:32): {took:.1f} s, iteration "
+          f"{got['iteration_s']:.3f} s, {got['over_theory']:.3f}x the closed form")
+    assert got["ranks"] == 8192 and got["over_theory"] == pytest.approx(1.0, rel=0.10)
+    assert took < 900
