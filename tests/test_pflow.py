@@ -216,8 +216,8 @@ def test_ssp_iterates_at_least_as_fast_as_bsp_on_the_same_network_and_both_are_j
     periods = {}
     for name, staleness in (("bsp", "0"), ("ssp", "2")):
         r = run_dmlbed("run", "--topo", "star:6", "--algo", "pflow", "--servers", "2", "--pf-dvf", "none",
-                       "--pf-tree", "none", "--staleness", staleness, "--model", "lenet5", "--data", "digits",
-                       "--bw", "50", "--iters", "8", "--batch", "8", "--compute-time", "0.25", "--json",
+                       "--pf-tree", "none", "--staleness", staleness, "--model", "mlp:1MB", "--bw", "50",
+                       "--iters", "8", "--batch", "8", "--compute-time", "0.25", "--json",
                        "--out", str(tmp_path / name), timeout=600)
         assert r.returncode == 0, r.stderr[-3000:]
         s = json.loads(r.stdout)
