@@ -63,7 +63,10 @@ def check_summaries(args, result):
     if args[0] in ("compare", "reproduce") and "--out" in args:  # every row's own folder
         import glob
         for path in glob.glob(os.path.join(args[args.index("--out") + 1], "**", "summary.json"), recursive=True):
-            jsonschema.Draft202012Validator(schema("summary")).validate(json.load(open(path)))
+            data = json.load(open(path))
+            row_kind = "parallel" if "bubble_per_stage" in data else \
+                "launch" if os.path.basename(os.path.dirname(path)) == "launch" else "summary"
+            jsonschema.Draft202012Validator(schema(row_kind)).validate(data)
     if args[0] in ("theory", "simulate") and "--json" in args and result.returncode == 0 and \
             (args[0] == "theory" or kind == "parallel"):
         jsonschema.Draft202012Validator(schema(kind or "summary")).validate(json.loads(result.stdout))

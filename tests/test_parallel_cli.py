@@ -105,3 +105,40 @@ def test_the_flow_model_answers_an_8192_gpu_3d_parallel_job():
           f"{got['iteration_s']:.3f} s, {got['over_theory']:.3f}x the closed form")
     assert got["ranks"] == 8192 and got["over_theory"] == pytest.approx(1.0, rel=0.10)
     assert took < 900
+
+
+def test_a_compare_config_runs_parallel_jobs_in_closed_form_and_on_the_flow_model_side_by_side(tmp_path):
+    """A compare row with `parallel:` runs the parallel job in its mode (schedule and placement as keys, swept like
+    any other); its comparison row carries the iteration, the layout, the bubble and the bytes per kind."""
+    import csv
+    config = tmp_path / "par.yaml"
+    config.write_text(
+        "name: par\n"
+        "defaults: {topo: 'leafspine:4,4,2', bw: '100,25', algo: ring, model: 'gpt:4,64,8,256,128', "
+        "parallel: 'tp=4,pp=2,dp=2', micro_batches: 4, batch: 16, compute_time: 0.02, iters: 2}\n"
+        "sweep: {schedule: [gpipe, 1f1b]}\n"
+        "runs:\n"
+        "  - {label: closed, mode: theory, placement: tp-in-rack}\n"
+        "  - {label: flow, mode: simulate, placement: tp-in-rack}\n"
+        "  - {label: flow across, mode: simulate, placement: tp-across-racks}\n"
+        "targets:\n"
+        "  - {what: across over in a rack, row: flow across, relative_to: flow, metric: iteration_median_s, "
+        "at_least: 2}\n")
+    r = run_dmlbed("compare", str(config), "--out", str(tmp_path / "out"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = list(csv.DictReader(open(tmp_path / "out" / "comparison.csv")))
+    assert sorted((x["label"], x["schedule"]) for x in rows) == sorted(
+        (label, s) for label in ("closed", "flow", "flow across") for s in ("gpipe", "1f1b"))
+    for x in rows:
+        alone = cli_json(x["mode"] if x["mode"] == "theory" else "simulate", "--topo", "leafspine:4,4,2", "--bw",
+                         "100,25", "--algo", "ring", "--model", "gpt:4,64,8,256,128", "--parallel", "tp=4,pp=2,dp=2",
+                         "--placement", x["placement"], "--schedule", x["schedule"], "--micro-batches", "4",
+                         "--batch", "16", "--compute-time", "0.02", *(["--out", str(tmp_path / x["label"] / x["schedule"])]
+                                                                     if x["mode"] == "simulate" else []))
+        assert float(x["iteration_median_s"]) == pytest.approx(alone["iteration_s"], rel=1e-9), x["label"]
+        assert x["parallel"] == alone["parallel"] and int(x["bytes_per_kind.tp"]) == alone["bytes_per_kind"]["tp"]
+    across = {x["schedule"]: float(x["iteration_median_s"]) for x in rows if x["label"] == "flow across"}
+    inside = {x["schedule"]: float(x["iteration_median_s"]) for x in rows if x["label"] == "flow"}
+    assert all(across[s] > inside[s] for s in across)  # tensor parallelism over the 4:1 spine costs
+    result = json.loads(r.stdout)
+    assert [t["verdict"] for t in result["targets"]] == ["met", "met"], result["targets"]

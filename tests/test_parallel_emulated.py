@@ -98,11 +98,12 @@ def test_placement_on_an_oversubscribed_leaf_spine_changes_the_emulated_iteratio
     common = ("--topo", "leafspine:2,8,1", "--bw", "100,25", "--algo", "ring", "--model", "gpt:2,64,8,256,128",
               "--micro-batches", "4", "--batch", "16", "--compute-time", "0.02")
     got, closed = {}, {}
-    for name, layout, dilation in (("rack", "tp=8,dp=2", "16"), ("spine", "tp=8,dp=2,order=dp-tp-pp", "4")):
-        r = run_dmlbed("run", *common, "--parallel", layout, "--dilation", dilation, "--iters", "4", "--out",
+    for name, rule, dilation in (("rack", "tp-in-rack", "16"), ("spine", "dp-in-rack", "4")):
+        placed = ("--parallel", "tp=8,dp=2", "--placement", rule)
+        r = run_dmlbed("run", *common, *placed, "--dilation", dilation, "--iters", "4", "--out",
                        str(tmp_path / name), "--wait", "--json", "--no-report", timeout=1200)
         assert r.returncode == 0, r.stderr[-2000:]
-        got[name], closed[name] = json.loads(r.stdout), cli_json("theory", *common, "--parallel", layout)
+        got[name], closed[name] = json.loads(r.stdout), cli_json("theory", *common, *placed)
         print(f"{name}: iteration {got[name]['iteration_s']:.3f} s, flow model "
               f"{got[name]['flow_model_iteration_s']:.3f} s, closed form {closed[name]['iteration_s']:.3f} s, "
               f"verdict {got[name]['fidelity']['verdict']} ({got[name]['fidelity'].get('cause')})")

@@ -41,16 +41,17 @@ def collect(folder: str) -> dict:
             per_kind[kind] = per_kind.get(kind, 0) + sent
     first = {d["coords"]["pp"]: d for d in ranks if d["coords"]["tp"] == 0 and d["coords"]["dp"] == 0}
     bubbles: List[List[float]] = [[] for _ in range(layout.pp)]
-    spans, timeline = [], []
-    for it in sorted({s[0] for d in first.values() for s in d["spans"]}):
+    spans, began = [], 0.0
+    iterations = sorted({s[0] for d in first.values() for s in d["spans"]})
+    for it in iterations:
         passes = [s for d in first.values() for s in d["spans"] if s[0] == it and s[1] in PASSES]
-        began, span = min(s[3] for s in passes), max(s[4] for s in passes) - min(s[3] for s in passes)
-        spans.append(span)
+        began = min(s[3] for s in passes)
+        spans.append(max(s[4] for s in passes) - began)
         for stage, d in first.items():
             busy = sum(s[4] - s[3] for s in d["spans"] if s[0] == it and s[1] in PASSES)
-            bubbles[stage].append(1 - busy / span)
-        timeline = [[stage, s[1], s[2], round(s[3] - began, 9), round(s[4] - began, 9)]
-                    for stage, d in sorted(first.items()) for s in d["spans"] if s[0] == it]
+            bubbles[stage].append(1 - busy / spans[-1])
+    timeline = [[stage, s[1], s[2], round(s[3] - began, 9), round(s[4] - began, 9)]
+                for stage, d in sorted(first.items()) for s in d["spans"] if iterations and s[0] == iterations[-1]]
     warm = ranks[0]["warmup"]
     checked = [d["max_weight_difference"] for d in ranks if d["max_weight_difference"] is not None]
     return {"parallel": layout.label, "ranks": len(ranks), "bytes_per_iteration_by_kind": per_kind,

@@ -11,7 +11,7 @@ from typing import Callable, Dict, List
 RANKS_FOLDER = "workers"
 
 
-def _lines(path: str) -> List[dict]:
+def json_lines(path: str) -> List[dict]:
     """Every complete JSON line of a file (a torn last line, or one that does not parse, is skipped)."""
     out: List[dict] = []
     if os.path.exists(path):
@@ -111,7 +111,7 @@ class RankFiles:
 
     def read_rows(self, ranks: int) -> Dict[int, List[dict]]:
         """Every complete iteration record each rank wrote so far."""
-        return {r: _lines(self.records(r)) for r in range(ranks)}
+        return {r: json_lines(self.records(r)) for r in range(ranks)}
 
     def read_all(self, ranks: int) -> RankRecords:
         """Every record of every rank, read once."""
@@ -120,15 +120,15 @@ class RankFiles:
 
     def read_transfers(self, ranks: int) -> List[dict]:
         """Every transfer every rank traced."""
-        return [t for r in range(ranks) for t in _lines(self.transfers(r))]
+        return [t for r in range(ranks) for t in json_lines(self.transfers(r))]
 
     def read_buckets(self, ranks: int) -> List[dict]:
         """Every bucket every rank synchronized."""
-        return [b for r in range(ranks) for b in _lines(self.buckets(r))]
+        return [b for r in range(ranks) for b in json_lines(self.buckets(r))]
 
     def read_bench(self, ranks: int) -> List[dict]:
         """Every repetition every bench rank recorded."""
-        return [t for r in range(ranks) for t in _lines(self.bench(r))]
+        return [t for r in range(ranks) for t in json_lines(self.bench(r))]
 
     def read_finals(self, ranks: int) -> Dict[int, dict]:
         """The end-of-run record of each rank that finished."""

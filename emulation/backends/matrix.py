@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Optional
 import yaml
 
 from emulation.backends import BACKENDS
+from emulation.backends.parallel_backends import backend_for
 from emulation.backends.matrix_record import check_resumable
 from emulation.backends.matrix_rows import COLUMNS
 from emulation.backends.matrix_run import JOBS_BACKEND, ConfigError, checked_job, entry_emulated, run_rows
@@ -215,7 +216,7 @@ def expand(data: dict, out_root: str, local: bool = False, command_rows=None) ->
             out.append(dict(entry, backend=command_rows, job=command_rows.prepare(entry["command"], entry["out"],
                                                                                   where)))
             continue
-        backend = BACKENDS[cfg.mode] if entry["jobs"] is None else JOBS_BACKEND
+        backend = backend_for(cfg) if entry["jobs"] is None else JOBS_BACKEND
         job = checked_job(backend, cfg, entry["jobs"], where)
         cfg = job.cfg  # the configuration the checked job runs
         if job.replays_sibling:

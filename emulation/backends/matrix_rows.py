@@ -53,6 +53,24 @@ def row(entry: dict, summary: dict) -> dict:
     return r
 
 
+def parallel_row(entry: dict, summary: dict) -> dict:
+    """The comparison.csv row of a parallel job: its iteration in the run columns, and its layout, pipeline, bubble
+    and per-kind bytes and critical path in columns of their own."""
+    fid = summary.get("fidelity") or {}
+    cfg = entry["config"]
+    extra = {k: summary[k] for k in ("parallel", "placement", "schedule", "micro_batches", "pipeline_s",
+                                     "iteration_theory_s", "over_theory", "flow_model_iteration_s",
+                                     "over_flow_model", "max_weight_difference", "bubble_formula")}
+    extra["bubble_max"] = max(summary["bubble_per_stage"]) if summary["bubble_per_stage"] else None
+    extra.update(flat({"bytes_per_kind": summary["bytes_per_kind"], "critical_path_s": summary["critical_path_s"]}))
+    return {**dict.fromkeys(COLUMNS), **extra, "label": entry["label"], "mode": summary["mode"],
+            "topology": summary["topology"], "model": summary["model"], "batch": cfg.batch, "bw_mbps": cfg.bw,
+            "workers": summary["ranks"], "iterations": cfg.iters, "iteration_median_s": summary["iteration_s"],
+            "compute_median_s": summary["compute_per_micro_batch_s"], "correct": summary["correct"],
+            "fidelity": fid.get("verdict"), "fidelity_cause": fid.get("cause"), "error": summary["error"],
+            "dilation": summary["dilation"], "out": cfg.out, **entry["sweep"]}
+
+
 def cfg_out(entry: dict, summary: dict) -> str:
     """The row's run folder."""
     return entry["config"].out if entry.get("config") is not None else (summary.get("config") or {}).get("out", "")

@@ -9,11 +9,12 @@ import dataclasses
 import os
 from typing import List, Optional
 
-from emulation.backends import BACKENDS
+from emulation.backends.parallel_backends import backend_for
 from emulation.backends.matrix_record import record, start_record
-from emulation.backends.matrix_rows import COLUMNS, MachineWatch, command_row, job_row, row
+from emulation.backends.matrix_rows import COLUMNS, MachineWatch, command_row, job_row, parallel_row, row
 from emulation.backends.matrix_tasks import failed_row, run_distributed, unpack
 from emulation.results.files import write_table
+from emulation.results.parallel_summary import ParallelSummary
 from emulation.run.options import option_of, yaml_key
 
 
@@ -84,6 +85,8 @@ def run_entry(entry: dict, earlier: List[dict], machine: Optional[MachineWatch],
             rows = [job_row(entry, summary, j) for j in summary["jobs"]]
         elif entry["command"] is not None:
             rows = [command_row(entry, summary)]
+        elif isinstance(summary, ParallelSummary):
+            rows = [parallel_row(entry, summary.to_dict())]
         else:
             rows = [row(entry, summary)]
             curves = [{"label": entry["label"], **entry["sweep"], "iteration": i, "accuracy": a}
@@ -140,7 +143,7 @@ def entry_emulated(entry: dict) -> bool:
     """Whether a matrix entry brings up an emulated network."""
     if entry["jobs"] is not None or entry["command"] is not None:
         return entry["job"].emulated
-    return entry["backend"] is BACKENDS["emulate"] and not entry["config"].local
+    return entry["backend"].mode == "emulate" and not entry["config"].local
 
 
 def spec_of(entry: dict, job) -> dict:
@@ -155,7 +158,7 @@ def rechecked(spec: dict, command_rows) -> dict:
     where = spec.get("where") or spec["label"]
     if spec["command"] is not None:
         return dict(spec, backend=command_rows, job=command_rows.prepare(spec["command"], spec["out"], where))
-    backend = BACKENDS[spec["config"].mode] if spec["jobs"] is None else JOBS_BACKEND
+    backend = backend_for(spec["config"]) if spec["jobs"] is None else JOBS_BACKEND
     job = checked_job(backend, spec["config"], spec["jobs"], where)
     if spec["config"].ecmp_ports and job.cfg.ecmp_ports != spec["config"].ecmp_ports:
         job.cfg.ecmp_ports = spec["config"].ecmp_ports

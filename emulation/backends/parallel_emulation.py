@@ -17,7 +17,7 @@ from emulation.backends.base import Log, quiet
 from emulation.results.cause_rules import verdict_and_cause
 from emulation.results.files import write_summary
 from emulation.results.parallel_summary import ParallelSummary
-from emulation.run.options import RunConfig
+from emulation.run.options import Label, RunConfig, flag_label
 from workloads.parallel_records import collect
 
 LAUNCH_FOLDER = "launch"  # the ranks' outputs and launch's own summary, under the run's folder
@@ -34,6 +34,11 @@ class ParallelEmulation:
     def cfg(self) -> RunConfig:
         return self.run.cfg
 
+    @property
+    def replays_sibling(self) -> bool:
+        """A parallel job takes no TCP ports from another row."""
+        return False
+
 
 def rank_command(run: parallel_job.ParallelRun) -> list:
     """What every host runs: workloads.parallel_train with the job's model, layout, batches, schedule and compute."""
@@ -44,10 +49,10 @@ def rank_command(run: parallel_job.ParallelRun) -> list:
             str(cfg.seed)]
 
 
-def prepare(cfg: RunConfig) -> ParallelEmulation:
+def prepare(cfg: RunConfig, label: Label = flag_label) -> ParallelEmulation:
     """The job checked as theory and simulate check it, with a rank on every host, then the launch of its ranks
     (the network, the command, the folder) checked before anything starts."""
-    run = parallel_job.prepare(cfg, "emulate")
+    run = parallel_job.prepare(cfg, "emulate", label)
     inner = replace(run.cfg, out=os.path.join(run.cfg.out, LAUNCH_FOLDER), force=True, algo=None)
     return ParallelEmulation(run, launch.prepare(inner, rank_command(run)))
 

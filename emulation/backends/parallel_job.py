@@ -12,6 +12,7 @@ from typing import Dict, Sequence
 
 from emulation.backends.base import Log, quiet
 from emulation.core.compute import compute_model
+from emulation.simulation.group_placement import placed
 from emulation.core.link_rates import factors as link_factors
 from emulation.core.topology import Topology, job_view, parse_hosts
 from emulation.results.files import write_summary
@@ -28,7 +29,7 @@ from emulation.simulation.pipeline_timeline import Timeline, pipeline_timeline
 from emulation.simulation.routes import Router
 from workloads.algorithms import ALGORITHMS
 from workloads.collectives import COLLECTIVES
-from workloads.parallel_layout import LayoutError, parse_layout
+from workloads.parallel_layout import Layout, LayoutError, parse_layout
 from workloads.transformer import TransformerError, parse_transformer
 
 RING = "ring"  # the tensor- and data-parallel sums (NCCL's ring, as Megatron-LM runs them)
@@ -46,6 +47,20 @@ class ParallelRun:
     link_rates: object
     compute_s: float
 
+    @property
+    def replays_sibling(self) -> bool:
+        """A parallel job takes no TCP ports from another row."""
+        return False
+
+
+def placed_layout(layout: Layout, rule: str, topo: Topology, hosts: tuple, label: Label) -> Layout:
+    """The layout numbered by a --placement rule (OptionError when the hosts' racks cannot hold it)."""
+    try:
+        return placed(layout, rule, topo, hosts)
+    except LayoutError as exc:
+        raise OptionError(str(exc).replace("--placement", label("placement"))
+                          .replace("--parallel", label("parallel"))) from None
+
 
 def prepare(cfg: RunConfig, mode: str, label: Label = flag_label) -> ParallelRun:
     """Validate a --parallel configuration: the layout against the hosts and the model, the batch against the
@@ -58,6 +73,8 @@ def prepare(cfg: RunConfig, mode: str, label: Label = flag_label) -> ParallelRun
     except (TransformerError, LayoutError) as exc:
         raise OptionError(str(exc).replace("--model", label("model")).replace("--parallel", label("parallel")))
     hosts = parse_hosts(cfg.hosts, network.topo, label("hosts")) or tuple(h.name for h in network.topo.hosts)
+    if cfg.placement and layout.ranks == len(hosts):  # a count that does not fit is said below
+        layout = placed_layout(layout, cfg.placement, network.topo, hosts, label)
     if mode == "emulate" and (cfg.local or cfg.hosts or layout.ranks != len(network.topo.hosts)):
         raise OptionError(f"{label('parallel')} {layout.label}: the emulated job runs one rank on every host of "
                           f"{network.topo.spec} ({len(network.topo.hosts)}) on its network (give degrees whose "
@@ -176,7 +193,8 @@ def summarize(run: ParallelRun, mode: str, timeline: Timeline, phases: Dict[str,
     critical = {"tp": 2 * 2 * job.layers_per_stage * phases["tp"] * (m + p - 1),
                 "pp": 2 * (p - 1) * phases["pp"], "dp": dp[0]}
     return ParallelSummary(
-        mode=mode, topology=run.topo.spec, model=job.model.label, parallel=layout.label, schedule=job.schedule,
+        mode=mode, topology=run.topo.spec, model=job.model.label, parallel=layout.label,
+        placement=run.cfg.placement or None, schedule=job.schedule,
         micro_batches=m, micro_batch_size=job.micro_batch_size, ranks=layout.ranks, parameters=job.model.parameters,
         compute_per_micro_batch_s=run.compute_s, bytes_per_kind=job.bytes_per_kind(), critical_path_s=critical,
         phase_s={"tp_allreduce": phases["tp"], "pp_send": phases["pp"], "dp_sum_per_stage": dp},
@@ -201,9 +219,10 @@ def print_parallel(summary: ParallelSummary) -> None:
             print(f"  nothing measured: {s['error']}")
             return
         print(f"  iteration {s['iteration_s']:.4f} s measured, flow model {s['flow_model_iteration_s']:.4f} s "
-              f"({s['over_flow_model']:.3f}x)")
-    print(f"  iteration {s['iteration_s']:.4f} s (closed form {s['iteration_theory_s']:.4f} s), pipeline "
-          f"{s['pipeline_s']:.4f} s, bubble {max(s['bubble_per_stage']):.3f} of the pipeline "
+              f"({s['over_flow_model']:.3f}x), closed form {s['iteration_theory_s']:.4f} s")
+    else:
+        print(f"  iteration {s['iteration_s']:.4f} s (closed form {s['iteration_theory_s']:.4f} s)")
+    print(f"  pipeline {s['pipeline_s']:.4f} s, bubble {max(s['bubble_per_stage']):.3f} of the pipeline "
           f"((p-1)/(m+p-1) = {s['bubble_formula']:.3f})")
     for kind in s["kinds"]:
         print(f"  {kind}: {s['bytes_per_kind'][kind] / 2**20:,.1f} MiB sent, {s['critical_path_s'][kind]:.4f} s on "

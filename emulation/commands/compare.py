@@ -81,6 +81,13 @@ def print_comparison(result: dict) -> None:
             print(f"  {r['label']:<22} " + " ".join(f"{k}={r.get(k)}" for k in keys) +
                   f": slowdown {r['slowdown']:.3f}" +
                   (f", overlap {r['overlap_median']:.0%}" if r.get("overlap_median") is not None else ""))
+    parallel = [r for r in rows if r.get("parallel")]
+    if parallel:
+        print("\nparallel jobs (iteration, closed form, largest bubble share):")
+        for r in parallel:
+            beside = f", {fmt(r['over_flow_model'], '.3f')}x the flow model" if r.get("over_flow_model") else ""
+            print(f"  {r['label']:<22} {r['mode']:<8} {r['parallel']}: iteration {fmt(r['iteration_median_s'])} s, "
+                  f"closed form {fmt(r['iteration_theory_s'])} s, bubble {fmt(r['bubble_max'], '.3f')}{beside}")
     if result.get("sim_vs_emu"):
         print_sim_vs_emu(result["sim_vs_emu"])
     if result.get("paper"):

@@ -58,15 +58,15 @@ class Run(Command):
         print_summary(summary)
 
     def exit_code(self, summary):
-        return 0 if as_dict(summary)["correct"] else 1
+        return 0 if field(summary, "correct") else 1
 
     def failure(self, summary):
-        return as_dict(summary)["error"]
+        return field(summary, "error")
 
 
-def as_dict(summary) -> dict:
-    """A run's summary, or a parallel job's, as its JSON fields."""
-    return summary.to_dict() if isinstance(summary, parallel_job.ParallelSummary) else summary
+def field(summary, name: str):
+    """One field of a run's summary, or of a parallel job's."""
+    return getattr(summary, name) if isinstance(summary, parallel_job.ParallelSummary) else summary[name]
 
 
 def print_summary(s) -> None:

@@ -11,7 +11,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from emulation.core.topology import Topology
-from workloads.runfolder import RunFolder
+from workloads.runfolder import RunFolder, json_lines
 
 
 class OutputError(RuntimeError):
@@ -127,6 +127,11 @@ def read_json(path: str) -> Optional[dict]:
             return json.load(f)
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def read_json_lines(path: str) -> List[dict]:
+    """A JSON-lines result file's complete lines ([] when it is missing; a torn last line is left out)."""
+    return json_lines(path)
 
 
 def write_summary(out_dir: str, summary: dict) -> None:

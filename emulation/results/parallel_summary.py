@@ -22,6 +22,7 @@ class ParallelSummary:
     topology: str = doc("the network's spec")
     model: str = doc("the transformer (a preset name or gpt:LAYERS,HIDDEN,HEADS,SEQ,VOCAB)")
     parallel: str = doc("the layout: tp=T,pp=P,dp=D[,ep=E][,order=...]")
+    placement: Optional[str] = doc("the --placement rule the ranks were numbered by (none: the layout's order)")
     schedule: str = doc("gpipe | 1f1b")
     micro_batches: int = doc("m, micro-batches per iteration")
     micro_batch_size: int = doc("sequences per micro-batch (--batch / m)")

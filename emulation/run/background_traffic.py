@@ -4,7 +4,6 @@ periods each flow sent in, which the fidelity verdict counts as the scenario's l
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from emulation.core.background import BACKGROUND_PORT, ONOFF, BackgroundFlow, schedule
-from emulation.results.files import write_atomic_csv
+from emulation.results.files import read_json_lines, write_atomic_csv, write_json
 from workloads.runfolder import RunFolder
 
 FOLDER = "background"
@@ -65,8 +64,7 @@ class BackgroundTraffic:
             if f.kind == ONOFF:
                 periods = [(a * self.dilation, b * self.dilation) for a, b in schedule(f, n, self.seed,
                                                                                         self.horizon_s)]
-                with open(os.path.join(self.folder, f"flow-{n}.schedule.json"), "w") as out:
-                    json.dump(periods, out)
+                write_json(os.path.join(self.folder, f"flow-{n}.schedule.json"), periods, indent=None)
                 args += ["--schedule", os.path.join(self.folder, f"flow-{n}.schedule.json")]
             self.procs.append(hosts.popen(f.src, args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         deadline = time.time() + START_WAIT_S
@@ -89,11 +87,7 @@ class BackgroundTraffic:
         """Flow n's log lines of one role ([] when missing); read once after the flows stopped (final by then)."""
         if (n, role) in self.final:
             return self.final[(n, role)]
-        try:
-            with open(self.path(n, role)) as f:
-                got = [json.loads(line) for line in f if line.strip()]
-        except (OSError, ValueError):
-            got = []
+        got = read_json_lines(self.path(n, role))
         if self.stopped:
             self.final[(n, role)] = got
         return got

@@ -4,7 +4,6 @@ and stopped after them (workloads/probe.py); each event's outage is the gap in a
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from emulation.core.addressing import all_host_configs
 from emulation.core.events import DOWN, LinkEvent
 from emulation.core.link_rates import link_name
 from emulation.core.topology import Topology
+from emulation.results.files import read_json
 
 FOLDER = "probes"
 PROBE_PORT = 9300       # + stream number
@@ -100,10 +100,8 @@ class LinkProbes:
                 continue
             direction, src, dst, sport = stream
             row = {"direction": direction, "from": src, "to": dst, "source_port": sport}
-            try:
-                with open(self.path(n)) as f:
-                    log = json.load(f)
-            except (OSError, ValueError):
+            log = read_json(self.path(n))
+            if log is None:
                 rows.append(dict(row, error="the probe's receiver wrote no log"))
                 continue
             gaps = [g for g in log["gaps"] if g["to"] >= at and (until is None or g["from"] < until)

@@ -29,6 +29,7 @@ from workloads.option_fields import option_kind
 from workloads.codecs import COMPRESSORS
 from workloads.overlap import DDP_BUCKET_MB
 from emulation.run.forkclient import RANK_STARTS
+from emulation.simulation.group_placement import FORMAT as PLACEMENT_FORMAT, check_placement_format
 from workloads.parallel_layout import FORMAT as LAYOUT_FORMAT, check_layout_format
 from workloads.pipeline_schedule import SCHEDULES
 from workloads.schedule import SCHEDULE_HELP, parse_schedule
@@ -164,12 +165,16 @@ class CommonConfig:
                                "parallelism at once: " + LAYOUT_FORMAT + " (ranks numbered as Megatron-LM numbers "
                                "them, tensor fastest, unless order says otherwise; rank r on the job's host r)",
                                parse=check_layout_format, group=PARALLEL)
+    placement: str = run_option("", "--parallel: where one kind's groups sit, ranks numbered to match: "
+                                    + PLACEMENT_FORMAT + " (a rack: the switch a host links to), e.g. tp-in-rack "
+                                    "or tp-across-racks; checked against the job's hosts", parse=check_placement_format,
+                                group=PARALLEL)
     micro_batches: int = run_option(1, "--parallel: micro-batches per iteration, the pipeline's m (--batch, each "
                                        "replica's sequences, is split into them)", kind=int, low=1, high=4096,
                                     group=PARALLEL)
     pipeline: str = run_option("1f1b", "--parallel: the pipeline's schedule: gpipe (every forward, then every "
                                        "backward) or 1f1b (PipeDream-Flush)", choices=SCHEDULES, flag="--schedule",
-                               group=PARALLEL)
+                               yaml_key="schedule", group=PARALLEL)
     batch: int = run_option(32, "sub-minibatch per worker", kind=int, low=1, high=4096, group=BATCH)
     iters: int = run_option(10, "iterations", kind=int, low=1, high=100000, group=ITERATIONS)
     data: str = run_option("synthetic", "synthetic | digits | mnist:PATH", group=TRAINING)
