@@ -78,3 +78,23 @@ def test_placement_on_the_command_line_changes_the_iteration_as_the_order_it_nam
     assert got["across"]["iteration_s"] > 3 * got["in"]["iteration_s"]  # TP over the 4:1 spine
     r = run_dmlbed("theory", *job, "--parallel", "tp=4,dp=4", "--placement", "tp-across-racks")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "cannot hold" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("spec,text,rule", [("leafspine:2,8,1", "tp=8,dp=2", "tp-in-rack"),
+                                            ("leafspine:2,8,1", "tp=8,dp=2", "dp-in-rack"),
+                                            ("fattree:4", "tp=2,pp=2,dp=4", "tp-in-rack"),
+                                            ("fattree:4", "tp=2,pp=2,dp=4", "pp-across-racks")])
+def test_bytes_per_level_follow_the_placement(spec, text, rule):
+    """Every flow crosses two host links (level 0: twice the kind's bytes); a kind kept in a rack puts nothing on
+    the levels above, one spread across racks does."""
+    from helpers import cli_json
+    s = cli_json("theory", "--topo", spec, "--bw", "100", "--algo", "ring", "--model", "gpt:4,64,8,256,128",
+                 "--parallel", text, "--placement", rule, "--micro-batches", "4", "--batch", "16",
+                 "--compute-time", "0.02")
+    kind, shape = rule.split("-", 1)
+    for k, sent in s["bytes_per_kind"].items():
+        levels = s["bytes_per_level"][k]
+        if sent:
+            assert levels["0"] == pytest.approx(2 * sent, rel=1e-6), (k, levels)
+    above = sum(b for level, b in s["bytes_per_level"][kind].items() if level != "0")
+    assert (above == 0) == (shape == "in-rack"), s["bytes_per_level"]

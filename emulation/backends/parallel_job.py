@@ -24,7 +24,8 @@ from workloads.runfolder import RunFolder
 from emulation.run.resolution import payload_rates
 from emulation.run.validation import check_network, check_values
 from emulation.simulation.jobs_model import TimedJob, simulate_jobs
-from emulation.simulation.parallel_theory import KINDS_SUMMED, ParallelJob, kind_rates_Bps, parallel_theory
+from emulation.simulation.parallel_theory import (KINDS_SUMMED, ParallelJob, kind_level_bytes, kind_rates_Bps,
+                                                  parallel_theory)
 from emulation.simulation.pipeline_timeline import Timeline, pipeline_timeline
 from emulation.simulation.routes import Router
 from workloads.algorithms import ALGORITHMS
@@ -113,7 +114,9 @@ def prepare(cfg: RunConfig, mode: str, label: Label = flag_label) -> ParallelRun
 
 def execute(run: ParallelRun, mode: str, log: Log = quiet) -> dict:
     """The closed form (mode theory) or the flow model (simulate), as a summary written to --out if given."""
-    rates = kind_rates_Bps(router_of(run, "spread"), run.job.layout, run.hosts, payload_rates(run.cfg, run.bw))
+    router = router_of(run, "spread")
+    rates = kind_rates_Bps(router, run.job.layout, run.hosts, payload_rates(run.cfg, run.bw))
+    levels = kind_level_bytes(router, run.job.layout, run.hosts, run.job.bytes_per_kind())
     theory = parallel_theory(run.job, [run.compute_s], rates)
     if mode == "theory":  # the formula's span and bubbles; the timeline only lays its passes out for the report
         timeline = pipeline_timeline(run.job.schedule, run.job.micro_batches, theory.forward_s, theory.backward_s,
@@ -125,7 +128,7 @@ def execute(run: ParallelRun, mode: str, log: Log = quiet) -> dict:
         phases = flow_phases(run)
         timeline = phased_timeline(run, phases)
         span, bubbles, iteration = max(timeline.finished), timeline.bubbles(), timeline.iteration
-    summary = summarize(run, mode, timeline, phases, (span, bubbles, iteration), theory)
+    summary = summarize(run, mode, timeline, phases, (span, bubbles, iteration), theory, levels)
     if run.cfg.out:
         os.makedirs(run.cfg.out, exist_ok=True)
         write_summary(run.cfg.out, summary.to_dict())
@@ -182,10 +185,10 @@ def phased_timeline(run: ParallelRun, phases: Dict[str, float]) -> Timeline:
 
 
 def summarize(run: ParallelRun, mode: str, timeline: Timeline, phases: Dict[str, object], answer: tuple,
-              theory) -> ParallelSummary:
-    """The summary: the job, per kind its bytes and its time on the critical path, each stage's bubble, the
-    iteration, the closed form beside it and the timeline's spans (answer: the pipeline's span, each stage's bubble
-    and the iteration, as this mode gives them)."""
+              theory, levels: Dict[str, Dict[int, float]]) -> ParallelSummary:
+    """The summary: the job, per kind its bytes (and per link level) and its time on the critical path, each stage's
+    bubble, the iteration, the closed form beside it and the timeline's spans (answer: the pipeline's span, each
+    stage's bubble and the iteration, as this mode gives them)."""
     job, layout = run.job, run.job.layout
     m, p = job.micro_batches, layout.pp
     dp = phases["dp"]
@@ -196,7 +199,9 @@ def summarize(run: ParallelRun, mode: str, timeline: Timeline, phases: Dict[str,
         mode=mode, topology=run.topo.spec, model=job.model.label, parallel=layout.label,
         placement=run.cfg.placement or None, schedule=job.schedule,
         micro_batches=m, micro_batch_size=job.micro_batch_size, ranks=layout.ranks, parameters=job.model.parameters,
-        compute_per_micro_batch_s=run.compute_s, bytes_per_kind=job.bytes_per_kind(), critical_path_s=critical,
+        compute_per_micro_batch_s=run.compute_s, bytes_per_kind=job.bytes_per_kind(),
+        bytes_per_level={kind: {str(level): round(b) for level, b in by.items()} for kind, by in levels.items()},
+        critical_path_s=critical,
         phase_s={"tp_allreduce": phases["tp"], "pp_send": phases["pp"], "dp_sum_per_stage": dp},
         bubble_per_stage=bubbles, bubble_formula=(p - 1) / (m + p - 1),
         pipeline_s=span, iteration_s=iteration, iteration_theory_s=theory.iteration_s,
@@ -225,6 +230,7 @@ def print_parallel(summary: ParallelSummary) -> None:
     print(f"  pipeline {s['pipeline_s']:.4f} s, bubble {max(s['bubble_per_stage']):.3f} of the pipeline "
           f"((p-1)/(m+p-1) = {s['bubble_formula']:.3f})")
     for kind in s["kinds"]:
+        levels = ", ".join(f"level {level} {b / 2**20:,.1f}" for level, b in s["bytes_per_level"][kind].items())
         print(f"  {kind}: {s['bytes_per_kind'][kind] / 2**20:,.1f} MiB sent, {s['critical_path_s'][kind]:.4f} s on "
-              f"the critical path")
+              f"the critical path; MiB on the links of each level: {levels or 'none'}")
 

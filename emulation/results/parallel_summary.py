@@ -32,6 +32,9 @@ class ParallelSummary:
     bytes_per_kind: Dict[str, int] = doc("bytes every rank sends in one iteration, summed over ranks, per kind "
                                          "(emulate: what the ranks' TCP connections delivered, 'other' between ranks "
                                          "of no one group)")
+    bytes_per_level: Dict[str, Dict[str, int]] = doc("per kind, the bytes its traffic puts on each link level in "
+                                                     "an iteration (a byte counted on every link it crosses; level "
+                                                     "0: the hosts' links; emulate: the model's, on the job's routes)")
     critical_path_s: Dict[str, float] = doc("per kind, seconds of its traffic on the iteration's critical path "
                                             "(emulate: the flow model's)")
     phase_s: Dict[str, Union[float, List[float]]] = doc(

@@ -116,3 +116,19 @@ def kind_rates_Bps(router: Router, layout: Layout, hosts: Sequence[str], rates: 
         shares = [min(router.capacity(hop, rates) / load[hop] for hop in route) for route in routes if route]
         out[kind] = min(shares) if shares else float("inf")
     return out
+
+
+def kind_level_bytes(router: Router, layout: Layout, hosts: Sequence[str],
+                     bytes_per_kind: Dict[str, float]) -> Dict[str, Dict[int, float]]:
+    """Per kind, the bytes its traffic puts on each link level in an iteration (a byte counted on every link it
+    crosses; level 0: the hosts' links): its bytes spread evenly over its flows, each flow's over its route."""
+    out = {}
+    for kind in KINDS_SUMMED:
+        pairs = kind_pairs(layout, kind)
+        per_flow = bytes_per_kind.get(kind, 0) / len(pairs) if pairs else 0.0
+        levels: Counter = Counter()
+        for a, b in pairs:
+            for hop in router.between(hosts[a], hosts[b]):
+                levels[router.level_of[hop]] += per_flow
+        out[kind] = {level: levels[level] for level in sorted(levels)}
+    return out
