@@ -181,13 +181,13 @@ def test_a_24_row_simulated_matrix_on_two_local_workers_takes_at_most_065_of_the
 
 
 EMULATED = """name: emulated
-defaults: {iters: 4, bw: 100, model: lenet5}
+defaults: {iters: 4, bw: 100, model: "mlp:1MB"}
 runs:
   - {label: ring-4, algo: ring, topo: "star:4"}
   - {label: ps-4, algo: ps, topo: "star:4"}
   - {label: ring-3, algo: ring, topo: "star:3"}
-  - {label: sim-ring, algo: ring, topo: "fattree:8", mode: simulate, model: resnet50}
-  - {label: sim-hd, algo: hd, topo: "fattree:8", mode: simulate, model: resnet50}
+  - {label: sim-ring, algo: ring, topo: "fattree:4", mode: simulate}
+  - {label: sim-hd, algo: hd, topo: "fattree:4", mode: simulate}
 """
 EMULATED_LABELS = ["ps-4", "ring-3", "ring-4", "sim-hd", "sim-ring"]
 
