@@ -89,6 +89,28 @@ def test_a_dilated_3d_job_on_a_fat_tree_is_faithful_and_follows_the_closed_form_
     assert got["over_flow_model"] == pytest.approx(1.0, abs=0.10)
 
 
+def test_a_compare_config_runs_an_emulated_parallel_row_beside_its_flow_model(tmp_path):
+    """A compare row with `parallel:` and mode emulate launches the ranks as `run --parallel` does, placed by
+    `placement:`; its row carries the verdict, correctness and the measured bytes beside the flow model's row."""
+    import csv
+    config = tmp_path / "par.yaml"
+    config.write_text(
+        "name: par\n"
+        "defaults: {topo: 'star:4', bw: 100, algo: ring, model: 'gpt:2,64,4,32,128', parallel: 'tp=2,pp=2,dp=1', "
+        "placement: tp-in-rack, micro_batches: 4, batch: 8, compute_time: 0.05, iters: 3}\n"
+        "runs:\n  - {label: emulated, mode: emulate, dilation: 2}\n  - {label: flow model, mode: simulate}\n")
+    r = run_dmlbed("compare", str(config), "--out", str(tmp_path / "out"), "--wait", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {x["label"]: x for x in csv.DictReader(open(tmp_path / "out" / "comparison.csv"))}
+    emulated, flow = rows["emulated"], rows["flow model"]
+    assert emulated["mode"] == "emulate" and emulated["correct"] == "True" and emulated["fidelity"], emulated
+    assert emulated["placement"] == flow["placement"] == "tp-in-rack" and emulated["dilation"] == "2.0"
+    assert float(emulated["bytes_per_kind.tp"]) == pytest.approx(float(flow["bytes_per_kind.tp"]), rel=0.1)
+    assert float(emulated["flow_model_iteration_s"]) == pytest.approx(float(flow["iteration_median_s"]), rel=1e-6)
+    assert json.load(open(tmp_path / "out" / "emulated" / "launch" / "summary.json"))["completed"] is True
+    assert leftovers("star:4") == []
+
+
 @pytest.mark.benchmark
 def test_placement_on_an_oversubscribed_leaf_spine_changes_the_emulated_iteration_by_the_closed_forms_factor(tmp_path):
     """Tensor-parallel groups inside a leaf against across the 4:1 spine (issue 64): the emulated iterations' ratio
