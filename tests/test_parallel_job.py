@@ -107,17 +107,25 @@ def test_timeline_waits_for_each_input_and_adds_the_gradient_sum():
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
-def test_closed_form_equals_the_timeline_when_sends_are_free_and_gpipe_also_with_sends(schedule):
-    job = ParallelJob(parse_transformer("gpt-mini"), parse_layout("tp=2,pp=4,dp=2"), 8, 2, schedule)
-    for rates in ({"tp": 1e9, "pp": float("inf"), "dp": 1e8}, {"tp": 1e9, "pp": 1e8, "dp": 1e8}):
+@pytest.mark.parametrize("pp,m", [(2, 4), (4, 8), (4, 3), (8, 16)])
+def test_closed_form_equals_the_timeline_with_and_without_sends(schedule, pp, m):
+    """GPipe's formula is its timeline's span exactly; 1F1B's alternating passes wait for the sends' round trip
+    (longer than the formula where sends are slow), so its closed form evaluates the schedule with the same
+    times, and equals the formula when sends are free."""
+    job = ParallelJob(parse_transformer("gpt-mini"), parse_layout(f"tp=2,pp={pp},dp=2"), m, 2, schedule)
+    for rates in ({"tp": 1e9, "pp": float("inf"), "dp": 1e8}, {"tp": 1e9, "pp": 1e8, "dp": 1e8},
+                  {"tp": 1e9, "pp": 1e6, "dp": 1e8}):
         th = parallel_theory(job, [0.3], rates)
-        t = pipeline_timeline(schedule, 8, th.forward_s, th.backward_s, [th.send_s] * 3, th.dp_s)
+        t = pipeline_timeline(schedule, m, th.forward_s, th.backward_s, [th.send_s] * (pp - 1), th.dp_s)
+        assert max(t.finished) == pytest.approx(th.pipeline_s)
+        assert t.iteration == pytest.approx(th.iteration_s)
+        assert t.bubbles() == pytest.approx(th.bubbles)
+        formula = sum(f + b for f, b in zip(th.forward_s, th.backward_s)) + \
+            (m - 1) * max(f + b for f, b in zip(th.forward_s, th.backward_s)) + 2 * (pp - 1) * th.send_s
         if schedule == "gpipe" or th.send_s == 0:
-            assert max(t.finished) == pytest.approx(th.pipeline_s)
-            assert t.iteration == pytest.approx(th.iteration_s)
-            assert t.bubbles() == pytest.approx(th.bubbles)
-        else:  # 1F1B's sends sit between its alternating passes: the formula is its lower bound
-            assert th.pipeline_s < max(t.finished) < th.pipeline_s * 1.1
+            assert th.pipeline_s == pytest.approx(formula)
+        else:
+            assert th.pipeline_s >= formula - 1e-12
 
 
 def test_bytes_per_kind_count_rings_and_sends():

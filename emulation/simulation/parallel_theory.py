@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Sequence
 
 from emulation.core.formulas import t_ring
+from emulation.simulation.pipeline_timeline import pipeline_timeline
 from emulation.simulation.routes import Router
 from workloads.parallel_layout import Layout
 from workloads.transformer import Transformer
@@ -80,7 +81,9 @@ def parallel_theory(job: ParallelJob, compute_s: Sequence[float], rates_Bps: Dic
                     alpha_s: float = 0.0) -> ParallelTheory:
     """The closed form: compute_s[s] is a micro-batch's forward and backward compute on stage s (one value: every
     stage), split 1:2; rates_Bps per kind the rate its groups get. Pipeline span: sum over stages of a pass pair plus
-    (m - 1) times the slowest pair, plus 2 (p - 1) sends; each stage's gradient sum after its last backward."""
+    (m - 1) times the slowest pair, plus 2 (p - 1) sends; each stage's gradient sum after its last backward. 1F1B
+    with sends that take time: its schedule's dependencies evaluated with these times (a stage's alternating passes
+    wait for the round trip through the later stages, which the formula does not count)."""
     p, m, t = job.layout.pp, job.micro_batches, job.layout.tp
     compute = list(compute_s) * p if len(compute_s) == 1 else list(compute_s)
     tp_allreduce = allreduce_s(job.activation_bytes, t, rates_Bps.get("tp", 1.0), alpha_s)
@@ -92,6 +95,10 @@ def parallel_theory(job: ParallelJob, compute_s: Sequence[float], rates_Bps: Dic
     span = sum(pairs) + (m - 1) * max(pairs) + 2 * (p - 1) * send
     dp = [allreduce_s(job.gradient_bytes(s), job.layout.dp, rates_Bps.get("dp", 1.0), alpha_s) for s in range(p)]
     finished = [span - s * (max(backward) + send) for s in range(p)]  # stage s's last backward, stage 0 last
+    if job.schedule == "1f1b" and send > 0:
+        timeline = pipeline_timeline(job.schedule, m, forward, backward, [send] * (p - 1), dp)
+        return ParallelTheory(forward, backward, tp_allreduce, send, dp, max(timeline.finished), timeline.iteration,
+                              timeline.bubbles())
     return ParallelTheory(forward, backward, tp_allreduce, send, dp, span, max(f + d for f, d in zip(finished, dp)),
                           [1 - m * pair / span for pair in pairs])
 
