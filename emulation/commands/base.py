@@ -144,3 +144,23 @@ def print_link_events(s) -> None:
                   + (f"; data-plane outage {outage * 1000:.0f} ms (wall, send times of the datagrams lost"
                      + (f"; arrival gap {arrival * 1000:.0f} ms" if arrival is not None else "") + ")"
                      if outage is not None else ""))
+
+
+def run_report(summary) -> str:
+    """report.html of a run or a simulation, or of a parallel job (its path)."""
+    from emulation.results.parallel_summary import ParallelSummary
+    if isinstance(summary, ParallelSummary):
+        from emulation.results.parallel_report import parallel_report
+        return parallel_report(summary.out, summary.to_dict())
+    from emulation.results.report import run_report as report
+    return report(summary["config"]["out"])
+
+
+def show_run(summary, show) -> None:
+    """A run's or a simulation's summary printed by `show`, or a parallel job's."""
+    from emulation.results.parallel_summary import ParallelSummary
+    if isinstance(summary, ParallelSummary):
+        from emulation.backends.parallel_job import print_parallel
+        print_parallel(summary)
+        return
+    show(summary)

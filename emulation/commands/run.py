@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from emulation.backends import emulator, parallel_emulation, parallel_job
-from emulation.commands.base import RUN_GROUPS, Command, fmt, print_link_events
+from emulation.commands.base import RUN_GROUPS, Command, fmt, print_link_events, run_report, show_run
 from emulation.results.fidelity import one_line
 from emulation.run.options import PARALLEL, SYNCHRONIZATION
 from emulation.run.progress import log
@@ -45,17 +45,10 @@ class Run(Command):
         return emulator.execute(job, log=log, progress=not args.json)
 
     def report(self, summary):
-        if isinstance(summary, parallel_job.ParallelSummary):
-            from emulation.results.parallel_report import parallel_report
-            return parallel_report(summary.out, summary.to_dict())
-        from emulation.results.report import run_report
-        return run_report(summary["config"]["out"])
+        return run_report(summary)
 
     def show(self, summary):
-        if isinstance(summary, parallel_job.ParallelSummary):
-            parallel_job.print_parallel(summary)
-            return
-        print_summary(summary)
+        show_run(summary, print_summary)
 
     def exit_code(self, summary):
         return 0 if field(summary, "correct") else 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from emulation.backends import flow_model, parallel_job
-from emulation.commands.base import Command, print_link_events
+from emulation.commands.base import Command, print_link_events, run_report, show_run
 from emulation.run.options import (BACKGROUND, BATCH, EVENTS, FLOW_MODEL, ITERATIONS, LINKS, OUTPUT, PLAN_INPUTS, REPLACE,
                                    SEED,
                                    PARALLEL, SYNCHRONIZATION, TOPOLOGY)
@@ -37,17 +37,10 @@ class Simulate(Command):
         return flow_model.execute(job, log=log)
 
     def report(self, summary):
-        if isinstance(summary, parallel_job.ParallelSummary):
-            from emulation.results.parallel_report import parallel_report
-            return parallel_report(summary.out, summary.to_dict())
-        from emulation.results.report import run_report
-        return run_report(summary["config"]["out"])
+        return run_report(summary)
 
     def show(self, summary):
-        if isinstance(summary, parallel_job.ParallelSummary):
-            parallel_job.print_parallel(summary)
-            return
-        print_simulation(summary)
+        show_run(summary, print_simulation)
 
 
 def print_simulation(s) -> None:

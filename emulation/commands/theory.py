@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from emulation.backends import closed_form, parallel_job
-from emulation.commands.base import Command, print_link_events
+from emulation.commands.base import Command, print_link_events, show_run
 from emulation.run.options import (APP_B, BACKGROUND, EVENTS, BATCH, ITERATIONS, LINKS, PARALLEL, PLAN_INPUTS,
                                    SYNCHRONIZATION, TOPOLOGY)
 
@@ -33,10 +33,7 @@ class Theory(Command):
         return closed_form.execute(job)
 
     def show(self, summary):
-        if isinstance(summary, parallel_job.ParallelSummary):
-            parallel_job.print_parallel(summary)
-            return
-        print_theory(summary)
+        show_run(summary, print_theory)
 
 
 def print_theory(o) -> None:
