@@ -142,3 +142,13 @@ def test_a_compare_config_runs_parallel_jobs_in_closed_form_and_on_the_flow_mode
     assert all(across[s] > inside[s] for s in across)  # tensor parallelism over the 4:1 spine costs
     result = json.loads(r.stdout)
     assert [t["verdict"] for t in result["targets"]] == ["met", "met"], result["targets"]
+
+
+def test_a_row_of_several_jobs_refuses_a_parallel_layout(tmp_path):
+    config = tmp_path / "pj.yaml"
+    config.write_text("name: pj\ndefaults: {topo: 'star:8', algo: ring, model: 'mlp:1MB', parallel: 'tp=2,dp=4', "
+                      "mode: simulate}\nruns:\n  - {label: two, jobs: ['name=a hosts=h0..h3', 'name=b hosts=h4..h7']}\n")
+    r = run_dmlbed("compare", str(config), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "runs[0] (two): 'parallel' is one job on its own row" in r.stderr
+    assert not (tmp_path / "out").exists()

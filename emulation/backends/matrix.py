@@ -216,6 +216,9 @@ def expand(data: dict, out_root: str, local: bool = False, command_rows=None) ->
             out.append(dict(entry, backend=command_rows, job=command_rows.prepare(entry["command"], entry["out"],
                                                                                   where)))
             continue
+        if entry["jobs"] is not None and cfg.parallel:
+            raise ConfigError(f"{where}: 'parallel' is one job on its own row; a row of several jobs ('jobs') "
+                              f"takes none (give the parallel job a row of its own)")
         backend = backend_for(cfg) if entry["jobs"] is None else JOBS_BACKEND
         job = checked_job(backend, cfg, entry["jobs"], where)
         cfg = job.cfg  # the configuration the checked job runs
