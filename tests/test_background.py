@@ -168,9 +168,10 @@ def test_the_host_side_sender_paces_and_the_receiver_counts(tmp_path):
     sent = [json.loads(l) for l in open(tmp_path / "s.jsonl")]
     got = [json.loads(l) for l in open(tmp_path / "r.jsonl")]
     assert sent[0]["port"] and sent[-1]["end"]
-    # the receiver counts what arrived: all of it, or (seen once in CI, 2026-11-28, not explained yet) one chunk less
-    # when the sender was stopped mid-stream
-    assert sent[-1]["bytes"] - CHUNK <= got[-1]["bytes"] <= sent[-1]["bytes"], (sent[-1], got[-1])
+    # the receiver counts what arrived: the sender's count give or take one chunk when SIGTERM stops it mid-stream
+    # (seen in CI both ways: one chunk less on 2026-11-28, one more on 2026-12-08, the chunk the kernel had taken
+    # before the sender counted it)
+    assert abs(got[-1]["bytes"] - sent[-1]["bytes"]) <= CHUNK, (sent[-1], got[-1])
     mbps = (sent[-1]["bytes"] - sent[1]["bytes"]) * 8 / (sent[-1]["t"] - sent[1]["t"]) / 1e6
     assert 30 < mbps < 45  # paced to 40 Mbit/s on loopback, which is far faster
 
